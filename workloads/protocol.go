@@ -1,0 +1,102 @@
+package workloads
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ProtocolVersion is the worker protocol version this harness speaks.
+const ProtocolVersion = 1
+
+// Request operations, harness to worker.
+const (
+	OpInit    = "init"
+	OpAcquire = "acquire"
+	OpRelease = "release"
+	OpClose   = "close"
+)
+
+// Reply types, worker to harness. They match the history's completion types.
+const (
+	ReplyOK   = "ok"
+	ReplyFail = "fail"
+	ReplyInfo = "info"
+)
+
+// Events a worker may send at any time.
+const (
+	// EventLost: the worker learned it no longer holds what it acquired.
+	EventLost = "lost"
+	// EventSession: the worker has a new ZooKeeper session.
+	EventSession = "session"
+)
+
+// Request is one line the harness writes to a worker's stdin. Only the fields of its
+// Op are set; the worker answers every request with exactly one Reply of the same ID.
+type Request struct {
+	ID int64  `json:"id"`
+	Op string `json:"op"`
+
+	// init
+	Connect          string `json:"connect,omitempty"`
+	SessionTimeoutMS int64  `json:"session_timeout_ms,omitempty"`
+	Path             string `json:"path,omitempty"`
+	Kind             string `json:"kind,omitempty"`
+	Permits          int    `json:"permits,omitempty"`
+	Worker           int    `json:"worker,omitempty"`
+
+	// acquire
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+}
+
+// Message is one line a worker writes to stdout: a reply (ID and Type set) or an
+// event (Event set).
+type Message struct {
+	ID    *int64 `json:"id,omitempty"`
+	Type  string `json:"type,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Token is an optional fencing token on an acquire reply.
+	Token json.RawMessage `json:"token,omitempty"`
+
+	Event     string `json:"event,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	Passwd    string `json:"passwd,omitempty"`
+}
+
+// ParseMessage decodes and validates one worker output line.
+func ParseMessage(line []byte) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return Message{}, fmt.Errorf("not a JSON object: %w", err)
+	}
+	switch {
+	case m.Event != "" && m.ID != nil:
+		return Message{}, fmt.Errorf("field event: a line is either a reply (id) or an event, not both")
+	case m.Event != "":
+		if m.Event != EventLost && m.Event != EventSession {
+			return Message{}, fmt.Errorf("field event: unknown event %q", m.Event)
+		}
+	case m.ID != nil:
+		if m.Type != ReplyOK && m.Type != ReplyFail && m.Type != ReplyInfo {
+			return Message{}, fmt.Errorf("field type: want ok, fail or info, got %q", m.Type)
+		}
+	default:
+		return Message{}, fmt.Errorf("field id: missing (a line needs id or event)")
+	}
+	return m, nil
+}
+
+// ParseRequest decodes and validates one harness request line (used by workers).
+func ParseRequest(line []byte) (Request, error) {
+	var r Request
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Request{}, fmt.Errorf("not a JSON object: %w", err)
+	}
+	switch r.Op {
+	case OpInit, OpAcquire, OpRelease, OpClose:
+	default:
+		return Request{}, fmt.Errorf("field op: unknown op %q", r.Op)
+	}
+	return r, nil
+}
