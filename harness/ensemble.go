@@ -1,0 +1,424 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+)
+
+// ZooKeeper defaults. The tick is small so sessions expire in seconds; syncLimit keeps
+// production's ratio (Debian's sample: 2000 ms × 5 = 10 s, longer than a 4 s session):
+// a follower cut off from its leader keeps answering its clients for longer than a
+// session lives, which is the gap isolate-follower-quorum needs. 200 ms × 30 = 6 s > 4 s.
+const (
+	DefaultTick           = 200 * time.Millisecond
+	DefaultInitLimit      = 50
+	DefaultSyncLimit      = 30
+	DefaultSessionTimeout = 4 * time.Second
+	clientPort            = 2181
+	quorumPort            = 2888
+	electionPort          = 3888
+)
+
+// EnsembleConfig says how to run the ZooKeeper servers.
+type EnsembleConfig struct {
+	// Nodes is the number of servers (3 or 5 are usual; 1 runs standalone-in-quorum-mode).
+	Nodes int
+	// ZKHome is a ZooKeeper install (a release tarball's directory); empty means
+	// Debian's zookeeper package.
+	ZKHome string
+	// Java is the java binary; empty means "java".
+	Java string
+	// Dir is where each server's config, data and log go (Dir/s1, Dir/s2, ...).
+	Dir string
+	// Tick, InitLimit, SyncLimit are zoo.cfg's tickTime, initLimit and syncLimit.
+	Tick      time.Duration
+	InitLimit int
+	SyncLimit int
+	// MaxSessionTimeout is the largest session timeout the servers grant.
+	MaxSessionTimeout time.Duration
+	// Heap is the JVM heap of each server, e.g. "256m".
+	Heap string
+	// StartTimeout bounds the wait for a quorum.
+	StartTimeout time.Duration
+}
+
+// Server is one ZooKeeper server: its namespace and address, files and process.
+type Server struct {
+	// ID is the server's myid, from 1.
+	ID   int
+	Host netns.Host
+	Dir  string
+	Cfg  string
+	Log  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// ClientAddr is the server's client address, host:port.
+func (s *Server) ClientAddr() string {
+	return netip.AddrPortFrom(s.Host.Addr, clientPort).String()
+}
+
+// Ensemble is a running set of ZooKeeper servers.
+type Ensemble struct {
+	cfg     EnsembleConfig
+	net     *netns.Network
+	Servers []*Server
+}
+
+// ServerAddr is the address of server id (from 1) on the run network.
+func ServerAddr(id int) netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 1, byte(id)}) }
+
+func (c *EnsembleConfig) defaults() {
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Java == "" {
+		c.Java = "java"
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.InitLimit == 0 {
+		c.InitLimit = DefaultInitLimit
+	}
+	if c.SyncLimit == 0 {
+		c.SyncLimit = DefaultSyncLimit
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = 60 * time.Second
+	}
+	if c.Heap == "" {
+		c.Heap = "256m"
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 60 * time.Second
+	}
+}
+
+// classpath finds the jars for ZooKeeper and a logging backend.
+func (c *EnsembleConfig) classpath() (string, error) {
+	if c.ZKHome != "" {
+		var parts []string
+		for _, pattern := range []string{"conf", "*.jar", "lib/*.jar"} {
+			matches, _ := filepath.Glob(filepath.Join(c.ZKHome, pattern))
+			parts = append(parts, matches...)
+		}
+		if len(parts) < 2 {
+			return "", fmt.Errorf("--zk-home %s: no ZooKeeper jars found (looked for *.jar and lib/*.jar)", c.ZKHome)
+		}
+		return strings.Join(parts, ":"), nil
+	}
+	jar := "/usr/share/java/zookeeper.jar"
+	if _, err := os.Stat(jar); err != nil {
+		return "", fmt.Errorf("%s not found: install Debian's zookeeper package (make setup) or pass --zk-home", jar)
+	}
+	cp := jar
+	// Debian's zookeeper.jar names its dependencies in its manifest, but no slf4j
+	// backend: without one the servers log nothing.
+	if _, err := os.Stat("/usr/share/java/slf4j-simple.jar"); err == nil {
+		cp += ":/usr/share/java/slf4j-simple.jar"
+	}
+	return cp, nil
+}
+
+// StartEnsemble creates a namespace per server on net, writes each server's config and
+// starts them, then waits for a quorum. On error the servers already started are left
+// for the caller's Stop (or the network's Destroy) to remove.
+func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) (*Ensemble, error) {
+	cfg.defaults()
+	if cfg.Nodes < 1 || cfg.Nodes > 9 {
+		return nil, fmt.Errorf("nodes: want 1 to 9 servers, got %d", cfg.Nodes)
+	}
+	cp, err := cfg.classpath()
+	if err != nil {
+		return nil, err
+	}
+	e := &Ensemble{cfg: cfg, net: net}
+	var peers []string
+	for id := 1; id <= cfg.Nodes; id++ {
+		peers = append(peers, fmt.Sprintf("server.%d=%s:%d:%d", id, ServerAddr(id), quorumPort, electionPort))
+	}
+	for id := 1; id <= cfg.Nodes; id++ {
+		host, err := net.AddHost(ctx, fmt.Sprintf("s%d", id), ServerAddr(id))
+		if err != nil {
+			return e, err
+		}
+		s := &Server{ID: id, Host: host, Dir: filepath.Join(cfg.Dir, host.Name)}
+		s.Cfg = filepath.Join(s.Dir, "zoo.cfg")
+		s.Log = filepath.Join(s.Dir, "server.log")
+		if err := writeServerFiles(s, cfg, peers); err != nil {
+			return e, err
+		}
+		e.Servers = append(e.Servers, s)
+	}
+	for _, s := range e.Servers {
+		if err := s.start(cfg, cp); err != nil {
+			return e, err
+		}
+	}
+	if err := e.WaitServing(ctx, cfg.StartTimeout); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
+	data := filepath.Join(s.Dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(data, "myid"), fmt.Appendf(nil, "%d\n", s.ID), 0o644); err != nil {
+		return err
+	}
+	tick := cfg.Tick.Milliseconds()
+	lines := []string{
+		"# written by zlockcheck",
+		fmt.Sprintf("tickTime=%d", tick),
+		fmt.Sprintf("initLimit=%d", cfg.InitLimit),
+		fmt.Sprintf("syncLimit=%d", cfg.SyncLimit),
+		"dataDir=" + data,
+		fmt.Sprintf("clientPortAddress=%s", s.Host.Addr),
+		fmt.Sprintf("clientPort=%d", clientPort),
+		fmt.Sprintf("minSessionTimeout=%d", 2*tick),
+		fmt.Sprintf("maxSessionTimeout=%d", cfg.MaxSessionTimeout.Milliseconds()),
+		"maxClientCnxns=0",
+		"4lw.commands.whitelist=*",
+		"admin.enableServer=false",
+		"standaloneEnabled=false",
+		"reconfigEnabled=false",
+		"autopurge.purgeInterval=0",
+	}
+	lines = append(lines, peers...)
+	return os.WriteFile(s.Cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+func (s *Server) start(cfg EnsembleConfig, classpath string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	logf, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := s.Host.Command(cfg.Java,
+		"-Xms64m", "-Xmx"+cfg.Heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dzookeeper.log.dir="+s.Dir,
+		"-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
+		"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.Cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start server %d: %w", s.ID, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
+	return nil
+}
+
+// Pid is the server's process id, or 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.exited() {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill SIGKILLs the server (resuming it first does not matter: SIGKILL ends a stopped
+// process too) and waits for it to exit.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// Status is what a server's srvr four-letter word reported.
+type Status struct {
+	ID    int
+	Mode  string // leader, follower, standalone, or "" when not serving
+	Zxid  string
+	Error string
+}
+
+// Serving reports whether the server answers clients as part of a quorum.
+func (st Status) Serving() bool {
+	return st.Mode == "leader" || st.Mode == "follower" || st.Mode == "standalone"
+}
+
+// Statuses asks every server for srvr.
+func (e *Ensemble) Statuses(ctx context.Context) []Status {
+	out := make([]Status, len(e.Servers))
+	var wg sync.WaitGroup
+	for i, s := range e.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = e.srvr(ctx, s)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (e *Ensemble) srvr(ctx context.Context, s *Server) Status {
+	st := Status{ID: s.ID}
+	text, err := e.fourLetter(ctx, s, "srvr")
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "Mode: "); ok {
+			st.Mode = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "Zxid: "); ok {
+			st.Zxid = strings.TrimSpace(v)
+		}
+	}
+	if st.Mode == "" {
+		st.Error = strings.TrimSpace(text)
+	}
+	return st
+}
+
+// fourLetter sends a four-letter word to a server and returns its answer.
+func (e *Ensemble) fourLetter(ctx context.Context, s *Server, word string) (string, error) {
+	conn, err := e.net.Dial(ctx, s.ClientAddr(), time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte(word)); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	r := bufio.NewReader(conn)
+	for {
+		line, err := r.ReadString('\n')
+		b.WriteString(line)
+		if err != nil {
+			break
+		}
+	}
+	return b.String(), nil
+}
+
+// Leader returns the server that reports itself leader, or nil.
+func (e *Ensemble) Leader(ctx context.Context) *Server {
+	for _, st := range e.Statuses(ctx) {
+		if st.Mode == "leader" {
+			return e.Servers[st.ID-1]
+		}
+	}
+	return nil
+}
+
+// WaitServing waits until there is a leader and every server serves. On timeout the
+// error names each server that is not serving and the tail of its log.
+func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		sts := e.Statuses(ctx)
+		leader, all := false, true
+		for _, st := range sts {
+			leader = leader || st.Mode == "leader" || st.Mode == "standalone"
+			all = all && st.Serving()
+		}
+		if leader && all {
+			return nil
+		}
+		for _, s := range e.Servers {
+			if s.exited() {
+				return e.notServing(sts, fmt.Sprintf("server %d exited", s.ID))
+			}
+		}
+		if time.Now().After(deadline) {
+			return e.notServing(sts, fmt.Sprintf("no quorum within %s", timeout))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (e *Ensemble) notServing(sts []Status, why string) error {
+	var b strings.Builder
+	b.WriteString("ensemble not serving: " + why)
+	for _, st := range sts {
+		if st.Serving() {
+			continue
+		}
+		s := e.Servers[st.ID-1]
+		fmt.Fprintf(&b, "\n  server %d (%s, %s): %s; last lines of %s:\n", s.ID, s.ClientAddr(), s.Host.Netns, st.Error, s.Log)
+		for _, l := range tailLines(s.Log, 8) {
+			b.WriteString("    " + l + "\n")
+		}
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// Connect is the client connection string for all servers.
+func (e *Ensemble) Connect() string {
+	var addrs []string
+	for _, s := range e.Servers {
+		addrs = append(addrs, s.ClientAddr())
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Stop kills every server.
+func (e *Ensemble) Stop() {
+	for _, s := range e.Servers {
+		s.Kill()
+	}
+}
+
+func tailLines(path string, n int) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []string{"(" + err.Error() + ")"}
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}

@@ -1,0 +1,289 @@
+package netns
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Prefix starts the name of every namespace and link the tool creates on the host.
+const Prefix = "zlc"
+
+// hubAddr is the harness's own address on the run's bridge, inside the hub namespace.
+// The whole 10.77.0.0/16 subnet exists only inside the run's namespaces, so it cannot
+// clash with or reach anything on the host.
+var hubAddr = netip.MustParseAddr("10.77.0.1")
+
+const prefixLen = 16
+
+// Network is one run's private network: a hub namespace holding a bridge (and the
+// harness's own address on it), and one namespace per host, each joined to the bridge
+// by a veth pair. Nothing is created in the host's own namespace except the namespace
+// files themselves.
+type Network struct {
+	runID string
+	hub   string
+	hosts []Host
+}
+
+// Host is one namespace on the network: a server or a worker slot.
+type Host struct {
+	// Name is the short name within the run, e.g. "s1" or "w3".
+	Name string
+	// Netns is the namespace name, e.g. "zlc4f2a1cs1".
+	Netns string
+	// Addr is the host's address on the run's bridge.
+	Addr netip.Addr
+	// HubLink is the name of the host's veth end inside the hub namespace.
+	HubLink string
+}
+
+// Create makes the hub namespace and bridge for a run. runID must be short
+// (namespace names are Prefix+runID+host name) and unique among live runs.
+func Create(ctx context.Context, runID string) (*Network, error) {
+	n := &Network{runID: runID, hub: Prefix + runID + "hub"}
+	if err := ipCmd(ctx, nil, "netns", "add", n.hub); err != nil {
+		return nil, fmt.Errorf("create hub namespace: %w", err)
+	}
+	script := strings.Join([]string{
+		"link set lo up",
+		"link add zlcbr0 type bridge",
+		"link set zlcbr0 up",
+		fmt.Sprintf("addr add %s/%d dev zlcbr0", hubAddr, prefixLen),
+	}, "\n")
+	if err := ipBatch(ctx, n.hub, script); err != nil {
+		_ = ipCmd(context.Background(), nil, "netns", "del", n.hub)
+		return nil, fmt.Errorf("create bridge: %w", err)
+	}
+	return n, nil
+}
+
+// HubNetns names the hub namespace, where the harness's own connections start.
+func (n *Network) HubNetns() string { return n.hub }
+
+// HubAddr is the harness's address on the bridge.
+func (n *Network) HubAddr() netip.Addr { return hubAddr }
+
+// Hosts lists the hosts added so far.
+func (n *Network) Hosts() []Host { return append([]Host(nil), n.hosts...) }
+
+// AddHost creates a namespace for a host called name with address addr and plugs it
+// into the bridge. name must be short (at most 10 characters).
+func (n *Network) AddHost(ctx context.Context, name string, addr netip.Addr) (Host, error) {
+	h := Host{Name: name, Netns: Prefix + n.runID + name, Addr: addr, HubLink: Prefix + name}
+	if len(h.HubLink) > 15 {
+		return Host{}, fmt.Errorf("host name %q too long for a link name", name)
+	}
+	if err := ipCmd(ctx, nil, "netns", "add", h.Netns); err != nil {
+		return Host{}, fmt.Errorf("create namespace for %s: %w", name, err)
+	}
+	n.hosts = append(n.hosts, h)
+	hub := fmt.Sprintf("link add %s type veth peer name eth0 netns %s\nlink set %s master zlcbr0 up\n",
+		h.HubLink, h.Netns, h.HubLink)
+	if err := ipBatch(ctx, n.hub, hub); err != nil {
+		return Host{}, fmt.Errorf("link %s to the bridge: %w", name, err)
+	}
+	inner := fmt.Sprintf("link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n", addr, prefixLen)
+	if err := ipBatch(ctx, h.Netns, inner); err != nil {
+		return Host{}, fmt.Errorf("configure %s: %w", name, err)
+	}
+	return h, nil
+}
+
+// Command returns a command that runs argv inside the host's namespace, in its own
+// process group, killed if the harness dies.
+func (h Host) Command(argv ...string) *exec.Cmd {
+	return commandIn(h.Netns, argv...)
+}
+
+// Run runs argv inside the host's namespace and returns its combined output.
+func (h Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
+	cmd := commandIn(h.Netns, argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runCtx(ctx, cmd); err != nil {
+		return out.Bytes(), fmt.Errorf("%s in %s: %w: %s", strings.Join(argv, " "), h.Netns, err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
+}
+
+func commandIn(ns string, argv ...string) *exec.Cmd {
+	args := append([]string{"netns", "exec", ns}, argv...)
+	cmd := exec.Command("ip", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// runCtx runs cmd and kills its process group if ctx ends first.
+func runCtx(ctx context.Context, cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Dial opens a TCP connection from the hub namespace (the harness's address on the
+// bridge) to addr, which must be on the run's network.
+func (n *Network) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	var conn net.Conn
+	err := inNetns(n.hub, func() error {
+		d := net.Dialer{Timeout: timeout}
+		var err error
+		conn, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	return conn, err
+}
+
+// inNetns runs fn on an OS thread switched into the named namespace. Sockets made in
+// fn stay in that namespace after the thread switches back.
+func inNetns(ns string, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	target, err := os.Open("/run/netns/" + ns)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("open namespace %s: %w", ns, err)
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter namespace %s: %w", ns, err)
+	}
+	fnErr := fn()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread is stuck in the wrong namespace: keep it locked so the runtime
+		// throws it away when this goroutine ends.
+		return errors.Join(fnErr, fmt.Errorf("leave namespace %s: %w", ns, err))
+	}
+	runtime.UnlockOSThread()
+	return fnErr
+}
+
+// Destroy kills every process left in the run's namespaces and deletes them; deleting
+// a namespace removes its links, so the bridge and every veth go with them.
+func (n *Network) Destroy() error {
+	names := []string{n.hub}
+	for _, h := range n.hosts {
+		names = append(names, h.Netns)
+	}
+	return destroy(names)
+}
+
+// Report says what a cleanup found and removed.
+type Report struct {
+	Namespaces []string
+	Processes  []int
+}
+
+// CleanupAll removes every namespace whose name starts with Prefix, after killing the
+// processes inside: what a harness that was SIGKILLed left behind. It touches nothing
+// else on the host.
+func CleanupAll() (Report, error) {
+	names, err := List()
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Namespaces: names}
+	for _, ns := range names {
+		rep.Processes = append(rep.Processes, pidsIn(ns)...)
+	}
+	return rep, destroy(names)
+}
+
+// List returns the names of all namespaces the tool made that still exist.
+func List() ([]string, error) {
+	entries, err := os.ReadDir("/run/netns")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), Prefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+func pidsIn(ns string) []int {
+	out, err := exec.Command("ip", "netns", "pids", ns).Output()
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func destroy(names []string) error {
+	var errs []error
+	// Kill first everywhere (a stopped process dies of SIGKILL too), then wait for the
+	// processes to go, then delete.
+	for _, ns := range names {
+		for _, pid := range pidsIn(ns) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, ns := range names {
+		for len(pidsIn(ns)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := ipCmd(context.Background(), nil, "netns", "del", ns); err != nil {
+			if _, statErr := os.Stat("/run/netns/" + ns); statErr == nil {
+				errs = append(errs, fmt.Errorf("delete namespace %s: %w", ns, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ipCmd(ctx context.Context, stdin []byte, args ...string) error {
+	cmd := exec.CommandContext(ctx, "ip", args...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func ipBatch(ctx context.Context, ns, script string) error {
+	return ipCmd(ctx, []byte(script), "-n", ns, "-batch", "-")
+}
