@@ -422,3 +422,20 @@ func tailLines(path string, n int) []string {
 	}
 	return lines
 }
+
+// Version asks a server which ZooKeeper version it runs ("" if none answers).
+func (e *Ensemble) Version(ctx context.Context) string {
+	for _, s := range e.Servers {
+		text, err := e.fourLetter(ctx, s, "srvr")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(line, "Zookeeper version: "); ok {
+				v, _, _ = strings.Cut(v, ",")
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,51 @@
+# zlockcheck: `make run` runs a default chaos run on a local ensemble, `make test` runs
+# the tests. Both install what is missing first (Debian packages, Go modules).
+
+GO        ?= go
+BIN       := bin/zlockcheck
+APT_PKGS  := zookeeper libslf4j-java default-jre-headless iproute2 nftables iptables procps python3
+RUN_FLAGS ?=
+
+.PHONY: all setup build run test test-short vet bench clean cleanup
+
+all: build
+
+# Idempotent: apt-get runs only when a package is missing.
+setup:
+	@missing=""; for p in $(APT_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@$(GO) mod download
+
+build: setup
+	$(GO) build -o $(BIN) ./cmd/zlockcheck
+
+run: build
+	./$(BIN) run $(RUN_FLAGS)
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# Integration tests need root, namespaces and ZooKeeper; ZLC_REQUIRE_INTEGRATION makes
+# their absence a failure instead of a skip.
+test: build vet
+	ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 25m ./...
+
+test-short: setup
+	$(GO) test -short ./...
+
+bench: build
+	bash bench/run.sh
+
+cleanup: build
+	./$(BIN) cleanup
+
+clean:
+	rm -rf bin

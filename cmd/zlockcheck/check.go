@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/report"
+)
+
+func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("check", stderr)
+	var (
+		model   = fs.String("model", "mutex", "model: mutex, semaphore, rwlock, knossos-mutex")
+		permits = fs.Int("permits", 1, "semaphore permits")
+		format  = fs.String("format", "", "history format: jsonl or edn (default: from the file name)")
+		timeout = fs.Duration("timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
+		html    = fs.String("html", "", "write porcupine's visualization of any violation to this file")
+	)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitError, err
+	}
+	if fs.NArg() != 1 {
+		return exitError, usageError{"check takes exactly one history file"}
+	}
+	path := fs.Arg(0)
+	kind, err := models.ParseKind(*model)
+	if err != nil {
+		return exitError, fmt.Errorf("--model: %w", err)
+	}
+	if *format == "" {
+		*format = "jsonl"
+		if strings.EqualFold(filepath.Ext(path), ".edn") {
+			*format = "edn"
+		}
+	}
+	var h histories.History
+	switch *format {
+	case "jsonl":
+		var warnings []string
+		h, warnings, err = histories.Load(path)
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+	case "edn":
+		h, err = histories.LoadEDN(path)
+	default:
+		return exitError, fmt.Errorf("--format: want jsonl or edn, got %q", *format)
+	}
+	if err != nil {
+		return exitError, err
+	}
+	cfg := models.Config{Kind: kind, Permits: *permits, Timeout: *timeout}
+	res, err := models.Check(h, cfg)
+	if err != nil {
+		return exitError, fmt.Errorf("%s: %w", path, err)
+	}
+	report.PrintCheck(stdout, path, len(h), res)
+	if *html != "" && res.Verdict == models.Invalid {
+		f, err := os.Create(*html)
+		if err != nil {
+			return exitError, err
+		}
+		defer f.Close()
+		if err := models.WriteVisualization(f, res, cfg); err != nil {
+			return exitError, err
+		}
+		fmt.Fprintf(stdout, "visualization: %s\n", *html)
+	}
+	return verdictCode(res.Verdict), nil
+}

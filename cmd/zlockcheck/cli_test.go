@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const validHistory = `{"index":0,"type":"invoke","f":"acquire","process":0,"time":10}
+{"index":1,"type":"ok","f":"acquire","process":0,"time":20}
+{"index":2,"type":"invoke","f":"acquire","process":1,"time":25}
+{"index":3,"type":"invoke","f":"release","process":0,"time":30}
+{"index":4,"type":"ok","f":"release","process":0,"time":40}
+{"index":5,"type":"ok","f":"acquire","process":1,"time":50}
+`
+
+// Process 1's acquire succeeds while process 0 certainly holds: a double grant.
+const doubleGrant = `{"index":0,"type":"invoke","f":"acquire","process":0,"time":10}
+{"index":1,"type":"ok","f":"acquire","process":0,"time":20}
+{"index":2,"type":"invoke","f":"acquire","process":1,"time":25}
+{"index":3,"type":"ok","f":"acquire","process":1,"time":27}
+{"index":4,"type":"invoke","f":"release","process":0,"time":30}
+{"index":5,"type":"ok","f":"release","process":0,"time":40}
+`
+
+// The second line has an unknown type: the error must name line 2 and the field.
+const malformed = `{"index":0,"type":"invoke","f":"acquire","process":0,"time":10}
+{"index":1,"type":"okk","f":"acquire","process":0,"time":20}
+{"index":2,"type":"invoke","f":"acquire","process":1,"time":25}
+`
+
+func TestCheckExitCodes(t *testing.T) {
+	edn, _ := filepath.Abs("../../../shared/testdata/jepsen/knossos-mutex-bad-etcd.edn")
+	if _, err := os.Stat(edn); err != nil {
+		edn = "testdata/knossos-mutex-bad-etcd.edn"
+	}
+	cases := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  string // in stdout or stderr
+	}{
+		{"valid mutex", []string{"check", writeFile(t, "ok.jsonl", validHistory)}, exitValid, "VALID"},
+		{"double grant", []string{"check", writeFile(t, "bad.jsonl", doubleGrant)}, exitInvalid, "INVALID"},
+		{"double grant is fine for 2 permits", []string{"check", "--model", "semaphore", "--permits", "2", writeFile(t, "bad.jsonl", doubleGrant)}, exitValid, "VALID"},
+		{"jepsen etcd history", []string{"check", "--model", "knossos-mutex", edn}, exitInvalid, "INVALID"},
+		{"malformed line", []string{"check", writeFile(t, "m.jsonl", malformed)}, exitError, "m.jsonl:2"},
+		{"missing file", []string{"check", "/nonexistent/history.jsonl"}, exitError, "no such file"},
+		{"unknown model", []string{"check", "--model", "paxos", writeFile(t, "ok.jsonl", validHistory)}, exitError, "--model"},
+		{"unknown command", []string{"frobnicate"}, exitError, "unknown command"},
+		{"no file", []string{"check"}, exitError, "exactly one"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := zlockcheck(t, c.args...)
+			if code != c.wantCode {
+				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.wantCode, stdout, stderr)
+			}
+			if !strings.Contains(stdout+stderr, c.wantOut) {
+				t.Errorf("output lacks %q\nstdout: %s\nstderr: %s", c.wantOut, stdout, stderr)
+			}
+			if strings.Contains(stderr, "panic") {
+				t.Errorf("panicked: %s", stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+)
+
+// binary is the zlockcheck binary built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "zlockcheck-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "zlockcheck")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("build zlockcheck: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireIntegration skips tests that need root, network namespaces and ZooKeeper,
+// unless ZLC_REQUIRE_INTEGRATION is set (as by make test), where their absence fails.
+func requireIntegration(t *testing.T) {
+	t.Helper()
+	var missing []string
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		missing = append(missing, "Debian's zookeeper package")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		missing = append(missing, "python3")
+	}
+	if len(missing) == 0 {
+		if testing.Short() {
+			t.Skip("integration test skipped in -short mode")
+		}
+		return
+	}
+	if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
+		t.Fatalf("integration test needs %s", strings.Join(missing, ", "))
+	}
+	t.Skipf("integration test needs %s (run make test)", strings.Join(missing, ", "))
+}
+
+// zlockcheck runs the binary and returns its exit code, stdout and stderr.
+func zlockcheck(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func readResults(t *testing.T, store string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(store, "latest", "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res map[string]any
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// assertNothingLeft fails if any zlc namespace, ZooKeeper or worker process remains.
+func assertNothingLeft(t *testing.T) {
+	t.Helper()
+	names, err := netns.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) > 0 {
+		t.Errorf("namespaces left behind: %v", names)
+	}
+	for _, pattern := range []string{"QuorumPeerMain", binary + " worker", "broken_worker.py"} {
+		out, _ := exec.Command("pgrep", "-f", pattern).Output()
+		if s := strings.TrimSpace(string(out)); s != "" {
+			t.Errorf("processes matching %q left behind: %s", pattern, s)
+		}
+	}
+	out, _ := exec.Command("ip", "-o", "link").Output()
+	if strings.Contains(string(out), "zlc") {
+		t.Errorf("zlc links left in the host namespace:\n%s", out)
+	}
+}
+
+func TestRunGozkMutexIsValid(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "gozk", "--time", "10s", "--seed", "7", "--store", store)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	if code != exitValid {
+		t.Fatalf("exit %d, want %d (valid)", code, exitValid)
+	}
+	res := readResults(t, store)
+	if res["verdict"] != "valid" {
+		t.Errorf("results.json verdict %v, want valid", res["verdict"])
+	}
+	counts := res["counts"].(map[string]any)
+	acq := counts["acquire"].(map[string]any)
+	if ok, _ := acq["ok"].(float64); ok < 20 {
+		t.Errorf("only %v acquires succeeded in 10 s: %v", acq["ok"], counts)
+	}
+	for _, f := range []string{"history.jsonl", "results.json", "timeline.html", "config.json", "servers/s1/server.log", "servers/s1/zoo.cfg"} {
+		if _, err := os.Stat(filepath.Join(store, "latest", f)); err != nil {
+			t.Errorf("run directory lacks %s: %v", f, err)
+		}
+	}
+	// The stored history checks the same way on its own.
+	code, out, _ := zlockcheck(t, "check", filepath.Join(store, "latest", "history.jsonl"))
+	if code != exitValid {
+		t.Errorf("check of the stored history: exit %d\n%s", code, out)
+	}
+	assertNothingLeft(t)
+}
+
+func TestRunBrokenWorkerIsInvalid(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	worker, err := filepath.Abs("../../recipes/testdata/broken_worker.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "exec", "--worker-cmd", "python3 "+worker,
+		"--time", "5s", "--seed", "3", "--store", store)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want %d (invalid)", code, exitInvalid)
+	}
+	res := readResults(t, store)
+	checks := res["checks"].([]any)
+	witness, _ := checks[0].(map[string]any)["witness"].(string)
+	if !strings.Contains(witness, "process") {
+		t.Errorf("witness does not name the overlapping processes: %q", witness)
+	}
+	if !strings.Contains(stdout, "INVALID") {
+		t.Errorf("summary does not say INVALID:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(store, "latest", "linearizability.html")); err != nil {
+		t.Errorf("no visualization of the violation: %v", err)
+	}
+	assertNothingLeft(t)
+}

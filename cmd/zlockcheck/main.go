@@ -1,0 +1,92 @@
+// Command zlockcheck runs real ZooKeeper lock recipes against a real ensemble under
+// faults, records the history and checks it for linearizability.
+//
+// Exit codes of run and check: 0 valid, 1 invalid, 2 unknown, 3 error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes shared by run and check.
+const (
+	exitValid   = 0
+	exitInvalid = 1
+	exitUnknown = 2
+	exitError   = 3
+)
+
+const usage = `usage: zlockcheck <command> [flags]
+
+commands:
+  run      start an ensemble and workers, record a history, check it
+  check    check a history file (JSON Lines or Jepsen EDN)
+  cleanup  remove every zlc namespace, link and process a killed harness left
+  worker   serve the worker protocol on stdin/stdout (started by run)
+
+Run 'zlockcheck <command> -h' for a command's flags.
+Exit codes (run, check): 0 valid, 1 invalid, 2 unknown, 3 error.
+`
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is bad command-line input.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var (
+		code int
+		err  error
+	)
+	switch args[0] {
+	case "run":
+		code, err = runCmd(ctx, args[1:], stdout, stderr)
+	case "check":
+		code, err = checkCmd(args[1:], stdout, stderr)
+	case "cleanup":
+		code, err = cleanupCmd(args[1:], stdout)
+	case "worker":
+		code, err = workerCmd(ctx, args[1:], stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprint(stderr, usage)
+		err = fmt.Errorf("unknown command %q", args[0])
+		code = exitError
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "zlockcheck %s: %v\n", args[0], err)
+		if code == exitValid {
+			code = exitError
+		}
+	}
+	return code
+}
+
+// newFlagSet makes a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("zlockcheck "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

@@ -1,0 +1,587 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Config is everything one run needs. It is written to the run directory as
+// config.json, so a run can be repeated from its directory alone.
+type Config struct {
+	// Name is the test's name: runs are stored under Store/Name/<timestamp>.
+	Name string `json:"name"`
+	// Store is the directory that holds all runs.
+	Store string `json:"store"`
+	// Nodes is the ensemble size.
+	Nodes int `json:"nodes"`
+	// ZKHome is a ZooKeeper install to use instead of Debian's package.
+	ZKHome string `json:"zk_home,omitempty"`
+	// Workers is the number of concurrent worker processes.
+	Workers int `json:"workers"`
+	// Duration is how long the workload runs.
+	Duration time.Duration `json:"duration_ns"`
+	// Seed drives every random choice of the harness (hold times, modes, faults).
+	Seed int64 `json:"seed"`
+	// SessionTimeout is the ZooKeeper session timeout workers ask for.
+	SessionTimeout time.Duration `json:"session_timeout_ns"`
+	// Tick, InitLimit, SyncLimit are the servers' timing knobs.
+	Tick      time.Duration `json:"tick_ns"`
+	InitLimit int           `json:"init_limit"`
+	SyncLimit int           `json:"sync_limit"`
+	// Recipe names the lock implementation under test (for the record).
+	Recipe string `json:"recipe"`
+	// WorkerArgv is the command line of one worker process.
+	WorkerArgv []string `json:"worker_argv"`
+	// Workload says what each worker does.
+	Workload workloads.Config `json:"workload"`
+	// Baseline, when set, runs a plain go-zookeeper lock loop with as many goroutines
+	// as workers for as long as the workload, on the same ensemble after the workload:
+	// the yardstick for the harness's overhead (see BENCHMARKS.md).
+	Baseline bool `json:"baseline,omitempty"`
+	// Log receives progress lines; nil discards them.
+	Log io.Writer `json:"-"`
+}
+
+// Defaults fills the unset fields of c.
+func (c Config) Defaults() Config {
+	if c.Store == "" {
+		c.Store = "store"
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Workers == 0 {
+		c.Workers = 5
+	}
+	if c.Duration == 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.InitLimit == 0 {
+		c.InitLimit = DefaultInitLimit
+	}
+	if c.SyncLimit == 0 {
+		c.SyncLimit = DefaultSyncLimit
+	}
+	c.Workload = c.Workload.Defaults()
+	if c.Name == "" {
+		c.Name = fmt.Sprintf("%s-%s", c.Recipe, c.Workload.Kind)
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot run, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > 9:
+		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
+	case c.Workers < 1 || c.Workers > 250:
+		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
+	case c.Duration <= 0:
+		return fmt.Errorf("time: want > 0, got %s", c.Duration)
+	case c.SessionTimeout < 2*c.Tick:
+		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
+	case len(c.WorkerArgv) == 0:
+		return errors.New("worker command: empty")
+	case strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..":
+		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
+	}
+	return c.Workload.Validate()
+}
+
+// Outcome is what a finished run left behind: where its files are. Checking the
+// history is the caller's job.
+type Outcome struct {
+	// Dir is the run's directory.
+	Dir string
+	// History is the path of history.jsonl.
+	History string
+	// RunID tells this run's namespaces and ZooKeeper paths apart.
+	RunID string
+	// Started and Elapsed time the workload phase.
+	Started time.Time
+	Elapsed time.Duration
+	// Interrupted is set when the run was cancelled before its time was up.
+	Interrupted bool
+	// ZooKeeperVersion is what the servers reported.
+	ZooKeeperVersion string
+	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it.
+	Baseline *Baseline
+}
+
+// Run performs one run: network, ensemble, workers, workload, teardown. It returns
+// the outcome once every process, namespace and link it made is gone. A cancelled ctx
+// (Ctrl-C, SIGTERM) ends the workload early; the history written so far is kept and the
+// outcome is returned with Interrupted set. The error is non-nil only when the run
+// could not produce a history worth checking (set-up failed).
+func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return out, err
+	}
+	out.RunID = randomID()
+	out.Dir, err = makeRunDir(cfg.Store, cfg.Name, time.Now())
+	if err != nil {
+		return out, err
+	}
+	if err := writeJSON(filepath.Join(out.Dir, "config.json"), cfg); err != nil {
+		return out, err
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
+
+	network, err := netns.Create(ctx, out.RunID)
+	if err != nil {
+		return out, fmt.Errorf("create network: %w", err)
+	}
+	// Teardown runs on every return path, whatever ctx says.
+	var ens *Ensemble
+	defer func() {
+		if ens != nil {
+			ens.Stop()
+		}
+		if derr := network.Destroy(); derr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
+		}
+	}()
+
+	setupStart := time.Now()
+	ens, err = StartEnsemble(ctx, network, EnsembleConfig{
+		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: filepath.Join(out.Dir, "servers"),
+		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit,
+		MaxSessionTimeout: max(60*time.Second, 2*cfg.SessionTimeout),
+	})
+	if err != nil {
+		return out, err
+	}
+	out.ZooKeeperVersion = ens.Version(ctx)
+	logf("ensemble of %d serving after %s (%s)", cfg.Nodes, time.Since(setupStart).Round(time.Millisecond), ens.Connect())
+
+	out.History = filepath.Join(out.Dir, "history.jsonl")
+	w, err := histories.NewWriter(out.History)
+	if err != nil {
+		return out, err
+	}
+	rec := &recorder{w: w, start: time.Now()}
+	defer func() {
+		if cerr := w.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close history: %w", cerr))
+		}
+	}()
+
+	hosts := make([]netns.Host, cfg.Workers)
+	for i := range hosts {
+		hosts[i], err = network.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1))
+		if err != nil {
+			return out, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(out.Dir, "workers"), 0o755); err != nil {
+		return out, err
+	}
+
+	r := &runner{
+		cfg: cfg, dir: out.Dir, rec: rec, connect: ens.Connect(),
+		lockPath: fmt.Sprintf("/zlc/%s/%s", out.RunID, cfg.Workload.Key),
+		logf:     logf,
+	}
+	out.Started = rec.start
+	logf("running %d workers of %s for %s (seed %d), history in %s", cfg.Workers, cfg.Recipe, cfg.Duration, cfg.Seed, out.History)
+	workCtx, stop := context.WithTimeout(ctx, cfg.Duration)
+	defer stop()
+	// hard is closed when waiting for in-flight ops must end: the user interrupted,
+	// or the end-of-run grace ran out.
+	hard := make(chan struct{})
+	var hardOnce sync.Once
+	endHard := func() { hardOnce.Do(func() { close(hard) }) }
+	go func() {
+		select {
+		case <-ctx.Done():
+			endHard()
+		case <-hard:
+		}
+	}()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Workers)
+	for i := range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs <- fmt.Errorf("worker slot %d panicked: %v\n%s", i+1, p, debug.Stack())
+					stop()
+				}
+			}()
+			if err := r.slot(workCtx, hard, i, hosts[i]); err != nil {
+				errs <- err
+				stop()
+			}
+		}()
+	}
+	<-workCtx.Done()
+	// Let in-flight ops finish for a bounded time: an acquire may wait its timeout.
+	grace := cfg.Workload.AcquireTimeout + cfg.SessionTimeout + 5*time.Second
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(grace):
+		logf("workers still busy %s after the end: killing them", grace)
+		endHard()
+		<-finished
+	}
+	endHard()
+	out.Elapsed = time.Since(rec.start)
+	out.Interrupted = ctx.Err() != nil
+	close(errs)
+	var slotErrs []error
+	for e := range errs {
+		slotErrs = append(slotErrs, e)
+	}
+	if err := rec.err(); err != nil {
+		slotErrs = append(slotErrs, fmt.Errorf("history: %w", err))
+	}
+	if cfg.Baseline && ctx.Err() == nil && len(slotErrs) == 0 {
+		rng := r.slotRNG(-1)
+		var mu sync.Mutex
+		hold := func(int) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return cfg.Workload.Next(rng).Hold
+		}
+		b, err := runBaseline(ctx, network, ens.Connect(), r.lockPath+"-baseline", cfg.Workers, cfg.Duration, cfg.SessionTimeout, hold)
+		if err != nil {
+			slotErrs = append(slotErrs, fmt.Errorf("baseline: %w", err))
+		} else {
+			out.Baseline = &b
+			logf("baseline: plain go-zookeeper loop, %d goroutines: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
+		}
+	}
+	return out, errors.Join(slotErrs...)
+}
+
+func workerAddr(slot int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 77, 2, byte(slot)})
+}
+
+// makeRunDir creates store/name/<timestamp> and points store/latest and
+// store/name/latest at it.
+func makeRunDir(store, name string, now time.Time) (string, error) {
+	base := filepath.Join(store, name)
+	stamp := now.UTC().Format("20060102T150405.000Z")
+	dir := filepath.Join(base, stamp)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create run directory: %w", err)
+	}
+	for _, link := range []struct{ at, to string }{
+		{filepath.Join(base, "latest"), stamp},
+		{filepath.Join(store, "latest"), filepath.Join(name, stamp)},
+	} {
+		_ = os.Remove(link.at)
+		_ = os.Symlink(link.to, link.at)
+	}
+	return dir, nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// recorder stamps ops with the run's monotonic clock and appends them to the history.
+type recorder struct {
+	w     *histories.Writer
+	start time.Time
+
+	mu       sync.Mutex
+	firstErr error
+}
+
+func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
+
+// record appends op at the current time.
+func (r *recorder) record(op histories.Op) {
+	op.Time = r.now()
+	if _, err := r.w.Append(op); err != nil {
+		r.mu.Lock()
+		if r.firstErr == nil {
+			r.firstErr = err
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *recorder) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.firstErr
+}
+
+// runner drives the workload through the worker slots of one run.
+type runner struct {
+	cfg      Config
+	dir      string
+	rec      *recorder
+	connect  string
+	lockPath string
+	logf     func(string, ...any)
+
+	mu          sync.Mutex
+	nextProcess int
+}
+
+func (r *runner) newProcess() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.nextProcess
+	r.nextProcess++
+	return p
+}
+
+// slotRNG gives each slot its own stream derived from the run's seed.
+func (r *runner) slotRNG(slot int) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(slot)+1))
+}
+
+// slot runs worker processes in one namespace, one after the other, until ctx ends:
+// a worker whose op ends in info, or that crashes, is replaced by a fresh process
+// with a new process id.
+func (r *runner) slot(ctx context.Context, hard <-chan struct{}, slot int, host netns.Host) error {
+	rng := r.slotRNG(slot)
+	failures := 0
+	for ctx.Err() == nil {
+		process := r.newProcess()
+		logPath := filepath.Join(r.dir, "workers", fmt.Sprintf("w%d-p%d.stderr.log", slot+1, process))
+		w, err := startWorker(host, slot, process, r.cfg.WorkerArgv, logPath)
+		if err != nil {
+			return err
+		}
+		s := &session{r: r, w: w, hard: hard, key: r.cfg.Workload.Key}
+		if err := s.init(ctx, slot); err != nil {
+			w.kill()
+			failures++
+			r.logf("worker %d (slot %d) did not start: %v (see %s)", process, slot+1, err, logPath)
+			if failures >= 5 {
+				return fmt.Errorf("worker slot %d: %d workers in a row failed to start; last: %w (see %s)", slot+1, failures, err, logPath)
+			}
+			sleepCtx(ctx, 500*time.Millisecond)
+			continue
+		}
+		failures = 0
+		s.loop(ctx, rng)
+		if s.dead {
+			w.kill()
+		} else {
+			w.close(2 * time.Second)
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// session is one worker process's life: it owns the process's history entries.
+type session struct {
+	r    *runner
+	w    *worker
+	hard <-chan struct{}
+	key  string
+
+	holding bool
+	mode    string
+	// dead: the process crashed or must not be used again (after info).
+	dead bool
+}
+
+func (s *session) op(t histories.Type, f string) histories.Op {
+	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.key, Mode: s.mode}
+}
+
+// init sends the init request; it is not part of the history.
+func (s *session) init(ctx context.Context, slot int) error {
+	wl := s.r.cfg.Workload
+	_, err := s.w.send(workloads.Request{
+		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
+		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.process,
+	})
+	if err != nil {
+		return err
+	}
+	reply, crashed := s.await(ctx, 2*s.r.cfg.SessionTimeout+10*time.Second)
+	if crashed != nil {
+		return crashed
+	}
+	if reply.Type != workloads.ReplyOK {
+		return fmt.Errorf("init: %s: %s", reply.Type, reply.Error)
+	}
+	return nil
+}
+
+// await waits for the reply to the request in flight, handling events meanwhile. It
+// returns a non-nil error when the worker crashed, did not answer within limit, or the
+// run ended hard; the worker is then unusable.
+func (s *session) await(ctx context.Context, limit time.Duration) (workloads.Message, error) {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-s.w.msgs:
+			if m.crashed != nil {
+				return workloads.Message{}, m.crashed
+			}
+			if m.msg.Event != "" {
+				s.event(m.msg, true)
+				continue
+			}
+			return m.msg, nil
+		case <-timer.C:
+			return workloads.Message{}, fmt.Errorf("no reply within %s", limit)
+		case <-s.hard:
+			return workloads.Message{}, errors.New("run ended before the reply came")
+		}
+	}
+}
+
+// event handles an event from the worker.
+func (s *session) event(m workloads.Message, inFlight bool) {
+	if m.Event != workloads.EventLost {
+		return
+	}
+	if !s.holding || inFlight {
+		// Nothing certain to end: the op in flight (if any) decides.
+		s.r.logf("worker %d: lost event while not holding (ignored): %s", s.w.process, m.Error)
+		return
+	}
+	inv := s.op(histories.Invoke, histories.FRelease)
+	inv.Lost, inv.Error = true, m.Error
+	s.r.rec.record(inv)
+	done := s.op(histories.OK, histories.FRelease)
+	done.Lost, done.Error = true, m.Error
+	s.r.rec.record(done)
+	s.holding = false
+}
+
+// crash records the end of a worker that died or must be abandoned: its open op
+// completes as info; a hold it had ends at some unknown time from now (a release
+// invoke now, completed as info).
+func (s *session) crash(openOp string, why error) {
+	s.dead = true
+	if openOp == "" && s.holding {
+		s.r.rec.record(s.op(histories.Invoke, histories.FRelease))
+		openOp = histories.FRelease
+	}
+	if openOp != "" {
+		op := s.op(histories.Info, openOp)
+		op.Error = why.Error()
+		s.r.rec.record(op)
+	}
+	s.holding = false
+}
+
+// call performs one recorded operation and returns the reply type ("" on crash).
+func (s *session) call(ctx context.Context, f string, req workloads.Request, limit time.Duration) string {
+	s.r.rec.record(s.op(histories.Invoke, f))
+	if _, err := s.w.send(req); err != nil {
+		s.crash(f, fmt.Errorf("write to worker: %w", err))
+		return ""
+	}
+	reply, err := s.await(ctx, limit)
+	if err != nil {
+		s.crash(f, err)
+		return ""
+	}
+	op := s.op(histories.Type(reply.Type), f)
+	op.Error = reply.Error
+	if len(reply.Token) > 0 && reply.Type == workloads.ReplyOK {
+		op.Value = json.RawMessage(`{"token":` + string(reply.Token) + `}`)
+	}
+	s.r.rec.record(op)
+	if reply.Type == workloads.ReplyInfo {
+		s.dead = true
+	}
+	return reply.Type
+}
+
+// loop runs lock cycles until the run's time is up or the worker is unusable.
+func (s *session) loop(ctx context.Context, rng *rand.Rand) {
+	wl := s.r.cfg.Workload
+	limit := wl.AcquireTimeout + s.r.cfg.SessionTimeout + 5*time.Second
+	for ctx.Err() == nil && !s.dead {
+		plan := wl.Next(rng)
+		s.mode = plan.Request.Mode
+		switch s.call(ctx, histories.FAcquire, plan.Request, limit) {
+		case workloads.ReplyOK:
+			s.holding = true
+		default:
+			continue
+		}
+		s.hold(plan.Hold)
+		if s.dead || !s.holding {
+			continue
+		}
+		if s.call(ctx, histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit) != "" {
+			s.holding = false
+		}
+	}
+	// Drain events that arrived after the last op (e.g. lost after release): nothing
+	// to record, but keep the log honest.
+}
+
+// hold sleeps while holding, handling events; the worker may crash or report lost.
+// The hold is not cut short when the run's time is up: release comes after it.
+func (s *session) hold(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case m := <-s.w.msgs:
+			if m.crashed != nil {
+				s.crash("", m.crashed)
+				return
+			}
+			s.event(m.msg, false)
+			if !s.holding {
+				return
+			}
+		case <-s.hard:
+			s.crash("", errors.New("run ended while holding"))
+			return
+		}
+	}
+}

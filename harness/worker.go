@@ -1,0 +1,155 @@
+package harness
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// workerMsg is what a worker's stdout produced: a protocol message, or the reason the
+// worker is considered crashed (EOF, a malformed line, exit).
+type workerMsg struct {
+	msg     workloads.Message
+	crashed error
+}
+
+// worker is one worker OS process: one history process id, one ZooKeeper session (or
+// several, if its recipe reconnects), running in its slot's namespace.
+type worker struct {
+	process int
+	slot    int
+	host    netns.Host
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	msgs    chan workerMsg
+	exited  chan struct{}
+	nextID  int64
+
+	mu        sync.Mutex
+	sessionID string
+	passwd    string
+}
+
+// startWorker starts argv in host's namespace as history process `process`, stderr
+// going to logPath.
+func startWorker(host netns.Host, slot, process int, argv []string, logPath string) (*worker, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := host.Command(argv...)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ZLC_PROCESS=%d", process))
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start worker %d: %w", process, err)
+	}
+	w := &worker{process: process, slot: slot, host: host, cmd: cmd, stdin: stdin,
+		msgs: make(chan workerMsg, 16), exited: make(chan struct{})}
+	go w.read(stdout)
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(w.exited)
+	}()
+	return w, nil
+}
+
+// read turns stdout lines into messages until EOF or a malformed line.
+func (w *worker) read(stdout io.Reader) {
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 && line[len(line)-1] == '\n' {
+			msg, perr := workloads.ParseMessage(line)
+			if perr != nil {
+				w.msgs <- workerMsg{crashed: fmt.Errorf("malformed line from worker: %v: %q", perr, truncate(line, 200))}
+				_, _ = io.Copy(io.Discard, r)
+				return
+			}
+			if msg.Event == workloads.EventSession {
+				w.mu.Lock()
+				w.sessionID, w.passwd = msg.SessionID, msg.Passwd
+				w.mu.Unlock()
+			}
+			w.msgs <- workerMsg{msg: msg}
+			continue
+		}
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		if err == io.EOF {
+			err = fmt.Errorf("worker closed its output (exited)")
+		}
+		w.msgs <- workerMsg{crashed: err}
+		return
+	}
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
+}
+
+// send writes a request with a fresh id and returns that id.
+func (w *worker) send(req workloads.Request) (int64, error) {
+	req.ID = w.nextID
+	w.nextID++
+	line, err := json.Marshal(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = w.stdin.Write(append(line, '\n'))
+	return req.ID, err
+}
+
+// Pid is the worker's OS process id.
+func (w *worker) Pid() int { return w.cmd.Process.Pid }
+
+// Session returns the worker's last reported session id and password.
+func (w *worker) Session() (id, passwd string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sessionID, w.passwd
+}
+
+// kill SIGKILLs the worker's process group and waits for it to exit.
+func (w *worker) kill() {
+	_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+	<-w.exited
+}
+
+// close asks the worker to end its session and exit, and kills it if it has not
+// within grace.
+func (w *worker) close(grace time.Duration) {
+	if _, err := w.send(workloads.Request{Op: workloads.OpClose}); err == nil {
+		_ = w.stdin.Close()
+		select {
+		case <-w.exited:
+			return
+		case <-time.After(grace):
+		}
+	}
+	w.kill()
+}

@@ -1,0 +1,231 @@
+// Package report owns what a person and a CI job read after a run: results.json, the
+// verdict summary on the terminal, and the HTML timeline of the history. It checks a
+// recorded history file (never the live run), so a run's directory can be re-checked
+// and re-reported at any time.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models"
+)
+
+// Run describes a finished run whose history is to be checked.
+type Run struct {
+	Dir, History, Test, Recipe string
+	Seed                       int64
+	// Config is the run's configuration, copied into results.json.
+	Config           any
+	Interrupted      bool
+	Elapsed          time.Duration
+	ZooKeeperVersion string
+	// SetupError is set when the run broke down before its end.
+	SetupError string
+	// Baseline is the plain-loop yardstick measured on the same ensemble, if any.
+	Baseline any
+}
+
+// Results is results.json: the verdict of every check and what it was based on.
+type Results struct {
+	Verdict          models.Verdict            `json:"verdict"`
+	Test             string                    `json:"test"`
+	Recipe           string                    `json:"recipe"`
+	Seed             int64                     `json:"seed"`
+	Dir              string                    `json:"dir"`
+	History          string                    `json:"history"`
+	Model            models.Kind               `json:"model"`
+	Permits          int                       `json:"permits,omitempty"`
+	Checks           []Check                   `json:"checks"`
+	Counts           map[string]map[string]int `json:"counts"`
+	Ops              int                       `json:"ops"`
+	Processes        int                       `json:"processes"`
+	Interrupted      bool                      `json:"interrupted,omitempty"`
+	SetupError       string                    `json:"setup_error,omitempty"`
+	Warnings         []string                  `json:"warnings,omitempty"`
+	ElapsedSeconds   float64                   `json:"elapsed_seconds"`
+	CyclesPerSecond  float64                   `json:"cycles_per_second"`
+	Baseline         any                       `json:"baseline,omitempty"`
+	CheckSeconds     float64                   `json:"check_seconds"`
+	ZooKeeperVersion string                    `json:"zookeeper_version,omitempty"`
+	ToolVersion      string                    `json:"tool_version"`
+	Config           any                       `json:"config,omitempty"`
+	Files            map[string]string         `json:"files"`
+}
+
+// Check is one key's verdict.
+type Check struct {
+	Key                   string         `json:"key"`
+	Verdict               models.Verdict `json:"verdict"`
+	Checker               string         `json:"checker"`
+	Ops                   int            `json:"ops"`
+	Witness               string         `json:"witness,omitempty"`
+	FirstViolationSeconds *float64       `json:"first_violation_seconds,omitempty"`
+	WindowIndexes         []int64        `json:"window_indexes,omitempty"`
+}
+
+// CheckRun loads the run's history from disk, checks it, and writes results.json,
+// timeline.html and, when invalid, linearizability.html into the run directory.
+func CheckRun(run Run, cfg models.Config) (Results, error) {
+	h, warnings, err := histories.Load(run.History)
+	if err != nil {
+		return Results{}, err
+	}
+	start := time.Now()
+	res, err := models.Check(h, cfg)
+	if err != nil {
+		return Results{}, fmt.Errorf("%s: %w", run.History, err)
+	}
+	out := Results{
+		Verdict: res.Verdict, Test: run.Test, Recipe: run.Recipe, Seed: run.Seed, Dir: run.Dir,
+		History: run.History, Model: cfg.Kind, Permits: cfg.Permits, Interrupted: run.Interrupted,
+		SetupError: run.SetupError, Warnings: warnings, ElapsedSeconds: run.Elapsed.Seconds(),
+		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: run.ZooKeeperVersion,
+		ToolVersion: toolVersion(), Config: run.Config, Files: map[string]string{},
+		Ops: len(h),
+	}
+	out.Counts, out.Processes = Count(h)
+	out.Baseline = run.Baseline
+	if run.Elapsed > 0 {
+		out.CyclesPerSecond = float64(out.Counts[histories.FRelease]["ok"]) / run.Elapsed.Seconds()
+	}
+	for _, k := range res.Keys {
+		c := Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness}
+		if k.FirstViolation >= 0 && k.Verdict == models.Invalid {
+			s := float64(k.FirstViolation) / 1e9
+			c.FirstViolationSeconds = &s
+		}
+		for _, op := range k.Window {
+			c.WindowIndexes = append(c.WindowIndexes, op.Index)
+		}
+		out.Checks = append(out.Checks, c)
+	}
+	out.Files["history"] = "history.jsonl"
+	timeline := filepath.Join(run.Dir, "timeline.html")
+	if err := writeFile(timeline, func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
+		return out, err
+	}
+	out.Files["timeline"] = "timeline.html"
+	if res.Verdict == models.Invalid {
+		viz := filepath.Join(run.Dir, "linearizability.html")
+		if err := writeFile(viz, func(w io.Writer) error { return models.WriteVisualization(w, res, cfg) }); err != nil {
+			return out, err
+		}
+		out.Files["linearizability"] = "linearizability.html"
+	}
+	out.Files["results"] = "results.json"
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return out, err
+	}
+	return out, os.WriteFile(filepath.Join(run.Dir, "results.json"), append(data, '\n'), 0o644)
+}
+
+func writeFile(path string, fill func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := fill(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// Count tallies client ops by function and completion type, and counts processes.
+func Count(h histories.History) (map[string]map[string]int, int) {
+	counts := map[string]map[string]int{}
+	procs := map[int]bool{}
+	for _, op := range h {
+		if op.Process.Nemesis {
+			continue
+		}
+		procs[op.Process.ID] = true
+		if counts[op.F] == nil {
+			counts[op.F] = map[string]int{}
+		}
+		counts[op.F][string(op.Type)]++
+	}
+	return counts, len(procs)
+}
+
+func toolVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return bi.Main.Version + " " + s.Value
+			}
+		}
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+// Summary prints a run's outcome for a person: ops by type, verdict, witness, files.
+func Summary(w io.Writer, r Results) {
+	fmt.Fprintf(w, "\n%s  seed %d  %d ops by %d processes in %.1fs", r.Test, r.Seed, r.Ops, r.Processes, r.ElapsedSeconds)
+	if r.Interrupted {
+		fmt.Fprint(w, "  (interrupted)")
+	}
+	fmt.Fprintln(w)
+	printCounts(w, r.Counts)
+	fmt.Fprintf(w, "  %.1f lock cycles per second\n", r.CyclesPerSecond)
+	printVerdict(w, r.Verdict, r.Checks)
+	fmt.Fprintf(w, "run:      %s\n", r.Dir)
+	names := make([]string, 0, len(r.Files))
+	for k := range r.Files {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(w, "  %-16s %s\n", k+":", filepath.Join(r.Dir, r.Files[k]))
+	}
+}
+
+// PrintCheck prints the outcome of checking a history file.
+func PrintCheck(w io.Writer, path string, ops int, res models.Result) {
+	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, ops, len(res.Keys), res.Duration.Round(time.Millisecond))
+	var checks []Check
+	for _, k := range res.Keys {
+		checks = append(checks, Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness})
+	}
+	printVerdict(w, res.Verdict, checks)
+}
+
+func printCounts(w io.Writer, counts map[string]map[string]int) {
+	fs := make([]string, 0, len(counts))
+	for f := range counts {
+		fs = append(fs, f)
+	}
+	sort.Strings(fs)
+	for _, f := range fs {
+		c := counts[f]
+		fmt.Fprintf(w, "  %-8s invoke %-6d ok %-6d fail %-6d info %d\n", f, c["invoke"], c["ok"], c["fail"], c["info"])
+	}
+}
+
+func printVerdict(w io.Writer, v models.Verdict, checks []Check) {
+	fmt.Fprintf(w, "verdict:  %s\n", strings.ToUpper(string(v)))
+	for _, c := range checks {
+		if c.Verdict == models.Valid {
+			continue
+		}
+		key := c.Key
+		if key == "" {
+			key = "(the lock)"
+		}
+		fmt.Fprintf(w, "  key %s: %s (%s checker)\n", key, c.Verdict, c.Checker)
+		for _, line := range strings.Split(strings.TrimRight(c.Witness, "\n"), "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+// Package workloads owns what the clients do: the worker protocol spoken between the
+// harness and a worker process, and the workloads (which lock operations each worker
+// performs, with which timeouts and hold times).
+package workloads
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Kind names a workload; it is also the "kind" sent to workers in init.
+type Kind string
+
+// The lock workloads.
+const (
+	Mutex     Kind = "mutex"
+	Semaphore Kind = "semaphore"
+	RWLock    Kind = "rwlock"
+)
+
+// ParseKind checks a workload name.
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(s); k {
+	case Mutex, Semaphore, RWLock:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown workload %q (want mutex, semaphore or rwlock)", s)
+}
+
+// Config describes a lock workload: every worker loops acquire (with a timeout), hold
+// a random time, release.
+type Config struct {
+	Kind Kind
+	// Permits is the semaphore's size; 1 for the other kinds.
+	Permits int
+	// Key names the lock in the history.
+	Key string
+	// AcquireTimeout is how long a worker waits for the lock before giving up (fail).
+	AcquireTimeout time.Duration
+	// HoldMin and HoldMax bound the time a worker holds the lock.
+	HoldMin, HoldMax time.Duration
+	// ReadFraction is the share of rwlock acquires that ask for a read lock.
+	ReadFraction float64
+}
+
+// Defaults fills unset fields.
+func (c Config) Defaults() Config {
+	if c.Kind == "" {
+		c.Kind = Mutex
+	}
+	if c.Permits == 0 {
+		c.Permits = 1
+	}
+	if c.Key == "" {
+		c.Key = "l0"
+	}
+	if c.AcquireTimeout == 0 {
+		c.AcquireTimeout = 2 * time.Second
+	}
+	if c.HoldMax == 0 {
+		c.HoldMin, c.HoldMax = time.Millisecond, 50*time.Millisecond
+	}
+	if c.ReadFraction == 0 {
+		c.ReadFraction = 0.7
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot run.
+func (c Config) Validate() error {
+	if _, err := ParseKind(string(c.Kind)); err != nil {
+		return err
+	}
+	if c.Permits < 1 {
+		return fmt.Errorf("permits: want at least 1, got %d", c.Permits)
+	}
+	if c.Kind != Semaphore && c.Permits != 1 {
+		return fmt.Errorf("permits: only the semaphore workload takes --permits (got %d for %s)", c.Permits, c.Kind)
+	}
+	if c.HoldMin < 0 || c.HoldMax < c.HoldMin {
+		return fmt.Errorf("hold time: want 0 <= min <= max, got %s..%s", c.HoldMin, c.HoldMax)
+	}
+	if c.AcquireTimeout <= 0 {
+		return fmt.Errorf("acquire timeout: want > 0, got %s", c.AcquireTimeout)
+	}
+	return nil
+}
+
+// Acquire is one planned lock cycle: the acquire request and how long to hold.
+type Acquire struct {
+	Request Request
+	Hold    time.Duration
+}
+
+// Next plans a worker's next lock cycle from its own random source.
+func (c Config) Next(rng *rand.Rand) Acquire {
+	req := Request{Op: OpAcquire, TimeoutMS: c.AcquireTimeout.Milliseconds()}
+	if c.Kind == RWLock {
+		req.Mode = "write"
+		if rng.Float64() < c.ReadFraction {
+			req.Mode = "read"
+		}
+	}
+	hold := c.HoldMin
+	if span := c.HoldMax - c.HoldMin; span > 0 {
+		hold += time.Duration(rng.Int64N(int64(span)))
+	}
+	return Acquire{Request: req, Hold: hold}
+}
