@@ -1,0 +1,144 @@
+package models
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+)
+
+// Kind names the lock model a history is checked against.
+type Kind string
+
+// The lock kinds.
+const (
+	// Mutex is an owner-aware mutex: one holder at a time.
+	Mutex Kind = "mutex"
+	// Semaphore is an owner-aware counting semaphore with Config.Permits permits.
+	Semaphore Kind = "semaphore"
+	// RWLock is an owner-aware read-write lock: one writer or many readers.
+	RWLock Kind = "rwlock"
+	// KnossosMutex is Knossos's owner-less mutex, for Jepsen histories.
+	KnossosMutex Kind = "knossos-mutex"
+)
+
+// Kinds lists every kind, in the order they are documented.
+var Kinds = []Kind{Mutex, Semaphore, RWLock, KnossosMutex}
+
+// ParseKind returns the kind named s (case and surrounding blanks ignored).
+func ParseKind(s string) (Kind, error) {
+	k := Kind(strings.ToLower(strings.TrimSpace(s)))
+	for _, known := range Kinds {
+		if k == known {
+			return k, nil
+		}
+	}
+	names := make([]string, len(Kinds))
+	for i, known := range Kinds {
+		names[i] = string(known)
+	}
+	return "", fmt.Errorf("unknown lock kind %q (want one of %s)", s, strings.Join(names, ", "))
+}
+
+// DefaultTimeout is the porcupine budget per key when Config.Timeout is 0.
+const DefaultTimeout = 10 * time.Second
+
+// Config says how to check a history.
+type Config struct {
+	// Kind is the lock model.
+	Kind Kind
+	// Permits is the number of permits of a semaphore; 0 means 1. Other kinds
+	// ignore it.
+	Permits int
+	// Timeout is porcupine's budget per key (the window search after a
+	// violation gets as much again); 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+func (c Config) normalize() (Config, error) {
+	if _, err := ParseKind(string(c.Kind)); err != nil {
+		return c, err
+	}
+	c.Kind, _ = ParseKind(string(c.Kind))
+	if c.Permits < 0 {
+		return c, fmt.Errorf("permits must not be negative, got %d", c.Permits)
+	}
+	if c.Permits == 0 {
+		c.Permits = 1
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("timeout must not be negative, got %v", c.Timeout)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c, nil
+}
+
+// Verdict is the outcome of a check.
+type Verdict string
+
+// The verdicts, from best to worst.
+const (
+	// Valid: the history is linearizable.
+	Valid Verdict = "valid"
+	// Unknown: the checker could not decide in time.
+	Unknown Verdict = "unknown"
+	// Invalid: the history is not linearizable.
+	Invalid Verdict = "invalid"
+)
+
+func (v Verdict) rank() int {
+	switch v {
+	case Valid:
+		return 0
+	case Unknown:
+		return 1
+	}
+	return 2
+}
+
+// Worse returns the worse of two verdicts: invalid > unknown > valid.
+func Worse(a, b Verdict) Verdict {
+	if b.rank() > a.rank() {
+		return b
+	}
+	return a
+}
+
+// Checker names, as in KeyResult.Checker.
+const (
+	CheckerHolds     = "holds"
+	CheckerPorcupine = "porcupine"
+)
+
+// KeyResult is the verdict on one key.
+type KeyResult struct {
+	// Key is the lock name; "" is the one lock.
+	Key string
+	// Verdict is the key's verdict.
+	Verdict Verdict
+	// Checker is "holds" or "porcupine".
+	Checker string
+	// Ops is the number of history lines (invokes and completions) of the key.
+	Ops int
+	// Witness explains the violation (or why the verdict is unknown) in
+	// words; empty when valid.
+	Witness string
+	// Window holds the ops of the shortest window found that cannot be
+	// linearized, in history order; empty when valid.
+	Window []histories.Op
+	// FirstViolation is the time (ns) of the violation, -1 if none.
+	FirstViolation int64
+}
+
+// Result is the verdict on a whole history.
+type Result struct {
+	// Verdict is the worst verdict over the keys.
+	Verdict Verdict
+	// Keys holds one result per key, sorted by key.
+	Keys []KeyResult
+	// Duration is how long the check took.
+	Duration time.Duration
+}

@@ -1,0 +1,10 @@
+// Package recipes owns the worker side of the worker protocol: the lock recipes under
+// test (each a client-side algorithm on top of a ZooKeeper client library) and Serve,
+// which runs one recipe inside a worker process, answering the harness's JSON Lines
+// requests on stdin with exactly one reply each on stdout, and reporting what the
+// recipe learns on its own (a lost lock, a new session) as events.
+//
+// A recipe must never claim more than it knows: an error it returns is a definite
+// failure only when wrapped with Fail; anything else is reported as info (unknown
+// outcome), after which the harness retires the worker.
+package recipes

@@ -1,0 +1,388 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// NewGoZK builds the gozk recipe: go-zookeeper's own zk.Lock on cfg.Path, used the
+// way its documentation suggests, so that the test judges that recipe and not ours.
+// Only kind mutex is supported. It returns once the first session is established
+// (waiting at most twice the session timeout) and reports it as a session event.
+//
+// Acquire runs zk.Lock.Lock, which cannot be interrupted. On timeout the recipe closes
+// its connection (ending the session deletes its lock node), waits for Lock to
+// return, opens a new connection and session, and replies fail "timeout" only if it
+// can see (after a sync) that no node owned by the abandoned session is left under
+// the lock path; otherwise info. The acquire's fencing token is the lock node's
+// czxid, found as the child of the lock path whose ephemeral owner is the session.
+//
+// Lost: the recipe reports lost only when the client library reports the session
+// expired (zk.StateExpired, which go-zookeeper delivers when it reconnects after the
+// expiry) while the lock is held. A mere disconnect is not reported: zk.Lock gives
+// its users no signal for it either, so a worker keeps "holding" through a partition
+// exactly as a go-zookeeper user would.
+//
+// Release is zk.Lock.Unlock: ok when the node was deleted, fail "not held" when the
+// lock was not held or its node was already gone, info on connection errors. The
+// client library does not expose the session password, so session events carry none.
+func NewGoZK(ctx context.Context, cfg Config) (Recipe, error) {
+	if cfg.Kind != KindMutex {
+		return nil, Fail(fmt.Errorf("recipe gozk does not support kind %s", cfg.Kind))
+	}
+	if cfg.Permits > 1 {
+		return nil, Fail(fmt.Errorf("recipe gozk: a mutex has one permit, got permits %d", cfg.Permits))
+	}
+	if len(cfg.Servers) == 0 || cfg.SessionTimeout <= 0 || cfg.Path == "" {
+		return nil, Fail(errors.New("recipe gozk: Config needs Servers, SessionTimeout and Path"))
+	}
+	logw := cfg.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	if cfg.Events == nil {
+		cfg.Events = nopEvents{}
+	}
+	r := &goZK{
+		cfg: cfg,
+		log: log.New(logw, fmt.Sprintf("gozk[%d] ", cfg.Worker), log.LstdFlags|log.Lmicroseconds),
+		acl: zk.WorldACL(zk.PermAll),
+	}
+	if err := r.connect(ctx); err != nil {
+		return nil, Fail(fmt.Errorf("recipe gozk: %w", err))
+	}
+	return r, nil
+}
+
+// goZK is the gozk recipe. Serve calls its methods one at a time; the client
+// library's event callback runs concurrently and shares the fields under mu.
+type goZK struct {
+	cfg Config
+	log *log.Logger
+	acl []zk.ACL
+
+	// lock is used by the request goroutine only.
+	lock *zk.Lock
+
+	mu sync.Mutex
+	// conn is the current connection; written under mu by the request goroutine,
+	// which may read it without mu.
+	conn *zk.Conn
+	// gen numbers connections; callbacks of a retired connection are ignored.
+	gen uint64
+	// expiries counts session expiries of the current connection.
+	expiries uint64
+	// holding: the last acquire succeeded and nothing has released or lost it.
+	holding bool
+	// stale: lock still names a node that is gone (after lost or a release that
+	// found no node), so the next acquire needs a new zk.Lock.
+	stale bool
+	// reported is the last session id sent as a session event.
+	reported int64
+
+	// dead, once set, is why the recipe has no usable connection (after an
+	// interrupted or failed abandon); used by the request goroutine only.
+	dead error
+}
+
+// nopEvents discards events (a Config built outside Serve may have none).
+type nopEvents struct{}
+
+func (nopEvents) Lost(string)           {}
+func (nopEvents) Session(int64, []byte) {}
+
+// connect opens a new connection, waits for its session and reports it.
+func (r *goZK) connect(ctx context.Context) error {
+	r.mu.Lock()
+	r.gen++
+	gen := r.gen
+	r.conn = nil
+	r.expiries = 0
+	r.mu.Unlock()
+
+	conn, _, err := zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout,
+		zk.WithLogger(r.log),
+		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	r.mu.Lock()
+	r.conn = conn
+	r.mu.Unlock()
+
+	wait := 2 * r.cfg.SessionTimeout
+	if err := waitSession(ctx, conn, wait); err != nil {
+		r.retire()
+		conn.Close()
+		return err
+	}
+	r.mu.Lock()
+	r.reportSessionLocked(conn.SessionID())
+	r.mu.Unlock()
+	r.lock = zk.NewLock(conn, r.cfg.Path, r.acl)
+	return nil
+}
+
+// waitSession polls until conn has a session, wait passes or ctx ends.
+func waitSession(ctx context.Context, conn *zk.Conn, wait time.Duration) error {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for conn.State() != zk.StateHasSession {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for a session: %w", ctx.Err())
+		case <-deadline.C:
+			return fmt.Errorf("no session within %v", wait)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// retire makes the current connection's callbacks irrelevant; nothing is held
+// through a connection that is being closed.
+func (r *goZK) retire() {
+	r.mu.Lock()
+	r.gen++
+	r.holding = false
+	r.mu.Unlock()
+}
+
+// onEvent is the client library's event callback; it must not block.
+func (r *goZK) onEvent(gen uint64, ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gen != r.gen {
+		return
+	}
+	switch ev.State {
+	case zk.StateExpired:
+		r.expiries++
+		if r.holding {
+			r.holding = false
+			r.stale = true
+			r.cfg.Events.Lost("session expired")
+		}
+	case zk.StateHasSession:
+		if r.conn != nil {
+			r.reportSessionLocked(r.conn.SessionID())
+		}
+	}
+}
+
+// reportSessionLocked sends a session event for id unless it was sent already.
+func (r *goZK) reportSessionLocked(id int64) {
+	if id == 0 || id == r.reported {
+		return
+	}
+	r.reported = id
+	r.cfg.Events.Session(id, nil)
+}
+
+// Acquire implements Recipe.
+func (r *goZK) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	if req.Mode != "" {
+		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	}
+	if r.dead != nil {
+		return Grant{}, Info(r.dead)
+	}
+	r.mu.Lock()
+	if r.stale {
+		r.lock = zk.NewLock(r.conn, r.cfg.Path, r.acl)
+		r.stale = false
+	}
+	r.mu.Unlock()
+
+	lk := r.lock
+	result := make(chan error, 1)
+	go func() { result <- lk.Lock() }()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case err := <-result:
+		return r.locked(err)
+	case <-timeout:
+	case <-ctx.Done():
+	}
+	// A result that is already there wins over the timeout.
+	select {
+	case err := <-result:
+		return r.locked(err)
+	default:
+	}
+	return Grant{}, r.abandon(ctx, result)
+}
+
+// locked turns the result of zk.Lock.Lock into the acquire's outcome.
+func (r *goZK) locked(err error) (Grant, error) {
+	if err != nil {
+		if errors.Is(err, zk.ErrDeadlock) {
+			return Grant{}, Fail(err)
+		}
+		// The lock node may have been created; only a new worker can go on.
+		return Grant{}, Info(fmt.Errorf("lock: %w", err))
+	}
+	r.mu.Lock()
+	expiries := r.expiries
+	r.mu.Unlock()
+
+	sid := r.conn.SessionID()
+	nodes, err := r.nodesOwnedBy(sid)
+	switch {
+	case err != nil:
+		return Grant{}, Info(fmt.Errorf("locked, but looking up the lock node failed: %w", err))
+	case len(nodes) != 1:
+		return Grant{}, Info(fmt.Errorf("locked, but session %s owns %d nodes under %s", FormatSessionID(sid), len(nodes), r.cfg.Path))
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expiries != expiries {
+		return Grant{}, Info(errors.New("locked, but the session expired right after"))
+	}
+	r.holding = true
+	r.log.Printf("holding %s (czxid %d)", nodes[0].path, nodes[0].czxid)
+	return Grant{Token: json.RawMessage(strconv.FormatInt(nodes[0].czxid, 10))}, nil
+}
+
+// abandon ends an acquire that ran out of time: it closes the connection, opens a
+// new one, and returns Fail(ErrTimeout) only if the abandoned session certainly
+// holds no lock node.
+func (r *goZK) abandon(ctx context.Context, result <-chan error) error {
+	old := r.conn
+	r.retire()
+	old.Close()
+
+	wait := 2 * r.cfg.SessionTimeout
+	returned := false
+	var lockErr error
+	t := time.NewTimer(wait)
+	select {
+	case lockErr = <-result:
+		returned = true
+	case <-t.C:
+	}
+	t.Stop()
+	oldSID := old.SessionID()
+
+	if ctx.Err() != nil {
+		r.dead = fmt.Errorf("acquire interrupted: %w", ctx.Err())
+		return Info(r.dead)
+	}
+	if err := r.connect(ctx); err != nil {
+		r.dead = fmt.Errorf("timeout, and reconnecting to check the abandoned session failed: %w", err)
+		return Info(r.dead)
+	}
+	if !returned {
+		return Info(fmt.Errorf("timeout, and Lock did not return within %v of closing its connection", wait))
+	}
+	if err := r.checkGone(oldSID); err != nil {
+		return Info(fmt.Errorf("timeout, and %w", err))
+	}
+	r.log.Printf("acquire timed out (Lock returned %v); session %s closed, none of its nodes left",
+		lockErr, FormatSessionID(oldSID))
+	return Fail(ErrTimeout)
+}
+
+// checkGone returns nil if no node under the lock path is owned by session sid,
+// as seen after a sync through the current connection.
+func (r *goZK) checkGone(sid int64) error {
+	if sid == 0 {
+		return nil // the connection never had a live session to own a node
+	}
+	if _, err := r.conn.Sync(r.cfg.Path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("checking the abandoned session: sync: %w", err)
+	}
+	nodes, err := r.nodesOwnedBy(sid)
+	if err != nil {
+		return fmt.Errorf("checking the abandoned session: %w", err)
+	}
+	if len(nodes) > 0 {
+		return fmt.Errorf("abandoned session %s still owns %s", FormatSessionID(sid), nodes[0].path)
+	}
+	return nil
+}
+
+// lockNode is a child of the lock path.
+type lockNode struct {
+	path  string
+	czxid int64
+}
+
+// nodesOwnedBy lists the children of the lock path that are ephemeral nodes of
+// session sid.
+func (r *goZK) nodesOwnedBy(sid int64) ([]lockNode, error) {
+	children, _, err := r.conn.Children(r.cfg.Path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("children of %s: %w", r.cfg.Path, err)
+	}
+	var owned []lockNode
+	for _, c := range children {
+		p := r.cfg.Path + "/" + c
+		ok, st, err := r.conn.Exists(p)
+		if err != nil {
+			return nil, fmt.Errorf("exists %s: %w", p, err)
+		}
+		if ok && st.EphemeralOwner == sid {
+			owned = append(owned, lockNode{path: p, czxid: st.Czxid})
+		}
+	}
+	return owned, nil
+}
+
+// Release implements Recipe. zk.Lock.Unlock cannot be interrupted, so ctx is unused;
+// the client library bounds it by failing requests when the connection drops.
+func (r *goZK) Release(ctx context.Context) error {
+	if r.dead != nil {
+		return Info(r.dead)
+	}
+	err := r.lock.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil:
+		r.holding = false
+		return nil
+	case errors.Is(err, zk.ErrNotLocked):
+		r.holding = false
+		return Fail(errors.New("not held"))
+	case errors.Is(err, zk.ErrNoNode):
+		r.holding = false
+		r.stale = true
+		return Fail(errors.New("not held: the lock node was already gone"))
+	default:
+		return Info(fmt.Errorf("unlock: %w", err))
+	}
+}
+
+// Close implements Recipe: it closes the connection, ending the session.
+func (r *goZK) Close() error {
+	r.retire()
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	return nil
+}
