@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
@@ -163,4 +165,85 @@ func TestRunBrokenWorkerIsInvalid(t *testing.T) {
 		t.Errorf("no visualization of the violation: %v", err)
 	}
 	assertNothingLeft(t)
+}
+
+// startRun starts a long run in the background and waits until its history has ops.
+func startRun(t *testing.T, store string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "--time", "60s", "--seed", "5", "--store", store, "--quiet")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		data, _ := os.ReadFile(filepath.Join(store, "latest", "history.jsonl"))
+		if strings.Count(string(data), "\n") > 20 {
+			return cmd
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	t.Fatalf("run did not record ops within 45 s; stderr: %s", stderr.String())
+	return nil
+}
+
+func TestSIGINTMidRunLeavesNothingAndHistoryChecks(t *testing.T) {
+	requireIntegration(t)
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		store := t.TempDir()
+		cmd := startRun(t, store)
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		var exitErr *exec.ExitError
+		if err != nil && !errors.As(err, &exitErr) {
+			t.Fatal(err)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != exitValid {
+			t.Errorf("%v: exit %d, want 0 (the partial history is valid)", sig, code)
+		}
+		assertNothingLeft(t)
+		res := readResults(t, store)
+		if res["interrupted"] != true {
+			t.Errorf("%v: results.json does not say interrupted", sig)
+		}
+		code, out, _ := zlockcheck(t, "check", filepath.Join(store, "latest", "history.jsonl"))
+		if code != exitValid {
+			t.Errorf("%v: history of the interrupted run: exit %d\n%s", sig, code, out)
+		}
+	}
+}
+
+func TestSIGKILLThenCleanupLeavesNothing(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	cmd := startRun(t, store)
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	names, _ := netns.List()
+	if len(names) == 0 {
+		t.Error("expected the killed harness to leave namespaces for cleanup to find")
+	}
+	code, out, errOut := zlockcheck(t, "cleanup")
+	if code != 0 {
+		t.Fatalf("cleanup: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "removed") {
+		t.Errorf("cleanup did not say what it removed: %s", out)
+	}
+	assertNothingLeft(t)
+	// The history of the killed run is checkable (a truncated last line is tolerated).
+	code, out, errOut = zlockcheck(t, "check", filepath.Join(store, "latest", "history.jsonl"))
+	if code != exitValid {
+		t.Errorf("history of the killed run: exit %d\n%s%s", code, out, errOut)
+	}
+	// A second cleanup finds nothing.
+	if _, out, _ := zlockcheck(t, "cleanup"); !strings.Contains(out, "nothing to clean up") {
+		t.Errorf("second cleanup: %s", out)
+	}
 }
