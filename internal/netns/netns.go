@@ -110,13 +110,7 @@ func (h Host) Command(argv ...string) *exec.Cmd {
 
 // Run runs argv inside the host's namespace and returns its combined output.
 func (h Host) Run(ctx context.Context, argv ...string) ([]byte, error) {
-	cmd := commandIn(h.Netns, argv...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runCtx(ctx, cmd); err != nil {
-		return out.Bytes(), fmt.Errorf("%s in %s: %w: %s", strings.Join(argv, " "), h.Netns, err, strings.TrimSpace(out.String()))
-	}
-	return out.Bytes(), nil
+	return Exec(ctx, h.Netns, nil, argv...)
 }
 
 func commandIn(ns string, argv ...string) *exec.Cmd {
@@ -286,4 +280,22 @@ func ipCmd(ctx context.Context, stdin []byte, args ...string) error {
 
 func ipBatch(ctx context.Context, ns, script string) error {
 	return ipCmd(ctx, []byte(script), "-n", ns, "-batch", "-")
+}
+
+// Exec runs argv inside the named namespace (which must be one the tool made, i.e.
+// start with Prefix), feeding it stdin, and returns its combined output.
+func Exec(ctx context.Context, ns string, stdin []byte, argv ...string) ([]byte, error) {
+	if !strings.HasPrefix(ns, Prefix) {
+		return nil, fmt.Errorf("refusing to run in namespace %q: not made by zlockcheck", ns)
+	}
+	cmd := commandIn(ns, argv...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runCtx(ctx, cmd); err != nil {
+		return out.Bytes(), fmt.Errorf("%s in %s: %w: %s", strings.Join(argv, " "), ns, err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
 }
