@@ -14,27 +14,27 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// NewGoZK builds the gozk recipe: go-zookeeper's own zk.Lock on cfg.Path, used the
-// way its documentation suggests, so that the test judges that recipe and not ours.
-// Only kind mutex is supported. It returns once the first session is established
-// (waiting at most twice the session timeout) and reports it as a session event.
+// NewGoZK builds the gozk recipe: go-zookeeper's own zk.Lock on cfg.Path, used as a
+// go-zookeeper user would use it, so that the test judges that recipe, not ours. Only
+// kind mutex is supported. It returns once the first session is established (waiting
+// at most twice the session timeout) and reports that session as an event.
 //
 // Acquire runs zk.Lock.Lock, which cannot be interrupted. On timeout the recipe closes
-// its connection (ending the session deletes its lock node), waits for Lock to
-// return, opens a new connection and session, and replies fail "timeout" only if it
-// can see (after a sync) that no node owned by the abandoned session is left under
-// the lock path; otherwise info. The acquire's fencing token is the lock node's
-// czxid, found as the child of the lock path whose ephemeral owner is the session.
+// its connection (ending the session deletes its node), waits for Lock to return,
+// opens a new session, and answers fail "timeout" only if, after a sync, no node under
+// the lock path is owned by the abandoned session; otherwise info. That reply can
+// come up to about 1s plus twice the session timeout after the timeout itself. The
+// fencing token is the lock node's czxid: the child of the lock path whose ephemeral
+// owner is the session; if that lookup fails the acquire is info rather than ok.
 //
-// Lost: the recipe reports lost only when the client library reports the session
-// expired (zk.StateExpired, which go-zookeeper delivers when it reconnects after the
-// expiry) while the lock is held. A mere disconnect is not reported: zk.Lock gives
-// its users no signal for it either, so a worker keeps "holding" through a partition
-// exactly as a go-zookeeper user would.
+// Lost is reported only when go-zookeeper reports the session expired
+// (zk.StateExpired, delivered when it reconnects after the expiry) while the lock is
+// held. A mere disconnect is not reported: zk.Lock gives its users no signal for it,
+// so a cut-off worker keeps "holding" exactly as a go-zookeeper user would.
 //
 // Release is zk.Lock.Unlock: ok when the node was deleted, fail "not held" when the
-// lock was not held or its node was already gone, info on connection errors. The
-// client library does not expose the session password, so session events carry none.
+// lock was not held or its node was already gone, info otherwise. go-zookeeper does
+// not expose the session password, so session events carry none.
 func NewGoZK(ctx context.Context, cfg Config) (Recipe, error) {
 	if cfg.Kind != KindMutex {
 		return nil, Fail(fmt.Errorf("recipe gozk does not support kind %s", cfg.Kind))
@@ -57,7 +57,7 @@ func NewGoZK(ctx context.Context, cfg Config) (Recipe, error) {
 		log: log.New(logw, fmt.Sprintf("gozk[%d] ", cfg.Worker), log.LstdFlags|log.Lmicroseconds),
 		acl: zk.WorldACL(zk.PermAll),
 	}
-	if err := r.connect(ctx); err != nil {
+	if err := r.connect(ctx, 2*cfg.SessionTimeout); err != nil {
 		return nil, Fail(fmt.Errorf("recipe gozk: %w", err))
 	}
 	return r, nil
@@ -100,8 +100,8 @@ type nopEvents struct{}
 func (nopEvents) Lost(string)           {}
 func (nopEvents) Session(int64, []byte) {}
 
-// connect opens a new connection, waits for its session and reports it.
-func (r *goZK) connect(ctx context.Context) error {
+// connect opens a new connection, waits at most wait for its session and reports it.
+func (r *goZK) connect(ctx context.Context, wait time.Duration) error {
 	r.mu.Lock()
 	r.gen++
 	gen := r.gen
@@ -119,7 +119,6 @@ func (r *goZK) connect(ctx context.Context) error {
 	r.conn = conn
 	r.mu.Unlock()
 
-	wait := 2 * r.cfg.SessionTimeout
 	if err := waitSession(ctx, conn, wait); err != nil {
 		r.retire()
 		conn.Close()
@@ -267,34 +266,33 @@ func (r *goZK) locked(err error) (Grant, error) {
 
 // abandon ends an acquire that ran out of time: it closes the connection, opens a
 // new one, and returns Fail(ErrTimeout) only if the abandoned session certainly
-// holds no lock node.
+// holds no lock node. Each wait (for Lock to return, for the new session) is bounded
+// by the session timeout, so the reply comes at most about 1s (closing) plus twice
+// the session timeout after the acquire's own timeout.
 func (r *goZK) abandon(ctx context.Context, result <-chan error) error {
 	old := r.conn
 	r.retire()
 	old.Close()
 
-	wait := 2 * r.cfg.SessionTimeout
-	returned := false
+	wait := r.cfg.SessionTimeout
 	var lockErr error
 	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case lockErr = <-result:
-		returned = true
 	case <-t.C:
+		r.dead = fmt.Errorf("timeout, and Lock did not return within %v of closing its connection", wait)
+		return Info(r.dead)
 	}
-	t.Stop()
 	oldSID := old.SessionID()
 
 	if ctx.Err() != nil {
 		r.dead = fmt.Errorf("acquire interrupted: %w", ctx.Err())
 		return Info(r.dead)
 	}
-	if err := r.connect(ctx); err != nil {
+	if err := r.connect(ctx, wait); err != nil {
 		r.dead = fmt.Errorf("timeout, and reconnecting to check the abandoned session failed: %w", err)
 		return Info(r.dead)
-	}
-	if !returned {
-		return Info(fmt.Errorf("timeout, and Lock did not return within %v of closing its connection", wait))
 	}
 	if err := r.checkGone(oldSID); err != nil {
 		return Info(fmt.Errorf("timeout, and %w", err))

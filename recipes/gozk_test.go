@@ -332,3 +332,36 @@ func TestGoZKInitFailsWithoutServer(t *testing.T) {
 		t.Error("unexpected context error")
 	}
 }
+
+// TestGoZKTimeoutWhileCutOffIsInfo: a worker that cannot reach ZooKeeper when its
+// acquire times out cannot know whether its session is gone, so it says info, and
+// says it within the documented bound.
+func TestGoZKTimeoutWhileCutOffIsInfo(t *testing.T) {
+	servers := zkServers(t)
+	path := testLockPath(t)
+	ctx := context.Background()
+	a, _ := newTestGoZK(t, servers, path, 1)
+	px := startProxy(t, servers[0])
+	b, _ := newTestGoZK(t, []string{px.ln.Addr().String()}, path, 2)
+
+	if _, err := a.Acquire(ctx, AcquireRequest{Timeout: 2 * time.Second}); err != nil {
+		t.Fatalf("a acquire: %v", err)
+	}
+	const timeout = 500 * time.Millisecond
+	time.AfterFunc(timeout/2, func() { px.setCut(true) })
+	start := time.Now()
+	_, err := b.Acquire(ctx, AcquireRequest{Timeout: timeout})
+	took := time.Since(start)
+	typ, msg := Classify(err)
+	t.Logf("b's acquire: %s %q after %v", typ, msg, took)
+	if typ != workloads.ReplyInfo {
+		t.Fatalf("b's acquire = %s %q, want info", typ, msg)
+	}
+	if limit := timeout + time.Second + 2*b.cfg.SessionTimeout + time.Second; took > limit {
+		t.Errorf("took %v, more than %v", took, limit)
+	}
+	_, err = b.Acquire(ctx, AcquireRequest{Timeout: timeout})
+	if typ, _ := Classify(err); typ != workloads.ReplyInfo {
+		t.Errorf("acquire after an abandoned reconnect = %s, want info", typ)
+	}
+}
