@@ -80,11 +80,26 @@
 // max(starts) < min(ends). A randomized differential test checks these rules
 // against the porcupine models below.
 //
+// The witness of a violation names the holds involved, with the indexes and
+// times of their acquires' invokes and oks and of their releases' invokes;
+// the window holds their ops plus those of the holds whose acquire or
+// release was under way at the violation, which porcupine, run on the window
+// alone from a free lock, also finds not linearizable.
+//
+// Time orders the ops of different processes; a process's own ops are
+// ordered as they come in the history even when their times tie. Porcupine
+// sees only times, and two ops at the same instant may go either way for it,
+// so a process that releases a lock it does not hold and acquires it at the
+// same nanosecond is a violation here but not to porcupine. (Knossos orders
+// ops by their position in the history instead of by time.)
+//
 // # Porcupine
 //
 // Each kind also has a porcupine model. knossos-mutex is checked only by
 // porcupine, within Config.Timeout per key; a check that does not finish is
-// unknown, never valid. When a history is not linearizable, the checker
+// unknown, never valid. A Lost release under knossos-mutex frees the lock if
+// it is held and does nothing otherwise. When a history is not linearizable,
+// the checker
 // searches for a short window of it that is not linearizable either: the
 // shortest prefix (ops still open at its end may or may not take effect),
 // then the latest start (the lock may be in any state at the start, and ops

@@ -139,7 +139,7 @@ func capacity(cfg Config) string {
 	case RWLock:
 		return "a rwlock allows one writer or any number of readers"
 	case Semaphore:
-		return fmt.Sprintf("a semaphore with %d permits allows %d", cfg.Permits, cfg.Permits)
+		return fmt.Sprintf("a semaphore with %d permit%s allows %d", cfg.Permits, plural(cfg.Permits), cfg.Permits)
 	}
 	return "a mutex allows 1"
 }
@@ -334,4 +334,11 @@ func windowOps(p *parsed, key string, holds []hold, calls []int32, t int64) []hi
 		ops[i] = p.h[at]
 	}
 	return ops
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

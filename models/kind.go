@@ -51,8 +51,9 @@ type Config struct {
 	// Permits is the number of permits of a semaphore; 0 means 1. Other kinds
 	// ignore it.
 	Permits int
-	// Timeout is porcupine's budget per key (the window search after a
-	// violation gets as much again); 0 means DefaultTimeout.
+	// Timeout is porcupine's budget per key; 0 means DefaultTimeout. After
+	// a violation, finding and explaining a short window gets as much
+	// again. The holds checker needs no budget.
 	Timeout time.Duration
 }
 

@@ -15,9 +15,10 @@ import (
 type pIn struct {
 	f     fn
 	proc  int
-	write bool
-	part  int // the partition (key) it belongs to, for visualizations
-	start bool
+	write bool // a write acquire of a rwlock
+	rw    bool // a rwlock acquire, read or write
+	part  int  // the partition (key) it belongs to, for visualizations
+	start bool // the synthetic op that starts a visualized window
 }
 
 // pOut is the observed output of a porcupine operation.
@@ -83,7 +84,7 @@ func newLockModel(kind Kind, permits int) lockModel {
 					if len(st) >= permits {
 						return s, false
 					}
-					return insertSorted(st, in.proc), true
+					return semState(insertSorted(st, in.proc)), true
 				}
 				i, ok := slices.BinarySearch(st, in.proc)
 				if !ok {
@@ -330,11 +331,13 @@ func describeOp(in, out any) string {
 		return "window starts: lock free"
 	}
 	name := "release"
-	if i.f == fnAcquire {
+	switch {
+	case i.f == fnAcquire && i.rw && i.write:
+		name = "acquire(write)"
+	case i.f == fnAcquire && i.rw:
+		name = "acquire(read)"
+	case i.f == fnAcquire:
 		name = "acquire"
-		if i.write {
-			name = "acquire"
-		}
 	}
 	res := "ok"
 	switch o {
@@ -365,7 +368,8 @@ func toPops(p *parsed, k int32, kind Kind) []pop {
 		if c.f == fnOther {
 			continue
 		}
-		o := pop{ci: ci, callT: c.callT, retT: c.retT, in: pIn{f: c.f, proc: c.proc, write: c.write, part: int(k)}}
+		in := pIn{f: c.f, proc: c.proc, write: c.write, rw: kind == RWLock && c.f == fnAcquire, part: int(k)}
+		o := pop{ci: ci, callT: c.callT, retT: c.retT, in: in}
 		switch {
 		case c.out == outFail && (c.f == fnAcquire || kind == KnossosMutex):
 			continue
@@ -407,7 +411,7 @@ func window(p *parsed, pops []pop, s, t int64, relax bool) []porcupine.Operation
 		}
 		c := &p.calls[o.ci]
 		md := pMeta{inv: p.h[c.inv].Index, comp: -1}
-		if c.comp >= 0 {
+		if c.comp >= 0 && c.retT <= t {
 			md.comp = p.h[c.comp].Index
 		}
 		ops = append(ops, porcupine.Operation{ClientId: cid, Input: o.in, Call: o.callT, Output: out, Return: ret, Metadata: md})

@@ -28,13 +28,15 @@ func checkPorcupine(p *parsed, k int32, cfg Config) KeyResult {
 		return kr
 	}
 	kr.Verdict = Invalid
-	w := shrink(p, pops, m, cfg.Timeout)
+	// Finding and explaining a short window share a second budget.
+	deadline := time.Now().Add(cfg.Timeout)
+	w := shrink(p, pops, m, deadline)
 	kr.FirstViolation = w.t
 	if w.t == math.MaxInt64 {
 		kr.FirstViolation = -1
 	}
 	kr.Window = w.ops(p, pops)
-	kr.Witness = explainWindow(p, kr.Key, m, w, pops, time.Now().Add(cfg.Timeout))
+	kr.Witness = explainWindow(p, kr.Key, m, w, pops, deadline)
 	return kr
 }
 
@@ -72,12 +74,11 @@ func (w win) ops(p *parsed, pops []pop) []histories.Op {
 	return ops
 }
 
-// shrink searches, within budget, for a short window of a non-linearizable
+// shrink searches, until deadline, for a short window of a non-linearizable
 // history that is not linearizable either: first the shortest prefix, then
 // the latest start. Either search is monotone: a window that is not
 // linearizable stays so when it is widened.
-func shrink(p *parsed, pops []pop, m lockModel, budget time.Duration) win {
-	deadline := time.Now().Add(budget)
+func shrink(p *parsed, pops []pop, m lockModel, deadline time.Time) win {
 	illegal := func(w win) bool {
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -153,8 +154,8 @@ func explainWindow(p *parsed, key string, m lockModel, w win, pops []pop, deadli
 		}
 	}
 	if len(ops) > 0 {
-		fmt.Fprintf(&b, "; the shortest failing window found has %d operations from index %d to index %d",
-			len(ops), ops[0].Metadata.(pMeta).inv, lastIndex(ops))
+		fmt.Fprintf(&b, "; the shortest failing window found has %d operation%s from index %d to index %d",
+			len(ops), plural(len(ops)), ops[0].Metadata.(pMeta).inv, lastIndex(ops))
 		if w.relax {
 			fmt.Fprintf(&b, " (starting at %s in any lock state; ops already under way then may or may not have taken effect)", fmtTime(w.s))
 		}
@@ -207,7 +208,7 @@ func explainWindow(p *parsed, key string, m lockModel, w win, pops []pop, deadli
 		}
 		next = append(next, fmt.Sprintf("%s (%s)", describeOp(op.Input, op.Output), model.DescribeOperationMetadata(op.Metadata)))
 	}
-	fmt.Fprintf(&b, ": at most %d of them linearize, leaving the lock %s, and none of the next candidates can follow: %s",
+	fmt.Fprintf(&b, ": the longest linearizable part has %d of them and leaves the lock %s, where none of the operations that could come next can: %s",
 		len(longest), model.DescribeState(state), strings.Join(next, ", "))
 	return b.String()
 }
