@@ -75,9 +75,10 @@ func (s *Server) ClientAddr() string {
 
 // Ensemble is a running set of ZooKeeper servers.
 type Ensemble struct {
-	cfg     EnsembleConfig
-	net     *netns.Network
-	Servers []*Server
+	cfg       EnsembleConfig
+	classpath string
+	net       *netns.Network
+	Servers   []*Server
 }
 
 // ServerAddr is the address of server id (from 1) on the run network.
@@ -148,7 +149,7 @@ func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) 
 	if err != nil {
 		return nil, err
 	}
-	e := &Ensemble{cfg: cfg, net: net}
+	e := &Ensemble{cfg: cfg, classpath: cp, net: net}
 	var peers []string
 	for id := 1; id <= cfg.Nodes; id++ {
 		peers = append(peers, fmt.Sprintf("server.%d=%s:%d:%d", id, ServerAddr(id), quorumPort, electionPort))
@@ -265,6 +266,19 @@ func (s *Server) Kill() {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-done
+}
+
+// Restart starts server id (from 1) again with its config and data dir, after Kill.
+// It does not wait for the server to serve.
+func (e *Ensemble) Restart(id int) error {
+	if id < 1 || id > len(e.Servers) {
+		return fmt.Errorf("no server %d", id)
+	}
+	s := e.Servers[id-1]
+	if s.Pid() != 0 {
+		return fmt.Errorf("server %d is still running", id)
+	}
+	return s.start(e.cfg, e.classpath)
 }
 
 // Status is what a server's srvr four-letter word reported.

@@ -244,7 +244,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	<-workCtx.Done()
 	// Let in-flight ops finish for a bounded time: an acquire may wait its timeout.
-	grace := cfg.Workload.AcquireTimeout + cfg.SessionTimeout + 5*time.Second
+	grace := cfg.Workload.AcquireTimeout + 3*cfg.SessionTimeout + 5*time.Second
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 	select {
@@ -427,6 +427,13 @@ type session struct {
 	dead bool
 }
 
+// setHolding tracks whether the worker certainly holds the lock, for the loop and
+// for the nemesis (which aims at the holder).
+func (s *session) setHolding(v bool) {
+	s.holding = v
+	s.w.holding.Store(v)
+}
+
 func (s *session) op(t histories.Type, f string) histories.Op {
 	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.key, Mode: s.mode}
 }
@@ -492,7 +499,7 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 	done := s.op(histories.OK, histories.FRelease)
 	done.Lost, done.Error = true, m.Error
 	s.r.rec.record(done)
-	s.holding = false
+	s.setHolding(false)
 }
 
 // crash records the end of a worker that died or must be abandoned: its open op
@@ -509,7 +516,7 @@ func (s *session) crash(openOp string, why error) {
 		op.Error = why.Error()
 		s.r.rec.record(op)
 	}
-	s.holding = false
+	s.setHolding(false)
 }
 
 // call performs one recorded operation and returns the reply type ("" on crash).
@@ -539,13 +546,15 @@ func (s *session) call(ctx context.Context, f string, req workloads.Request, lim
 // loop runs lock cycles until the run's time is up or the worker is unusable.
 func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	wl := s.r.cfg.Workload
-	limit := wl.AcquireTimeout + s.r.cfg.SessionTimeout + 5*time.Second
+	// A recipe may need its session timeout more than once to answer honestly (gozk's
+	// timed-out acquire closes its session and opens a new one before replying).
+	limit := wl.AcquireTimeout + 3*s.r.cfg.SessionTimeout + 5*time.Second
 	for ctx.Err() == nil && !s.dead {
 		plan := wl.Next(rng)
 		s.mode = plan.Request.Mode
 		switch s.call(ctx, histories.FAcquire, plan.Request, limit) {
 		case workloads.ReplyOK:
-			s.holding = true
+			s.setHolding(true)
 		default:
 			continue
 		}
@@ -553,8 +562,10 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 		if s.dead || !s.holding {
 			continue
 		}
+		// The certain part of the hold ends when the release is invoked.
+		s.w.holding.Store(false)
 		if s.call(ctx, histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit) != "" {
-			s.holding = false
+			s.setHolding(false)
 		}
 	}
 	// Drain events that arrived after the last op (e.g. lost after release): nothing

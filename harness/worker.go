@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,10 @@ type worker struct {
 	msgs    chan workerMsg
 	exited  chan struct{}
 	nextID  int64
+
+	// holding is set while the worker certainly holds the lock (from its acquire's ok
+	// to its release's invoke, a lost event or its crash); the nemesis aims at it.
+	holding atomic.Bool
 
 	mu        sync.Mutex
 	sessionID string

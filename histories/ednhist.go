@@ -358,7 +358,7 @@ func appendJSONAsEDN(dst []byte, v json.RawMessage) ([]byte, error) {
 		err = syntaxErrorAt(v, skipJSONSpace(v, end), "after the value")
 	}
 	if err != nil {
-		return dst, fmt.Errorf("value is not valid JSON: %v", err)
+		return dst, fmt.Errorf("value is not valid JSON: offset %d: %v", err.pos, err)
 	}
 	dst, _ = jsonToEDN(dst, v, 0)
 	return dst, nil

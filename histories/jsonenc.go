@@ -91,7 +91,7 @@ func appendCompactJSON(dst, v []byte) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return dst, fmt.Errorf("value is not valid JSON: %v", err)
+		return dst, fmt.Errorf("value is not valid JSON: offset %d: %v", err.pos, err)
 	}
 	// Fast path: nothing to strip or escape.
 	clean := true

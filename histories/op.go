@@ -1,8 +1,10 @@
 // Package histories owns the history file: the durable, append-only record of every
 // operation a run performed, written while the run goes and read back by the checker.
 //
-// A history is JSON Lines, one Op per line (see the README for the format). It is the
-// contract between running and checking: nothing else is needed to check a run again.
+// A history is JSON Lines, one Op per line (see README.md in this directory for the
+// format). It is the contract between running and checking: nothing else is needed to
+// check a run again. Writer appends to one as a run goes; Load reads one back, Validate
+// checks one built in memory, and ReadEDN and WriteEDN convert from and to Jepsen's EDN.
 package histories
 
 import (
@@ -37,13 +39,17 @@ func (t Type) Valid() bool {
 
 // Function names used by the lock workloads.
 const (
+	// FAcquire takes a lock; an ok acquire's Value is its fencing token, if any.
 	FAcquire = "acquire"
+	// FRelease gives a lock back.
 	FRelease = "release"
 )
 
 // Lock modes of read-write lock operations.
 const (
-	ModeRead  = "read"
+	// ModeRead is the shared mode of a read-write lock.
+	ModeRead = "read"
+	// ModeWrite is the exclusive mode of a read-write lock.
 	ModeWrite = "write"
 )
 

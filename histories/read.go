@@ -34,14 +34,22 @@ func Load(path string) (History, []string, error) {
 // any op that breaks the rules Validate checks, is a *ParseError naming the line and
 // the field; then the history is nil. An op without "index" gets its position.
 func Read(r io.Reader, name string) (History, []string, error) {
-	return read(r, name, 0)
+	var size int64
+	if l, ok := r.(interface{ Len() int }); ok { // bytes.Reader, strings.Reader, bytes.Buffer
+		size = int64(l.Len())
+	}
+	return read(r, name, size)
 }
 
 // bytesPerOp is a guess at the size of a line, to size the history up front.
 const bytesPerOp = 80
 
 func read(r io.Reader, name string, size int64) (History, []string, error) {
-	br := bufio.NewReaderSize(r, 256<<10)
+	bufSize := 256 << 10
+	if size > 0 && size < int64(bufSize) {
+		bufSize = max(int(size)+1, 4096)
+	}
+	br := bufio.NewReaderSize(r, bufSize)
 	d := newLineDecoder()
 	var h History
 	if size > 0 {

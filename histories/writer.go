@@ -21,9 +21,10 @@ const syncEvery = 500 * time.Millisecond
 // Writer appends ops to a history file as a run goes. It is safe for concurrent use.
 //
 // Appends go through a buffer that is written out and fsynced at least every
-// half-second by a background goroutine, and on Sync and Close; so a run killed at any
-// moment leaves a file Load accepts, short of at most the last second of ops and with
-// at most a truncated last line.
+// half-second by a background goroutine, and on Sync and Close. The file is written in
+// whole lines, so a run killed at any moment leaves a file Load accepts, short of at
+// most the last second of ops (and, were a write itself cut short, with a truncated
+// last line, which Load drops).
 type Writer struct {
 	mu     sync.Mutex
 	f      *os.File
@@ -90,6 +91,14 @@ func (w *Writer) Append(op Op) (Op, error) {
 	}
 	line = append(line, '\n')
 	w.line = line
+	// Keep writes to the file whole lines, so that a kill between two of them leaves
+	// no partial line behind.
+	if w.bw.Buffered() > 0 && w.bw.Available() < len(line) {
+		if err := w.bw.Flush(); err != nil {
+			w.err = fmt.Errorf("histories: writing %s: %w", w.f.Name(), err)
+			return op, w.err
+		}
+	}
 	if _, err := w.bw.Write(line); err != nil {
 		w.err = fmt.Errorf("histories: writing %s: %w", w.f.Name(), err)
 		return op, w.err

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -313,4 +317,71 @@ func TestWriterReadProperty(t *testing.T) {
 			rt.Fatal("blank line in EDN")
 		}
 	})
+}
+
+// TestKilledWriter SIGKILLs a process appending as fast as it can and checks that the
+// file it leaves loads.
+func TestKilledWriter(t *testing.T) {
+	if path := os.Getenv("HISTORIES_KILLED_WRITER"); path != "" {
+		killedWriterChild(path)
+		return
+	}
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriter$")
+	cmd.Env = append(os.Environ(), "HISTORIES_KILLED_WRITER="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make([]byte, 6)
+	if _, err := io.ReadFull(out, ready); err != nil || string(ready) != "ready\n" {
+		cmd.Process.Kill()
+		t.Fatalf("child: %q, %v", ready, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	h, warnings, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) > 1 || len(h) < 1000 {
+		t.Fatalf("%d ops, warnings %q", len(h), warnings)
+	}
+	for i, op := range h {
+		if op.Index != int64(i) {
+			t.Fatalf("op %d has index %d", i, op.Index)
+		}
+	}
+	t.Logf("%d ops, warnings %q", len(h), warnings)
+}
+
+func killedWriterChild(path string) {
+	w, err := NewWriter(path)
+	if err != nil {
+		panic(err)
+	}
+	for k := 0; ; k++ {
+		op := Op{Type: Invoke, F: FAcquire, Process: Client(k / 2 % 8), Time: int64(k), Key: "l0", Value: json.RawMessage("null")}
+		if k%2 == 1 {
+			op.Type, op.Value = OK, json.RawMessage(`{"token":`+strconv.Itoa(k)+`,"note":"`+strings.Repeat("x", k%200)+`"}`)
+		}
+		if _, err := w.Append(op); err != nil {
+			panic(err)
+		}
+		if k == 1000 {
+			if err := w.Sync(); err != nil {
+				panic(err)
+			}
+			os.Stdout.WriteString("ready\n")
+		}
+	}
 }
