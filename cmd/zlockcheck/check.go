@@ -21,6 +21,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		format  = fs.String("format", "", "history format: jsonl or edn (default: from the file name)")
 		timeout = fs.Duration("timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 		html    = fs.String("html", "", "write porcupine's visualization of any violation to this file")
+		parse   = fs.Bool("parse-only", false, "only load and validate the file (exit 0 when it loads); for benchmarks")
 	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE")
@@ -58,6 +59,10 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	if err != nil {
 		return exitError, err
+	}
+	if *parse {
+		fmt.Fprintf(stdout, "%s: %d ops loaded\n", path, len(h))
+		return 0, nil
 	}
 	cfg := models.Config{Kind: kind, Permits: *permits, Timeout: *timeout}
 	res, err := models.Check(h, cfg)
