@@ -23,6 +23,9 @@ import (
 // Config is everything one run needs. It is written to the run directory as
 // config.json, so a run can be repeated from its directory alone.
 type Config struct {
+	// RunID is set by Run: it names this run's namespaces (zlc<RunID>...) and its
+	// ZooKeeper paths (/zlc/<RunID>/...).
+	RunID string `json:"run_id"`
 	// Name is the test's name: runs are stored under Store/Name/<timestamp>.
 	Name string `json:"name"`
 	// Store is the directory that holds all runs.
@@ -143,6 +146,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return out, err
 	}
 	out.RunID = randomID()
+	cfg.RunID = out.RunID
 	out.Dir, err = makeRunDir(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
 		return out, err

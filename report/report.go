@@ -22,7 +22,9 @@ import (
 // Run describes a finished run whose history is to be checked.
 type Run struct {
 	Dir, History, Test, Recipe string
-	Seed                       int64
+	// RunID names the run's namespaces (zlc<RunID>...) and ZooKeeper paths.
+	RunID string
+	Seed  int64
 	// Config is the run's configuration, copied into results.json.
 	Config           any
 	Interrupted      bool
@@ -38,6 +40,7 @@ type Run struct {
 type Results struct {
 	Verdict          models.Verdict            `json:"verdict"`
 	Test             string                    `json:"test"`
+	RunID            string                    `json:"run_id,omitempty"`
 	Recipe           string                    `json:"recipe"`
 	Seed             int64                     `json:"seed"`
 	Dir              string                    `json:"dir"`
@@ -85,7 +88,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		return Results{}, fmt.Errorf("%s: %w", run.History, err)
 	}
 	out := Results{
-		Verdict: res.Verdict, Test: run.Test, Recipe: run.Recipe, Seed: run.Seed, Dir: run.Dir,
+		Verdict: res.Verdict, Test: run.Test, RunID: run.RunID, Recipe: run.Recipe, Seed: run.Seed, Dir: run.Dir,
 		History: run.History, Model: cfg.Kind, Permits: cfg.Permits, Interrupted: run.Interrupted,
 		SetupError: run.SetupError, Warnings: warnings, ElapsedSeconds: run.Elapsed.Seconds(),
 		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: run.ZooKeeperVersion,

@@ -7,16 +7,24 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
-func cleanupCmd(args []string, stdout io.Writer) (int, error) {
-	if len(args) > 0 {
+func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("cleanup", stderr)
+	all := fs.Bool("all", false, "also remove the namespaces of runs whose harness is still alive")
+	if err := fs.Parse(args); err != nil {
+		return exitError, err
+	}
+	if fs.NArg() > 0 {
 		return exitError, usageError{"cleanup takes no arguments"}
 	}
-	rep, err := netns.CleanupAll()
+	rep, err := netns.CleanupAll(*all)
 	if len(rep.Namespaces) == 0 {
 		fmt.Fprintln(stdout, "nothing to clean up: no zlc namespaces")
 	} else {
 		fmt.Fprintf(stdout, "removed %d namespaces (%v) and killed %d processes in them\n",
 			len(rep.Namespaces), rep.Namespaces, len(rep.Processes))
+	}
+	if rep.Skipped > 0 {
+		fmt.Fprintf(stdout, "left %d namespaces of runs whose harness is still running (--all removes them too)\n", rep.Skipped)
 	}
 	if err != nil {
 		return exitError, err

@@ -87,26 +87,48 @@ func readResults(t *testing.T, store string) map[string]any {
 	return res
 }
 
-// assertNothingLeft fails if any zlc namespace, ZooKeeper or worker process remains.
-func assertNothingLeft(t *testing.T) {
+// assertNothingLeft fails if any namespace of the run stored in store, or any of its
+// ZooKeeper servers or workers, remains. (Other tests may run ensembles meanwhile:
+// only this run's objects are looked for.)
+func assertNothingLeft(t *testing.T, store string) {
 	t.Helper()
+	runID := runIDOf(t, store)
 	names, err := netns.List()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) > 0 {
-		t.Errorf("namespaces left behind: %v", names)
+	for _, n := range names {
+		if strings.HasPrefix(n, netns.Prefix+runID) {
+			t.Errorf("namespace of run %s left behind: %s", runID, n)
+		}
 	}
-	for _, pattern := range []string{"QuorumPeerMain", binary + " worker", "broken_worker.py"} {
-		out, _ := exec.Command("pgrep", "-f", pattern).Output()
+	dir, _ := filepath.EvalSymlinks(filepath.Join(store, "latest"))
+	for _, pattern := range []string{dir, "zlc/" + runID} {
+		out, _ := exec.Command("pgrep", "-af", pattern).Output()
 		if s := strings.TrimSpace(string(out)); s != "" {
-			t.Errorf("processes matching %q left behind: %s", pattern, s)
+			t.Errorf("processes of run %s left behind: %s", runID, s)
 		}
 	}
 	out, _ := exec.Command("ip", "-o", "link").Output()
 	if strings.Contains(string(out), "zlc") {
 		t.Errorf("zlc links left in the host namespace:\n%s", out)
 	}
+}
+
+// runIDOf reads the run id from the latest run's config.json.
+func runIDOf(t *testing.T, store string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil || cfg.RunID == "" {
+		t.Fatalf("config.json has no run_id: %v", err)
+	}
+	return cfg.RunID
 }
 
 func TestRunGozkMutexIsValid(t *testing.T) {
@@ -136,7 +158,7 @@ func TestRunGozkMutexIsValid(t *testing.T) {
 	if code != exitValid {
 		t.Errorf("check of the stored history: exit %d\n%s", code, out)
 	}
-	assertNothingLeft(t)
+	assertNothingLeft(t, store)
 }
 
 func TestRunBrokenWorkerIsInvalid(t *testing.T) {
@@ -164,7 +186,7 @@ func TestRunBrokenWorkerIsInvalid(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(store, "latest", "linearizability.html")); err != nil {
 		t.Errorf("no visualization of the violation: %v", err)
 	}
-	assertNothingLeft(t)
+	assertNothingLeft(t, store)
 }
 
 // startRun starts a long run in the background and waits until its history has ops.
@@ -205,7 +227,7 @@ func TestSIGINTMidRunLeavesNothingAndHistoryChecks(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != exitValid {
 			t.Errorf("%v: exit %d, want 0 (the partial history is valid)", sig, code)
 		}
-		assertNothingLeft(t)
+		assertNothingLeft(t, store)
 		res := readResults(t, store)
 		if res["interrupted"] != true {
 			t.Errorf("%v: results.json does not say interrupted", sig)
@@ -226,7 +248,11 @@ func TestSIGKILLThenCleanupLeavesNothing(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	names, _ := netns.List()
-	if len(names) == 0 {
+	left := false
+	for _, n := range names {
+		left = left || strings.HasPrefix(n, netns.Prefix+runIDOf(t, store))
+	}
+	if !left {
 		t.Error("expected the killed harness to leave namespaces for cleanup to find")
 	}
 	code, out, errOut := zlockcheck(t, "cleanup")
@@ -236,7 +262,7 @@ func TestSIGKILLThenCleanupLeavesNothing(t *testing.T) {
 	if !strings.Contains(out, "removed") {
 		t.Errorf("cleanup did not say what it removed: %s", out)
 	}
-	assertNothingLeft(t)
+	assertNothingLeft(t, store)
 	// The history of the killed run is checkable (a truncated last line is tolerated).
 	code, out, errOut = zlockcheck(t, "check", filepath.Join(store, "latest", "history.jsonl"))
 	if code != exitValid {

@@ -61,7 +61,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "check":
 		code, err = checkCmd(args[1:], stdout, stderr)
 	case "cleanup":
-		code, err = cleanupCmd(args[1:], stdout)
+		code, err = cleanupCmd(args[1:], stdout, stderr)
 	case "worker":
 		code, err = workerCmd(ctx, args[1:], stderr)
 	case "-h", "-help", "--help", "help":

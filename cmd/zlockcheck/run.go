@@ -90,7 +90,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	cfg = cfg.Defaults()
 	modelCfg := models.Config{Kind: modelFor(cfg.Workload.Kind), Permits: cfg.Workload.Permits, Timeout: *checkTO}
 	run := report.Run{
-		Dir: outcome.Dir, History: outcome.History, Test: cfg.Name, Recipe: cfg.Recipe,
+		Dir: outcome.Dir, History: outcome.History, Test: cfg.Name, RunID: outcome.RunID, Recipe: cfg.Recipe,
 		Seed: cfg.Seed, Config: cfg, Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed,
 		ZooKeeperVersion: outcome.ZooKeeperVersion, SetupError: errString(runErr),
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -54,7 +55,12 @@ type Host struct {
 // (namespace names are Prefix+runID+host name) and unique among live runs.
 func Create(ctx context.Context, runID string) (*Network, error) {
 	n := &Network{runID: runID, hub: Prefix + runID + "hub"}
+	// The owner file tells a later cleanup that this run's harness is alive.
+	if err := os.WriteFile(ownerFile(runID), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
+		return nil, fmt.Errorf("write owner file: %w", err)
+	}
 	if err := ipCmd(ctx, nil, "netns", "add", n.hub); err != nil {
+		os.Remove(ownerFile(runID))
 		return nil, fmt.Errorf("create hub namespace: %w", err)
 	}
 	script := strings.Join([]string{
@@ -65,6 +71,7 @@ func Create(ctx context.Context, runID string) (*Network, error) {
 	}, "\n")
 	if err := ipBatch(ctx, n.hub, script); err != nil {
 		_ = ipCmd(context.Background(), nil, "netns", "del", n.hub)
+		os.Remove(ownerFile(runID))
 		return nil, fmt.Errorf("create bridge: %w", err)
 	}
 	return n, nil
@@ -187,24 +194,70 @@ func (n *Network) Destroy() error {
 	for _, h := range n.hosts {
 		names = append(names, h.Netns)
 	}
-	return destroy(names)
+	err := destroy(names)
+	if err == nil {
+		os.Remove(ownerFile(n.runID))
+	}
+	return err
+}
+
+// ownerDir holds one file per live run, named Prefix+runID+".owner", holding the pid
+// of the harness that owns the run.
+const ownerDir = "/run"
+
+func ownerFile(runID string) string {
+	return filepath.Join(ownerDir, Prefix+runID+".owner")
+}
+
+// liveRuns returns the namespace-name prefixes of runs whose harness is still alive,
+// and removes the owner files of dead ones.
+func liveRuns() []string {
+	files, _ := filepath.Glob(filepath.Join(ownerDir, Prefix+"*.owner"))
+	var live []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err == nil && perr == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			live = append(live, strings.TrimSuffix(filepath.Base(f), ".owner"))
+			continue
+		}
+		os.Remove(f)
+	}
+	return live
 }
 
 // Report says what a cleanup found and removed.
 type Report struct {
 	Namespaces []string
 	Processes  []int
+	// Skipped counts namespaces of runs whose harness is still alive.
+	Skipped int
 }
 
 // CleanupAll removes every namespace whose name starts with Prefix, after killing the
-// processes inside: what a harness that was SIGKILLed left behind. It touches nothing
-// else on the host.
-func CleanupAll() (Report, error) {
-	names, err := List()
+// processes inside: what a harness that was SIGKILLed left behind. Runs whose harness
+// is still alive are left alone unless all is set. It touches nothing else on the host.
+func CleanupAll(all bool) (Report, error) {
+	found, err := List()
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Namespaces: names}
+	var live []string
+	if !all {
+		live = liveRuns()
+	}
+	var names []string
+	for _, n := range found {
+		owned := false
+		for _, p := range live {
+			owned = owned || strings.HasPrefix(n, p)
+		}
+		if owned {
+			continue
+		}
+		names = append(names, n)
+	}
+	rep := Report{Namespaces: names, Skipped: len(found) - len(names)}
 	for _, ns := range names {
 		rep.Processes = append(rep.Processes, pidsIn(ns)...)
 	}
