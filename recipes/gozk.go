@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -34,7 +36,8 @@ import (
 //
 // Release is zk.Lock.Unlock: ok when the node was deleted, fail "not held" when the
 // lock was not held or its node was already gone, info otherwise. go-zookeeper does
-// not expose the session password, so session events carry none.
+// not expose the session password; session events carry it all the same, read from
+// the connection's internals (see sessionPasswd), so the nemesis can expire the session.
 func NewGoZK(ctx context.Context, cfg Config) (Recipe, error) {
 	if cfg.Kind != KindMutex {
 		return nil, Fail(fmt.Errorf("recipe gozk does not support kind %s", cfg.Kind))
@@ -125,7 +128,7 @@ func (r *goZK) connect(ctx context.Context, wait time.Duration) error {
 		return err
 	}
 	r.mu.Lock()
-	r.reportSessionLocked(conn.SessionID())
+	r.reportSessionLocked(conn.SessionID(), sessionPasswd(conn))
 	r.mu.Unlock()
 	r.lock = zk.NewLock(conn, r.cfg.Path, r.acl)
 	return nil
@@ -178,18 +181,33 @@ func (r *goZK) onEvent(gen uint64, ev zk.Event) {
 		}
 	case zk.StateHasSession:
 		if r.conn != nil {
-			r.reportSessionLocked(r.conn.SessionID())
+			r.reportSessionLocked(r.conn.SessionID(), sessionPasswd(r.conn))
 		}
 	}
 }
 
 // reportSessionLocked sends a session event for id unless it was sent already.
-func (r *goZK) reportSessionLocked(id int64) {
+func (r *goZK) reportSessionLocked(id int64, passwd []byte) {
 	if id == 0 || id == r.reported {
 		return
 	}
 	r.reported = id
-	r.cfg.Events.Session(id, nil)
+	r.cfg.Events.Session(id, passwd)
+}
+
+// sessionPasswd reads the session password go-zookeeper keeps in the unexported field
+// passwd of *zk.Conn. The library offers no accessor; the nemesis needs the password
+// to expire the worker's session on the servers (the closeSession trick). This reaches
+// into the library's internals on purpose and degrades to nil (no password reported)
+// if a future version renames the field. The field is written before the library
+// announces StateHasSession, which is when this is called.
+func sessionPasswd(conn *zk.Conn) []byte {
+	f := reflect.ValueOf(conn).Elem().FieldByName("passwd")
+	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Uint8 {
+		return nil
+	}
+	b := *(*[]byte)(unsafe.Pointer(f.UnsafeAddr()))
+	return append([]byte(nil), b...)
 }
 
 // Acquire implements Recipe.
