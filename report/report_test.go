@@ -1,0 +1,111 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models"
+)
+
+func op(t histories.Type, f string, p int, at int64) histories.Op {
+	return histories.Op{Type: t, F: f, Process: histories.Client(p), Time: at, Key: "l0"}
+}
+
+// writeHistory stores h as a run directory's history.jsonl.
+func writeHistory(t *testing.T, h histories.History) (dir, path string) {
+	t.Helper()
+	dir = t.TempDir()
+	path = filepath.Join(dir, "history.jsonl")
+	w, err := histories.NewWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range h {
+		if _, err := w.Append(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path
+}
+
+func TestCheckRunWritesResults(t *testing.T) {
+	overlapping := histories.History{
+		op(histories.Invoke, "acquire", 0, 10), op(histories.OK, "acquire", 0, 20),
+		op(histories.Invoke, "acquire", 1, 25), op(histories.OK, "acquire", 1, 27),
+		op(histories.Invoke, "release", 0, 30), op(histories.OK, "release", 0, 40),
+		op(histories.Invoke, "release", 1, 50), op(histories.OK, "release", 1, 60),
+	}
+	disjoint := histories.History{
+		op(histories.Invoke, "acquire", 0, 10), op(histories.OK, "acquire", 0, 20),
+		op(histories.Invoke, "acquire", 1, 25), op(histories.Invoke, "release", 0, 30),
+		op(histories.OK, "release", 0, 40), op(histories.OK, "acquire", 1, 45),
+		op(histories.Invoke, "release", 1, 50), op(histories.Info, "release", 1, 60),
+	}
+	for _, c := range []struct {
+		name string
+		h    histories.History
+		want models.Verdict
+	}{{"overlap", overlapping, models.Invalid}, {"disjoint", disjoint, models.Valid}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, path := writeHistory(t, c.h)
+			res, err := CheckRun(Run{Dir: dir, History: path, Test: "t", Elapsed: 1e9}, models.Config{Kind: models.Mutex})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Verdict != c.want {
+				t.Fatalf("verdict %s, want %s", res.Verdict, c.want)
+			}
+			var onDisk Results
+			data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &onDisk); err != nil {
+				t.Fatal(err)
+			}
+			if onDisk.Verdict != c.want || onDisk.Ops != len(c.h) || onDisk.Processes != 2 {
+				t.Errorf("results.json: verdict %s ops %d processes %d", onDisk.Verdict, onDisk.Ops, onDisk.Processes)
+			}
+			if got := onDisk.Counts["acquire"]["invoke"]; got != 2 {
+				t.Errorf("acquire invokes counted %d, want 2", got)
+			}
+			timeline, err := os.ReadFile(filepath.Join(dir, "timeline.html"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(timeline), "<rect"); n != 4 {
+				t.Errorf("timeline has %d op bars, want 4", n)
+			}
+			_, vizErr := os.Stat(filepath.Join(dir, "linearizability.html"))
+			if (vizErr == nil) != (c.want == models.Invalid) {
+				t.Errorf("linearizability.html present = %v, want %v", vizErr == nil, c.want == models.Invalid)
+			}
+			if c.want == models.Invalid {
+				if !strings.Contains(string(timeline), `stroke="red"`) {
+					t.Error("timeline does not outline the violation's window")
+				}
+				if onDisk.Checks[0].Witness == "" || onDisk.Checks[0].FirstViolationSeconds == nil {
+					t.Errorf("invalid check without witness or time: %+v", onDisk.Checks[0])
+				}
+			}
+		})
+	}
+}
+
+func TestCheckRunRejectsMalformedHistory(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "history.jsonl")
+	if err := os.WriteFile(path, []byte(`{"index":0,"type":"ok","f":"acquire","process":0,"time":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckRun(Run{Dir: dir, History: path}, models.Config{Kind: models.Mutex}); err == nil {
+		t.Fatal("a completion without invoke was accepted")
+	}
+}
