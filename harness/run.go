@@ -1,11 +1,13 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -13,10 +15,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -56,6 +60,12 @@ type Config struct {
 	// as workers for as long as the workload, on the same ensemble after the workload:
 	// the yardstick for the harness's overhead (see BENCHMARKS.md).
 	Baseline bool `json:"baseline,omitempty"`
+	// Nemesis lists the fault classes to inject (none: no faults).
+	Nemesis []nemesis.Class `json:"nemesis"`
+	// NemesisInterval is the mean quiet time between faults.
+	NemesisInterval time.Duration `json:"nemesis_interval_ns"`
+	// FinalPhase: after the workload and healing, every worker must acquire once.
+	FinalPhase bool `json:"final_phase"`
 	// Log receives progress lines; nil discards them.
 	Log io.Writer `json:"-"`
 }
@@ -133,6 +143,8 @@ type Outcome struct {
 	ZooKeeperVersion string
 	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it.
 	Baseline *Baseline
+	// Liveness is the final phase's verdict (nil when there was none).
+	Liveness *Liveness
 }
 
 // Run performs one run: network, ensemble, workers, workload, teardown. It returns
@@ -206,10 +218,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return out, err
 	}
 
+	cl := newCluster(ens)
 	r := &runner{
-		cfg: cfg, dir: out.Dir, rec: rec, connect: ens.Connect(),
+		cfg: cfg, dir: out.Dir, rec: rec, connect: ens.Connect(), cluster: cl,
 		lockPath: fmt.Sprintf("/zlc/%s/%s", out.RunID, cfg.Workload.Key),
-		logf:     logf,
+		logf:     logf, judged: make(chan struct{}), sessions: map[string]int{},
 	}
 	out.Started = rec.start
 	logf("running %d workers of %s for %s (seed %d), history in %s", cfg.Workers, cfg.Recipe, cfg.Duration, cfg.Seed, out.History)
@@ -228,6 +241,27 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		}
 	}()
 
+	// The nemesis runs while the workload does; HealAll runs on every exit path.
+	nem, err := nemesis.New(nemesis.Schedule{
+		Classes: cfg.Nemesis, Interval: cfg.NemesisInterval, SessionTimeout: cfg.SessionTimeout, Seed: cfg.Seed,
+	}, cl, r.recordNemesis)
+	if err != nil {
+		return out, err
+	}
+	healed := false
+	defer func() {
+		if !healed {
+			if herr := nem.HealAll(context.Background()); herr != nil {
+				err = errors.Join(err, fmt.Errorf("heal: %w", herr))
+			}
+		}
+	}()
+	nemDone := make(chan error, 1)
+	go func() { nemDone <- nem.Run(workCtx) }()
+
+	// final is closed when the final phase may start: faults healed, ensemble serving.
+	final := make(chan struct{})
+	r.finalsLeft.Add(cfg.Workers)
 	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Workers)
 	for i := range cfg.Workers {
@@ -238,15 +272,61 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 				if p := recover(); p != nil {
 					errs <- fmt.Errorf("worker slot %d panicked: %v\n%s", i+1, p, debug.Stack())
 					stop()
+					endHard()
 				}
 			}()
-			if err := r.slot(workCtx, hard, i, hosts[i]); err != nil {
+			if err := r.slot(workCtx, hard, final, i, hosts[i]); err != nil {
 				errs <- err
 				stop()
 			}
 		}()
 	}
 	<-workCtx.Done()
+	var slotErrs []error
+	if nerr := <-nemDone; nerr != nil {
+		slotErrs = append(slotErrs, fmt.Errorf("nemesis: %w", nerr))
+	}
+	herr := nem.HealAll(context.Background())
+	healed = true
+	if herr != nil {
+		slotErrs = append(slotErrs, fmt.Errorf("heal: %w", herr))
+	}
+	out.Interrupted = ctx.Err() != nil
+	finalPhase := !out.Interrupted && cfg.FinalPhase
+	if finalPhase {
+		recoverBound := cfg.SessionTimeout*3 + 30*time.Second
+		if werr := ens.WaitServing(ctx, recoverBound); werr != nil {
+			slotErrs = append(slotErrs, fmt.Errorf("ensemble did not recover after the faults were healed: %w", werr))
+			finalPhase = false
+		} else {
+			logf("faults healed, ensemble serving: final phase (every worker acquires once, bound %s)", r.finalBound())
+		}
+	}
+	if finalPhase {
+		close(final)
+		// Wait for every slot's final cycle (bounded), then judge while the workers and
+		// their sessions still live, so the lock node's children can be attributed.
+		waited := make(chan struct{})
+		go func() { r.finalsLeft.Wait(); close(waited) }()
+		limit := cfg.Workload.AcquireTimeout + 6*cfg.SessionTimeout + r.finalBound() + 10*time.Second
+		select {
+		case <-waited:
+		case <-time.After(limit):
+			logf("final phase still running after %s", limit)
+		case <-ctx.Done():
+		}
+		liveness := r.judgeLiveness(ctx, ens)
+		liveness.record(rec)
+		out.Liveness = &liveness
+		if !liveness.OK {
+			logf("LIVENESS: not every worker could acquire the lock after the faults were healed")
+		}
+	}
+	if !finalPhase {
+		r.skipFinal.Store(true)
+		close(final)
+	}
+	close(r.judged)
 	// Let in-flight ops finish for a bounded time: an acquire may wait its timeout.
 	grace := cfg.Workload.AcquireTimeout + 3*cfg.SessionTimeout + 5*time.Second
 	finished := make(chan struct{})
@@ -262,7 +342,6 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	out.Elapsed = time.Since(rec.start)
 	out.Interrupted = ctx.Err() != nil
 	close(errs)
-	var slotErrs []error
 	for e := range errs {
 		slotErrs = append(slotErrs, e)
 	}
@@ -356,9 +435,75 @@ type runner struct {
 	connect  string
 	lockPath string
 	logf     func(string, ...any)
+	cluster  *cluster
+	// judged is closed once the final phase was judged: workers may then go.
+	judged chan struct{}
+	// finalsLeft counts slots that have not reported their final cycle.
+	finalsLeft sync.WaitGroup
+	// skipFinal is set before final is closed when there is no final phase.
+	skipFinal atomic.Bool
 
 	mu          sync.Mutex
 	nextProcess int
+	finals      map[int]finalResult
+	// sessions maps every session id a worker reported to its process.
+	sessions map[string]int
+}
+
+// recordNemesis writes a fault's start or stop as a nemesis op.
+func (r *runner) recordNemesis(ev nemesis.Event) {
+	value := map[string]any{"fault": string(ev.Fault)}
+	for k, v := range ev.Value {
+		value[k] = v
+	}
+	if ev.Err != "" {
+		value["error"] = ev.Err
+	}
+	data, err := json.Marshal(value)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"fault": string(ev.Fault), "error": err.Error()})
+	}
+	r.rec.record(histories.Op{Type: histories.Info, F: string(ev.Phase), Process: histories.NemesisProcess, Value: data})
+	desc := string(ev.Phase) + " " + string(data)
+	r.logf("nemesis: %s", desc)
+}
+
+// workerStarted and workerEnded keep the nemesis's view of live workers current.
+func (r *runner) workerStarted(slot int, w *worker) {
+	record := func(id string) {
+		r.mu.Lock()
+		r.sessions[id] = w.process
+		r.mu.Unlock()
+	}
+	w.mu.Lock()
+	w.onSession = record
+	id := w.sessionID
+	w.mu.Unlock()
+	if id != "" {
+		record(id)
+	}
+	r.cluster.setWorker(slot, w)
+}
+
+func (r *runner) workerEnded(slot int) { r.cluster.setWorker(slot, nil) }
+
+// sessionOwners returns a copy of the session id → process map.
+func (r *runner) sessionOwners() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.sessions)
+}
+
+// isHolding reports whether process currently holds the lock.
+func (r *runner) isHolding(process int) bool {
+	r.cluster.mu.Lock()
+	defer r.cluster.mu.Unlock()
+	for _, w := range r.cluster.workers {
+		if w.process == process {
+			return w.holding.Load()
+		}
+	}
+	return false
 }
 
 func (r *runner) newProcess() int {
@@ -376,37 +521,107 @@ func (r *runner) slotRNG(slot int) *rand.Rand {
 
 // slot runs worker processes in one namespace, one after the other, until ctx ends:
 // a worker whose op ends in info, or that crashes, is replaced by a fresh process
-// with a new process id.
-func (r *runner) slot(ctx context.Context, hard <-chan struct{}, slot int, host netns.Host) error {
+// with a new process id. Then, once final is closed (nil: no final phase), the slot's
+// worker (or a fresh one) must acquire and release the lock once.
+func (r *runner) slot(ctx context.Context, hard, final <-chan struct{}, slot int, host netns.Host) error {
 	rng := r.slotRNG(slot)
-	failures := 0
+	var s *session
+	defer func() {
+		if s != nil {
+			s.end()
+		}
+	}()
 	for ctx.Err() == nil {
+		if s == nil || s.dead {
+			if s != nil {
+				s.end()
+			}
+			var err error
+			if s, err = r.startSession(ctx, hard, slot, host); err != nil {
+				return err
+			}
+			if s == nil {
+				continue // ctx ended while starting
+			}
+		}
+		s.loop(ctx, rng)
+	}
+	reported := false
+	defer func() {
+		if !reported {
+			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: "none", Error: "the slot ended before the final phase"})
+		}
+	}()
+	select {
+	case <-final:
+	case <-hard:
+		return nil
+	}
+	if r.skipFinal.Load() {
+		return nil
+	}
+	if s == nil || s.dead {
+		if s != nil {
+			s.end()
+		}
+		var err error
+		if s, err = r.startSession(context.Background(), hard, slot, host); err != nil || s == nil {
+			reported = true
+			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: "no worker", Error: fmt.Sprint(err)})
+			return nil
+		}
+	}
+	reported = true
+	r.setFinal(slot, s.finalCycle())
+	select {
+	case <-r.judged:
+	case <-hard:
+	}
+	return nil
+}
+
+// startSession starts a worker process in the slot and initialises it, retrying a few
+// times. It returns nil, nil when ctx ended first.
+func (r *runner) startSession(ctx context.Context, hard <-chan struct{}, slot int, host netns.Host) (*session, error) {
+	for failures := 0; ; {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		select {
+		case <-hard:
+			return nil, nil
+		default:
+		}
 		process := r.newProcess()
 		logPath := filepath.Join(r.dir, "workers", fmt.Sprintf("w%d-p%d.stderr.log", slot+1, process))
 		w, err := startWorker(host, slot, process, r.cfg.WorkerArgv, logPath)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s := &session{r: r, w: w, hard: hard, key: r.cfg.Workload.Key}
-		if err := s.init(ctx, slot); err != nil {
+		if err := s.init(slot); err != nil {
 			w.kill()
 			failures++
 			r.logf("worker %d (slot %d) did not start: %v (see %s)", process, slot+1, err, logPath)
 			if failures >= 5 {
-				return fmt.Errorf("worker slot %d: %d workers in a row failed to start; last: %w (see %s)", slot+1, failures, err, logPath)
+				return nil, fmt.Errorf("worker slot %d: %d workers in a row failed to start; last: %w (see %s)", slot+1, failures, err, logPath)
 			}
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
-		failures = 0
-		s.loop(ctx, rng)
-		if s.dead {
-			w.kill()
-		} else {
-			w.close(2 * time.Second)
-		}
+		r.workerStarted(slot, w)
+		return s, nil
 	}
-	return nil
+}
+
+// end stops the session's worker: politely unless it is dead.
+func (s *session) end() {
+	s.r.workerEnded(s.w.slot)
+	if s.dead {
+		s.w.kill()
+	} else {
+		s.w.close(2 * time.Second)
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -443,7 +658,7 @@ func (s *session) op(t histories.Type, f string) histories.Op {
 }
 
 // init sends the init request; it is not part of the history.
-func (s *session) init(ctx context.Context, slot int) error {
+func (s *session) init(slot int) error {
 	wl := s.r.cfg.Workload
 	_, err := s.w.send(workloads.Request{
 		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
@@ -452,7 +667,7 @@ func (s *session) init(ctx context.Context, slot int) error {
 	if err != nil {
 		return err
 	}
-	reply, crashed := s.await(ctx, 2*s.r.cfg.SessionTimeout+10*time.Second)
+	reply, crashed := s.await(2*s.r.cfg.SessionTimeout + 10*time.Second)
 	if crashed != nil {
 		return crashed
 	}
@@ -465,7 +680,7 @@ func (s *session) init(ctx context.Context, slot int) error {
 // await waits for the reply to the request in flight, handling events meanwhile. It
 // returns a non-nil error when the worker crashed, did not answer within limit, or the
 // run ended hard; the worker is then unusable.
-func (s *session) await(ctx context.Context, limit time.Duration) (workloads.Message, error) {
+func (s *session) await(limit time.Duration) (workloads.Message, error) {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
@@ -524,13 +739,13 @@ func (s *session) crash(openOp string, why error) {
 }
 
 // call performs one recorded operation and returns the reply type ("" on crash).
-func (s *session) call(ctx context.Context, f string, req workloads.Request, limit time.Duration) string {
+func (s *session) call(f string, req workloads.Request, limit time.Duration) string {
 	s.r.rec.record(s.op(histories.Invoke, f))
 	if _, err := s.w.send(req); err != nil {
 		s.crash(f, fmt.Errorf("write to worker: %w", err))
 		return ""
 	}
-	reply, err := s.await(ctx, limit)
+	reply, err := s.await(limit)
 	if err != nil {
 		s.crash(f, err)
 		return ""
@@ -556,7 +771,7 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil && !s.dead {
 		plan := wl.Next(rng)
 		s.mode = plan.Request.Mode
-		switch s.call(ctx, histories.FAcquire, plan.Request, limit) {
+		switch s.call(histories.FAcquire, plan.Request, limit) {
 		case workloads.ReplyOK:
 			s.setHolding(true)
 		default:
@@ -568,7 +783,7 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 		}
 		// The certain part of the hold ends when the release is invoked.
 		s.w.holding.Store(false)
-		if s.call(ctx, histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit) != "" {
+		if s.call(histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit) != "" {
 			s.setHolding(false)
 		}
 	}
@@ -577,13 +792,19 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 }
 
 // hold sleeps while holding, handling events; the worker may crash or report lost.
-// The hold is not cut short when the run's time is up: release comes after it.
+// The hold is not cut short when the run's time is up: release comes after it. A
+// stopped worker (SIGSTOP, a "GC pause") cannot end its critical section, so its hold
+// lasts at least until it runs again: only a running worker is sent its release.
 func (s *session) hold(d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
+			if processStopped(s.w.Pid()) {
+				timer.Reset(20 * time.Millisecond)
+				continue
+			}
 			return
 		case m := <-s.w.msgs:
 			if m.crashed != nil {
@@ -599,4 +820,19 @@ func (s *session) hold(d time.Duration) {
 			return
 		}
 	}
+}
+
+// processStopped reports whether pid is stopped by a signal (state T in
+// /proc/PID/stat).
+func processStopped(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 || i+2 >= len(data) {
+		return false
+	}
+	return data[i+2] == 'T' || data[i+2] == 't'
 }

@@ -40,6 +40,7 @@ type worker struct {
 	holding atomic.Bool
 
 	mu        sync.Mutex
+	onSession func(id string)
 	sessionID string
 	passwd    string
 }
@@ -94,7 +95,11 @@ func (w *worker) read(stdout io.Reader) {
 			if msg.Event == workloads.EventSession {
 				w.mu.Lock()
 				w.sessionID, w.passwd = msg.SessionID, msg.Passwd
+				onSession := w.onSession
 				w.mu.Unlock()
+				if onSession != nil {
+					onSession(msg.SessionID)
+				}
 			}
 			w.msgs <- workerMsg{msg: msg}
 			continue

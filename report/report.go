@@ -111,6 +111,14 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		}
 		out.Checks = append(out.Checks, c)
 	}
+	live, found, err := LivenessCheck(h)
+	if err != nil {
+		return Results{}, fmt.Errorf("%s: %w", run.History, err)
+	}
+	if found {
+		out.Checks = append(out.Checks, live)
+		out.Verdict = models.Worse(out.Verdict, live.Verdict)
+	}
 	out.Files["history"] = "history.jsonl"
 	timeline := filepath.Join(run.Dir, "timeline.html")
 	if err := writeFile(timeline, func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
@@ -194,14 +202,26 @@ func Summary(w io.Writer, r Results) {
 	}
 }
 
-// PrintCheck prints the outcome of checking a history file.
-func PrintCheck(w io.Writer, path string, ops int, res models.Result) {
-	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, ops, len(res.Keys), res.Duration.Round(time.Millisecond))
+// PrintCheck prints the outcome of checking a history file: the model's verdict per
+// key, and the run's liveness verdict if the history records one. It returns the
+// overall verdict.
+func PrintCheck(w io.Writer, path string, h histories.History, res models.Result) (models.Verdict, error) {
+	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, len(h), len(res.Keys), res.Duration.Round(time.Millisecond))
 	var checks []Check
 	for _, k := range res.Keys {
 		checks = append(checks, Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness})
 	}
-	printVerdict(w, res.Verdict, checks)
+	verdict := res.Verdict
+	live, found, err := LivenessCheck(h)
+	if err != nil {
+		return models.Unknown, fmt.Errorf("%s: %w", path, err)
+	}
+	if found {
+		checks = append(checks, live)
+		verdict = models.Worse(verdict, live.Verdict)
+	}
+	printVerdict(w, verdict, checks)
+	return verdict, nil
 }
 
 func printCounts(w io.Writer, counts map[string]map[string]int) {

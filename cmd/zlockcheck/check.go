@@ -69,7 +69,10 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitError, fmt.Errorf("%s: %w", path, err)
 	}
-	report.PrintCheck(stdout, path, len(h), res)
+	verdict, err := report.PrintCheck(stdout, path, h, res)
+	if err != nil {
+		return exitError, err
+	}
 	if *html != "" && res.Verdict == models.Invalid {
 		f, err := os.Create(*html)
 		if err != nil {
@@ -81,5 +84,5 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		fmt.Fprintf(stdout, "visualization: %s\n", *html)
 	}
-	return verdictCode(res.Verdict), nil
+	return verdictCode(verdict), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -25,8 +26,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		holdMax   = fs.Duration("hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
 		checkTO   = fs.Duration("check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 		quiet     = fs.Bool("quiet", false, "no progress lines on stderr")
+		nemesisF  = fs.String("nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
+		finalF    = fs.Bool("final-phase", true, "after healing, every worker must acquire once (liveness)")
 		baseline  = fs.Bool("baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
 	)
+	fs.DurationVar(&cfg.NemesisInterval, "nemesis-interval", 10*time.Second, "mean quiet time between faults")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "ZooKeeper servers in the ensemble")
 	fs.IntVar(&cfg.Workers, "workers", 5, "concurrent worker processes")
 	fs.DurationVar(&cfg.Duration, "time", 30*time.Second, "how long the workload runs")
@@ -74,6 +78,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		return exitError, fmt.Errorf("--recipe: unknown recipe %q (want gozk or exec)", *recipe)
 	}
 	cfg.Baseline = *baseline
+	cfg.FinalPhase = *finalF
+	classes, err := nemesis.ParseClasses(*nemesisF)
+	if err != nil {
+		return exitError, fmt.Errorf("--nemesis: %w", err)
+	}
+	cfg.Nemesis = classes
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() & (1<<53 - 1)
 	}

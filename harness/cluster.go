@@ -1,0 +1,106 @@
+package harness
+
+import (
+	"context"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// cluster is the run as the nemesis sees it: servers, live workers, the holder.
+type cluster struct {
+	ens *Ensemble
+
+	mu      sync.Mutex
+	workers map[int]*worker // by slot: the slot's current process
+}
+
+var _ nemesis.Cluster = (*cluster)(nil)
+
+func newCluster(ens *Ensemble) *cluster {
+	return &cluster{ens: ens, workers: map[int]*worker{}}
+}
+
+// setWorker records the slot's current worker process (nil when it has none).
+func (c *cluster) setWorker(slot int, w *worker) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w == nil {
+		delete(c.workers, slot)
+		return
+	}
+	c.workers[slot] = w
+}
+
+func (c *cluster) Servers() []nemesis.Server {
+	out := make([]nemesis.Server, len(c.ens.Servers))
+	for i, s := range c.ens.Servers {
+		out[i] = nemesis.Server{ID: s.ID, Netns: s.Host.Netns, Addr: s.Host.Addr}
+	}
+	return out
+}
+
+func (c *cluster) Leader(ctx context.Context) (int, bool) {
+	if s := c.ens.Leader(ctx); s != nil {
+		return s.ID, true
+	}
+	return 0, false
+}
+
+func (c *cluster) ServerPid(id int) int {
+	if id < 1 || id > len(c.ens.Servers) {
+		return 0
+	}
+	return c.ens.Servers[id-1].Pid()
+}
+
+func (c *cluster) KillServer(id int) error {
+	if id >= 1 && id <= len(c.ens.Servers) {
+		c.ens.Servers[id-1].Kill()
+	}
+	return nil
+}
+
+func (c *cluster) RestartServer(_ context.Context, id int) error {
+	return c.ens.Restart(id)
+}
+
+func (c *cluster) client(w *worker) nemesis.Client {
+	id, passwd := w.Session()
+	return nemesis.Client{Process: w.process, Slot: w.slot, Netns: w.host.Netns, Addr: w.host.Addr,
+		Pid: w.Pid(), SessionID: id, Passwd: passwd}
+}
+
+func (c *cluster) Clients() []nemesis.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]nemesis.Client, 0, len(c.workers))
+	for _, w := range c.workers {
+		out = append(out, c.client(w))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Slot < out[j].Slot })
+	return out
+}
+
+func (c *cluster) Holder() (nemesis.Client, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var holders []*worker
+	for _, w := range c.workers {
+		if w.holding.Load() {
+			holders = append(holders, w)
+		}
+	}
+	if len(holders) == 0 {
+		return nemesis.Client{}, false
+	}
+	sort.Slice(holders, func(i, j int) bool { return holders[i].slot < holders[j].slot })
+	return c.client(holders[0]), true
+}
+
+func (c *cluster) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return c.ens.net.Dial(ctx, addr, timeout)
+}

@@ -1,0 +1,233 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// finalResult is how one slot's end-of-run lock cycle went.
+type finalResult struct {
+	Slot    int    `json:"slot"`
+	Process int    `json:"process"`
+	Reply   string `json:"reply"`
+	Error   string `json:"error,omitempty"`
+	// WaitedMS is how long the acquire took to answer.
+	WaitedMS int64 `json:"waited_ms"`
+}
+
+// Liveness is the verdict of the final phase: after every fault was healed and the
+// ensemble served again, every worker had to acquire and release the lock once within
+// Bound. When one could not, Children lists the lock node's children with their
+// owners, so an orphaned node (one no live worker is waiting on) is named as such.
+type Liveness struct {
+	OK       bool          `json:"ok"`
+	Bound    time.Duration `json:"bound_ns"`
+	Finals   []finalResult `json:"finals"`
+	Children []ChildInfo   `json:"children,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// ChildInfo is one child of the lock node at the end of a run.
+type ChildInfo struct {
+	Node           string `json:"node"`
+	EphemeralOwner string `json:"ephemeral_owner"`
+	// Process is the worker process whose session owns the node, -1 if none is known.
+	Process int `json:"process"`
+	// SessionAlive says whether the servers still have the owner session.
+	SessionAlive bool `json:"session_alive"`
+	// Orphan: the node's session is alive but no worker is waiting with it, so the
+	// node blocks every waiter until that session ends (a lost create reply).
+	Orphan bool   `json:"orphan"`
+	Note   string `json:"note,omitempty"`
+}
+
+// finalBound is how long a final acquire may take: long enough for the sessions of
+// crashed workers to expire and for every worker to take its turn.
+func (r *runner) finalBound() time.Duration {
+	wl := r.cfg.Workload
+	return 3*r.cfg.SessionTimeout + time.Duration(r.cfg.Workers)*(wl.HoldMax+250*time.Millisecond)
+}
+
+func (r *runner) setFinal(slot int, res finalResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finals == nil {
+		r.finals = map[int]finalResult{}
+	}
+	if _, done := r.finals[slot]; !done {
+		r.finals[slot] = res
+		r.finalsLeft.Done()
+	}
+}
+
+// finalCycle acquires the lock with the final bound and releases it at once.
+func (s *session) finalCycle() finalResult {
+	bound := s.r.finalBound()
+	res := finalResult{Slot: s.w.slot + 1, Process: s.w.process}
+	s.mode = ""
+	req := workloads.Request{Op: workloads.OpAcquire, TimeoutMS: bound.Milliseconds()}
+	if s.r.cfg.Workload.Kind == workloads.RWLock {
+		s.mode, req.Mode = histories.ModeWrite, histories.ModeWrite
+	}
+	start := time.Now()
+	res.Reply = s.call(histories.FAcquire, req, bound+3*s.r.cfg.SessionTimeout+5*time.Second)
+	res.WaitedMS = time.Since(start).Milliseconds()
+	if res.Reply == "" {
+		res.Reply, res.Error = "crashed", "worker died or did not answer"
+		return res
+	}
+	if res.Reply != workloads.ReplyOK {
+		res.Error = "did not acquire within the final bound"
+		return res
+	}
+	s.setHolding(true)
+	s.w.holding.Store(false)
+	if s.call(histories.FRelease, workloads.Request{Op: workloads.OpRelease}, bound) != "" {
+		s.setHolding(false)
+	}
+	return res
+}
+
+// judgeLiveness turns the final results into a Liveness and, when it failed, lists
+// the lock node's children.
+func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
+	r.mu.Lock()
+	finals := make([]finalResult, 0, len(r.finals))
+	for _, f := range r.finals {
+		finals = append(finals, f)
+	}
+	r.mu.Unlock()
+	sort.Slice(finals, func(i, j int) bool { return finals[i].Slot < finals[j].Slot })
+	l := Liveness{OK: len(finals) == r.cfg.Workers, Bound: r.finalBound(), Finals: finals}
+	for _, f := range finals {
+		l.OK = l.OK && f.Reply == workloads.ReplyOK
+	}
+	if !l.OK {
+		children, err := r.lockChildren(ctx, ens)
+		l.Children = children
+		if err != nil {
+			l.Error = err.Error()
+		}
+	}
+	return l
+}
+
+// record writes the liveness verdict into the history as a nemesis op, so that a
+// later check of the history file alone sees it.
+func (l Liveness) record(rec *recorder) {
+	value, _ := json.Marshal(l)
+	rec.record(histories.Op{Type: histories.Info, F: "liveness", Process: histories.NemesisProcess, Value: value})
+}
+
+// lockChildren lists the children of the lock's parent path with their owners.
+func (r *runner) lockChildren(ctx context.Context, ens *Ensemble) ([]ChildInfo, error) {
+	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	children, _, err := conn.Children(r.lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", r.lockPath, err)
+	}
+	sort.Slice(children, func(i, j int) bool { return seqOf(children[i]) < seqOf(children[j]) })
+	alive := ens.liveSessions(ctx)
+	owners := r.sessionOwners()
+	var out []ChildInfo
+	for _, c := range children {
+		_, stat, err := conn.Exists(r.lockPath + "/" + c)
+		if err != nil || stat == nil {
+			continue
+		}
+		owner := fmt.Sprintf("0x%x", uint64(stat.EphemeralOwner))
+		info := ChildInfo{Node: c, EphemeralOwner: owner, Process: -1, SessionAlive: alive[owner]}
+		if p, ok := owners[owner]; ok {
+			info.Process = p
+		}
+		switch {
+		case stat.EphemeralOwner == 0:
+			info.Note = "persistent node: nothing will ever delete it"
+			info.Orphan = true
+		case info.SessionAlive && info.Process >= 0 && !r.isHolding(info.Process):
+			info.Orphan = true
+			info.Note = fmt.Sprintf("owned by live worker process %d, which does not hold the lock", info.Process)
+		case info.SessionAlive && info.Process < 0:
+			info.Orphan = true
+			info.Note = "owned by a live session no current worker reported"
+		}
+		out = append(out, info)
+	}
+	// Two nodes of one live session: all but the newest are orphans.
+	newest := map[string]string{}
+	for _, c := range out {
+		newest[c.EphemeralOwner] = c.Node
+	}
+	for i, c := range out {
+		if c.SessionAlive && newest[c.EphemeralOwner] != c.Node && !c.Orphan {
+			out[i].Orphan = true
+			out[i].Note = "an older node of a session that has a newer one: a create whose reply was lost"
+		}
+	}
+	return out, nil
+}
+
+func seqOf(node string) int {
+	i := len(node)
+	for i > 0 && node[i-1] >= '0' && node[i-1] <= '9' {
+		i--
+	}
+	n, _ := strconv.Atoi(node[i:])
+	return n
+}
+
+// Client opens a go-zookeeper session from the harness's namespace.
+func (e *Ensemble) Client(ctx context.Context, sessionTimeout time.Duration) (*zk.Conn, error) {
+	dialer := func(_, addr string, timeout time.Duration) (net.Conn, error) {
+		return e.net.Dial(ctx, addr, timeout)
+	}
+	conn, events, err := zk.Connect(strings.Split(e.Connect(), ","), sessionTimeout,
+		zk.WithDialer(dialer), zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitSession(events, 2*sessionTimeout); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// liveSessions asks the leader (dump) which sessions have ephemeral nodes.
+func (e *Ensemble) liveSessions(ctx context.Context) map[string]bool {
+	alive := map[string]bool{}
+	leader := e.Leader(ctx)
+	if leader == nil {
+		return alive
+	}
+	text, err := e.fourLetter(ctx, leader, "dump")
+	if err != nil {
+		return alive
+	}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "0x") {
+			alive[strings.Fields(line)[0]] = true
+		}
+	}
+	return alive
+}

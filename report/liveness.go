@@ -1,0 +1,92 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models"
+)
+
+// LivenessKey names the liveness check among the per-key checks.
+const LivenessKey = "liveness"
+
+// livenessValue is the part of the harness's liveness op this package reads.
+type livenessValue struct {
+	OK     bool  `json:"ok"`
+	Bound  int64 `json:"bound_ns"`
+	Finals []struct {
+		Slot     int    `json:"slot"`
+		Process  int    `json:"process"`
+		Reply    string `json:"reply"`
+		Error    string `json:"error"`
+		WaitedMS int64  `json:"waited_ms"`
+	} `json:"finals"`
+	Children []struct {
+		Node           string `json:"node"`
+		EphemeralOwner string `json:"ephemeral_owner"`
+		Process        int    `json:"process"`
+		SessionAlive   bool   `json:"session_alive"`
+		Orphan         bool   `json:"orphan"`
+		Note           string `json:"note"`
+	} `json:"children"`
+	Error string `json:"error"`
+}
+
+// LivenessCheck finds the run's final-phase verdict in the history (a nemesis op with
+// f "liveness") and turns it into a check; ok is false when the history has none.
+func LivenessCheck(h histories.History) (Check, bool, error) {
+	for i := len(h) - 1; i >= 0; i-- {
+		op := h[i]
+		if !op.Process.Nemesis || op.F != "liveness" {
+			continue
+		}
+		var v livenessValue
+		if err := json.Unmarshal(op.Value, &v); err != nil {
+			return Check{}, false, fmt.Errorf("op %d: field \"value\": liveness value: %v", op.Index, err)
+		}
+		c := Check{Key: LivenessKey, Verdict: models.Valid, Checker: "final phase", Ops: len(v.Finals)}
+		if v.OK {
+			return c, true, nil
+		}
+		c.Verdict = models.Invalid
+		t := float64(op.Time) / 1e9
+		c.FirstViolationSeconds = &t
+		var b strings.Builder
+		fmt.Fprintf(&b, "after every fault was healed, not every worker could acquire the lock within %.1fs:\n", float64(v.Bound)/1e9)
+		for _, f := range v.Finals {
+			if f.Reply != "ok" {
+				fmt.Fprintf(&b, "  slot %d, process %d: %s after %.1fs (%s)\n", f.Slot, f.Process, f.Reply, float64(f.WaitedMS)/1e3, f.Error)
+			}
+		}
+		if len(v.Children) > 0 {
+			b.WriteString("children of the lock node:\n")
+		}
+		for _, ch := range v.Children {
+			owner := "no known worker"
+			if ch.Process >= 0 {
+				owner = fmt.Sprintf("worker process %d", ch.Process)
+			}
+			alive := "session expired"
+			if ch.SessionAlive {
+				alive = "session alive"
+			}
+			tag := ""
+			if ch.Orphan {
+				tag = "ORPHAN: "
+			}
+			fmt.Fprintf(&b, "  %s%s owner %s (%s, %s)", tag, ch.Node, ch.EphemeralOwner, owner, alive)
+			if ch.Note != "" {
+				fmt.Fprintf(&b, ": %s", ch.Note)
+			}
+			b.WriteString("\n")
+		}
+		if v.Error != "" {
+			fmt.Fprintf(&b, "(listing the lock node failed: %s)\n", v.Error)
+		}
+		c.Witness = strings.TrimRight(b.String(), "\n")
+		return c, true, nil
+	}
+	return Check{}, false, nil
+}
