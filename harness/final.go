@@ -3,8 +3,8 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
