@@ -14,6 +14,10 @@ const (
 	OpAcquire = "acquire"
 	OpRelease = "release"
 	OpClose   = "close"
+	// OpRead and OpWrite are the counter workload's critical section: read the
+	// counter znode, write it back plus one.
+	OpRead  = "read"
+	OpWrite = "write"
 )
 
 // Reply types, worker to harness. They match the history's completion types.
@@ -44,10 +48,18 @@ type Request struct {
 	Kind             string `json:"kind,omitempty"`
 	Permits          int    `json:"permits,omitempty"`
 	Worker           int    `json:"worker,omitempty"`
+	// CounterPath is the counter znode of the counter workload (init).
+	CounterPath string `json:"counter_path,omitempty"`
+	// Fenced asks the worker to make counter writes conditional on its lock node
+	// still existing (a multi of check + setData); a worker that cannot must fail init.
+	Fenced bool `json:"fenced,omitempty"`
 
 	// acquire
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
 	Mode      string `json:"mode,omitempty"`
+
+	// write: the value to store.
+	Value *int64 `json:"value,omitempty"`
 }
 
 // Message is one line a worker writes to stdout: a reply (ID and Type set) or an
@@ -58,6 +70,8 @@ type Message struct {
 	Error string `json:"error,omitempty"`
 	// Token is an optional fencing token on an acquire reply.
 	Token json.RawMessage `json:"token,omitempty"`
+	// Value is the counter a read returned.
+	Value *int64 `json:"value,omitempty"`
 
 	Event     string `json:"event,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
@@ -94,7 +108,11 @@ func ParseRequest(line []byte) (Request, error) {
 		return Request{}, fmt.Errorf("not a JSON object: %w", err)
 	}
 	switch r.Op {
-	case OpInit, OpAcquire, OpRelease, OpClose:
+	case OpInit, OpAcquire, OpRelease, OpClose, OpRead:
+	case OpWrite:
+		if r.Value == nil {
+			return Request{}, fmt.Errorf("field value: write needs a value")
+		}
 	default:
 		return Request{}, fmt.Errorf("field op: unknown op %q", r.Op)
 	}
