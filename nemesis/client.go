@@ -1,0 +1,341 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+var (
+	_ Fault = (*ClientPartition)(nil)
+	_ Fault = (*SessionExpire)(nil)
+	_ Fault = (*ClientPause)(nil)
+	_ Fault = (*ClientKill)(nil)
+	_ Fault = (*ClientServerPartition)(nil)
+	_ Fault = (*ReplyLoss)(nil)
+	_ fault = (*ClientPartition)(nil)
+	_ fault = (*SessionExpire)(nil)
+	_ fault = (*ClientPause)(nil)
+	_ fault = (*ClientKill)(nil)
+	_ fault = (*ClientServerPartition)(nil)
+	_ fault = (*ReplyLoss)(nil)
+)
+
+// DefaultSessionTimeout is the session timeout assumed when none is given (the
+// harness's default).
+const DefaultSessionTimeout = 4 * time.Second
+
+func serverAddrs(c Cluster) []netip.Addr {
+	ss := sortedServers(c)
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = s.Addr
+	}
+	return out
+}
+
+// ClientPartition cuts one worker off from every server: an nftables table zlc_isolate
+// in the worker's namespace drops input from and output to all server addresses. Held
+// longer than the session timeout (the schedule holds it about twice that), the
+// servers expire the worker's session while the worker keeps running. Undo deletes the
+// table.
+type ClientPartition struct {
+	// Target says which worker.
+	Target ClientTarget
+	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
+	HolderWait time.Duration
+}
+
+// Apply cuts the target worker off.
+func (f ClientPartition) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f ClientPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
+	v := clientValue(string(ClassClientPartition), f.Target, cl, picked)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	set, err := addrSet(serverAddrs(c))
+	if err != nil {
+		return plan{value: v}, err
+	}
+	ns := cl.Netns
+	return plan{
+		value: v,
+		netns: []string{ns},
+		apply: func(ctx context.Context) error {
+			return nftReplace(ctx, ns, tableIsolate,
+				chain("input", "ip saddr "+set+" drop"),
+				chain("output", "ip daddr "+set+" drop"))
+		},
+		undo: deleteTables([]string{ns}, tableIsolate),
+	}, nil
+}
+
+// SessionExpire makes the servers expire one worker's session now, while the worker
+// keeps running: it attaches a connection of its own (from the harness's namespace) to
+// the worker's session with the session's id and password and sends closeSession. The
+// worker's ephemeral nodes vanish at once; the worker learns its session expired when
+// it next talks to a server. It needs the worker to have reported its session id and
+// password. There is nothing to undo.
+type SessionExpire struct {
+	// Target says which worker.
+	Target ClientTarget
+	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
+	HolderWait time.Duration
+	// SessionTimeout is the timeout sent when attaching to the session
+	// (0: DefaultSessionTimeout).
+	SessionTimeout time.Duration
+}
+
+// Apply expires the target worker's session.
+func (f SessionExpire) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
+	v := clientValue(string(ClassSessionExpire), f.Target, cl, picked)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	if cl.SessionID == "" {
+		return plan{value: v}, fmt.Errorf("worker %d did not report its session id; use client-partition", cl.Process)
+	}
+	if cl.Passwd == "" {
+		return plan{value: v}, fmt.Errorf("worker %d did not report its session password; use client-partition", cl.Process)
+	}
+	id, err := parseSessionID(cl.SessionID)
+	if err != nil {
+		return plan{value: v}, fmt.Errorf("worker %d: %w", cl.Process, err)
+	}
+	passwd, err := parsePasswd(cl.Passwd)
+	if err != nil {
+		return plan{value: v}, fmt.Errorf("worker %d: %w", cl.Process, err)
+	}
+	timeout := f.SessionTimeout
+	if timeout <= 0 {
+		timeout = DefaultSessionTimeout
+	}
+	ss := sortedServers(c)
+	rng.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
+	return plan{
+		value: v,
+		apply: func(ctx context.Context) error {
+			var errs []error
+			for _, s := range ss {
+				if err := checkAddr(s.Addr); err != nil {
+					return err
+				}
+				addr := netip.AddrPortFrom(s.Addr, clientPort).String()
+				conn, err := c.Dial(ctx, addr, 2*time.Second)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
+					continue
+				}
+				zxid, err := closeSession(ctx, conn, id, passwd, timeout)
+				_ = conn.Close()
+				var refused *sessionRefusedError
+				if errors.As(err, &refused) {
+					return fmt.Errorf("%s: %w", serverName(s.ID), err)
+				}
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
+					if ctx.Err() != nil {
+						break
+					}
+					continue
+				}
+				v["server"] = serverName(s.ID)
+				v["zxid"] = "0x" + strconv.FormatInt(zxid, 16)
+				return nil
+			}
+			return fmt.Errorf("no server closed the session: %w", errors.Join(errs...))
+		},
+		undo: noUndo,
+	}, nil
+}
+
+// ClientPause stops a worker's process group with SIGSTOP (the GC-pause case): held
+// longer than the session timeout (the schedule holds it about twice that), the
+// servers expire the session while the worker, frozen, still believes what it
+// believed. Undo resumes it with SIGCONT.
+type ClientPause struct {
+	// Target says which worker.
+	Target ClientTarget
+	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
+	HolderWait time.Duration
+}
+
+// Apply pauses the target worker.
+func (f ClientPause) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f ClientPause) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
+	v := clientValue(string(ClassClientPause), f.Target, cl, picked)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	if cl.Pid <= 1 {
+		return plan{value: v}, fmt.Errorf("worker %d has no process id", cl.Process)
+	}
+	groups := []int{cl.Pid}
+	return plan{value: v, apply: stopGroups(groups), undo: resumeGroups(groups), pids: groups}, nil
+}
+
+// ClientKill SIGKILLs a worker's process group. The harness replaces the worker with
+// a new process (a new session); Undo has nothing to do.
+type ClientKill struct {
+	// Target says which worker.
+	Target ClientTarget
+	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
+	HolderWait time.Duration
+}
+
+// Apply kills the target worker.
+func (f ClientKill) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f ClientKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
+	v := clientValue(string(ClassClientKill), f.Target, cl, picked)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	if cl.Pid <= 1 {
+		return plan{value: v}, fmt.Errorf("worker %d has no process id", cl.Process)
+	}
+	pid := cl.Pid
+	return plan{
+		value: v,
+		apply: func(context.Context) error {
+			err := signalGroup(pid, syscall.SIGKILL)
+			if errors.Is(err, syscall.ESRCH) {
+				return nil // already gone
+			}
+			return err
+		},
+		undo: noUndo,
+	}, nil
+}
+
+// ClientServerPartition cuts one server off from its clients (never from its peers):
+// an nftables table zlc_clientcut in the server's namespace drops input from and
+// output to the worker subnet 10.77.2.0/24. Its clients lose their connection, in the
+// middle of whatever they were doing, and fail over to other servers. Undo deletes the
+// table.
+type ClientServerPartition struct {
+	// Target says which server: TargetOne or TargetLeader (other targets are
+	// accepted and cut off every chosen server's clients).
+	Target Target
+}
+
+// Apply cuts the target server's clients off.
+func (f ClientServerPartition) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	v := map[string]any{"fault": string(ClassClientServerPartition), "target": string(f.Target), "clients": clientSubnet}
+	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	v["servers"] = serverNames(ids)
+	if note != "" {
+		v["note"] = note
+	}
+	ss := sortedServers(c)
+	var nss []string
+	for _, id := range ids {
+		s, _ := serverByID(ss, id)
+		nss = append(nss, s.Netns)
+	}
+	return plan{
+		value: v,
+		netns: nss,
+		apply: func(ctx context.Context) error {
+			for _, ns := range nss {
+				if err := nftReplace(ctx, ns, tableClientCut,
+					chain("input", "ip saddr "+clientSubnet+" drop"),
+					chain("output", "ip daddr "+clientSubnet+" drop")); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		undo: deleteTables(nss, tableClientCut),
+	}, nil
+}
+
+// ReplyLossFraction is how long, as a fraction of the session timeout, the schedule
+// holds a ReplyLoss. The point is a client that sees connection loss but keeps its
+// session, so that a create or delete the server applied is reported to it as
+// connection loss (the orphan-node case).
+//
+//   - Longer than 2/3: go-zookeeper, Curator and Kazoo give up on a silent connection
+//     after their read timeout, 2/3 of the session timeout, measured from the last
+//     reply they read. Replies stop when the loss starts, so every client has dropped
+//     its connection by 2/3 of a session timeout into the loss.
+//   - Shorter than 1: the client's requests and pings (sent every 1/3) still reach
+//     the servers until it drops the connection, so their expiry clock restarts
+//     after the loss began and they cannot expire the session before a session
+//     timeout into the loss; Curator, too, declares a session lost only after a
+//     session timeout without a connection. Healing before that lets the client
+//     reconnect in time.
+//
+// 0.85 sits between the two with slack on both sides: 0.18 of a session timeout past
+// the read timeout for timer and scheduling jitter, and at least 0.15 (typically
+// about 0.5) before the servers can expire the session. A client that paces its
+// reconnects coarsely (go-zookeeper spends up to 1 s per server, then pauses 1 s) may
+// still miss that window with short session timeouts and see its session expire:
+// also a fault worth having.
+const ReplyLossFraction = 0.85
+
+// ReplyLoss drops, one way, only the packets from the servers' client port to one
+// worker (table zlc_replyloss in the worker's namespace, input chain): its requests
+// still arrive and are applied, the replies never come. Undo deletes the table. See
+// ReplyLossFraction for how long to hold it.
+type ReplyLoss struct {
+	// Target says which worker.
+	Target ClientTarget
+	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
+	HolderWait time.Duration
+}
+
+// Apply starts dropping the replies to the target worker.
+func (f ReplyLoss) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f ReplyLoss) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
+	v := clientValue(string(ClassReplyLoss), f.Target, cl, picked)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	set, err := addrSet(serverAddrs(c))
+	if err != nil {
+		return plan{value: v}, err
+	}
+	ns := cl.Netns
+	rule := fmt.Sprintf("ip saddr %s tcp sport %d drop", set, clientPort)
+	return plan{
+		value: v,
+		netns: []string{ns},
+		apply: func(ctx context.Context) error {
+			return nftReplace(ctx, ns, tableReplyLoss, chain("input", rule))
+		},
+		undo: deleteTables([]string{ns}, tableReplyLoss),
+	}, nil
+}

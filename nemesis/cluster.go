@@ -1,0 +1,309 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Server is one ZooKeeper server as the nemesis sees it.
+type Server struct {
+	// ID is the server's myid, from 1.
+	ID int
+	// Netns is the server's network namespace (its name starts with "zlc").
+	Netns string
+	// Addr is the server's address on the run network.
+	Addr netip.Addr
+}
+
+// Client is one live worker process.
+type Client struct {
+	// Process is the worker's history process id.
+	Process int
+	// Slot is the worker slot (its namespace); a replacement process reuses it.
+	Slot int
+	// Netns is the slot's network namespace.
+	Netns string
+	// Addr is the slot's address on the run network.
+	Addr netip.Addr
+	// Pid leads the worker's process group.
+	Pid int
+	// SessionID is the worker's ZooKeeper session id, "0x..." (empty if unreported).
+	SessionID string
+	// Passwd is the session password, base64 (empty if unreported).
+	Passwd string
+}
+
+// Cluster is the run as the nemesis needs it; the harness implements it.
+type Cluster interface {
+	// Servers lists every server of the ensemble, running or not.
+	Servers() []Server
+	// Leader asks the servers (srvr) which one leads.
+	Leader(ctx context.Context) (id int, ok bool)
+	// ServerPid is server id's process id (its process group's), 0 when not running.
+	ServerPid(id int) int
+	// KillServer SIGKILLs server id; the harness knows it is down.
+	KillServer(id int) error
+	// RestartServer starts server id again with the same data dir.
+	RestartServer(ctx context.Context, id int) error
+	// Clients lists the live worker processes.
+	Clients() []Client
+	// Holder returns a worker that certainly holds the lock right now.
+	Holder() (Client, bool)
+	// Dial opens a TCP connection from the harness's namespace to addr on the run
+	// network.
+	Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
+}
+
+// Applied is a fault that was applied: what was done to whom, and how to take it back.
+type Applied struct {
+	// Value says what was done to whom; it is JSON-able (strings, numbers, slices and
+	// maps of those), e.g. {"fault":"partition","shape":"isolate-leader","grudge":{...}}.
+	Value map[string]any
+	// Undo takes the fault back. It is idempotent, safe to call concurrently, and safe
+	// after a failed or partial Apply. It is never nil.
+	Undo func(ctx context.Context) error
+}
+
+// Fault is something the nemesis can do to a cluster. Apply picks its targets with rng
+// (math/rand/v2) and the cluster's current state, does the fault, and returns what it
+// did with the closure that undoes it; on error the returned Undo still takes back
+// whatever part was done.
+type Fault interface {
+	Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error)
+}
+
+// fault is how the runner uses a Fault: in two steps, so it can record the fault's
+// start, with its targets, before anything is done.
+type fault interface {
+	Fault
+	plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error)
+}
+
+// plan is a fault resolved against the cluster: targets chosen, nothing done yet.
+type plan struct {
+	// value is what will be done to whom; apply may add to it (e.g. which server it
+	// went through).
+	value map[string]any
+	// apply does the fault.
+	apply func(ctx context.Context) error
+	// undo takes back whatever apply did; it must be idempotent and work after a
+	// partial apply or none.
+	undo func(ctx context.Context) error
+	// netns are the namespaces the fault writes nftables tables into.
+	netns []string
+	// pids are the process groups the fault may stop.
+	pids []int
+}
+
+// run applies a plan the way Fault.Apply does.
+func run(ctx context.Context, f fault, c Cluster, rng *rand.Rand) (Applied, error) {
+	p, err := f.plan(ctx, c, rng)
+	if err != nil {
+		return Applied{Value: p.value, Undo: noUndo}, err
+	}
+	undo := once(p.undo)
+	if err := p.apply(ctx); err != nil {
+		return Applied{Value: p.value, Undo: undo}, err
+	}
+	return Applied{Value: p.value, Undo: undo}, nil
+}
+
+func noUndo(context.Context) error { return nil }
+
+// once wraps an idempotent undo so that after it first succeeds, further calls do
+// nothing (a later fault on the same target is not taken back by an old undo), and
+// calls never overlap.
+func once(undo func(context.Context) error) func(context.Context) error {
+	if undo == nil {
+		return noUndo
+	}
+	var mu sync.Mutex
+	done := false
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return nil
+		}
+		if err := undo(ctx); err != nil {
+			return err
+		}
+		done = true
+		return nil
+	}
+}
+
+// Target says which servers a server fault hits.
+type Target string
+
+// Server targets.
+const (
+	// TargetOne is one server chosen at random.
+	TargetOne Target = "one"
+	// TargetLeader is the current leader (a random server when there is none).
+	TargetLeader Target = "leader"
+	// TargetMinority is a random minority: (n-1)/2 servers, at least one.
+	TargetMinority Target = "minority"
+	// TargetMajority is a random majority: n/2+1 servers.
+	TargetMajority Target = "majority"
+	// TargetAll is every server.
+	TargetAll Target = "all"
+)
+
+// ServerTargets lists every server target.
+func ServerTargets() []Target {
+	return []Target{TargetOne, TargetLeader, TargetMinority, TargetMajority, TargetAll}
+}
+
+// ClientTarget says which worker a client fault hits.
+type ClientTarget string
+
+// Client targets.
+const (
+	// TargetRandomClient is a live worker chosen at random.
+	TargetRandomClient ClientTarget = "random"
+	// TargetHolder is the worker that holds the lock; if none holds it within the
+	// fault's HolderWait, a random worker.
+	TargetHolder ClientTarget = "holder"
+)
+
+// ClientTargets lists every client target.
+func ClientTargets() []ClientTarget { return []ClientTarget{TargetRandomClient, TargetHolder} }
+
+// DefaultHolderWait is how long a fault aimed at the lock holder waits for one.
+const DefaultHolderWait = 2 * time.Second
+
+func serverName(id int) string { return fmt.Sprintf("s%d", id) }
+
+func serverNames(ids []int) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = serverName(id)
+	}
+	return out
+}
+
+// sortedServers returns the cluster's servers ordered by id.
+func sortedServers(c Cluster) []Server {
+	ss := append([]Server(nil), c.Servers()...)
+	sort.Slice(ss, func(i, j int) bool { return ss[i].ID < ss[j].ID })
+	return ss
+}
+
+func serverByID(ss []Server, id int) (Server, bool) {
+	for _, s := range ss {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return Server{}, false
+}
+
+func majority(n int) int { return n/2 + 1 }
+
+// pickServers chooses target's servers (sorted by id). note explains a fallback.
+func pickServers(ctx context.Context, c Cluster, t Target, rng *rand.Rand) (ids []int, note string, err error) {
+	ss := sortedServers(c)
+	if len(ss) == 0 {
+		return nil, "", fmt.Errorf("the cluster has no servers")
+	}
+	all := make([]int, len(ss))
+	for i, s := range ss {
+		all[i] = s.ID
+	}
+	shuffled := append([]int(nil), all...)
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	var n int
+	switch t {
+	case TargetOne:
+		n = 1
+	case TargetLeader:
+		if id, ok := c.Leader(ctx); ok {
+			if _, known := serverByID(ss, id); known {
+				return []int{id}, "", nil
+			}
+		}
+		n, note = 1, "no leader: picked a random server"
+	case TargetMinority:
+		n = max(1, (len(all)-1)/2)
+	case TargetMajority:
+		n = majority(len(all))
+	case TargetAll:
+		n = len(all)
+	default:
+		return nil, "", fmt.Errorf("unknown server target %q (valid: %v)", t, ServerTargets())
+	}
+	ids = append([]int(nil), shuffled[:n]...)
+	sort.Ints(ids)
+	return ids, note, nil
+}
+
+// pickClient chooses a worker. picked says how: "holder" or "random".
+func pickClient(ctx context.Context, c Cluster, t ClientTarget, wait time.Duration, rng *rand.Rand) (cl Client, picked string, err error) {
+	switch t {
+	case TargetHolder:
+		if wait <= 0 {
+			wait = DefaultHolderWait
+		}
+		deadline := time.Now().Add(wait)
+		for {
+			if h, ok := c.Holder(); ok {
+				return h, "holder", nil
+			}
+			if !time.Now().Before(deadline) {
+				break
+			}
+			if !sleepCtx(ctx, 50*time.Millisecond) {
+				return Client{}, "", ctx.Err()
+			}
+		}
+		picked = fmt.Sprintf("random (no holder within %s)", wait)
+	case TargetRandomClient, "":
+		picked = "random"
+	default:
+		return Client{}, "", fmt.Errorf("unknown client target %q (valid: %v)", t, ClientTargets())
+	}
+	cs := append([]Client(nil), c.Clients()...)
+	if len(cs) == 0 {
+		return Client{}, picked, fmt.Errorf("no live workers")
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Slot < cs[j].Slot })
+	return cs[rng.IntN(len(cs))], picked, nil
+}
+
+// clientValue describes a client fault's target.
+func clientValue(name string, t ClientTarget, cl Client, picked string) map[string]any {
+	v := map[string]any{"fault": name, "target": string(t)}
+	if picked == "" {
+		return v
+	}
+	v["picked"] = picked
+	v["process"] = cl.Process
+	v["slot"] = cl.Slot
+	v["pid"] = cl.Pid
+	if cl.SessionID != "" {
+		v["session"] = cl.SessionID
+	}
+	return v
+}
+
+// sleepCtx sleeps d or until ctx ends; it reports whether it slept the whole time.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,321 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+var (
+	_ Fault = (*Kill)(nil)
+	_ Fault = (*Pause)(nil)
+	_ Fault = (*Partition)(nil)
+	_ Fault = (*Packet)(nil)
+	_ fault = (*Kill)(nil)
+	_ fault = (*Pause)(nil)
+	_ fault = (*Partition)(nil)
+	_ fault = (*Packet)(nil)
+)
+
+// Kill SIGKILLs servers through Cluster.KillServer; Undo restarts those of them that
+// are still down with Cluster.RestartServer (same data dir).
+type Kill struct {
+	// Target says which servers.
+	Target Target
+}
+
+// Apply kills the target servers.
+func (f Kill) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f Kill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	v := map[string]any{"fault": string(ClassKill), "target": string(f.Target)}
+	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	v["servers"] = serverNames(ids)
+	if note != "" {
+		v["note"] = note
+	}
+	return plan{
+		value: v,
+		apply: func(context.Context) error {
+			var errs []error
+			for _, id := range ids {
+				if err := c.KillServer(id); err != nil {
+					errs = append(errs, fmt.Errorf("kill server %d: %w", id, err))
+				}
+			}
+			return errors.Join(errs...)
+		},
+		undo: func(ctx context.Context) error {
+			var errs []error
+			for _, id := range ids {
+				if c.ServerPid(id) != 0 {
+					continue
+				}
+				if err := c.RestartServer(ctx, id); err != nil {
+					errs = append(errs, fmt.Errorf("restart server %d: %w", id, err))
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}, nil
+}
+
+// Pause stops servers' process groups with SIGSTOP; Undo resumes them with SIGCONT.
+type Pause struct {
+	// Target says which servers.
+	Target Target
+}
+
+// Apply pauses the target servers.
+func (f Pause) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f Pause) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	v := map[string]any{"fault": string(ClassPause), "target": string(f.Target)}
+	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	v["servers"] = serverNames(ids)
+	pids := map[string]int{}
+	var groups []int
+	var down []string
+	for _, id := range ids {
+		if pid := c.ServerPid(id); pid > 0 {
+			pids[serverName(id)] = pid
+			groups = append(groups, pid)
+		} else {
+			down = append(down, serverName(id))
+		}
+	}
+	v["pids"] = pids
+	if note != "" {
+		v["note"] = note
+	}
+	if len(down) > 0 {
+		v["not_running"] = down
+	}
+	return plan{value: v, apply: stopGroups(groups), undo: resumeGroups(groups), pids: groups}, nil
+}
+
+func stopGroups(pids []int) func(context.Context) error {
+	return func(context.Context) error {
+		var errs []error
+		for _, pid := range pids {
+			errs = append(errs, signalGroup(pid, syscall.SIGSTOP))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+func resumeGroups(pids []int) func(context.Context) error {
+	return func(context.Context) error {
+		var errs []error
+		for _, pid := range pids {
+			errs = append(errs, resumeGroup(pid))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// Partition cuts the servers apart at the packet level: each server's namespace gets
+// an nftables table zlc_partition whose input chain drops packets from the servers it
+// has a grudge against (see Grudge). Clients are not affected. Undo deletes the tables.
+type Partition struct {
+	// Shape is the partition's form.
+	Shape Shape
+}
+
+// Apply partitions the servers.
+func (f Partition) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	v := map[string]any{"fault": string(ClassPartition), "shape": string(f.Shape)}
+	ss := sortedServers(c)
+	ids := make([]int, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID
+	}
+	shape, leader := f.Shape, 0
+	if shape == IsolateLeader || shape == IsolateFollowerQuorum {
+		if id, ok := c.Leader(ctx); ok {
+			leader = id
+			v["leader"] = serverName(id)
+		} else if shape == IsolateLeader {
+			shape = IsolateOne
+			v["shape"] = string(IsolateOne)
+			v["requested"] = string(IsolateLeader)
+			v["note"] = "no leader: isolated a random server"
+		} else {
+			v["note"] = "no leader: cut off a random server"
+		}
+	}
+	g, err := Grudge(shape, ids, leader, rng)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	v["grudge"] = grudgeValue(g)
+	type rule struct {
+		ns    string
+		drops []netip.Addr
+	}
+	var rules []rule
+	var touched []string
+	for _, s := range ss {
+		var drops []netip.Addr
+		for _, id := range g[s.ID] {
+			peer, _ := serverByID(ss, id)
+			drops = append(drops, peer.Addr)
+		}
+		if len(drops) > 0 {
+			rules = append(rules, rule{s.Netns, drops})
+			touched = append(touched, s.Netns)
+		}
+	}
+	return plan{
+		value: v,
+		netns: touched,
+		apply: func(ctx context.Context) error {
+			for _, r := range rules {
+				set, err := addrSet(r.drops)
+				if err != nil {
+					return err
+				}
+				if err := nftReplace(ctx, r.ns, tablePartition, chain("input", "ip saddr "+set+" drop")); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		undo: deleteTables(touched, tablePartition),
+	}, nil
+}
+
+func deleteTables(nss []string, table string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, ns := range nss {
+			errs = append(errs, nftDelete(ctx, ns, table))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// Packet degrades the target servers' links. Loss alone is done with nftables (table
+// zlc_packet: each packet in and out of the server's link is dropped with probability
+// Loss percent), which works on every kernel. Delay and Jitter need tc's netem qdisc:
+// Apply tries it and, on a kernel without sch_netem, fails with a
+// *NetemUnavailableError having changed nothing; with netem, delay, jitter and loss are
+// all done by netem on the server's link (outgoing packets). Undo deletes the table
+// or the qdisc.
+type Packet struct {
+	// Target says which servers.
+	Target Target
+	// Loss is the percentage of packets dropped, 0..100.
+	Loss int
+	// Delay is added to each packet (needs netem).
+	Delay time.Duration
+	// Jitter varies Delay by up to ± Jitter (needs netem and a Delay).
+	Jitter time.Duration
+}
+
+// Apply degrades the target servers' links.
+func (f Packet) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	v := map[string]any{"fault": string(ClassPacket), "target": string(f.Target)}
+	if f.Loss < 0 || f.Loss > 100 || f.Delay < 0 || f.Jitter < 0 {
+		return plan{value: v}, fmt.Errorf("packet: loss must be 0..100 %% and delays not negative (loss %d, delay %s, jitter %s)", f.Loss, f.Delay, f.Jitter)
+	}
+	if f.Jitter > 0 && f.Delay == 0 {
+		return plan{value: v}, fmt.Errorf("packet: jitter needs a delay")
+	}
+	if f.Loss == 0 && f.Delay == 0 {
+		return plan{value: v}, fmt.Errorf("packet: nothing to do (no loss, no delay)")
+	}
+	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	ss := sortedServers(c)
+	var nss []string
+	for _, id := range ids {
+		s, _ := serverByID(ss, id)
+		nss = append(nss, s.Netns)
+	}
+	v["servers"] = serverNames(ids)
+	if note != "" {
+		v["note"] = note
+	}
+	if f.Loss > 0 {
+		v["loss_percent"] = f.Loss
+	}
+	if f.Delay == 0 {
+		v["via"] = "nftables"
+		lossRule := func(dir string) string {
+			return fmt.Sprintf(`%s "%s" numgen random mod 100 < %d counter drop`, dir, link, f.Loss)
+		}
+		return plan{
+			value: v,
+			netns: nss,
+			apply: func(ctx context.Context) error {
+				for _, ns := range nss {
+					if err := nftReplace(ctx, ns, tablePacket,
+						chain("input", lossRule("iifname")), chain("output", lossRule("oifname"))); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			undo: deleteTables(nss, tablePacket),
+		}, nil
+	}
+	v["via"] = "netem"
+	v["delay_ms"] = f.Delay.Milliseconds()
+	args := []string{"delay", ms(f.Delay)}
+	if f.Jitter > 0 {
+		v["jitter_ms"] = f.Jitter.Milliseconds()
+		args = append(args, ms(f.Jitter))
+	}
+	if f.Loss > 0 {
+		args = append(args, "loss", strconv.Itoa(f.Loss)+"%")
+	}
+	return plan{
+		value: v,
+		netns: nss,
+		apply: func(ctx context.Context) error {
+			for _, ns := range nss {
+				if err := netemReplace(ctx, ns, args); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		undo: func(ctx context.Context) error {
+			var errs []error
+			for _, ns := range nss {
+				errs = append(errs, netemDelete(ctx, ns))
+			}
+			return errors.Join(errs...)
+		},
+	}, nil
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + "ms"
+}
