@@ -64,6 +64,11 @@ type Config struct {
 	Nemesis []nemesis.Class `json:"nemesis"`
 	// NemesisInterval is the mean quiet time between faults.
 	NemesisInterval time.Duration `json:"nemesis_interval_ns"`
+	// ServerTargets, ClientTargets and Shapes restrict the nemesis's choices (empty:
+	// any).
+	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
+	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
+	Shapes        []nemesis.Shape        `json:"partition_shapes,omitempty"`
 	// FinalPhase: after the workload and healing, every worker must acquire once.
 	FinalPhase bool `json:"final_phase"`
 	// Log receives progress lines; nil discards them.
@@ -244,6 +249,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	// The nemesis runs while the workload does; HealAll runs on every exit path.
 	nem, err := nemesis.New(nemesis.Schedule{
 		Classes: cfg.Nemesis, Interval: cfg.NemesisInterval, SessionTimeout: cfg.SessionTimeout, Seed: cfg.Seed,
+		ServerTargets: cfg.ServerTargets, ClientTargets: cfg.ClientTargets, Shapes: cfg.Shapes,
 	}, cl, r.recordNemesis)
 	if err != nil {
 		return out, err

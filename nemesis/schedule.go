@@ -113,9 +113,24 @@ type Schedule struct {
 	SessionTimeout time.Duration
 	// Seed seeds every random choice.
 	Seed int64
+	// ServerTargets restricts the targets of server faults (empty: all of
+	// ServerTargets()); ClientTargets those of client faults (empty: random or holder);
+	// Shapes the partition shapes (empty: all of Shapes()).
+	ServerTargets []Target
+	ClientTargets []ClientTarget
+	Shapes        []Shape
 }
 
 func (s Schedule) withDefaults() Schedule {
+	if len(s.ServerTargets) == 0 {
+		s.ServerTargets = ServerTargets()
+	}
+	if len(s.ClientTargets) == 0 {
+		s.ClientTargets = ClientTargets()
+	}
+	if len(s.Shapes) == 0 {
+		s.Shapes = Shapes()
+	}
 	if s.Interval <= 0 {
 		s.Interval = DefaultInterval
 	}
@@ -130,6 +145,21 @@ func (s Schedule) Validate() error {
 	for _, c := range s.Classes {
 		if !slices.Contains(Classes(), c) {
 			return fmt.Errorf("schedule: unknown fault class %q", c)
+		}
+	}
+	for _, t := range s.ServerTargets {
+		if !slices.Contains(ServerTargets(), t) {
+			return fmt.Errorf("schedule: unknown server target %q", t)
+		}
+	}
+	for _, t := range s.ClientTargets {
+		if !slices.Contains(ClientTargets(), t) {
+			return fmt.Errorf("schedule: unknown client target %q", t)
+		}
+	}
+	for _, sh := range s.Shapes {
+		if !slices.Contains(Shapes(), sh) {
+			return fmt.Errorf("schedule: unknown partition shape %q", sh)
 		}
 	}
 	if s.Interval < 0 || s.SessionTimeout < 0 {
@@ -172,8 +202,8 @@ func (st *steps) next() step {
 	var out step
 	out.gap = uniform(rng, iv/2, iv*3/2)
 	out.class = s.Classes[rng.IntN(len(s.Classes))]
-	serverTarget := func() Target { return ServerTargets()[rng.IntN(len(ServerTargets()))] }
-	clientTarget := func() ClientTarget { return ClientTargets()[rng.IntN(len(ClientTargets()))] }
+	serverTarget := func() Target { return s.ServerTargets[rng.IntN(len(s.ServerTargets))] }
+	clientTarget := func() ClientTarget { return s.ClientTargets[rng.IntN(len(s.ClientTargets))] }
 	serverHold := func() time.Duration { return uniform(rng, iv/2, iv*3/2) }
 	clientHold := func() time.Duration {
 		return uniform(rng, time.Duration(1.75*float64(sess)), time.Duration(2.25*float64(sess)))
@@ -184,7 +214,7 @@ func (st *steps) next() step {
 	case ClassPause:
 		out.fault, out.hold = Pause{Target: serverTarget()}, serverHold()
 	case ClassPartition:
-		out.fault = Partition{Shape: Shapes()[rng.IntN(len(Shapes()))]}
+		out.fault = Partition{Shape: s.Shapes[rng.IntN(len(s.Shapes))]}
 		out.hold = serverHold()
 	case ClassPacket:
 		out.fault = Packet{Target: serverTarget(), Loss: 10 + rng.IntN(41)}
@@ -198,7 +228,10 @@ func (st *steps) next() step {
 	case ClassClientKill:
 		out.fault = ClientKill{Target: clientTarget()}
 	case ClassClientServerPartition:
-		t := []Target{TargetOne, TargetLeader}[rng.IntN(2)]
+		t := serverTarget()
+		if t != TargetLeader {
+			t = TargetOne // a client-server partition cuts the clients of one server
+		}
 		out.fault, out.hold = ClientServerPartition{Target: t}, serverHold()
 	case ClassReplyLoss:
 		out.fault = ReplyLoss{Target: clientTarget()}
@@ -206,4 +239,53 @@ func (st *steps) next() step {
 	}
 	out.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	return out
+}
+
+// ParseTargets reads a comma-separated list of fault targets and sorts them into
+// server targets (one, leader, minority, majority, all) and client targets (random,
+// holder). An empty string gives none of either (every target allowed).
+func ParseTargets(s string) ([]Target, []ClientTarget, error) {
+	var servers []Target
+	var clients []ClientTarget
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+		case slices.Contains(ServerTargets(), Target(name)):
+			servers = append(servers, Target(name))
+		case slices.Contains(ClientTargets(), ClientTarget(name)):
+			clients = append(clients, ClientTarget(name))
+		default:
+			var valid []string
+			for _, t := range ServerTargets() {
+				valid = append(valid, string(t))
+			}
+			for _, t := range ClientTargets() {
+				valid = append(valid, string(t))
+			}
+			return nil, nil, fmt.Errorf("unknown target %q (want some of %s)", name, strings.Join(valid, ", "))
+		}
+	}
+	return servers, clients, nil
+}
+
+// ParseShapes reads a comma-separated list of partition shapes; empty gives none
+// (every shape allowed).
+func ParseShapes(s string) ([]Shape, error) {
+	var shapes []Shape
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(Shapes(), Shape(name)) {
+			var valid []string
+			for _, sh := range Shapes() {
+				valid = append(valid, string(sh))
+			}
+			return nil, fmt.Errorf("unknown partition shape %q (want some of %s)", name, strings.Join(valid, ", "))
+		}
+		shapes = append(shapes, Shape(name))
+	}
+	return shapes, nil
 }

@@ -27,6 +27,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		checkTO   = fs.Duration("check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 		quiet     = fs.Bool("quiet", false, "no progress lines on stderr")
 		nemesisF  = fs.String("nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
+		targetsF  = fs.String("nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder (clients); default any")
+		shapesF   = fs.String("partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
 		finalF    = fs.Bool("final-phase", true, "after healing, every worker must acquire once (liveness)")
 		baseline  = fs.Bool("baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
 	)
@@ -84,6 +86,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		return exitError, fmt.Errorf("--nemesis: %w", err)
 	}
 	cfg.Nemesis = classes
+	if cfg.ServerTargets, cfg.ClientTargets, err = nemesis.ParseTargets(*targetsF); err != nil {
+		return exitError, fmt.Errorf("--nemesis-targets: %w", err)
+	}
+	if cfg.Shapes, err = nemesis.ParseShapes(*shapesF); err != nil {
+		return exitError, fmt.Errorf("--partition-shapes: %w", err)
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() & (1<<53 - 1)
 	}
