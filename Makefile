@@ -4,9 +4,9 @@
 GO        ?= go
 BIN       := bin/zlockcheck
 APT_PKGS  := zookeeper libslf4j-java default-jre-headless iproute2 nftables iptables procps python3
-RUN_FLAGS ?=
+RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos clean cleanup
 
 all: build
 
@@ -40,6 +40,14 @@ test: build vet
 
 test-short: setup
 	$(GO) test -short ./...
+
+# The long chaos suite (not part of make test): server-side faults only must stay
+# valid on 5 seeds, 60 s each; client faults must expose go-zookeeper's lock.
+chaos: build
+	@set -e; for seed in 1 2 3 4 5; do \
+	  ./$(BIN) run --quiet --recipe gozk --nemesis kill,pause,partition --time 60s --seed $$seed --store store/chaos \
+	    | grep -E '^(gozk|verdict)'; \
+	done
 
 bench: build
 	bash bench/run.sh
