@@ -13,10 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
@@ -229,6 +232,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		lockPath: fmt.Sprintf("/zlc/%s/%s", out.RunID, cfg.Workload.Key),
 		logf:     logf, judged: make(chan struct{}), sessions: map[string]int{},
 	}
+	if err := r.prepareCounter(ctx, ens); err != nil {
+		return out, err
+	}
 	out.Started = rec.start
 	logf("running %d workers of %s for %s (seed %d), history in %s", cfg.Workers, cfg.Recipe, cfg.Duration, cfg.Seed, out.History)
 	workCtx, stop := context.WithTimeout(ctx, cfg.Duration)
@@ -333,6 +339,14 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		close(final)
 	}
 	close(r.judged)
+	defer func() {
+		// After every worker is gone: nothing can change the counter any more.
+		if !out.Interrupted {
+			if cerr := r.recordCounterFinal(context.Background(), ens); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
 	// Let in-flight ops finish for a bounded time: an acquire may wait its timeout.
 	grace := cfg.Workload.AcquireTimeout + 3*cfg.SessionTimeout + 5*time.Second
 	finished := make(chan struct{})
@@ -454,6 +468,71 @@ type runner struct {
 	finals      map[int]finalResult
 	// sessions maps every session id a worker reported to its process.
 	sessions map[string]int
+}
+
+// refusedError is a worker's certain refusal of its init.
+type refusedError struct{ error }
+
+func (e refusedError) Unwrap() error { return e.error }
+
+// counterPath is the counter workload's znode ("" for other workloads).
+func (r *runner) counterPath() string {
+	if r.cfg.Workload.Kind != workloads.Counter {
+		return ""
+	}
+	return r.lockPath + "-counter"
+}
+
+// prepareCounter creates the counter znode holding 0 (with its parents).
+func (r *runner) prepareCounter(ctx context.Context, ens *Ensemble) error {
+	path := r.counterPath()
+	if path == "" {
+		return nil
+	}
+	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+	if err != nil {
+		return fmt.Errorf("counter: %w", err)
+	}
+	defer conn.Close()
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i := range parts {
+		p := "/" + strings.Join(parts[:i+1], "/")
+		data := []byte{}
+		if p == path {
+			data = []byte("0")
+		}
+		if _, err := conn.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("counter: create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// recordCounterFinal reads the counter at the end and records it as a nemesis op,
+// so the checker can compare it with the acknowledged increments.
+func (r *runner) recordCounterFinal(ctx context.Context, ens *Ensemble) error {
+	path := r.counterPath()
+	if path == "" {
+		return nil
+	}
+	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+	if err != nil {
+		return fmt.Errorf("final counter read: %w", err)
+	}
+	defer conn.Close()
+	data, _, err := conn.Get(path)
+	if err != nil {
+		return fmt.Errorf("final counter read: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("final counter read: %q is not a number", data)
+	}
+	value, _ := json.Marshal(map[string]int64{"value": n})
+	r.rec.record(histories.Op{Type: histories.Info, F: "counter-final", Key: workloads.CounterKey,
+		Process: histories.NemesisProcess, Value: value})
+	r.logf("counter: final value %d", n)
+	return nil
 }
 
 // recordNemesis writes a fault's start or stop as a nemesis op.
@@ -607,6 +686,10 @@ func (r *runner) startSession(ctx context.Context, hard <-chan struct{}, slot in
 		s := &session{r: r, w: w, hard: hard, key: r.cfg.Workload.Key}
 		if err := s.init(slot); err != nil {
 			w.kill()
+			var refused refusedError
+			if errors.As(err, &refused) {
+				return nil, fmt.Errorf("recipe %s refused the workload: %w (see %s)", r.cfg.Recipe, err, logPath)
+			}
 			failures++
 			r.logf("worker %d (slot %d) did not start: %v (see %s)", process, slot+1, err, logPath)
 			if failures >= 5 {
@@ -648,6 +731,8 @@ type session struct {
 
 	holding bool
 	mode    string
+	// opKey is the key of the op in flight (the lock's key, or the counter's).
+	opKey string
 	// dead: the process crashed or must not be used again (after info).
 	dead bool
 }
@@ -660,7 +745,14 @@ func (s *session) setHolding(v bool) {
 }
 
 func (s *session) op(t histories.Type, f string) histories.Op {
-	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.key, Mode: s.mode}
+	key, mode := s.opKey, s.mode
+	if key == "" {
+		key = s.key
+	}
+	if key != s.key {
+		mode = ""
+	}
+	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: key, Mode: mode}
 }
 
 // init sends the init request; it is not part of the history.
@@ -669,6 +761,7 @@ func (s *session) init(slot int) error {
 	_, err := s.w.send(workloads.Request{
 		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
 		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.process,
+		CounterPath: s.r.counterPath(), Fenced: wl.Fenced,
 	})
 	if err != nil {
 		return err
@@ -678,7 +771,13 @@ func (s *session) init(slot int) error {
 		return crashed
 	}
 	if reply.Type != workloads.ReplyOK {
-		return fmt.Errorf("init: %s: %s", reply.Type, reply.Error)
+		err := fmt.Errorf("init: %s: %s", reply.Type, reply.Error)
+		if reply.Type == workloads.ReplyFail {
+			// A worker that certainly refuses its configuration (an unsupported kind,
+			// fencing it cannot do) will refuse it again: no point retrying.
+			return refusedError{err}
+		}
+		return err
 	}
 	return nil
 }
@@ -732,40 +831,65 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 // invoke now, completed as info).
 func (s *session) crash(openOp string, why error) {
 	s.dead = true
-	if openOp == "" && s.holding {
-		s.r.rec.record(s.op(histories.Invoke, histories.FRelease))
-		openOp = histories.FRelease
-	}
 	if openOp != "" {
 		op := s.op(histories.Info, openOp)
 		op.Error = why.Error()
 		s.r.rec.record(op)
 	}
-	s.setHolding(false)
+	// A hold that was on ends at some unknown time from now. (The open op was on the
+	// lock's key if it was a release; if it was a counter read or write, the lock is
+	// still held and released here, on the lock's key.)
+	if s.holding && (openOp == "" || s.opKey != s.key) {
+		s.opKey = s.key
+		s.r.rec.record(s.op(histories.Invoke, histories.FRelease))
+		op := s.op(histories.Info, histories.FRelease)
+		op.Error = why.Error()
+		s.r.rec.record(op)
+	}
+	s.opKey = s.key
+	s.holding = false
+	s.w.holding.Store(false)
 }
 
-// call performs one recorded operation and returns the reply type ("" on crash).
+// call performs one recorded lock operation and returns the reply type ("" when the
+// worker crashed or did not answer).
 func (s *session) call(f string, req workloads.Request, limit time.Duration) string {
-	s.r.rec.record(s.op(histories.Invoke, f))
+	reply, _ := s.callOn(s.key, f, nil, req, limit)
+	return reply.Type
+}
+
+// callOn performs one recorded operation on key: invoke (with value), request, and
+// the completion the reply says. A crash completes the op as info.
+func (s *session) callOn(key, f string, value json.RawMessage, req workloads.Request, limit time.Duration) (workloads.Message, bool) {
+	s.opKey = key
+	inv := s.op(histories.Invoke, f)
+	inv.Value = value
+	s.r.rec.record(inv)
 	if _, err := s.w.send(req); err != nil {
 		s.crash(f, fmt.Errorf("write to worker: %w", err))
-		return ""
+		return workloads.Message{}, false
 	}
 	reply, err := s.await(limit)
 	if err != nil {
 		s.crash(f, err)
-		return ""
+		return workloads.Message{}, false
 	}
 	op := s.op(histories.Type(reply.Type), f)
 	op.Error = reply.Error
-	if len(reply.Token) > 0 && reply.Type == workloads.ReplyOK {
-		op.Value = json.RawMessage(`{"token":` + string(reply.Token) + `}`)
+	if reply.Type == workloads.ReplyOK {
+		switch {
+		case len(reply.Token) > 0:
+			op.Value = json.RawMessage(`{"token":` + string(reply.Token) + `}`)
+		case reply.Value != nil:
+			op.Value = strconv.AppendInt(nil, *reply.Value, 10)
+		}
 	}
 	s.r.rec.record(op)
+	s.opKey = s.key
 	if reply.Type == workloads.ReplyInfo {
 		s.dead = true
 	}
-	return reply.Type
+	return reply, true
 }
 
 // loop runs lock cycles until the run's time is up or the worker is unusable.
@@ -777,24 +901,51 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil && !s.dead {
 		plan := wl.Next(rng)
 		s.mode = plan.Request.Mode
-		switch s.call(histories.FAcquire, plan.Request, limit) {
-		case workloads.ReplyOK:
-			s.setHolding(true)
-		default:
+		if s.call(histories.FAcquire, plan.Request, limit) != workloads.ReplyOK {
 			continue
 		}
-		s.hold(plan.Hold)
-		if s.dead || !s.holding {
-			continue
+		s.setHolding(true)
+		depth := 1
+		// Reentrant: acquire again while holding.
+		for depth < plan.Depth && !s.dead && s.holding {
+			if s.call(histories.FAcquire, plan.Request, limit) != workloads.ReplyOK {
+				break
+			}
+			depth++
 		}
-		// The certain part of the hold ends when the release is invoked.
-		s.w.holding.Store(false)
-		if s.call(histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit) != "" {
+		if wl.Kind == workloads.Counter && !s.dead && s.holding {
+			s.increment(limit)
+		}
+		if !s.dead && s.holding {
+			s.hold(plan.Hold)
+		}
+		for depth > 0 && !s.dead && s.holding {
+			if depth == 1 {
+				// The certain part of the hold ends when the outermost release is invoked.
+				s.w.holding.Store(false)
+			}
+			reply := s.call(histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit)
+			depth--
+			if reply != workloads.ReplyOK {
+				break // a failed release ends the hold: the lock was already lost
+			}
+		}
+		if !s.dead {
 			s.setHolding(false)
 		}
 	}
-	// Drain events that arrived after the last op (e.g. lost after release): nothing
-	// to record, but keep the log honest.
+}
+
+// increment is the counter workload's critical section: read the counter, write it
+// back plus one (fenced or not, as the worker was told at init).
+func (s *session) increment(limit time.Duration) {
+	reply, ok := s.callOn(workloads.CounterKey, histories.FRead, nil, workloads.Request{Op: workloads.OpRead}, limit)
+	if !ok || reply.Type != workloads.ReplyOK || reply.Value == nil || s.dead {
+		return
+	}
+	next := *reply.Value + 1
+	_, _ = s.callOn(workloads.CounterKey, histories.FWrite, strconv.AppendInt(nil, next, 10),
+		workloads.Request{Op: workloads.OpWrite, Value: &next}, limit)
 }
 
 // hold sleeps while holding, handling events; the worker may crash or report lost.

@@ -43,6 +43,9 @@ const (
 	FAcquire = "acquire"
 	// FRelease gives a lock back.
 	FRelease = "release"
+	// FRead and FWrite are the counter workload's reads and writes of the counter.
+	FRead  = "read"
+	FWrite = "write"
 )
 
 // Lock modes of read-write lock operations.

@@ -208,7 +208,7 @@ func TestTruncatedLastLine(t *testing.T) {
 func TestLongLines(t *testing.T) {
 	long := strings.Repeat("x", 3<<20)
 	in := `{"type":"invoke","f":"a","process":1,"time":3,"value":"` + long + `","key":"k"}` + "\n" +
-		`{"type":"ok","f":"a","process":1,"time":4,"error":"` + long + `"}` + "\n"
+		`{"type":"ok","f":"a","process":1,"time":4,"key":"k","error":"` + long + `"}` + "\n"
 	h, _, err := Read(strings.NewReader(in), "long.jsonl")
 	if err != nil {
 		t.Fatal(err)

@@ -47,8 +47,11 @@ func (e *ValidationError) Error() string {
 // Validate checks a history built in memory against the rules a history file obeys:
 // every op has a known type, a non-empty f and a time >= 0, a valid JSON Value if any;
 // a completion (ok, fail, info) matches the open invoke of its process and has the
-// same f; a process has at most one open op; a process that completed an op with info
-// is never used again. Nemesis ops are exempt from the pairing rules. The first
+// same f and key; a process has at most one open op; a process that completed an op
+// with info is never used again on that op's key. (The one use of a process after an
+// info on another key: a worker that crashed in the middle of the counter workload's
+// read or write while holding the lock gets its lock released, invoke then info, on
+// the lock's key.) Nemesis ops are exempt from the pairing rules. The first
 // violation is returned as a *ValidationError.
 func Validate(h History) error {
 	var t tracker
@@ -86,15 +89,17 @@ func checkOp(op *Op) (fld, msg string) {
 
 // procState is what a tracker knows of one client process.
 type procState struct {
-	state uint8 // idle, open or dead
-	at    int   // where the open invoke or the info completion is
+	state uint8 // idle or open
+	at    int   // where the open invoke is
 	f     string
+	key   string
+	// deadKeys maps the keys on which the process completed an op with info to where.
+	deadKeys map[string]int
 }
 
 const (
 	idle uint8 = iota
 	open
-	dead
 )
 
 // denseProcs is how many process ids a tracker keeps in a slice rather than a map.
@@ -134,15 +139,18 @@ func (t *tracker) check(op *Op, at int) (fld, msg string) {
 	}
 	id := op.Process.ID
 	s := t.get(id)
+	if at, ok := s.deadKeys[op.Key]; ok {
+		return "process", fmt.Sprintf("process %d was used again after its info completion on %s %d", id, t.unit, at)
+	}
 	switch {
-	case s.state == dead:
-		return "process", fmt.Sprintf("process %d was used again after its info completion on %s %d", id, t.unit, s.at)
 	case op.Type == Invoke && s.state == open:
 		return "process", fmt.Sprintf("process %d invokes %q while its %q invoked on %s %d is still open", id, op.F, s.f, t.unit, s.at)
 	case op.Type != Invoke && s.state != open:
 		return "process", fmt.Sprintf("process %d completes %q (%s) with no open invoke", id, op.F, op.Type)
 	case op.Type != Invoke && s.f != op.F:
 		return "f", fmt.Sprintf("completion of %q does not match the open invoke of %q on %s %d", op.F, s.f, t.unit, s.at)
+	case op.Type != Invoke && s.key != op.Key:
+		return "key", fmt.Sprintf("completion on key %q does not match the open invoke on key %q on %s %d", op.Key, s.key, t.unit, s.at)
 	}
 	return "", ""
 }
@@ -156,11 +164,15 @@ func (t *tracker) step(op *Op, at int) (fld, msg string) {
 	s := t.get(op.Process.ID)
 	switch op.Type {
 	case Invoke:
-		*s = procState{state: open, at: at, f: op.F}
+		s.state, s.at, s.f, s.key = open, at, op.F, op.Key
 	case Info:
-		*s = procState{state: dead, at: at}
+		s.state = idle
+		if s.deadKeys == nil {
+			s.deadKeys = map[string]int{}
+		}
+		s.deadKeys[op.Key] = at
 	default:
-		*s = procState{}
+		s.state = idle
 	}
 	return "", ""
 }

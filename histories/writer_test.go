@@ -214,6 +214,7 @@ func genValidHistory(t *rapid.T) History {
 	procs := rapid.IntRange(1, 4).Draw(t, "procs")
 	ids := make([]int, procs)
 	openF := make([]string, procs)
+	openKey := make([]string, procs)
 	for i := range ids {
 		ids[i] = rapid.IntRange(-5, 1<<40).Draw(t, "id")*procs + i // distinct
 	}
@@ -242,11 +243,11 @@ func genValidHistory(t *rapid.T) History {
 			op.Process = Client(ids[s])
 			op.Type = Invoke
 			op.F = nonEmpty(genString(t, "f"))
-			openF[s] = op.F
+			openF[s], openKey[s] = op.F, op.Key
 		default:
 			op.Process = Client(ids[s])
 			op.Type = rapid.SampledFrom([]Type{OK, Fail, Info}).Draw(t, "type")
-			op.F = openF[s]
+			op.F, op.Key = openF[s], openKey[s]
 			openF[s] = ""
 			if op.Type == Info {
 				ids[s] += procs << 41 // a fresh process

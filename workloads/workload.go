@@ -17,15 +17,27 @@ const (
 	Mutex     Kind = "mutex"
 	Semaphore Kind = "semaphore"
 	RWLock    Kind = "rwlock"
+	// Reentrant: a worker acquires the lock again while holding it (nested), then
+	// releases as often as it acquired.
+	Reentrant Kind = "reentrant"
+	// Counter: a mutex whose holder reads a counter znode and writes it back plus one.
+	Counter Kind = "counter"
 )
+
+// Kinds lists every workload.
+func Kinds() []Kind { return []Kind{Mutex, Semaphore, RWLock, Reentrant, Counter} }
+
+// CounterKey is the history key of the counter workload's reads and writes.
+const CounterKey = "counter"
 
 // ParseKind checks a workload name.
 func ParseKind(s string) (Kind, error) {
-	switch k := Kind(s); k {
-	case Mutex, Semaphore, RWLock:
-		return k, nil
+	for _, k := range Kinds() {
+		if string(k) == s {
+			return k, nil
+		}
 	}
-	return "", fmt.Errorf("unknown workload %q (want mutex, semaphore or rwlock)", s)
+	return "", fmt.Errorf("unknown workload %q (want mutex, semaphore, rwlock, reentrant or counter)", s)
 }
 
 // Config describes a lock workload: every worker loops acquire (with a timeout), hold
@@ -42,6 +54,10 @@ type Config struct {
 	HoldMin, HoldMax time.Duration
 	// ReadFraction is the share of rwlock acquires that ask for a read lock.
 	ReadFraction float64
+	// MaxDepth is the deepest nesting of the reentrant workload.
+	MaxDepth int
+	// Fenced makes the counter workload's writes conditional on the lock node.
+	Fenced bool
 }
 
 // Defaults fills unset fields.
@@ -64,6 +80,9 @@ func (c Config) Defaults() Config {
 	if c.ReadFraction == 0 {
 		c.ReadFraction = 0.7
 	}
+	if c.MaxDepth == 0 {
+		c.MaxDepth = 3
+	}
 	return c
 }
 
@@ -81,16 +100,21 @@ func (c Config) Validate() error {
 	if c.HoldMin < 0 || c.HoldMax < c.HoldMin {
 		return fmt.Errorf("hold time: want 0 <= min <= max, got %s..%s", c.HoldMin, c.HoldMax)
 	}
+	if c.Fenced && c.Kind != Counter {
+		return fmt.Errorf("fenced: only the counter workload has fenced writes (got %s)", c.Kind)
+	}
 	if c.AcquireTimeout <= 0 {
 		return fmt.Errorf("acquire timeout: want > 0, got %s", c.AcquireTimeout)
 	}
 	return nil
 }
 
-// Acquire is one planned lock cycle: the acquire request and how long to hold.
+// Acquire is one planned lock cycle: the acquire request, how long to hold, and (for
+// the reentrant workload) how many times to acquire in all before releasing as often.
 type Acquire struct {
 	Request Request
 	Hold    time.Duration
+	Depth   int
 }
 
 // Next plans a worker's next lock cycle from its own random source.
@@ -106,5 +130,9 @@ func (c Config) Next(rng *rand.Rand) Acquire {
 	if span := c.HoldMax - c.HoldMin; span > 0 {
 		hold += time.Duration(rng.Int64N(int64(span)))
 	}
-	return Acquire{Request: req, Hold: hold}
+	depth := 1
+	if c.Kind == Reentrant {
+		depth = 1 + rng.IntN(c.MaxDepth)
+	}
+	return Acquire{Request: req, Hold: hold, Depth: depth}
 }
