@@ -3,7 +3,8 @@
 
 GO        ?= go
 BIN       := bin/zlockcheck
-APT_PKGS  := zookeeper libslf4j-java default-jre-headless iproute2 nftables iptables procps python3
+APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo \
+             iproute2 nftables iptables procps time
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
 .PHONY: all setup build run test test-short vet bench chaos clean cleanup
@@ -24,6 +25,7 @@ setup:
 
 build: setup
 	$(GO) build -o $(BIN) ./cmd/zlockcheck
+	sh recipes/curator/build.sh build/curator
 
 run: build
 	./$(BIN) run $(RUN_FLAGS)

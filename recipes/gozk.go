@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"path"
 	"reflect"
 	"strconv"
 	"sync"
@@ -14,11 +15,12 @@ import (
 	"unsafe"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
 // NewGoZK builds the gozk recipe: go-zookeeper's own zk.Lock on cfg.Path, used as a
-// go-zookeeper user would use it, so that the test judges that recipe, not ours. Only
-// kind mutex is supported. It returns once the first session is established (waiting
+// go-zookeeper user would use it, so that the test judges that recipe, not ours. Kinds
+// mutex and counter are supported. It returns once the first session is established (waiting
 // at most twice the session timeout) and reports that session as an event.
 //
 // Acquire runs zk.Lock.Lock, which cannot be interrupted. On timeout the recipe closes
@@ -38,9 +40,18 @@ import (
 // lock was not held or its node was already gone, info otherwise. go-zookeeper does
 // not expose the session password; session events carry it all the same, read from
 // the connection's internals (see sessionPasswd), so the nemesis can expire the session.
+//
+// Counter (kind counter): read is a get of the counter node (missing or empty is 0);
+// write is a plain set, or, fenced, a multi of check(lock node) + set that fails with
+// ErrFenced when the lock node is gone. The lock node is the one found at acquire
+// time by its ephemeral owner (an acquire that cannot find exactly one is info), so
+// gozk can fence. A missing counter node is created empty and the write retried.
 func NewGoZK(ctx context.Context, cfg Config) (Recipe, error) {
-	if cfg.Kind != KindMutex {
+	if cfg.Kind != KindMutex && cfg.Kind != KindCounter {
 		return nil, Fail(fmt.Errorf("recipe gozk does not support kind %s", cfg.Kind))
+	}
+	if cfg.Kind == KindCounter && cfg.CounterPath == "" {
+		return nil, Fail(errors.New("recipe gozk: kind counter needs a counter path"))
 	}
 	if cfg.Permits > 1 {
 		return nil, Fail(fmt.Errorf("recipe gozk: a mutex has one permit, got permits %d", cfg.Permits))
@@ -75,6 +86,9 @@ type goZK struct {
 
 	// lock is used by the request goroutine only.
 	lock *zk.Lock
+	// node is the lock node of the last successful acquire, found by its ephemeral
+	// owner; "" after a release. Used by the request goroutine only.
+	node string
 
 	mu sync.Mutex
 	// conn is the current connection; written under mu by the request goroutine,
@@ -218,6 +232,7 @@ func (r *goZK) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 	if r.dead != nil {
 		return Grant{}, Info(r.dead)
 	}
+	r.node = ""
 	r.mu.Lock()
 	if r.stale {
 		r.lock = zk.NewLock(r.conn, r.cfg.Path, r.acl)
@@ -278,6 +293,7 @@ func (r *goZK) locked(err error) (Grant, error) {
 		return Grant{}, Info(errors.New("locked, but the session expired right after"))
 	}
 	r.holding = true
+	r.node = nodes[0].path
 	r.log.Printf("holding %s (czxid %d)", nodes[0].path, nodes[0].czxid)
 	return Grant{Token: json.RawMessage(strconv.FormatInt(nodes[0].czxid, 10))}, nil
 }
@@ -376,6 +392,7 @@ func (r *goZK) Release(ctx context.Context) error {
 		return Info(r.dead)
 	}
 	err := r.lock.Unlock()
+	r.node = ""
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
@@ -392,6 +409,101 @@ func (r *goZK) Release(ctx context.Context) error {
 	default:
 		return Info(fmt.Errorf("unlock: %w", err))
 	}
+}
+
+var (
+	_ Recipe  = (*goZK)(nil)
+	_ Counter = (*goZK)(nil)
+)
+
+// Read implements Counter.
+func (r *goZK) Read(ctx context.Context) (int64, error) {
+	if r.dead != nil {
+		return 0, Info(r.dead)
+	}
+	if r.cfg.CounterPath == "" {
+		return 0, Fail(errors.New("no counter path in init"))
+	}
+	data, _, err := r.conn.Get(r.cfg.CounterPath)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return 0, nil
+	case err != nil:
+		// A read changes nothing: its failure is definite.
+		return 0, Fail(fmt.Errorf("read %s: %w", r.cfg.CounterPath, err))
+	}
+	v, err := zlcmutex.ParseCounter(data)
+	if err != nil {
+		return 0, Fail(fmt.Errorf("read %s: %w", r.cfg.CounterPath, err))
+	}
+	return v, nil
+}
+
+// Write implements Counter.
+func (r *goZK) Write(ctx context.Context, v int64) error {
+	if r.dead != nil {
+		return Info(r.dead)
+	}
+	if r.cfg.CounterPath == "" {
+		return Fail(errors.New("no counter path in init"))
+	}
+	if r.cfg.Fenced && r.node == "" {
+		return Fail(ErrFenced)
+	}
+	data := zlcmutex.FormatCounter(v)
+	for attempt := 0; ; attempt++ {
+		var err, counterErr error
+		if r.cfg.Fenced {
+			var res []zk.MultiResponse
+			res, err = r.conn.Multi(
+				&zk.CheckVersionRequest{Path: r.node, Version: -1},
+				&zk.SetDataRequest{Path: r.cfg.CounterPath, Data: data, Version: -1})
+			if err != nil && len(res) == 2 {
+				// Refused by the server: nothing was applied; the op that failed says why.
+				if errors.Is(res[0].Error, zk.ErrNoNode) {
+					return Fail(ErrFenced)
+				}
+				counterErr = res[1].Error
+				if counterErr == nil {
+					counterErr = err
+				}
+			}
+		} else {
+			_, err = r.conn.Set(r.cfg.CounterPath, data, -1)
+			counterErr = err
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(counterErr, zk.ErrNoNode) && attempt < 2:
+			if cerr := zkCreateAll(r.conn, r.cfg.CounterPath); cerr != nil {
+				return Fail(fmt.Errorf("write: creating %s: %w", r.cfg.CounterPath, cerr))
+			}
+		case errors.Is(counterErr, zk.ErrNoNode), errors.Is(counterErr, zk.ErrBadVersion), errors.Is(counterErr, zk.ErrNoAuth):
+			return Fail(fmt.Errorf("write %s: %w", r.cfg.CounterPath, err))
+		default:
+			return Info(fmt.Errorf("write %s: %w", r.cfg.CounterPath, err))
+		}
+	}
+}
+
+// zkCreateAll creates the persistent node p, empty, with its missing parents; a node
+// that exists is left alone.
+func zkCreateAll(conn *zk.Conn, p string) error {
+	acl := zk.WorldACL(zk.PermAll)
+	_, err := conn.Create(p, nil, 0, acl)
+	if errors.Is(err, zk.ErrNoNode) {
+		if parent := path.Dir(p); parent != "/" {
+			if err := zkCreateAll(conn, parent); err != nil {
+				return err
+			}
+		}
+		_, err = conn.Create(p, nil, 0, acl)
+	}
+	if err == nil || errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	return err
 }
 
 // Close implements Recipe: it closes the connection, ending the session.

@@ -278,6 +278,13 @@ func TestGoZKLostOnlyAfterExpiryIsSeen(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a never reported lost after healing")
 	}
+	// The expiry is seen while reconnecting; wait for the new session, or the release
+	// may meet the reconnect's pause and be (honestly) info.
+	for deadline := time.Now().Add(20 * time.Second); a.conn.State() != zk.StateHasSession; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a has no new session after healing")
+		}
+	}
 	expectOutcome(t, "a release after lost", a.Release(ctx), workloads.ReplyFail, "not held: the lock node was already gone")
 	expectOutcome(t, "c release", c.Release(ctx), workloads.ReplyOK, "")
 	_, err = a.Acquire(ctx, AcquireRequest{Timeout: 2 * time.Second})

@@ -3,11 +3,14 @@ package recipes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
 // Recipe is one worker's handle on one lock. Serve calls its methods one at a time.
@@ -61,11 +64,37 @@ type Config struct {
 	Permits int
 	// Worker is the worker's number, for logs.
 	Worker int
+	// CounterPath is the counter znode of the counter workload; empty otherwise.
+	CounterPath string
+	// Fenced asks that counter writes take effect only while the recipe's lock node
+	// still exists (a multi of check + setData). A recipe that cannot name its lock
+	// node must fail its constructor with Fail("<recipe> cannot fence: ...").
+	Fenced bool
 	// Log receives the recipe's and its client library's log lines; nil discards.
 	Log io.Writer
 	// Events receives lost and session events; never nil when built by Serve.
 	Events Events
 }
+
+// Counter is implemented by a recipe that supports the counter workload: a mutex
+// whose holder reads the counter znode and writes it back while holding. Serve
+// answers read and write requests with it, and fails them for a recipe without it.
+type Counter interface {
+	// Read returns the counter: Config.CounterPath's data as a decimal integer, 0 when
+	// the node is missing or empty.
+	Read(ctx context.Context) (int64, error)
+	// Write stores v in the counter: a plain set, or with Config.Fenced a multi that
+	// also checks the lock node still exists, failing with ErrFenced when it is gone.
+	Write(ctx context.Context, v int64) error
+}
+
+// ErrFenced is the cause of a fenced counter write that found the recipe's lock node
+// gone and wrote nothing; recipes return it wrapped with Fail.
+var ErrFenced = errors.New("fenced: lock node gone")
+
+// ErrNoCounter is the cause of a read or write sent to a recipe that does not
+// implement Counter.
+var ErrNoCounter = errors.New("recipe does not support the counter workload")
 
 // Constructor builds a recipe. It returns once the recipe is ready for Acquire; its
 // errors are classified like an operation's (e.g. Fail for an unsupported kind).
@@ -74,29 +103,71 @@ type Constructor func(ctx context.Context, cfg Config) (Recipe, error)
 // Lock kinds known to the recipes.
 const (
 	KindMutex = "mutex"
+	// KindCounter is a mutex whose holder reads and writes the counter znode
+	// (Config.CounterPath) while holding; see Counter.
+	KindCounter = "counter"
 )
+
+// builtin is one built-in recipe.
+type builtin struct {
+	name        string
+	description string
+	mutant      bool
+	new         Constructor
+}
+
+// builtins lists the built-in recipes, sorted by name.
+func builtins() []builtin {
+	list := []builtin{
+		{name: "gozk", new: NewGoZK,
+			description: "go-zookeeper's own zk.Lock, used as its users use it; lost only after a session expiry is seen"},
+		{name: zlcmutex.MutantNone.String(), new: NewZLC(zlcmutex.MutantNone),
+			description: zlcmutex.MutantNone.Description()},
+	}
+	for _, m := range zlcmutex.Mutants() {
+		list = append(list, builtin{name: m.String(), description: m.Description(), mutant: true, new: NewZLC(m)})
+	}
+	slices.SortFunc(list, func(a, b builtin) int { return strings.Compare(a.name, b.name) })
+	return list
+}
+
+func findBuiltin(name string) (builtin, bool) {
+	for _, b := range builtins() {
+		if b.name == name {
+			return b, true
+		}
+	}
+	return builtin{}, false
+}
 
 // Lookup returns the constructor of the named built-in recipe.
 func Lookup(name string) (Constructor, error) {
-	c, ok := builtins()[name]
+	b, ok := findBuiltin(name)
 	if !ok {
 		return nil, fmt.Errorf("unknown recipe %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return c, nil
+	return b.new, nil
 }
 
 // Names lists the built-in recipes, sorted.
 func Names() []string {
 	var names []string
-	for n := range builtins() {
-		names = append(names, n)
+	for _, b := range builtins() {
+		names = append(names, b.name)
 	}
-	sort.Strings(names)
 	return names
 }
 
-func builtins() map[string]Constructor {
-	return map[string]Constructor{
-		"gozk": NewGoZK,
-	}
+// Describe returns a one-line description of the named built-in recipe, or "" for
+// an unknown name.
+func Describe(name string) string {
+	b, _ := findBuiltin(name)
+	return b.description
+}
+
+// IsMutant reports whether the named built-in recipe is a deliberately broken
+// variant, which a test run is expected to find invalid (or stuck).
+func IsMutant(name string) bool {
+	b, _ := findBuiltin(name)
+	return b.mutant
 }

@@ -38,7 +38,9 @@ type ServeConfig struct {
 // Serve runs one worker: it reads requests from cfg.In until a close request, EOF or
 // the end of ctx, answers each with exactly one reply of the same id on cfg.Out, and
 // writes the recipe's events there as they happen. The first request must be init
-// (or close); a failed init may be retried.
+// (or close); a failed init may be retried. Read and write requests go to the
+// recipe's Counter methods, and fail for a recipe that has none; an init that asks
+// for fencing fails for such a recipe.
 //
 // Serve returns nil after a close request or EOF on cfg.In, and an error for a
 // malformed or out-of-protocol request line, a read or write error, or the end of
@@ -63,9 +65,13 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		newRecipe = c
 	}
 
+	name := cfg.Recipe
+	if name == "" {
+		name = "recipe"
+	}
 	out := newOutbox(cfg.Out)
 	go out.run()
-	s := &server{log: logger, logw: logw, out: out, newRecipe: newRecipe}
+	s := &server{log: logger, logw: logw, out: out, newRecipe: newRecipe, name: name}
 	quit := make(chan struct{})
 	lines, inputDone := readLines(cfg.In, quit)
 
@@ -89,7 +95,9 @@ type server struct {
 	logw      io.Writer
 	out       *outbox
 	newRecipe Constructor
-	recipe    Recipe
+	// name is the recipe's name, for messages.
+	name   string
+	recipe Recipe
 }
 
 // input is one line read from the harness, or the read error that ended input.
@@ -192,27 +200,40 @@ func (s *server) handle(ctx context.Context, req workloads.Request, inputDone <-
 		} else {
 			s.log.Printf("init: %v", err)
 		}
-		return false, s.reply(req.ID, nil, err)
+		return false, s.reply(req.ID, result{}, err)
 	case workloads.OpAcquire:
 		if req.TimeoutMS < 0 {
-			return false, s.reply(req.ID, nil, Fail(fmt.Errorf("negative timeout_ms %d", req.TimeoutMS)))
+			return false, s.reply(req.ID, result{}, Fail(fmt.Errorf("negative timeout_ms %d", req.TimeoutMS)))
 		}
 		g, err := s.recipe.Acquire(opCtx, AcquireRequest{
 			Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
 			Mode:    req.Mode,
 		})
-		return false, s.reply(req.ID, g.Token, err)
+		return false, s.reply(req.ID, result{token: g.Token}, err)
 	case workloads.OpRelease:
-		return false, s.reply(req.ID, nil, s.recipe.Release(opCtx))
+		return false, s.reply(req.ID, result{}, s.recipe.Release(opCtx))
+	case workloads.OpRead:
+		c, ok := s.recipe.(Counter)
+		if !ok {
+			return false, s.reply(req.ID, result{}, Fail(ErrNoCounter))
+		}
+		v, err := c.Read(opCtx)
+		return false, s.reply(req.ID, result{value: &v}, err)
+	case workloads.OpWrite:
+		c, ok := s.recipe.(Counter)
+		if !ok {
+			return false, s.reply(req.ID, result{}, Fail(ErrNoCounter))
+		}
+		return false, s.reply(req.ID, result{}, c.Write(opCtx, *req.Value))
 	case workloads.OpClose:
 		var err error
 		if s.recipe != nil {
 			err = s.recipe.Close()
 			s.recipe = nil
 		}
-		return true, s.reply(req.ID, nil, err)
+		return true, s.reply(req.ID, result{}, err)
 	}
-	// ParseRequest admits only the four ops above.
+	// ParseRequest admits only the ops above.
 	return false, fmt.Errorf("request %d: unknown op %q", req.ID, req.Op)
 }
 
@@ -229,29 +250,56 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 		return nil, Fail(errors.New("init: connect is empty"))
 	case req.SessionTimeoutMS <= 0:
 		return nil, Fail(fmt.Errorf("init: session_timeout_ms must be positive, got %d", req.SessionTimeoutMS))
-	case !strings.HasPrefix(req.Path, "/") || len(req.Path) < 2 || strings.HasSuffix(req.Path, "/"):
+	case !validZnodePath(req.Path):
 		return nil, Fail(fmt.Errorf("init: path must be an absolute znode path, got %q", req.Path))
 	case req.Kind == "":
 		return nil, Fail(errors.New("init: kind is empty"))
+	case req.CounterPath != "" && !validZnodePath(req.CounterPath):
+		return nil, Fail(fmt.Errorf("init: counter_path must be an absolute znode path, got %q", req.CounterPath))
 	}
-	return s.newRecipe(ctx, Config{
+	r, err := s.newRecipe(ctx, Config{
 		Servers:        servers,
 		SessionTimeout: time.Duration(req.SessionTimeoutMS) * time.Millisecond,
 		Path:           req.Path,
 		Kind:           req.Kind,
 		Permits:        req.Permits,
 		Worker:         req.Worker,
+		CounterPath:    req.CounterPath,
+		Fenced:         req.Fenced,
 		Log:            s.logw,
 		Events:         serveEvents{log: s.log, out: s.out},
 	})
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := r.(Counter); req.Fenced && !ok {
+		// Fencing is about counter writes; a recipe without them cannot fence.
+		if cerr := r.Close(); cerr != nil {
+			s.log.Printf("closing recipe: %v", cerr)
+		}
+		return nil, Fail(fmt.Errorf("%s cannot fence: %w", s.name, ErrNoCounter))
+	}
+	return r, nil
 }
 
-// reply writes the one reply to request id and waits until it is written.
-func (s *server) reply(id int64, token json.RawMessage, err error) error {
+// validZnodePath reports whether p is an absolute znode path other than the root.
+func validZnodePath(p string) bool {
+	return strings.HasPrefix(p, "/") && len(p) >= 2 && !strings.HasSuffix(p, "/")
+}
+
+// result is what an ok reply carries besides its id.
+type result struct {
+	token json.RawMessage
+	value *int64
+}
+
+// reply writes the one reply to request id and waits until it is written; res is
+// sent only with an ok reply.
+func (s *server) reply(id int64, res result, err error) error {
 	typ, msg := Classify(err)
 	m := workloads.Message{ID: &id, Type: typ, Error: msg}
 	if typ == workloads.ReplyOK {
-		m.Token = token
+		m.Token, m.Value = res.token, res.value
 	}
 	if err := s.out.post(m); err != nil {
 		s.log.Printf("reply %d: %v", id, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
@@ -18,9 +19,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	fs := newFlagSet("run", stderr)
 	var (
 		cfg       harness.Config
-		recipe    = fs.String("recipe", "gozk", "lock recipe under test: gozk, or exec (with --worker-cmd)")
+		recipe    = fs.String("recipe", "gozk", "lock recipe under test (zlockcheck recipes lists them), or exec with --worker-cmd")
+		mutants   = fs.Bool("allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
+		fenced    = fs.Bool("fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
 		workerCmd = fs.String("worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1)")
-		workload  = fs.String("workload", "mutex", "workload: mutex, semaphore, rwlock")
+		workload  = fs.String("workload", "mutex", "workload: mutex, semaphore, rwlock, reentrant, counter")
 		permits   = fs.Int("permits", 0, "semaphore permits (semaphore workload only; default 1)")
 		acquireTO = fs.Duration("acquire-timeout", 2*time.Second, "how long a worker waits for the lock")
 		holdMax   = fs.Duration("hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
@@ -54,30 +57,43 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if err != nil {
 		return exitError, fmt.Errorf("--workload: %w", err)
 	}
-	cfg.Workload = workloads.Config{Kind: kind, Permits: *permits, AcquireTimeout: *acquireTO, HoldMax: *holdMax}
+	cfg.Workload = workloads.Config{Kind: kind, Permits: *permits, AcquireTimeout: *acquireTO, HoldMax: *holdMax, Fenced: *fenced}
 	if *holdMax > 0 {
 		cfg.Workload.HoldMin = min(time.Millisecond, *holdMax)
 	}
 	cfg.Recipe = *recipe
-	switch *recipe {
-	case "exec":
+	if *recipe == "exec" {
 		if *workerCmd == "" {
 			return exitError, usageError{"--recipe exec needs --worker-cmd"}
 		}
 		// The shell splits the command as the user wrote it; exec keeps the worker's
 		// pid the one the harness started (so kill and pause reach the worker itself).
 		cfg.WorkerArgv = []string{"/bin/sh", "-c", "exec " + *workerCmd}
-	case "gozk":
+	} else {
 		if *workerCmd != "" {
 			return exitError, usageError{"--worker-cmd goes with --recipe exec"}
+		}
+		r, err := findRecipe(*recipe)
+		if err != nil {
+			return exitError, fmt.Errorf("--recipe: %w", err)
+		}
+		if r.mutant && !*mutants {
+			return exitError, fmt.Errorf("--recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.name)
+		}
+		if !slices.Contains(r.kinds, kind) {
+			return exitError, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
 		}
 		self, err := os.Executable()
 		if err != nil {
 			return exitError, err
 		}
-		cfg.WorkerArgv = []string{self, "worker", "--recipe", *recipe}
-	default:
-		return exitError, fmt.Errorf("--recipe: unknown recipe %q (want gozk or exec)", *recipe)
+		root := projectRoot()
+		if r.prepare != nil {
+			if err := r.prepare(ctx, root, stderr); err != nil {
+				return exitError, err
+			}
+		}
+		cfg.WorkerArgv = r.argv(self, root)
 	}
 	cfg.Baseline = *baseline
 	cfg.FinalPhase = *finalF

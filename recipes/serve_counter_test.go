@@ -1,0 +1,146 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeCounterRecipe is a fake, for testing Serve's counter ops: a fakeRecipe with an
+// in-memory counter; a write of a negative value fails as fenced.
+type fakeCounterRecipe struct {
+	fakeRecipe
+	cmu   sync.Mutex
+	value int64
+}
+
+var _ Counter = (*fakeCounterRecipe)(nil)
+
+func (f *fakeCounterRecipe) Read(ctx context.Context) (int64, error) {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	return f.value, nil
+}
+
+func (f *fakeCounterRecipe) Write(ctx context.Context, v int64) error {
+	if v < 0 {
+		return Fail(ErrFenced)
+	}
+	if v > 1000 {
+		return errors.New("connection loss")
+	}
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.value = v
+	return nil
+}
+
+const counterInit = `{"id":0,"op":"init","connect":"h:1","session_timeout_ms":4000,"path":"/zlc/run/l0","kind":"counter","counter_path":"/zlc/run/counter","fenced":true,"worker":2}`
+
+func TestServeCounterOps(t *testing.T) {
+	var built *fakeCounterRecipe
+	newRecipe := func(ctx context.Context, cfg Config) (Recipe, error) {
+		built = &fakeCounterRecipe{fakeRecipe: fakeRecipe{cfg: cfg}}
+		return built, nil
+	}
+	w := startWorker(t, context.Background(), ServeConfig{New: newRecipe})
+	w.send(counterInit)
+	w.expectReply(0, "ok", "")
+	if built.cfg.CounterPath != "/zlc/run/counter" || !built.cfg.Fenced || built.cfg.Kind != KindCounter {
+		t.Errorf("config = %+v", built.cfg)
+	}
+	w.send(`{"id":1,"op":"read"}`)
+	if m := w.expectReply(1, "ok", ""); m.Value == nil || *m.Value != 0 {
+		t.Fatalf("read reply value %v, want 0", m.Value)
+	}
+	w.send(`{"id":2,"op":"write","value":41}`)
+	if m := w.expectReply(2, "ok", ""); m.Value != nil {
+		t.Errorf("write reply carries value %d", *m.Value)
+	}
+	w.send(`{"id":3,"op":"read"}`)
+	if m := w.expectReply(3, "ok", ""); m.Value == nil || *m.Value != 41 {
+		t.Fatalf("read reply value %v, want 41", m.Value)
+	}
+	w.send(`{"id":4,"op":"write","value":-1}`)
+	w.expectReply(4, "fail", "fenced: lock node gone")
+	w.send(`{"id":5,"op":"write","value":2000}`)
+	w.expectReply(5, "info", "connection loss")
+	w.send(`{"id":6,"op":"close"}`)
+	w.expectReply(6, "ok", "")
+	if err := w.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeCounterOpsUnsupported(t *testing.T) {
+	ff := &fakeFactory{}
+	w := startWorker(t, context.Background(), ServeConfig{New: ff.New})
+	w.send(initLine)
+	w.expectReply(0, "ok", "")
+	w.send(`{"id":1,"op":"read"}`)
+	if m := w.expectReply(1, "fail", "recipe does not support the counter workload"); m.Value != nil {
+		t.Error("a failed read carries a value")
+	}
+	w.send(`{"id":2,"op":"write","value":1}`)
+	w.expectReply(2, "fail", "recipe does not support the counter workload")
+	w.send(`{"id":3,"op":"close"}`)
+	w.expectReply(3, "ok", "")
+	if err := w.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeFencedInitNeedsCounter(t *testing.T) {
+	ff := &fakeFactory{}
+	w := startWorker(t, context.Background(), ServeConfig{New: ff.New})
+	w.send(counterInit)
+	w.expectReply(0, "fail", "recipe cannot fence: recipe does not support the counter workload")
+	if n := ff.last(t).closeCount(); n != 1 {
+		t.Errorf("the refused recipe was closed %d times, want 1", n)
+	}
+	// Unfenced, the same recipe starts (its read and write then fail).
+	w.send(strings.Replace(strings.Replace(counterInit, `"fenced":true,`, "", 1), `"id":0`, `"id":1`, 1))
+	w.expectReply(1, "ok", "")
+	w.send(`{"id":2,"op":"close"}`)
+	w.expectReply(2, "ok", "")
+	if err := w.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeValidatesCounterPath(t *testing.T) {
+	w := startWorker(t, context.Background(), ServeConfig{New: (&fakeFactory{}).New})
+	w.send(strings.Replace(counterInit, `"/zlc/run/counter"`, `"counter"`, 1))
+	w.expectReply(0, "fail", `init: counter_path must be an absolute znode path, got "counter"`)
+	w.stdin.Close()
+	if err := w.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeWriteWithoutValueIsMalformed(t *testing.T) {
+	w := startWorker(t, context.Background(), ServeConfig{New: (&fakeFactory{}).New})
+	w.send(initLine)
+	w.expectReply(0, "ok", "")
+	w.send(`{"id":1,"op":"write"}`)
+	if err := w.wait(); err == nil {
+		t.Fatal("Serve = nil, want a malformed-request error")
+	}
+}
+
+func TestServeZLCRejectsOtherKinds(t *testing.T) {
+	for _, name := range []string{"zlc-mutex", "mutant-off-by-one"} {
+		w := startWorker(t, context.Background(), ServeConfig{Recipe: name})
+		w.send(strings.Replace(initLine, `"kind":"mutex"`, `"kind":"semaphore"`, 1))
+		w.expectReply(0, "fail", "recipe "+name+" does not support kind semaphore")
+		w.send(strings.Replace(counterInit, `"counter_path":"/zlc/run/counter",`, "", 1))
+		w.expectReply(0, "fail", "recipe "+name+": kind counter needs a counter path")
+		w.send(`{"id":1,"op":"close"}`)
+		w.expectReply(1, "ok", "")
+		if err := w.wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package zlcmutex
+
+import "fmt"
+
+// Mutant selects one deliberate bug; MutantNone is the correct recipe. Each mutant
+// is the same code with one idea switched off, so a test that catches it shows that
+// this idea matters.
+type Mutant int
+
+// The mutants.
+const (
+	// MutantNone is zlc-mutex itself.
+	MutantNone Mutant = iota
+	// MutantNoRecheck trusts the predecessor's disappearance: once the predecessor
+	// watch fires (or the predecessor is found gone) it takes the lock without
+	// reading the children again, although an earlier node may still be there.
+	MutantNoRecheck
+	// MutantUnprotectedCreate creates a plain ephemeral-sequential node and, when the
+	// create's reply is lost, simply creates another one: the first may exist, owned
+	// by the still-live session, and then blocks the queue until the session ends.
+	MutantUnprotectedCreate
+	// MutantDeleteLowest, when a timed acquire gives up, deletes the lowest child
+	// (usually the holder's node) instead of its own.
+	MutantDeleteLowest
+	// MutantOffByOne counts the first two children as holding the lock.
+	MutantOffByOne
+	// MutantIgnoreLost never reports a lost lock: a holder whose connection dropped or
+	// whose session expired goes on believing it holds.
+	MutantIgnoreLost
+)
+
+// Mutants lists every mutant, MutantNone excluded.
+func Mutants() []Mutant {
+	return []Mutant{MutantNoRecheck, MutantUnprotectedCreate, MutantDeleteLowest, MutantOffByOne, MutantIgnoreLost}
+}
+
+// String returns the mutant's recipe name ("zlc-mutex" for MutantNone).
+func (m Mutant) String() string {
+	switch m {
+	case MutantNone:
+		return "zlc-mutex"
+	case MutantNoRecheck:
+		return "mutant-no-recheck"
+	case MutantUnprotectedCreate:
+		return "mutant-unprotected-create"
+	case MutantDeleteLowest:
+		return "mutant-delete-lowest"
+	case MutantOffByOne:
+		return "mutant-off-by-one"
+	case MutantIgnoreLost:
+		return "mutant-ignore-lost"
+	}
+	return fmt.Sprintf("mutant(%d)", int(m))
+}
+
+// Description is one line on what the recipe or mutant does.
+func (m Mutant) Description() string {
+	switch m {
+	case MutantNone:
+		return "reference lock: protected ephemeral-sequential node, predecessor watch, children re-read after every wake-up, lost on disconnect/expiry, czxid token, fencing"
+	case MutantNoRecheck:
+		return "zlc-mutex that takes the lock as soon as its predecessor is gone, without re-reading the children"
+	case MutantUnprotectedCreate:
+		return "zlc-mutex with a plain ephemeral-sequential create retried blindly after connection loss (orphan node, deadlock)"
+	case MutantDeleteLowest:
+		return "zlc-mutex that, on acquire timeout, deletes the lowest child instead of its own node"
+	case MutantOffByOne:
+		return "zlc-mutex in which the first two children both count as holding the lock"
+	case MutantIgnoreLost:
+		return "zlc-mutex that never reports a lost lock (disconnect or session expiry)"
+	}
+	return ""
+}
