@@ -28,6 +28,7 @@ const usage = `usage: zlockcheck <command> [flags]
 commands:
   run      start an ensemble and workers, record a history, check it
   check    check a history file (JSON Lines or Jepsen EDN)
+  matrix   run every recipe under every fault class; print the safety matrix
   recipes  list the lock recipes that can be tested
   cleanup  remove every zlc namespace, link and process a killed harness left
   worker   serve the worker protocol on stdin/stdout (started by run)
@@ -61,6 +62,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = runCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		code, err = checkCmd(args[1:], stdout, stderr)
+	case "matrix":
+		code, err = matrixCmd(ctx, args[1:], stdout, stderr)
 	case "recipes":
 		code, err = recipesCmd(args[1:], stdout, stderr)
 	case "cleanup":

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,114 +17,155 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlagSet("run", stderr)
-	var (
-		cfg       harness.Config
-		recipe    = fs.String("recipe", "gozk", "lock recipe under test (zlockcheck recipes lists them), or exec with --worker-cmd")
-		mutants   = fs.Bool("allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
-		fenced    = fs.Bool("fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
-		workerCmd = fs.String("worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1)")
-		workload  = fs.String("workload", "mutex", "workload: mutex, semaphore, rwlock, reentrant, counter")
-		permits   = fs.Int("permits", 0, "semaphore permits (semaphore workload only; default 1)")
-		acquireTO = fs.Duration("acquire-timeout", 2*time.Second, "how long a worker waits for the lock")
-		holdMax   = fs.Duration("hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
-		checkTO   = fs.Duration("check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
-		quiet     = fs.Bool("quiet", false, "no progress lines on stderr")
-		nemesisF  = fs.String("nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
-		targetsF  = fs.String("nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder (clients); default any")
-		shapesF   = fs.String("partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
-		finalF    = fs.Bool("final-phase", true, "after healing, every worker must acquire once (liveness)")
-		baseline  = fs.Bool("baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
-	)
-	fs.DurationVar(&cfg.NemesisInterval, "nemesis-interval", 10*time.Second, "mean quiet time between faults")
-	fs.IntVar(&cfg.Nodes, "nodes", 3, "ZooKeeper servers in the ensemble")
-	fs.IntVar(&cfg.Workers, "workers", 5, "concurrent worker processes")
-	fs.DurationVar(&cfg.Duration, "time", 30*time.Second, "how long the workload runs")
-	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
-	fs.StringVar(&cfg.Store, "store", "store", "directory that keeps every run")
-	fs.StringVar(&cfg.Name, "name", "", "test name (default RECIPE-WORKLOAD)")
-	fs.StringVar(&cfg.ZKHome, "zk-home", "", "ZooKeeper install to use instead of Debian's zookeeper package")
-	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", harness.DefaultSessionTimeout, "ZooKeeper session timeout of the workers")
-	fs.DurationVar(&cfg.Tick, "tick", harness.DefaultTick, "servers' tickTime")
-	fs.IntVar(&cfg.InitLimit, "init-limit", harness.DefaultInitLimit, "servers' initLimit (ticks)")
-	fs.IntVar(&cfg.SyncLimit, "sync-limit", harness.DefaultSyncLimit, "servers' syncLimit (ticks)")
-	if err := fs.Parse(args); err != nil {
-		return exitError, err
-	}
-	if fs.NArg() > 0 {
-		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	kind, err := workloads.ParseKind(*workload)
-	if err != nil {
-		return exitError, fmt.Errorf("--workload: %w", err)
-	}
-	cfg.Workload = workloads.Config{Kind: kind, Permits: *permits, AcquireTimeout: *acquireTO, HoldMax: *holdMax, Fenced: *fenced}
-	if *holdMax > 0 {
-		cfg.Workload.HoldMin = min(time.Millisecond, *holdMax)
-	}
-	cfg.Recipe = *recipe
-	if *recipe == "exec" {
-		if *workerCmd == "" {
-			return exitError, usageError{"--recipe exec needs --worker-cmd"}
+// runOptions are the flags of `run` (and, less recipe/workload/nemesis, of `matrix`).
+type runOptions struct {
+	cfg       harness.Config
+	recipe    string
+	mutants   bool
+	fenced    bool
+	workerCmd string
+	workload  string
+	permits   int
+	acquireTO time.Duration
+	holdMax   time.Duration
+	checkTO   time.Duration
+	quiet     bool
+	nemesis   string
+	targets   string
+	shapes    string
+	final     bool
+	baseline  bool
+}
+
+// register defines the flags on fs.
+func (o *runOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test (zlockcheck recipes lists them), or exec with --worker-cmd")
+	fs.BoolVar(&o.mutants, "allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
+	fs.BoolVar(&o.fenced, "fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
+	fs.StringVar(&o.workerCmd, "worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1)")
+	fs.StringVar(&o.workload, "workload", "", "workload: mutex, semaphore, rwlock, reentrant, counter (default: the recipe's first)")
+	fs.IntVar(&o.permits, "permits", 0, "semaphore permits (semaphore workload only; default 1)")
+	fs.DurationVar(&o.acquireTO, "acquire-timeout", 2*time.Second, "how long a worker waits for the lock")
+	fs.DurationVar(&o.holdMax, "hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
+	fs.DurationVar(&o.checkTO, "check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&o.nemesis, "nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
+	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder (clients); default any")
+	fs.StringVar(&o.shapes, "partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
+	fs.BoolVar(&o.final, "final-phase", true, "after healing, every worker must acquire once (liveness)")
+	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
+	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", 10*time.Second, "mean quiet time between faults")
+	fs.IntVar(&o.cfg.Nodes, "nodes", 3, "ZooKeeper servers in the ensemble")
+	fs.IntVar(&o.cfg.Workers, "workers", 5, "concurrent worker processes")
+	fs.DurationVar(&o.cfg.Duration, "time", 30*time.Second, "how long the workload runs")
+	fs.Int64Var(&o.cfg.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
+	fs.StringVar(&o.cfg.Store, "store", "store", "directory that keeps every run")
+	fs.StringVar(&o.cfg.Name, "name", "", "test name (default RECIPE-WORKLOAD)")
+	fs.StringVar(&o.cfg.ZKHome, "zk-home", "", "ZooKeeper install to use instead of Debian's zookeeper package")
+	fs.DurationVar(&o.cfg.SessionTimeout, "session-timeout", harness.DefaultSessionTimeout, "ZooKeeper session timeout of the workers")
+	fs.DurationVar(&o.cfg.Tick, "tick", harness.DefaultTick, "servers' tickTime")
+	fs.IntVar(&o.cfg.InitLimit, "init-limit", harness.DefaultInitLimit, "servers' initLimit (ticks)")
+	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", harness.DefaultSyncLimit, "servers' syncLimit (ticks)")
+}
+
+// plan turns the options into a harness and a model configuration; it builds what a
+// recipe's worker needs (the Curator classes) when missing.
+func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config, models.Config, error) {
+	cfg := o.cfg
+	cfg.Recipe = o.recipe
+	var r recipe
+	if o.recipe == "exec" {
+		if o.workerCmd == "" {
+			return cfg, models.Config{}, usageError{"--recipe exec needs --worker-cmd"}
 		}
 		// The shell splits the command as the user wrote it; exec keeps the worker's
 		// pid the one the harness started (so kill and pause reach the worker itself).
-		cfg.WorkerArgv = []string{"/bin/sh", "-c", "exec " + *workerCmd}
+		cfg.WorkerArgv = []string{"/bin/sh", "-c", "exec " + o.workerCmd}
 	} else {
-		if *workerCmd != "" {
-			return exitError, usageError{"--worker-cmd goes with --recipe exec"}
+		if o.workerCmd != "" {
+			return cfg, models.Config{}, usageError{"--worker-cmd goes with --recipe exec"}
 		}
-		r, err := findRecipe(*recipe)
-		if err != nil {
-			return exitError, fmt.Errorf("--recipe: %w", err)
+		var err error
+		if r, err = findRecipe(o.recipe); err != nil {
+			return cfg, models.Config{}, fmt.Errorf("--recipe: %w", err)
 		}
-		if r.mutant && !*mutants {
-			return exitError, fmt.Errorf("--recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.name)
+		if r.mutant && !o.mutants {
+			return cfg, models.Config{}, fmt.Errorf("--recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.name)
 		}
-		if !slices.Contains(r.kinds, kind) {
-			return exitError, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
+	}
+	workload := o.workload
+	if workload == "" {
+		workload = string(workloads.Mutex)
+		if len(r.kinds) > 0 {
+			workload = string(r.kinds[0])
 		}
+		if o.fenced {
+			workload = string(workloads.Counter)
+		}
+	}
+	kind, err := workloads.ParseKind(workload)
+	if err != nil {
+		return cfg, models.Config{}, fmt.Errorf("--workload: %w", err)
+	}
+	if r.name != "" && !slices.Contains(r.kinds, kind) {
+		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
+	}
+	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, Fenced: o.fenced}
+	if kind == workloads.Semaphore && o.permits == 0 {
+		cfg.Workload.Permits = 2
+	}
+	if o.holdMax > 0 {
+		cfg.Workload.HoldMin = min(time.Millisecond, o.holdMax)
+	}
+	if r.name != "" {
 		self, err := os.Executable()
 		if err != nil {
-			return exitError, err
+			return cfg, models.Config{}, err
 		}
 		root := projectRoot()
 		if r.prepare != nil {
 			if err := r.prepare(ctx, root, stderr); err != nil {
-				return exitError, err
+				return cfg, models.Config{}, err
 			}
 		}
 		cfg.WorkerArgv = r.argv(self, root)
 	}
-	cfg.Baseline = *baseline
-	cfg.FinalPhase = *finalF
-	classes, err := nemesis.ParseClasses(*nemesisF)
-	if err != nil {
-		return exitError, fmt.Errorf("--nemesis: %w", err)
+	cfg.Baseline = o.baseline
+	cfg.FinalPhase = o.final
+	if cfg.Nemesis, err = nemesis.ParseClasses(o.nemesis); err != nil {
+		return cfg, models.Config{}, fmt.Errorf("--nemesis: %w", err)
 	}
-	cfg.Nemesis = classes
-	if cfg.ServerTargets, cfg.ClientTargets, err = nemesis.ParseTargets(*targetsF); err != nil {
-		return exitError, fmt.Errorf("--nemesis-targets: %w", err)
+	if cfg.ServerTargets, cfg.ClientTargets, err = nemesis.ParseTargets(o.targets); err != nil {
+		return cfg, models.Config{}, fmt.Errorf("--nemesis-targets: %w", err)
 	}
-	if cfg.Shapes, err = nemesis.ParseShapes(*shapesF); err != nil {
-		return exitError, fmt.Errorf("--partition-shapes: %w", err)
+	if cfg.Shapes, err = nemesis.ParseShapes(o.shapes); err != nil {
+		return cfg, models.Config{}, fmt.Errorf("--partition-shapes: %w", err)
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() & (1<<53 - 1)
 	}
-	if !*quiet {
+	if !o.quiet {
 		cfg.Log = stderr
 	}
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return cfg, models.Config{}, err
+	}
+	return cfg, models.Config{Kind: modelFor(kind), Permits: cfg.Workload.Permits, Timeout: o.checkTO}, nil
+}
+
+// errRunBroke: the run broke down, though what it recorded checks valid.
+var errRunBroke = errors.New("run did not complete cleanly (history checks valid)")
+
+// execute runs cfg, then checks its stored history and writes the run's report.
+func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, stderr io.Writer) (report.Results, error) {
 	outcome, runErr := harness.Run(ctx, cfg)
 	if outcome.History == "" {
-		return exitError, runErr
+		return report.Results{}, runErr
 	}
 	if runErr != nil {
 		fmt.Fprintf(stderr, "zlockcheck run: %v\n", runErr)
 	}
-	cfg = cfg.Defaults()
-	modelCfg := models.Config{Kind: modelFor(cfg.Workload.Kind), Permits: cfg.Workload.Permits, Timeout: *checkTO}
 	run := report.Run{
 		Dir: outcome.Dir, History: outcome.History, Test: cfg.Name, RunID: outcome.RunID, Recipe: cfg.Recipe,
 		Seed: cfg.Seed, Config: cfg, Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed,
@@ -133,12 +176,35 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	}
 	res, err := report.CheckRun(run, modelCfg)
 	if err != nil {
-		return exitError, err
+		return res, err
 	}
-	report.Summary(stdout, res)
 	if runErr != nil && res.Verdict == models.Valid {
 		// A run that broke down is not a pass, even if what it recorded checks.
-		return exitError, fmt.Errorf("run did not complete cleanly (history checks valid)")
+		return res, errRunBroke
+	}
+	return res, nil
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("run", stderr)
+	var o runOptions
+	o.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return exitError, err
+	}
+	if fs.NArg() > 0 {
+		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	cfg, modelCfg, err := o.plan(ctx, stderr)
+	if err != nil {
+		return exitError, err
+	}
+	res, err := execute(ctx, cfg, modelCfg, stderr)
+	if res.Dir != "" {
+		report.Summary(stdout, res)
+	}
+	if err != nil {
+		return exitError, err
 	}
 	return verdictCode(res.Verdict), nil
 }
@@ -150,13 +216,16 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// modelFor maps a workload to the model that checks it.
+// modelFor maps a workload to the model that checks its lock key (the counter
+// workload's counter key is checked as a register whatever the model).
 func modelFor(k workloads.Kind) models.Kind {
 	switch k {
 	case workloads.Semaphore:
 		return models.Semaphore
 	case workloads.RWLock:
 		return models.RWLock
+	case workloads.Reentrant:
+		return models.Reentrant
 	}
 	return models.Mutex
 }
