@@ -913,11 +913,17 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 			}
 			depth++
 		}
+		// The counter workload's critical section is read, think (the hold), write:
+		// a holder paused or cut off while thinking writes a stale value unless fenced.
+		var read *int64
 		if wl.Kind == workloads.Counter && !s.dead && s.holding {
-			s.increment(limit)
+			read = s.readCounter(limit)
 		}
 		if !s.dead && s.holding {
 			s.hold(plan.Hold)
+		}
+		if read != nil && !s.dead && s.holding {
+			s.writeCounter(*read+1, limit)
 		}
 		for depth > 0 && !s.dead && s.holding {
 			if depth == 1 {
@@ -936,14 +942,18 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
-// increment is the counter workload's critical section: read the counter, write it
-// back plus one (fenced or not, as the worker was told at init).
-func (s *session) increment(limit time.Duration) {
+// readCounter reads the counter; nil unless the read succeeded.
+func (s *session) readCounter(limit time.Duration) *int64 {
 	reply, ok := s.callOn(workloads.CounterKey, histories.FRead, nil, workloads.Request{Op: workloads.OpRead}, limit)
-	if !ok || reply.Type != workloads.ReplyOK || reply.Value == nil || s.dead {
-		return
+	if !ok || reply.Type != workloads.ReplyOK || reply.Value == nil {
+		return nil
 	}
-	next := *reply.Value + 1
+	return reply.Value
+}
+
+// writeCounter writes next to the counter (fenced or not, as the worker was told at
+// init).
+func (s *session) writeCounter(next int64, limit time.Duration) {
 	_, _ = s.callOn(workloads.CounterKey, histories.FWrite, strconv.AppendInt(nil, next, 10),
 		workloads.Request{Op: workloads.OpWrite, Value: &next}, limit)
 }

@@ -66,13 +66,15 @@ type Results struct {
 
 // Check is one key's verdict.
 type Check struct {
-	Key                   string         `json:"key"`
-	Verdict               models.Verdict `json:"verdict"`
-	Checker               string         `json:"checker"`
-	Ops                   int            `json:"ops"`
-	Witness               string         `json:"witness,omitempty"`
-	FirstViolationSeconds *float64       `json:"first_violation_seconds,omitempty"`
-	WindowIndexes         []int64        `json:"window_indexes,omitempty"`
+	Key     string         `json:"key"`
+	Verdict models.Verdict `json:"verdict"`
+	Checker string         `json:"checker"`
+	Ops     int            `json:"ops"`
+	Witness string         `json:"witness,omitempty"`
+	// Advisory checks are reported but do not decide the verdict (see Verdict).
+	Advisory              bool     `json:"advisory,omitempty"`
+	FirstViolationSeconds *float64 `json:"first_violation_seconds,omitempty"`
+	WindowIndexes         []int64  `json:"window_indexes,omitempty"`
 }
 
 // CheckRun loads the run's history from disk, checks it, and writes results.json,
@@ -117,8 +119,8 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	}
 	if found {
 		out.Checks = append(out.Checks, live)
-		out.Verdict = models.Worse(out.Verdict, live.Verdict)
 	}
+	out.Checks, out.Verdict = Verdict(out.Checks)
 	out.Files["history"] = "history.jsonl"
 	timeline := filepath.Join(run.Dir, "timeline.html")
 	if err := writeFile(timeline, func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
@@ -211,17 +213,37 @@ func PrintCheck(w io.Writer, path string, h histories.History, res models.Result
 	for _, k := range res.Keys {
 		checks = append(checks, Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness})
 	}
-	verdict := res.Verdict
 	live, found, err := LivenessCheck(h)
 	if err != nil {
 		return models.Unknown, fmt.Errorf("%s: %w", path, err)
 	}
 	if found {
 		checks = append(checks, live)
-		verdict = models.Worse(verdict, live.Verdict)
 	}
+	checks, verdict := Verdict(checks)
 	printVerdict(w, verdict, checks)
 	return verdict, nil
+}
+
+// Verdict marks advisory checks and returns the overall verdict, the worst of the
+// others. When a history protects data with its lock (a counter key, checked as a
+// register), the lock's own checks are advisory: what counts is whether the data
+// stayed right. A fenced counter's lock may well overlap (a paused holder) while
+// fencing keeps every write safe; an unfenced one shows the harm as lost updates.
+func Verdict(checks []Check) ([]Check, models.Verdict) {
+	data := false
+	for _, c := range checks {
+		data = data || strings.Contains(c.Checker, "register") || strings.Contains(c.Checker, "final-value")
+	}
+	v := models.Valid
+	for i, c := range checks {
+		lockCheck := c.Key != LivenessKey && !strings.Contains(c.Checker, "register") && !strings.Contains(c.Checker, "final-value")
+		checks[i].Advisory = data && lockCheck
+		if !checks[i].Advisory {
+			v = models.Worse(v, c.Verdict)
+		}
+	}
+	return checks, v
 }
 
 func printCounts(w io.Writer, counts map[string]map[string]int) {
@@ -246,7 +268,11 @@ func printVerdict(w io.Writer, v models.Verdict, checks []Check) {
 		if key == "" {
 			key = "(the lock)"
 		}
-		fmt.Fprintf(w, "  key %s: %s (%s checker)\n", key, c.Verdict, c.Checker)
+		note := ""
+		if c.Advisory {
+			note = ", advisory: the data the lock protects decides the verdict"
+		}
+		fmt.Fprintf(w, "  key %s: %s (%s checker%s)\n", key, c.Verdict, c.Checker, note)
 		for _, line := range strings.Split(strings.TrimRight(c.Witness, "\n"), "\n") {
 			fmt.Fprintf(w, "    %s\n", line)
 		}

@@ -109,3 +109,31 @@ func TestCheckRunRejectsMalformedHistory(t *testing.T) {
 		t.Fatal("a completion without invoke was accepted")
 	}
 }
+
+func TestLockChecksAreAdvisoryWhenDataIsChecked(t *testing.T) {
+	lockBad := Check{Key: "l0", Verdict: models.Invalid, Checker: "holds"}
+	counterOK := Check{Key: "counter", Verdict: models.Valid, Checker: "register+final-value"}
+	counterBad := Check{Key: "counter", Verdict: models.Invalid, Checker: "register"}
+	liveBad := Check{Key: LivenessKey, Verdict: models.Invalid, Checker: "final phase"}
+	cases := []struct {
+		name   string
+		checks []Check
+		want   models.Verdict
+	}{
+		{"lock alone decides", []Check{lockBad}, models.Invalid},
+		{"fenced data stays right", []Check{lockBad, counterOK}, models.Valid},
+		{"lost update", []Check{lockBad, counterBad}, models.Invalid},
+		{"liveness is never advisory", []Check{lockBad, counterOK, liveBad}, models.Invalid},
+	}
+	for _, c := range cases {
+		checks, v := Verdict(append([]Check(nil), c.checks...))
+		if v != c.want {
+			t.Errorf("%s: verdict %s, want %s", c.name, v, c.want)
+		}
+		for _, ch := range checks {
+			if ch.Advisory && ch.Key != "l0" {
+				t.Errorf("%s: %s marked advisory", c.name, ch.Key)
+			}
+		}
+	}
+}
