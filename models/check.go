@@ -1,10 +1,14 @@
 package models
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,7 +22,13 @@ const (
 	fnOther fn = iota
 	fnAcquire
 	fnRelease
+	fnRead  // a register read; an ok read's value is what it returned
+	fnWrite // a register write of its value
 )
+
+// fCounterFinal is the function of the nemesis op that records a counter's
+// final value after the run.
+const fCounterFinal = "counter-final"
 
 // outcome is how a call ended.
 type outcome uint8
@@ -44,8 +54,9 @@ type call struct {
 	key   int32
 	f     fn
 	out   outcome
-	lost  bool // a release the harness recorded as lost
-	write bool // a write (or mode-less) acquire, for rwlock
+	lost  bool  // a release the harness recorded as lost
+	write bool  // a write (or mode-less) acquire, for rwlock
+	val   int64 // a write's value, an ok read's result
 }
 
 // parsed is a history paired into calls and partitioned by key.
@@ -58,6 +69,21 @@ type parsed struct {
 	byKey [][]int32
 	// lines[k] counts the history lines (invokes and completions) on keys[k].
 	lines []int
+	// reg[k] marks a register key: one with reads, writes or a
+	// counter-final op (the others are lock keys).
+	reg []bool
+	// final[k] is the position in h of keys[k]'s counter-final op, -1 if
+	// none; finalVal[k] is the value it recorded.
+	final    []int32
+	finalVal []int64
+}
+
+// keyClass remembers the first lock op, register op and other op of a key,
+// to reject a key that mixes lock and register ops, or has other ops on a
+// register.
+type keyClass struct {
+	lockAt, regAt, otherAt int64 // op indexes, -1 if none
+	otherF                 string
 }
 
 type procKey struct {
@@ -78,11 +104,73 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 	}
 	p := &parsed{h: h, calls: make([]call, 0, len(h)/2+1)}
 	keyIdx := map[string]int32{}
+	var classes []keyClass
+	keyOf := func(name string) int32 {
+		k, ok := keyIdx[name]
+		if !ok {
+			k = int32(len(p.keys))
+			keyIdx[name] = k
+			p.keys = append(p.keys, name)
+			p.byKey = append(p.byKey, nil)
+			p.lines = append(p.lines, 0)
+			p.reg = append(p.reg, false)
+			p.final = append(p.final, -1)
+			p.finalVal = append(p.finalVal, 0)
+			classes = append(classes, keyClass{lockAt: -1, regAt: -1, otherAt: -1})
+		}
+		return k
+	}
+	// classify records that op (at index idx), whose function is what, is
+	// a lock op, a register op or another op of key k, and rejects a key
+	// with both lock and register ops, or a register key with other ops
+	// (which might change the register).
+	classify := func(k int32, cls fn, idx int64, what string) error {
+		cl := &classes[k]
+		switch {
+		case cls == fnRead && cl.lockAt >= 0:
+			return fmt.Errorf("op %d: %s on %s, which has lock ops (acquire/release, the first at op %d): a key is a lock or a register, not both",
+				idx, what, keyName(p.keys[k]), cl.lockAt)
+		case cls == fnRead && cl.otherAt >= 0:
+			return fmt.Errorf("op %d: %s on %s, which has op %d (%s): a register key has only read and write ops",
+				idx, what, keyName(p.keys[k]), cl.otherAt, cl.otherF)
+		case cls != fnRead && cl.regAt >= 0:
+			kind := "lock ops are"
+			if cls == fnOther {
+				kind = "other ops are"
+			}
+			return fmt.Errorf("op %d: %s on %s, which has register ops (read, write or counter-final, the first at op %d): %s not allowed on a register key",
+				idx, what, keyName(p.keys[k]), cl.regAt, kind)
+		case cls == fnRead && cl.regAt < 0:
+			cl.regAt = idx
+			p.reg[k] = true
+		case cls == fnAcquire && cl.lockAt < 0:
+			cl.lockAt = idx
+		case cls == fnOther && cl.otherAt < 0:
+			cl.otherAt, cl.otherF = idx, what
+		}
+		return nil
+	}
 	procs := map[int]*procState{}
 	infoAt := map[procKey]int64{} // process and key -> index of the info op
 	for i := range h {
 		op := &h[i]
 		if op.Process.Nemesis {
+			if op.F != fCounterFinal {
+				continue
+			}
+			k := keyOf(op.Key)
+			if err := classify(k, fnRead, op.Index, fCounterFinal); err != nil {
+				return nil, err
+			}
+			if p.final[k] >= 0 {
+				return nil, fmt.Errorf("op %d: a second counter-final on %s (the first is op %d)", op.Index, keyName(op.Key), h[p.final[k]].Index)
+			}
+			v, err := finalValue(op.Value)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: counter-final value: %v", op.Index, err)
+			}
+			p.final[k], p.finalVal[k] = int32(i), v
+			p.lines[k]++
 			continue
 		}
 		if !op.Type.Valid() {
@@ -105,14 +193,7 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 			if op.F == "" {
 				return nil, fmt.Errorf("op %d: invoke without a function", op.Index)
 			}
-			k, ok := keyIdx[op.Key]
-			if !ok {
-				k = int32(len(p.keys))
-				keyIdx[op.Key] = k
-				p.keys = append(p.keys, op.Key)
-				p.byKey = append(p.byKey, nil)
-				p.lines = append(p.lines, 0)
-			}
+			k := keyOf(op.Key)
 			if at, dead := infoAt[procKey{id, k}]; dead {
 				return nil, fmt.Errorf("op %d: process %d is used again on %s after its op %d completed as info",
 					op.Index, id, keyName(op.Key), at)
@@ -123,6 +204,20 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 				c.f = fnAcquire
 			case histories.FRelease:
 				c.f = fnRelease
+			case histories.FRead:
+				c.f = fnRead
+			case histories.FWrite:
+				c.f = fnWrite
+			}
+			cls := c.f // the key's class: fnAcquire (lock), fnRead (register) or fnOther
+			switch c.f {
+			case fnRelease:
+				cls = fnAcquire
+			case fnWrite:
+				cls = fnRead
+			}
+			if err := classify(k, cls, op.Index, op.F); err != nil {
+				return nil, err
 			}
 			if op.Lost && c.f != fnRelease {
 				return nil, fmt.Errorf("op %d: only a release can be lost, not %s", op.Index, op.F)
@@ -135,6 +230,13 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 				default:
 					return nil, fmt.Errorf("op %d: unknown rwlock mode %q", op.Index, op.Mode)
 				}
+			}
+			if c.f == fnWrite {
+				v, err := intValue(op.Value)
+				if err != nil {
+					return nil, fmt.Errorf("op %d: write value: %v", op.Index, err)
+				}
+				c.val = v
 			}
 			ps.open = int32(len(p.calls))
 			ps.lastT, ps.seen = op.Time, true
@@ -172,6 +274,13 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 				return nil, fmt.Errorf("op %d: unknown rwlock mode %q", op.Index, op.Mode)
 			}
 		}
+		if c.f == fnRead && op.Type == histories.OK {
+			v, err := intValue(op.Value)
+			if err != nil {
+				return nil, fmt.Errorf("op %d: read result: %v", op.Index, err)
+			}
+			c.val = v
+		}
 		c.comp = int32(i)
 		c.retT = op.Time
 		c.lost = c.lost || op.Lost
@@ -189,6 +298,36 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 		ps.lastT = op.Time
 	}
 	return p, nil
+}
+
+// intValue decodes an op's value that must be a JSON integer.
+func intValue(raw json.RawMessage) (int64, error) {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return 0, errors.New("missing, want an integer")
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not an integer", s)
+	}
+	return v, nil
+}
+
+// finalValue decodes a counter-final op's value: {"value":N}, or N.
+func finalValue(raw json.RawMessage) (int64, error) {
+	s := strings.TrimSpace(string(raw))
+	if !strings.HasPrefix(s, "{") {
+		return intValue(raw)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return 0, err
+	}
+	v, ok := obj["value"]
+	if !ok {
+		return 0, fmt.Errorf(`%s has no "value"`, s)
+	}
+	return intValue(v)
 }
 
 func (c *call) fnName(h histories.History) string {
@@ -240,6 +379,9 @@ func Check(h histories.History, cfg Config) (Result, error) {
 }
 
 func checkKey(p *parsed, k int32, cfg Config) KeyResult {
+	if p.reg[k] {
+		return checkRegister(p, k, cfg)
+	}
 	if cfg.Kind == KnossosMutex {
 		return checkPorcupine(p, k, cfg)
 	}

@@ -192,8 +192,8 @@ var checkCases = []checkCase{
 		0 1 invoke acquire
 		1 1 ok acquire
 		1 n info start
-		2 2 invoke read
-		3 2 ok read
+		2 2 invoke sleep
+		3 2 ok sleep
 		4 1 invoke release
 		5 1 ok release`},
 	{name: "mutex/one key of several invalid", kind: Mutex, want: Invalid, badKey: "b", first: 5,
@@ -340,6 +340,178 @@ var checkCases = []checkCase{
 		0 1 invoke release m=read
 		1 1 ok release m=read`},
 
+	// Re-entrant mutex.
+	{name: "reentrant/nested", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		4 1 invoke acquire
+		5 1 ok acquire
+		6 1 invoke release
+		7 1 ok release
+		8 1 invoke release
+		9 1 ok release
+		10 1 invoke release
+		11 1 ok release
+		10 2 ok acquire
+		12 2 invoke release
+		13 2 ok release`},
+	{name: "reentrant/another process acquires while the depth is 1", kind: Reentrant, want: Invalid, first: 7,
+		witness: []string{"process 1 held the lock (nested 2 deep) from index 0 (acquire invoked at 0s, ok at index 1 at 1ns) to index 8 (release invoked at 8ns, ok)",
+			"process 2 held it from index 4", "2 holders at once, a re-entrant mutex allows 1"}, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 1 invoke release
+		6 1 ok release
+		7 2 ok acquire
+		8 1 invoke release
+		9 1 ok release`},
+	{name: "reentrant/another process acquires while the depth is 2", kind: Reentrant, want: Invalid, first: 4,
+		witness: []string{"(nested 2 deep)", "never released it"}, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		0 2 invoke acquire
+		4 2 ok acquire`},
+	{name: "reentrant/release without hold", kind: Reentrant, want: Invalid, first: 9,
+		witness: []string{"process 1 released the lock at index 8", "did not hold it", "its last hold ended with the release at index 6"}, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 1 invoke release
+		5 1 ok release
+		6 1 invoke release
+		7 1 ok release
+		8 1 invoke release
+		9 1 ok release`},
+	{name: "reentrant/release without ever acquiring", kind: Reentrant, want: Invalid, first: 1,
+		witness: []string{"never acquired it"}, history: `
+		0 2 invoke release
+		1 2 ok release`},
+	{name: "reentrant/failed inner release ends the whole hold", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 1 invoke release
+		6 1 fail release
+		5 2 ok acquire`},
+	{name: "reentrant/release ok after a failed inner release", kind: Reentrant, want: Invalid, first: 9,
+		witness: []string{"did not hold it", "its last hold ended with the release at index 4"}, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 1 invoke release
+		5 1 fail release
+		8 1 invoke release
+		9 1 ok release`},
+	{name: "reentrant/lost at depth 2 ends the whole hold", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 1 invoke release lost
+		5 1 ok release lost
+		6 2 ok acquire`},
+	{name: "reentrant/crashed inner release may end the whole hold", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 1 invoke release
+		9 1 info release
+		6 2 ok acquire`},
+	{name: "reentrant/pending inner release may end the whole hold", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 1 invoke release
+		6 2 ok acquire`},
+	{name: "reentrant/acquire before a crashed inner release", kind: Reentrant, want: Invalid, first: 5,
+		witness: []string{"release invoked at 6ns, outcome unknown at depth 2, which may end the whole hold"}, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 2 ok acquire
+		6 1 invoke release
+		9 1 info release`},
+	{name: "reentrant/inner release does not free the lock", kind: Reentrant, want: Invalid, first: 7, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 2 invoke acquire
+		5 1 invoke release
+		6 1 ok release
+		7 2 ok acquire`},
+	{name: "reentrant/crashed nested acquire: the hold goes on", kind: Reentrant, want: Invalid, first: 6, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 info acquire
+		4 2 invoke acquire
+		6 2 ok acquire`},
+	{name: "reentrant/failed nested acquire has no effect", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 fail acquire
+		4 2 invoke acquire
+		5 1 invoke release
+		6 1 ok release
+		6 2 ok acquire`},
+	{name: "reentrant/crashed first acquire may not have happened", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		3 1 info acquire
+		1 2 invoke acquire
+		2 2 ok acquire
+		4 2 invoke acquire
+		5 2 ok acquire`},
+	// As under mutex: a process's own ops are ordered at equal times, which
+	// porcupine cannot see (see "mutex/process order at equal times").
+	{name: "reentrant/process order at equal times", kind: Reentrant, want: Invalid, first: 4, porcupineDiffers: true,
+		witness: []string{"did not hold it"}, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke release
+		3 1 ok release
+		4 1 invoke release
+		4 1 ok release
+		4 1 invoke acquire
+		4 1 ok acquire`},
+	{name: "reentrant/two processes hold one after the other, each nested", kind: Reentrant, want: Valid, history: `
+		0 1 invoke acquire
+		1 1 ok acquire
+		2 1 invoke acquire
+		3 1 ok acquire
+		4 1 invoke release
+		5 1 ok release
+		6 1 invoke release
+		0 2 invoke acquire
+		6 2 ok acquire
+		7 1 ok release
+		8 2 invoke acquire
+		9 2 ok acquire
+		10 2 invoke release
+		11 2 ok release
+		12 2 invoke release
+		13 2 ok release`},
+
 	// Knossos's owner-less mutex.
 	{name: "knossos/anyone may release", kind: KnossosMutex, want: Valid, history: `
 		0 1 invoke acquire
@@ -478,6 +650,22 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 		{"lost acquire", "0 1 invoke acquire lost", "op 0: only a release can be lost", Mutex},
 		{"bad mode", "0 1 invoke acquire m=shared", `op 0: unknown rwlock mode "shared"`, RWLock},
 		{"no function", "0 1 invoke -", "", Mutex},
+		{"register op on a lock key", "0 1 invoke acquire\n1 1 ok acquire\n2 2 invoke read\n3 2 ok read v=0",
+			"op 2: read on the lock, which has lock ops (acquire/release, the first at op 0): a key is a lock or a register, not both", Mutex},
+		{"lock op on a register key", "0 1 invoke write k=c v=1\n1 1 ok write k=c\n2 2 invoke release k=c",
+			`op 2: release on "c", which has register ops (read, write or counter-final, the first at op 0)`, Reentrant},
+		{"counter-final on a lock key", "0 1 invoke acquire k=c\n1 n info counter-final k=c v={\"value\":1}",
+			`op 1: counter-final on "c", which has lock ops`, Mutex},
+		{"other op on a register key", "0 1 invoke read k=x\n1 1 ok read k=x v=0\n2 1 invoke cas k=x",
+			`op 2: cas on "x", which has register ops (read, write or counter-final, the first at op 0): other ops are not allowed on a register key`, Mutex},
+		{"register op on a key with other ops", "0 1 invoke cas k=x\n1 1 ok cas k=x\n2 1 invoke write k=x v=1",
+			`op 2: write on "x", which has op 0 (cas): a register key has only read and write ops`, Mutex},
+		{"read without a value", "0 1 invoke read\n1 1 ok read", "op 1: read result: missing, want an integer", Mutex},
+		{"read of a string", `0 1 invoke read` + "\n" + `1 1 ok read v="3"`, `op 1: read result: "3" is not an integer`, Mutex},
+		{"write without a value", "0 1 invoke write\n1 1 ok write v=1", "op 0: write value: missing, want an integer", Mutex},
+		{"write of a fraction", "0 1 invoke write v=1.5", "op 0: write value: 1.5 is not an integer", Mutex},
+		{"two counter-finals", "0 n info counter-final v={\"value\":1}\n1 n info counter-final v=2", "op 1: a second counter-final on the lock (the first is op 0)", Mutex},
+		{"counter-final without a value", "0 n info counter-final v={\"count\":1}", `op 0: counter-final value: {"count":1} has no "value"`, Mutex},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -495,7 +683,7 @@ func TestCheckRejectsBadHistories(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	for _, s := range []string{"mutex", " Semaphore ", "RWLOCK", "knossos-mutex"} {
+	for _, s := range []string{"mutex", " Semaphore ", "RWLOCK", "reentrant", "knossos-mutex"} {
 		if _, err := ParseKind(s); err != nil {
 			t.Errorf("ParseKind(%q): %v", s, err)
 		}
@@ -503,7 +691,10 @@ func TestConfig(t *testing.T) {
 	if k, _ := ParseKind("RWLock"); k != RWLock {
 		t.Errorf("ParseKind(RWLock) = %q", k)
 	}
-	if _, err := ParseKind("lock"); err == nil || !strings.Contains(err.Error(), "mutex, semaphore, rwlock, knossos-mutex") {
+	if k, _ := ParseKind(" Reentrant"); k != Reentrant {
+		t.Errorf("ParseKind(Reentrant) = %q", k)
+	}
+	if _, err := ParseKind("lock"); err == nil || !strings.Contains(err.Error(), "mutex, semaphore, rwlock, reentrant, knossos-mutex") {
 		t.Errorf("ParseKind(lock): %v", err)
 	}
 	if _, err := Check(nil, Config{Kind: "spinlock"}); err == nil {

@@ -26,11 +26,13 @@ func TestMain(m *testing.M) {
 }
 
 // genLockHistory draws a small lock history: 2 to 4 workers, up to 12
-// operations with random outcomes (ok, fail, info, pending, lost releases),
-// random overlapping timings with many ties between processes. Outcomes ignore the lock, so
-// workers often claim ok without waiting and histories are often invalid. A
-// process whose op completes as info or stays pending is never used again:
-// its worker goes on as a new process.
+// operations (14 under reentrant) with random outcomes (ok, fail, info,
+// pending, lost releases), random overlapping timings with many ties between
+// processes. Outcomes ignore the lock, so workers often claim ok without
+// waiting and histories are often invalid. A process whose op completes as
+// info or stays pending is never used again: its worker goes on as a new
+// process. Under reentrant a holder acquires again almost as often as it
+// releases, so holds nest, and a failed or lost release ends its whole hold.
 func genLockHistory(t *rapid.T, kind Kind) histories.History {
 	type slot struct {
 		proc  int
@@ -49,11 +51,15 @@ func genLockHistory(t *rapid.T, kind Kind) histories.History {
 	}
 	nextProc := workers
 	var lines []line
-	n := rapid.IntRange(1, 12).Draw(t, "ops")
+	maxOps, releaseWhenHolding := 12, 8
+	if kind == Reentrant {
+		maxOps, releaseWhenHolding = 14, 4
+	}
+	n := rapid.IntRange(1, maxOps).Draw(t, "ops")
 	for range n {
 		s := &slots[rapid.IntRange(0, workers-1).Draw(t, "worker")]
 		f := histories.FAcquire
-		if r := rapid.IntRange(0, 9).Draw(t, "f"); (s.holds > 0 && r < 8) || (s.holds == 0 && r < 1) {
+		if r := rapid.IntRange(0, 9).Draw(t, "f"); (s.holds > 0 && r < releaseWhenHolding) || (s.holds == 0 && r < 1) {
 			f = histories.FRelease
 		}
 		mode := ""
@@ -61,6 +67,9 @@ func genLockHistory(t *rapid.T, kind Kind) histories.History {
 			mode = rapid.SampledFrom([]string{histories.ModeRead, histories.ModeWrite}).Draw(t, "mode")
 		}
 		outcomes := []string{"ok", "ok", "fail", "info", "pending"}
+		if kind == Reentrant {
+			outcomes = append(outcomes, "ok") // nesting needs ok acquires
+		}
 		if f == histories.FRelease {
 			outcomes = append(outcomes, "lost")
 		}
@@ -102,6 +111,8 @@ func genLockHistory(t *rapid.T, kind Kind) histories.History {
 			nextProc++
 		case f == histories.FAcquire && out == "ok":
 			s.holds++
+		case f == histories.FRelease && kind == Reentrant && (out == "fail" || out == "lost"):
+			s.holds = 0
 		case f == histories.FRelease && s.holds > 0:
 			s.holds--
 		}
@@ -120,11 +131,20 @@ func genLockHistory(t *rapid.T, kind Kind) histories.History {
 // the owner-aware models on random small histories, and that the window of
 // every invalid one is not linearizable either.
 func TestHoldsMatchesPorcupine(t *testing.T) {
-	for _, cfg := range []Config{{Kind: Mutex}, {Kind: Semaphore, Permits: 2}, {Kind: RWLock}} {
+	for _, cfg := range []Config{{Kind: Mutex}, {Kind: Semaphore, Permits: 2}, {Kind: RWLock}, {Kind: Reentrant}} {
 		t.Run(string(cfg.Kind), func(t *testing.T) {
-			var valid, invalid atomic.Int64
+			var valid, invalid, nested, innerEnd atomic.Int64
 			rapid.Check(t, func(t *rapid.T) {
 				h := genLockHistory(t, cfg.Kind)
+				if cfg.Kind == Reentrant {
+					n, e := nesting(h)
+					if n {
+						nested.Add(1)
+					}
+					if e {
+						innerEnd.Add(1)
+					}
+				}
 				res, err := Check(h, cfg)
 				if err != nil {
 					t.Fatalf("%v\n%s", err, describeHistory(h))
@@ -150,8 +170,59 @@ func TestHoldsMatchesPorcupine(t *testing.T) {
 			if valid.Load()*10 < total || invalid.Load()*10 < total {
 				t.Errorf("generator is lopsided: %d valid, %d invalid", valid.Load(), invalid.Load())
 			}
+			if cfg.Kind == Reentrant {
+				// The generator must exercise what makes reentrant differ
+				// from mutex: nesting, and holds ended by an inner release
+				// that failed, was lost, crashed or never completed.
+				t.Logf("%d nested, %d ended by an inner failed, lost, crashed or pending release", nested.Load(), innerEnd.Load())
+				if nested.Load()*4 < total || innerEnd.Load()*20 < total {
+					t.Errorf("generator nests too little: %d of %d nested, %d ended inside", nested.Load(), total, innerEnd.Load())
+				}
+			}
 		})
 	}
+}
+
+// nesting reports whether some process of h held a lock at depth 2 or more
+// (counting ok acquires and ok releases), and whether some hold at depth 2
+// or more was ended by a release that failed, was lost, crashed or never
+// completed.
+func nesting(h histories.History) (nested, innerEnd bool) {
+	depth := map[int]int{}
+	open := map[int]histories.Op{}
+	end := func(inv histories.Op, typ histories.Type) {
+		d := depth[inv.Process.ID]
+		switch {
+		case d == 0:
+		case typ == histories.OK && !inv.Lost:
+			depth[inv.Process.ID]--
+		default:
+			innerEnd = innerEnd || d > 1
+			depth[inv.Process.ID] = 0
+		}
+	}
+	for _, op := range h {
+		id := op.Process.ID
+		if op.Type == histories.Invoke {
+			open[id] = op
+			continue
+		}
+		inv := open[id]
+		delete(open, id)
+		switch {
+		case inv.F == histories.FAcquire && op.Type == histories.OK:
+			depth[id]++
+			nested = nested || depth[id] > 1
+		case inv.F == histories.FRelease:
+			end(inv, op.Type)
+		}
+	}
+	for _, inv := range open {
+		if inv.F == histories.FRelease {
+			end(inv, "")
+		}
+	}
+	return nested, innerEnd
 }
 
 // TestKnossosWindow checks, on random histories, that a knossos-mutex

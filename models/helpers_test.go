@@ -1,6 +1,7 @@
 package models
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -15,11 +16,12 @@ import (
 
 // hist builds a history from lines of the form
 //
-//	TIME PROCESS TYPE F [k=KEY] [m=MODE] [lost]
+//	TIME PROCESS TYPE F [k=KEY] [m=MODE] [v=JSON] [lost]
 //
 // where PROCESS is an integer or "n" for the nemesis, TYPE is
-// invoke|ok|fail|info and F is acquire|release|anything. Blank lines and
-// lines starting with # are skipped; ops are indexed from 0.
+// invoke|ok|fail|info, F is acquire|release|read|write|anything and JSON is
+// the op's value (without blanks). Blank lines and lines starting with #
+// are skipped; ops are indexed from 0.
 func hist(t testing.TB, text string) histories.History {
 	t.Helper()
 	var h histories.History
@@ -52,6 +54,8 @@ func hist(t testing.TB, text string) histories.History {
 				op.Key = x[2:]
 			case strings.HasPrefix(x, "m="):
 				op.Mode = x[2:]
+			case strings.HasPrefix(x, "v="):
+				op.Value = json.RawMessage(x[2:])
 			case x == "lost":
 				op.Lost = true
 			default:
@@ -124,6 +128,9 @@ func describeHistory(h histories.History) string {
 		}
 		if op.Mode != "" {
 			extra += " m=" + op.Mode
+		}
+		if len(op.Value) > 0 {
+			extra += " v=" + string(op.Value)
 		}
 		if op.Lost {
 			extra += " lost"

@@ -10,12 +10,15 @@ import (
 )
 
 // hold is the certain part of one hold: from its acquire's ok (start) to its
-// release's invoke (end), or forever.
+// release's invoke (end), or forever. Under reentrant, acq is the outermost
+// acquire and rel the release that may have ended the whole hold.
 type hold struct {
 	acq, rel   int32 // calls; rel is -1 when never released
 	start, end int64 // end is never when never released
 	proc       int
 	write      bool
+	maxDepth   int // reentrant: the deepest nesting reached (1 if none)
+	endDepth   int // reentrant: the depth when rel was invoked
 }
 
 // event kinds of the sweep; at equal times ends sort before starts, so holds
@@ -38,21 +41,41 @@ func checkHolds(p *parsed, k int32, cfg Config) KeyResult {
 	ids := p.byKey[k]
 	holds := make([]hold, 0, len(ids)/2)
 	open := map[int][]int32{} // process -> its open holds, most recent last
-	bad := int32(-1)          // the earliest release that completed ok without a hold
+	depth := map[int]int{}    // reentrant: process -> the depth of its open hold
+	reentrant := cfg.Kind == Reentrant
+	bad := int32(-1) // the earliest release that completed ok without a hold
 	for _, ci := range ids {
 		c := &p.calls[ci]
 		switch c.f {
 		case fnAcquire:
-			if c.out == outOK {
-				open[c.proc] = append(open[c.proc], int32(len(holds)))
-				holds = append(holds, hold{acq: ci, rel: -1, start: c.retT, end: never, proc: c.proc, write: c.write})
+			if c.out != outOK {
+				break
 			}
+			if st := open[c.proc]; reentrant && len(st) > 0 {
+				// Nested: the hold goes on, one level deeper.
+				depth[c.proc]++
+				hd := &holds[st[len(st)-1]]
+				hd.maxDepth = max(hd.maxDepth, depth[c.proc])
+				break
+			}
+			depth[c.proc] = 1
+			open[c.proc] = append(open[c.proc], int32(len(holds)))
+			holds = append(holds, hold{acq: ci, rel: -1, start: c.retT, end: never, proc: c.proc, write: c.write, maxDepth: 1})
 		case fnRelease:
 			if st := open[c.proc]; len(st) > 0 {
+				if reentrant && c.out == outOK && !c.lost && depth[c.proc] > 1 {
+					// An inner release: the hold goes on, one level up.
+					depth[c.proc]--
+					break
+				}
+				// The release that ends the hold, or (failed, lost,
+				// crashed or pending) may end all of it at its invoke.
 				hi := st[len(st)-1]
 				open[c.proc] = st[:len(st)-1]
 				holds[hi].rel = ci
 				holds[hi].end = c.callT
+				holds[hi].endDepth = depth[c.proc]
+				depth[c.proc] = 0
 			} else if c.out == outOK && !c.lost {
 				if bad < 0 || c.retT < p.calls[bad].retT {
 					bad = ci
@@ -140,6 +163,8 @@ func capacity(cfg Config) string {
 		return "a rwlock allows one writer or any number of readers"
 	case Semaphore:
 		return fmt.Sprintf("a semaphore with %d permit%s allows %d", cfg.Permits, plural(cfg.Permits), cfg.Permits)
+	case Reentrant:
+		return "a re-entrant mutex allows 1 (who may nest)"
 	}
 	return "a mutex allows 1"
 }
@@ -181,7 +206,7 @@ func explainOverlap(p *parsed, kr *KeyResult, holds []hold, vt int64, cfg Config
 	var parts []string
 	sameProc := true
 	for n, i := range chosen {
-		parts = append(parts, describeHold(p, &holds[i], n == 0, cfg.Kind == RWLock))
+		parts = append(parts, describeHold(p, &holds[i], n == 0, cfg.Kind))
 		sameProc = sameProc && holds[i].proc == holds[chosen[0]].proc
 	}
 	var what string
@@ -246,15 +271,17 @@ func explainBadRelease(p *parsed, kr *KeyResult, holds []hold, bad int32) {
 }
 
 // describeHold renders one hold for a witness.
-func describeHold(p *parsed, hd *hold, first, rw bool) string {
+func describeHold(p *parsed, hd *hold, first bool, kind Kind) string {
 	h := p.h
 	a := &p.calls[hd.acq]
 	mode := ""
 	switch {
-	case rw && hd.write:
+	case kind == RWLock && hd.write:
 		mode = "for writing "
-	case rw:
+	case kind == RWLock:
 		mode = "for reading "
+	case kind == Reentrant && hd.maxDepth > 1:
+		mode = fmt.Sprintf("(nested %d deep) ", hd.maxDepth)
 	}
 	subject := fmt.Sprintf("process %d held %s %s", hd.proc, keyName(h[a.inv].Key), mode)
 	if !first {
@@ -278,6 +305,12 @@ func describeHold(p *parsed, hd *hold, first, rw bool) string {
 		how = "outcome unknown"
 	default:
 		how = "never completed"
+	}
+	if kind == Reentrant && hd.endDepth > 1 {
+		how += fmt.Sprintf(" at depth %d, which ends the whole hold", hd.endDepth)
+		if r.out == outInfo || r.out == outPending {
+			how = strings.Replace(how, "which ends", "which may end", 1)
+		}
 	}
 	return s + fmt.Sprintf(" to index %d (release invoked at %s, %s)", h[r.inv].Index, fmtTime(r.callT), how)
 }

@@ -19,12 +19,15 @@ const (
 	Semaphore Kind = "semaphore"
 	// RWLock is an owner-aware read-write lock: one writer or many readers.
 	RWLock Kind = "rwlock"
+	// Reentrant is an owner-aware re-entrant mutex: one holder at a time,
+	// who may acquire it again while holding it (nesting).
+	Reentrant Kind = "reentrant"
 	// KnossosMutex is Knossos's owner-less mutex, for Jepsen histories.
 	KnossosMutex Kind = "knossos-mutex"
 )
 
 // Kinds lists every kind, in the order they are documented.
-var Kinds = []Kind{Mutex, Semaphore, RWLock, KnossosMutex}
+var Kinds = []Kind{Mutex, Semaphore, RWLock, Reentrant, KnossosMutex}
 
 // ParseKind returns the kind named s (case and surrounding blanks ignored).
 func ParseKind(s string) (Kind, error) {
@@ -46,14 +49,17 @@ const DefaultTimeout = 10 * time.Second
 
 // Config says how to check a history.
 type Config struct {
-	// Kind is the lock model.
+	// Kind is the lock model of the lock keys (keys with acquire and
+	// release ops). Keys with read and write ops are registers whatever
+	// the kind.
 	Kind Kind
 	// Permits is the number of permits of a semaphore; 0 means 1. Other kinds
 	// ignore it.
 	Permits int
-	// Timeout is porcupine's budget per key; 0 means DefaultTimeout. After
-	// a violation, finding and explaining a short window gets as much
-	// again. The holds checker needs no budget.
+	// Timeout is porcupine's budget per key (knossos-mutex keys and
+	// register keys); 0 means DefaultTimeout. After a violation, finding
+	// and explaining a short window gets as much again. The holds checker
+	// needs no budget.
 	Timeout time.Duration
 }
 
@@ -108,19 +114,31 @@ func Worse(a, b Verdict) Verdict {
 	return a
 }
 
-// Checker names, as in KeyResult.Checker.
+// Checker names, as in KeyResult.Checker. A register key's Checker names
+// the checks that ran on it: CheckerRegister, CheckerFinalValue, or both
+// joined by "+" (CheckerRegister + "+" + CheckerFinalValue).
 const (
-	CheckerHolds     = "holds"
+	// CheckerHolds is the structural checker of mutex, semaphore, rwlock
+	// and reentrant keys.
+	CheckerHolds = "holds"
+	// CheckerPorcupine is porcupine alone (knossos-mutex keys).
 	CheckerPorcupine = "porcupine"
+	// CheckerRegister checks a key's reads and writes against a register
+	// (porcupine, after cheap scans for stale reads and lost updates).
+	CheckerRegister = "register"
+	// CheckerFinalValue compares a counter's final value, recorded by the
+	// harness, with its acknowledged increments.
+	CheckerFinalValue = "final-value"
 )
 
 // KeyResult is the verdict on one key.
 type KeyResult struct {
-	// Key is the lock name; "" is the one lock.
+	// Key is the lock (or register) name; "" is the one lock.
 	Key string
 	// Verdict is the key's verdict.
 	Verdict Verdict
-	// Checker is "holds" or "porcupine".
+	// Checker is "holds" or "porcupine" for a lock key; "register",
+	// "final-value" or "register+final-value" for a register key.
 	Checker string
 	// Ops is the number of history lines (invokes and completions) of the key.
 	Ops int
@@ -132,6 +150,11 @@ type KeyResult struct {
 	Window []histories.Op
 	// FirstViolation is the time (ns) of the violation, -1 if none.
 	FirstViolation int64
+
+	// fromZero says that the Window of a register key starts from the
+	// register's initial 0 rather than from any value (for
+	// WriteVisualization).
+	fromZero bool
 }
 
 // Result is the verdict on a whole history.

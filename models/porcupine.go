@@ -30,8 +30,8 @@ const (
 	// pUnknown: the op took effect or did not.
 	pUnknown
 	// pFreed: a failed or lost release; it frees the lock if its process
-	// holds it (under knossos-mutex: if anyone holds it) and does nothing
-	// otherwise.
+	// holds it (under knossos-mutex: if anyone holds it; under reentrant:
+	// every level of the hold) and does nothing otherwise.
 	pFreed
 	// pStartFree and pStartAny are the outputs of the synthetic first op of a
 	// visualized window: the lock starts free, or in any state.
@@ -59,7 +59,11 @@ type lockModel struct {
 	free any
 	any  []any
 	// effect is the state after in takes effect in s, and whether it can.
-	effect   func(s any, in pIn) (any, bool)
+	effect func(s any, in pIn) (any, bool)
+	// lose, when set, is the state after proc's whole hold is lost in s
+	// (reentrant: a failed, lost, crashed or pending release ends every
+	// level of the hold). Without it a lost hold is one release.
+	lose     func(s any, proc int) any
 	equal    func(a, b any) bool
 	hash     func(s any) uint64
 	describe func(s any) string
@@ -67,6 +71,12 @@ type lockModel struct {
 
 // semState is a semaphore's holders, sorted.
 type semState []int
+
+// reState is a re-entrant mutex's owner (noOwner if free) and how many
+// times the owner holds it.
+type reState struct {
+	owner, depth int
+}
 
 // rwState is a rwlock's writer (noOwner if none) and readers, sorted.
 type rwState struct {
@@ -137,6 +147,44 @@ func newLockModel(kind Kind, permits int) lockModel {
 					return "read by " + procList(st.readers)
 				}
 				return "free"
+			},
+		}
+	case Reentrant:
+		free := reState{owner: noOwner}
+		return lockModel{kind: kind, free: free,
+			effect: func(s any, in pIn) (any, bool) {
+				st := s.(reState)
+				if in.f == fnAcquire {
+					if st.owner != noOwner && st.owner != in.proc {
+						return s, false
+					}
+					return reState{owner: in.proc, depth: st.depth + 1}, true
+				}
+				switch {
+				case st.owner != in.proc:
+					return s, false
+				case st.depth == 1:
+					return free, true
+				}
+				return reState{owner: in.proc, depth: st.depth - 1}, true
+			},
+			lose: func(s any, proc int) any {
+				if s.(reState).owner == proc {
+					return free
+				}
+				return s
+			},
+			equal: func(a, b any) bool { return a == b },
+			hash: func(s any) uint64 {
+				st := s.(reState)
+				return hashInts(st.owner, []int{st.depth})
+			},
+			describe: func(s any) string {
+				st := s.(reState)
+				if st.owner == noOwner {
+					return "free"
+				}
+				return fmt.Sprintf("held by p%d at depth %d", st.owner, st.depth)
 			},
 		}
 	case KnossosMutex:
@@ -234,12 +282,25 @@ func (m lockModel) step(s any, in pIn, out pOut) []any {
 		}
 		return nil
 	case pUnknown:
+		states := []any{s}
 		if legal {
-			return []any{s, next}
+			states = append(states, next)
 		}
-		return []any{s}
+		if m.lose != nil && in.f == fnRelease {
+			// A crashed or pending release is its process's last op on
+			// the key: whatever it did, the rest of the hold ends when the
+			// lock is lost (its session expires), or never.
+			states = append(states, m.lose(s, in.proc))
+		}
+		return states
 	case pFreed:
-		if legal && in.f == fnRelease {
+		if in.f != fnRelease {
+			return []any{s}
+		}
+		if m.lose != nil {
+			return []any{m.lose(s, in.proc)}
+		}
+		if legal {
 			return []any{next}
 		}
 		return []any{s}
@@ -284,16 +345,7 @@ func (m lockModel) porcupineModel(init initState) porcupine.Model {
 			}
 			return m.describe(s)
 		},
-		DescribeOperationMetadata: func(meta any) string {
-			md, ok := meta.(pMeta)
-			if !ok {
-				return ""
-			}
-			if md.comp < 0 {
-				return fmt.Sprintf("index %d", md.inv)
-			}
-			return fmt.Sprintf("index %d to %d", md.inv, md.comp)
-		},
+		DescribeOperationMetadata: describeMeta,
 	}
 	return nm.ToModel()
 }
@@ -310,7 +362,13 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 	var parts [][]porcupine.Operation
 	idx := map[int]int{}
 	for _, op := range ops {
-		k := op.Input.(pIn).part
+		var k int
+		switch in := op.Input.(type) {
+		case pIn:
+			k = in.part
+		case rIn:
+			k = in.part
+		}
 		i, ok := idx[k]
 		if !ok {
 			i = len(parts)
@@ -365,7 +423,7 @@ func toPops(p *parsed, k int32, kind Kind) []pop {
 	var ops []pop
 	for _, ci := range p.byKey[k] {
 		c := &p.calls[ci]
-		if c.f == fnOther {
+		if c.f != fnAcquire && c.f != fnRelease {
 			continue
 		}
 		in := pIn{f: c.f, proc: c.proc, write: c.write, rw: kind == RWLock && c.f == fnAcquire, part: int(k)}

@@ -230,6 +230,8 @@ func modelName(k Kind) string {
 		return "an owner-aware semaphore"
 	case RWLock:
 		return "an owner-aware rwlock"
+	case Reentrant:
+		return "an owner-aware re-entrant mutex"
 	}
 	return "an owner-aware mutex"
 }

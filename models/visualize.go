@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
 
@@ -18,7 +19,10 @@ var ErrNothingToVisualize = errors.New("models: no invalid key with a window to 
 // WriteVisualization writes porcupine's HTML visualization of the window of
 // every invalid key of r, one partition per key, with the witness as an
 // annotation at the violation. Only the windows are checked again, which is
-// cheap. cfg must be the config r was checked with.
+// cheap. cfg must be the config r was checked with. A register key's window
+// is shown against the register model; a lost update or a wrong final
+// value may be linearizable as a register, and the annotation says what
+// was lost.
 func WriteVisualization(w io.Writer, r Result, cfg Config) error {
 	cfg, err := cfg.normalize()
 	if err != nil {
@@ -28,10 +32,16 @@ func WriteVisualization(w io.Writer, r Result, cfg Config) error {
 	var all []porcupine.Operation
 	var notes []porcupine.Annotation
 	for i, kr := range r.Keys {
-		if kr.Verdict != Invalid || len(kr.Window) == 0 {
+		reg := isRegisterResult(kr)
+		if kr.Verdict != Invalid || (len(kr.Window) == 0 && !reg) {
 			continue
 		}
-		ops, err := windowForVisualization(kr, i, m, cfg)
+		var ops []porcupine.Operation
+		if reg {
+			ops, err = registerWindowForVisualization(kr, i)
+		} else {
+			ops, err = windowForVisualization(kr, i, m, cfg)
+		}
 		if err != nil {
 			return fmt.Errorf("key %s: %w", keyName(kr.Key), err)
 		}
@@ -51,9 +61,78 @@ func WriteVisualization(w io.Writer, r Result, cfg Config) error {
 	if len(all) == 0 {
 		return ErrNothingToVisualize
 	}
-	_, info := porcupine.CheckOperationsVerbose(m.porcupineModel(initUnset), all, cfg.Timeout)
+	model := visModel(m)
+	_, info := porcupine.CheckOperationsVerbose(model, all, cfg.Timeout)
 	info.AddAnnotations(notes)
-	return porcupine.Visualize(m.porcupineModel(initUnset), info, w)
+	return porcupine.Visualize(model, info, w)
+}
+
+// isRegisterResult reports whether kr is a register key's result.
+func isRegisterResult(kr KeyResult) bool {
+	for _, c := range strings.Split(kr.Checker, "+") {
+		if c == CheckerRegister || c == CheckerFinalValue {
+			return true
+		}
+	}
+	return false
+}
+
+// visModel is the model of a visualization: each partition is a lock of
+// m's kind or a register, and starts unset, waiting for its synthetic
+// start op.
+func visModel(m lockModel) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: partitionByKey,
+		Init:      func() []any { return []any{unset{}} },
+		Step: func(s, in, out any) []any {
+			if ri, ok := in.(rIn); ok {
+				return regStep(s, ri, out.(rOut))
+			}
+			if _, ok := s.(regState); ok {
+				return nil
+			}
+			return m.step(s, in.(pIn), out.(pOut))
+		},
+		Equal: func(a, b any) bool {
+			_, ua := a.(unset)
+			_, ub := b.(unset)
+			ra, isRa := a.(regState)
+			rb, isRb := b.(regState)
+			switch {
+			case ua || ub:
+				return ua == ub
+			case isRa || isRb:
+				return isRa && isRb && ra == rb
+			}
+			return m.equal(a, b)
+		},
+		Hash: func(s any) uint64 {
+			switch st := s.(type) {
+			case unset:
+				return 0
+			case regState:
+				return regHash(st)
+			}
+			return m.hash(s)
+		},
+		DescribeOperation: func(in, out any) string {
+			if ri, ok := in.(rIn); ok {
+				return describeRegOp(ri, out.(rOut))
+			}
+			return describeOp(in, out)
+		},
+		DescribeState: func(s any) string {
+			switch st := s.(type) {
+			case unset:
+				return "not started"
+			case regState:
+				return "register " + describeRegState(st)
+			}
+			return m.describe(s)
+		},
+		DescribeOperationMetadata: describeMeta,
+	}
+	return nm.ToModel()
 }
 
 // windowForVisualization converts a key's window to porcupine operations in
@@ -101,5 +180,37 @@ func windowForVisualization(kr KeyResult, part int, m lockModel, cfg Config) ([]
 		clients = max(clients, op.ClientId+1)
 	}
 	lead := porcupine.Operation{ClientId: clients, Input: pIn{start: true, part: part}, Call: first - 1, Output: start, Return: first - 1}
+	return append([]porcupine.Operation{lead}, ops...), nil
+}
+
+// registerWindowForVisualization converts a register key's window to
+// porcupine operations in partition part, led by a synthetic op that starts
+// the register at 0 or at any value, as the window was found.
+func registerWindowForVisualization(kr KeyResult, part int) ([]porcupine.Operation, error) {
+	h := make(histories.History, len(kr.Window))
+	copy(h, kr.Window)
+	for i := range h {
+		h[i].Key = kr.Key
+	}
+	p, err := parse(h, Mutex)
+	if err != nil {
+		return nil, err
+	}
+	var ops []porcupine.Operation
+	if len(p.keys) == 1 {
+		rops := regPops(p, 0)
+		for i := range rops {
+			rops[i].in.part = part
+		}
+		ops = regWindow(p, rops, math.MaxInt64)
+	}
+	first := max(kr.FirstViolation, 0)
+	clients := 0
+	for _, op := range ops {
+		first = min(first, op.Call)
+		clients = max(clients, op.ClientId+1)
+	}
+	lead := porcupine.Operation{ClientId: clients, Input: rIn{start: true, zero: kr.fromZero, part: part},
+		Call: first - 1, Output: rOut{}, Return: first - 1}
 	return append([]porcupine.Operation{lead}, ops...), nil
 }
