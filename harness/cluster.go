@@ -101,6 +101,22 @@ func (c *cluster) Holder() (nemesis.Client, bool) {
 	return c.client(holders[0]), true
 }
 
+func (c *cluster) Idle() (nemesis.Client, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var idle []*worker
+	for _, w := range c.workers {
+		if w.idle.Load() {
+			idle = append(idle, w)
+		}
+	}
+	if len(idle) == 0 {
+		return nemesis.Client{}, false
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].slot < idle[j].slot })
+	return c.client(idle[0]), true
+}
+
 func (c *cluster) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
 	return c.ens.net.Dial(ctx, addr, timeout)
 }

@@ -938,6 +938,33 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 		}
 		if !s.dead {
 			s.setHolding(false)
+			s.think(wl.Think(rng))
+		}
+	}
+}
+
+// think waits between two lock cycles, handling events; the nemesis may aim at a
+// thinking worker (its next request is an acquire).
+func (s *session) think(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	s.w.idle.Store(true)
+	defer s.w.idle.Store(false)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case m := <-s.w.msgs:
+			if m.crashed != nil {
+				s.crash("", m.crashed)
+				return
+			}
+			s.event(m.msg, false)
+		case <-s.hard:
+			return
 		}
 	}
 }

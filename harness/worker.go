@@ -38,6 +38,9 @@ type worker struct {
 	// holding is set while the worker certainly holds the lock (from its acquire's ok
 	// to its release's invoke, a lost event or its crash); the nemesis aims at it.
 	holding atomic.Bool
+	// idle is set while the worker thinks between two lock cycles (nothing in
+	// flight, nothing held): its next request is an acquire.
+	idle atomic.Bool
 
 	mu        sync.Mutex
 	onSession func(id string)

@@ -55,6 +55,9 @@ type Cluster interface {
 	Clients() []Client
 	// Holder returns a worker that certainly holds the lock right now.
 	Holder() (Client, bool)
+	// Idle returns a worker between two lock cycles: no request in flight, holding
+	// nothing, so its next request will be an acquire.
+	Idle() (Client, bool)
 	// Dial opens a TCP connection from the harness's namespace to addr on the run
 	// network.
 	Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
@@ -171,10 +174,17 @@ const (
 	// TargetHolder is the worker that holds the lock; if none holds it within the
 	// fault's HolderWait, a random worker.
 	TargetHolder ClientTarget = "holder"
+	// TargetIdle is a worker between two lock cycles (its next request is an acquire,
+	// so a fault that starts now lands on the acquire's first steps, e.g. the lock
+	// node's create); if none is idle within the fault's HolderWait, a random worker.
+	// Workers idle only with a think time between cycles (run --think-max).
+	TargetIdle ClientTarget = "idle"
 )
 
 // ClientTargets lists every client target.
-func ClientTargets() []ClientTarget { return []ClientTarget{TargetRandomClient, TargetHolder} }
+func ClientTargets() []ClientTarget {
+	return []ClientTarget{TargetRandomClient, TargetHolder, TargetIdle}
+}
 
 // DefaultHolderWait is how long a fault aimed at the lock holder waits for one.
 const DefaultHolderWait = 2 * time.Second
@@ -247,23 +257,28 @@ func pickServers(ctx context.Context, c Cluster, t Target, rng *rand.Rand) (ids 
 // pickClient chooses a worker. picked says how: "holder" or "random".
 func pickClient(ctx context.Context, c Cluster, t ClientTarget, wait time.Duration, rng *rand.Rand) (cl Client, picked string, err error) {
 	switch t {
-	case TargetHolder:
+	case TargetHolder, TargetIdle:
 		if wait <= 0 {
 			wait = DefaultHolderWait
 		}
+		find, poll := c.Holder, 50*time.Millisecond
+		if t == TargetIdle {
+			// Idle moments are short: look often.
+			find, poll = c.Idle, 2*time.Millisecond
+		}
 		deadline := time.Now().Add(wait)
 		for {
-			if h, ok := c.Holder(); ok {
-				return h, "holder", nil
+			if h, ok := find(); ok {
+				return h, string(t), nil
 			}
 			if !time.Now().Before(deadline) {
 				break
 			}
-			if !sleepCtx(ctx, 50*time.Millisecond) {
+			if !sleepCtx(ctx, poll) {
 				return Client{}, "", ctx.Err()
 			}
 		}
-		picked = fmt.Sprintf("random (no holder within %s)", wait)
+		picked = fmt.Sprintf("random (no %s worker within %s)", t, wait)
 	case TargetRandomClient, "":
 		picked = "random"
 	default:

@@ -186,6 +186,15 @@ func (c *cluster) Holder() (nemesis.Client, bool) {
 	return cs[len(cs)-1], true
 }
 
+// Idle: the helpers run no lock cycles; the first live helper counts as idle.
+func (c *cluster) Idle() (nemesis.Client, bool) {
+	cs := c.Clients()
+	if len(cs) == 0 {
+		return nemesis.Client{}, false
+	}
+	return cs[0], true
+}
+
 func (c *cluster) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
 	return c.e.nw.Dial(ctx, addr, timeout)
 }

@@ -178,6 +178,9 @@ func (f *fakeCluster) Holder() (Client, bool) {
 	return f.clients[len(f.clients)-1], true
 }
 
+// Idle: the fake has no lock cycles; nobody is idle.
+func (f *fakeCluster) Idle() (Client, bool) { return Client{}, false }
+
 func (f *fakeCluster) Dial(context.Context, string, time.Duration) (net.Conn, error) {
 	return nil, errors.New("fake cluster: no network")
 }

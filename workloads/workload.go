@@ -54,6 +54,8 @@ type Config struct {
 	HoldMin, HoldMax time.Duration
 	// ReadFraction is the share of rwlock acquires that ask for a read lock.
 	ReadFraction float64
+	// ThinkMax bounds the random pause of a worker between two lock cycles (0: none).
+	ThinkMax time.Duration
 	// MaxDepth is the deepest nesting of the reentrant workload.
 	MaxDepth int
 	// Fenced makes the counter workload's writes conditional on the lock node.
@@ -115,6 +117,15 @@ type Acquire struct {
 	Request Request
 	Hold    time.Duration
 	Depth   int
+}
+
+// Think draws the pause after a lock cycle from the worker's own random source. It
+// draws nothing when ThinkMax is 0, so schedules without think time are unchanged.
+func (c Config) Think(rng *rand.Rand) time.Duration {
+	if c.ThinkMax <= 0 {
+		return 0
+	}
+	return time.Duration(rng.Int64N(int64(c.ThinkMax)))
 }
 
 // Next plans a worker's next lock cycle from its own random source.

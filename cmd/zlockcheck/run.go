@@ -28,6 +28,7 @@ type runOptions struct {
 	permits   int
 	acquireTO time.Duration
 	holdMax   time.Duration
+	thinkMax  time.Duration
 	checkTO   time.Duration
 	quiet     bool
 	nemesis   string
@@ -47,10 +48,11 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.permits, "permits", 0, "semaphore permits (semaphore workload only; default 1)")
 	fs.DurationVar(&o.acquireTO, "acquire-timeout", 2*time.Second, "how long a worker waits for the lock")
 	fs.DurationVar(&o.holdMax, "hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
+	fs.DurationVar(&o.thinkMax, "think-max", 0, "longest random pause of a worker between lock cycles (lets --nemesis-targets idle aim at an acquire's first steps)")
 	fs.DurationVar(&o.checkTO, "check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&o.nemesis, "nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
-	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder (clients); default any")
+	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder,idle (clients); default any")
 	fs.StringVar(&o.shapes, "partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
 	fs.BoolVar(&o.final, "final-phase", true, "after healing, every worker must acquire once (liveness)")
 	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
@@ -110,7 +112,7 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	if r.name != "" && !slices.Contains(r.kinds, kind) {
 		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
 	}
-	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, Fenced: o.fenced}
+	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced}
 	if kind == workloads.Semaphore && o.permits == 0 {
 		cfg.Workload.Permits = 2
 	}
