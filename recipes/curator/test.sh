@@ -11,9 +11,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/zlc-curator-test.XXXXXX")
 zk_pid=
+driver=
 cleanup() {
 	rc=$?
 	trap - EXIT INT TERM
+	if [ -n "$driver" ]; then
+		# The Python driver kills its workers when it gets SIGTERM.
+		kill "$driver" 2>/dev/null || true
+		wait "$driver" 2>/dev/null || true
+	fi
 	if [ -n "$zk_pid" ] && kill -0 "$zk_pid" 2>/dev/null; then
 		kill -CONT "$zk_pid" 2>/dev/null || true
 		kill "$zk_pid" 2>/dev/null || true
@@ -31,6 +37,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# Runs a driver in the background and waits for it, so that a signal reaches the traps
+# at once instead of after the driver ends.
+drive() {
+	"$@" &
+	driver=$!
+	local rc=0
+	wait "$driver" || rc=$?
+	driver=
+	return "$rc"
+}
 
 echo "== build"
 "$here/build.sh" "$tmp/build"
@@ -62,7 +79,8 @@ for i in $(seq 100); do
 done
 
 echo "== protocol sessions"
-ZLC_ZK_PID=$zk_pid python3 "$here/protocol_test.py" "127.0.0.1:$port" "$here/run.sh $tmp/build" "$tmp/logs" || {
+export ZLC_ZK_PID=$zk_pid
+drive python3 "$here/protocol_test.py" "127.0.0.1:$port" "$here/run.sh $tmp/build" "$tmp/logs" || {
 	rc=$?
 	echo "== failed; worker logs are in $tmp/logs (kept with ZLC_TEST_KEEP=1); last lines:" >&2
 	for f in "$tmp"/logs/*.stderr.log; do
@@ -71,3 +89,32 @@ ZLC_ZK_PID=$zk_pid python3 "$here/protocol_test.py" "127.0.0.1:$port" "$here/run
 	done
 	exit "$rc"
 }
+
+# A harness-like run per recipe, checked by zlockcheck's checker: ZLC_CHECK_BIN, else a
+# zlockcheck built from this checkout (offline), else bin/zlockcheck; skipped if none.
+checker=${ZLC_CHECK_BIN:-}
+if [ -z "$checker" ] && command -v go >/dev/null 2>&1; then
+	if (cd "$here/../.." && GOPROXY=off GOFLAGS=-mod=readonly go build -o "$tmp/zlockcheck" ./cmd/zlockcheck) 2>"$tmp/logs/go-build.log"; then
+		checker=$tmp/zlockcheck
+	fi
+fi
+if [ -z "$checker" ] && [ -x "$here/../../bin/zlockcheck" ]; then
+	checker=$here/../../bin/zlockcheck
+fi
+if [ -z "$checker" ]; then
+	echo "== harness-like runs skipped: no zlockcheck binary (set ZLC_CHECK_BIN)"
+	exit 0
+fi
+echo "== harness-like runs (5 workers, ${ZLC_STRESS_SECONDS:-15}s each, server paused twice, one worker killed), checked by $checker"
+fails=0
+for spec in "curator-mutex mutex 1" "curator-semaphore semaphore 2" "curator-rwlock rwlock 1" "curator-reentrant reentrant 1"; do
+	set -- $spec
+	echo "$1 ($2${3:+, permits $3})"
+	drive python3 "$here/stress.py" "127.0.0.1:$port" "$here/run.sh $tmp/build" "$1" "$2" \
+		"${ZLC_STRESS_SECONDS:-15}" "$tmp/logs/stress-$1" "$checker" "$3" || fails=$((fails + 1))
+done
+if [ "$fails" != 0 ]; then
+	echo "== $fails harness-like run(s) failed; histories and logs in $tmp/logs/stress-* (kept with ZLC_TEST_KEEP=1)" >&2
+	exit 1
+fi
+echo "== all passed"
