@@ -462,6 +462,8 @@ type runner struct {
 	finalsLeft sync.WaitGroup
 	// skipFinal is set before final is closed when there is no final phase.
 	skipFinal atomic.Bool
+	// initOK is set once any worker was initialised.
+	initOK atomic.Bool
 
 	mu          sync.Mutex
 	nextProcess int
@@ -687,7 +689,10 @@ func (r *runner) startSession(ctx context.Context, hard <-chan struct{}, slot in
 		if err := s.init(slot); err != nil {
 			w.kill()
 			var refused refusedError
-			if errors.As(err, &refused) {
+			if errors.As(err, &refused) && !r.initOK.Load() {
+				// Before any worker started, a certain refusal is the configuration's
+				// fault (an unsupported kind, fencing the recipe cannot do); later it
+				// may be a fault's (no server reachable), and the slot retries.
 				return nil, fmt.Errorf("recipe %s refused the workload: %w (see %s)", r.cfg.Recipe, err, logPath)
 			}
 			failures++
@@ -698,6 +703,7 @@ func (r *runner) startSession(ctx context.Context, hard <-chan struct{}, slot in
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
+		r.initOK.Store(true)
 		r.workerStarted(slot, w)
 		return s, nil
 	}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// exposure is a mutant of zlc-mutex and the run that exposes its bug.
+type exposure struct {
+	mutant string
+	args   []string
+	// want names the check that must fail: a lock key, or "liveness".
+	want string
+	// minTime is the shortest run that exposes the bug reliably ("" for the default).
+	minTime string
+}
+
+// exposures: each mutant with the workload and faults that expose it. The same
+// arguments run the real zlc-mutex as a control, which must stay valid.
+var exposures = []exposure{
+	{"mutant-off-by-one", nil, "l0", ""},
+	// Waiters that time out make predecessors vanish while earlier nodes remain.
+	{"mutant-no-recheck", []string{"--acquire-timeout", "150ms"}, "", ""},
+	{"mutant-delete-lowest", []string{"--acquire-timeout", "150ms"}, "", ""},
+	// A holder cut off during a long critical section must learn it lost the lock.
+	{"mutant-ignore-lost", []string{"--nemesis", "client-partition", "--nemesis-targets", "holder",
+		"--nemesis-interval", "2s", "--hold-max", "8s", "--acquire-timeout", "20s"}, "l0", "40s"},
+	// Replies lost right when an idle worker starts its next acquire: the create is
+	// applied, its reply never comes, the blind retry leaves an orphan node.
+	{"mutant-unprotected-create", []string{"--nemesis", "reply-loss", "--nemesis-targets", "idle",
+		"--nemesis-interval", "2s", "--think-max", "200ms", "--acquire-timeout", "10s"}, "liveness", ""},
+}
+
+// mutantSeeds and mutantTime: one 20 s seed in make test; ZLC_MUTANT_SEEDS=3
+// ZLC_MUTANT_TIME=60s for the full proof (make mutants).
+func mutantSeeds(t *testing.T) (int, string) {
+	seeds, runTime := 1, "20s"
+	if s := os.Getenv("ZLC_MUTANT_SEEDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("ZLC_MUTANT_SEEDS=%q: want a positive integer", s)
+		}
+		seeds = n
+	}
+	if s := os.Getenv("ZLC_MUTANT_TIME"); s != "" {
+		runTime = s
+	}
+	return seeds, runTime
+}
+
+func TestEveryMutantIsCaught(t *testing.T) {
+	requireIntegration(t)
+	seeds, defaultTime := mutantSeeds(t)
+	for _, e := range exposures {
+		t.Run(e.mutant, func(t *testing.T) {
+			runTime := defaultTime
+			if e.minTime != "" && os.Getenv("ZLC_MUTANT_TIME") == "" {
+				runTime = e.minTime
+			}
+			for seed := 1; seed <= seeds; seed++ {
+				store := t.TempDir()
+				args := append([]string{"run", "--allow-mutants", "--recipe", e.mutant, "--time", runTime,
+					"--seed", strconv.Itoa(seed), "--store", store, "--quiet"}, e.args...)
+				code, stdout, stderr := zlockcheck(t, args...)
+				if code != exitInvalid {
+					t.Fatalf("seed %d: exit %d, want %d (invalid)\nstdout:\n%s\nstderr:\n%s", seed, code, exitInvalid, stdout, stderr)
+				}
+				res := readResults(t, store)
+				var caught []string
+				first := -1.0
+				for _, c := range res["checks"].([]any) {
+					c := c.(map[string]any)
+					if c["verdict"] == "invalid" {
+						caught = append(caught, c["key"].(string))
+						if f, ok := c["first_violation_seconds"].(float64); ok && (first < 0 || f < first) {
+							first = f
+						}
+					}
+				}
+				if e.want != "" && !strings.Contains(strings.Join(caught, ","), e.want) {
+					t.Errorf("seed %d: invalid checks %v, want %s among them\n%s", seed, caught, e.want, stdout)
+				}
+				if e.want == "liveness" && !strings.Contains(stdout, "ORPHAN") {
+					t.Errorf("seed %d: the liveness witness names no orphan node:\n%s", seed, stdout)
+				}
+				t.Logf("seed %d: caught by %v, first violation at %.1fs", seed, caught, first)
+				assertNothingLeft(t, store)
+			}
+		})
+	}
+}
+
+// TestZlcMutexSurvivesTheExposures is the control: the real recipe under the same
+// runs stays valid (only the fault-driven ones; the others need no faults).
+func TestZlcMutexSurvivesTheExposures(t *testing.T) {
+	requireIntegration(t)
+	_, runTime := mutantSeeds(t)
+	for _, e := range exposures {
+		if len(e.args) == 0 || e.args[0] != "--nemesis" {
+			continue
+		}
+		t.Run(e.mutant, func(t *testing.T) {
+			store := t.TempDir()
+			args := append([]string{"run", "--recipe", "zlc-mutex", "--time", runTime, "--seed", "1", "--store", store, "--quiet"}, e.args...)
+			code, stdout, stderr := zlockcheck(t, args...)
+			if code != exitValid {
+				t.Fatalf("zlc-mutex under %s's exposure: exit %d, want 0\n%s\n%s", e.mutant, code, stdout, stderr)
+			}
+			assertNothingLeft(t, store)
+		})
+	}
+}
+
+// TestFencingKeepsTheCounterRight: go-zookeeper's lock with a paused holder loses
+// increments when the write is a plain set, and none when it is fenced.
+func TestFencingKeepsTheCounterRight(t *testing.T) {
+	requireIntegration(t)
+	for _, fenced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			store := t.TempDir()
+			code, stdout, stderr := zlockcheck(t, "run", "--recipe", "gozk", "--workload", "counter",
+				"--fenced="+strconv.FormatBool(fenced), "--nemesis", "client-pause", "--nemesis-targets", "holder",
+				"--nemesis-interval", "2s", "--time", "40s", "--seed", "1", "--store", store, "--quiet")
+			want := exitInvalid
+			if fenced {
+				want = exitValid
+			}
+			if code != want {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, want, stdout, stderr)
+			}
+			if !fenced && !strings.Contains(stdout, "lost update") && !strings.Contains(stdout, "were acknowledged") {
+				t.Errorf("the unfenced run's witness does not show lost updates:\n%s", stdout)
+			}
+			assertNothingLeft(t, store)
+		})
+	}
+}
