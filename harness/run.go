@@ -304,7 +304,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		slotErrs = append(slotErrs, fmt.Errorf("heal: %w", herr))
 	}
 	out.Interrupted = ctx.Err() != nil
-	finalPhase := !out.Interrupted && cfg.FinalPhase
+	// A slot that broke down (its workers would not start) makes the final phase
+	// meaningless: the run is an error, not a liveness failure.
+	broke := len(errs) > 0
+	finalPhase := !out.Interrupted && cfg.FinalPhase && !broke
 	if finalPhase {
 		recoverBound := cfg.SessionTimeout*3 + 30*time.Second
 		if werr := ens.WaitServing(ctx, recoverBound); werr != nil {

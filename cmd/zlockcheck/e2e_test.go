@@ -23,6 +23,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "zlockcheck")
+	// The binary lives outside the checkout: tell it where recipes/ is.
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("ZLC_HOME", root)
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic("build zlockcheck: " + err.Error() + "\n" + string(out))
 	}
@@ -271,5 +277,25 @@ func TestSIGKILLThenCleanupLeavesNothing(t *testing.T) {
 	// A second cleanup finds nothing.
 	if _, out, _ := zlockcheck(t, "cleanup"); !strings.Contains(out, "nothing to clean up") {
 		t.Errorf("second cleanup: %s", out)
+	}
+}
+
+// TestCuratorAndKazooSmoke: one Curator and one Kazoo recipe run for real and are valid.
+func TestCuratorAndKazooSmoke(t *testing.T) {
+	requireIntegration(t)
+	for _, recipe := range []string{"curator-mutex", "kazoo-lock"} {
+		t.Run(recipe, func(t *testing.T) {
+			store := t.TempDir()
+			code, stdout, stderr := zlockcheck(t, "run", "--recipe", recipe, "--time", "10s", "--seed", "2", "--store", store, "--quiet")
+			if code != exitValid {
+				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			res := readResults(t, store)
+			ok, _ := res["counts"].(map[string]any)["acquire"].(map[string]any)["ok"].(float64)
+			if ok < 10 {
+				t.Errorf("only %v acquires succeeded in 10 s", ok)
+			}
+			assertNothingLeft(t, store)
+		})
 	}
 }
