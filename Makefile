@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants matrix clean cleanup
 
 all: build
 
@@ -50,6 +50,15 @@ chaos: build
 	  ./$(BIN) run --quiet --recipe gozk --nemesis kill,pause,partition --time 60s --seed $$seed --store store/chaos \
 	    | grep -E '^(gozk|verdict)'; \
 	done
+
+# Every mutant caught in 3 seeds of 60 s (and zlc-mutex valid under the same runs).
+mutants: build
+	ZLC_REQUIRE_INTEGRATION=1 ZLC_MUTANT_SEEDS=3 ZLC_MUTANT_TIME=60s $(GO) test -count=1 -timeout 90m -v \
+	  -run 'TestEveryMutantIsCaught|TestZlcMutexSurvivesTheExposures' ./cmd/zlockcheck/ | grep -E '^(---|ok|FAIL)|seed [0-9]'
+
+# The safety matrix of every real recipe under every fault class (about 40 minutes).
+matrix: build
+	./$(BIN) matrix --time 30s --seed 1
 
 bench: build
 	bash bench/run.sh
