@@ -2,6 +2,9 @@ package harness
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +43,52 @@ func TestEnsembleStartsAndServes(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertNothingLeft(t)
+	}
+}
+
+// TestEnsembleFromZKHome lays Debian's ZooKeeper jars out as a release tarball does
+// (DIR/*.jar, DIR/lib/*.jar) and starts an ensemble from it with ZKHome.
+func TestEnsembleFromZKHome(t *testing.T) {
+	requireIntegration(t)
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/share/java/zookeeper.jar", filepath.Join(home, "zookeeper-3.8.jar")); err != nil {
+		t.Fatal(err)
+	}
+	// The dependencies zookeeper.jar's manifest names, and a logging backend.
+	deps := []string{"zookeeper-jute", "slf4j-api", "slf4j-simple", "netty-buffer", "netty-common", "netty-handler",
+		"netty-transport", "netty-transport-native-epoll", "netty-codec", "netty-resolver", "commons-cli", "commons-io",
+		"jackson-core", "jackson-databind", "jackson-annotations", "metrics-core", "snappy-java"}
+	for _, d := range deps {
+		src := "/usr/share/java/" + d + ".jar"
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		if err := os.Symlink(src, filepath.Join(home, "lib", d+".jar")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	net, err := netns.Create(ctx, "t"+randomID()[:4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := net.Destroy(); err != nil {
+			t.Error(err)
+		}
+	}()
+	e, err := StartEnsemble(ctx, net, EnsembleConfig{Nodes: 3, Dir: t.TempDir(), ZKHome: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	if v := e.Version(ctx); !strings.HasPrefix(v, "3.") {
+		t.Errorf("version %q", v)
+	}
+	if _, err := (&EnsembleConfig{ZKHome: t.TempDir()}).classpath(); err == nil {
+		t.Error("an empty --zk-home was accepted")
 	}
 }
