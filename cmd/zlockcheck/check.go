@@ -16,7 +16,7 @@ import (
 func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("check", stderr)
 	var (
-		model   = fs.String("model", "mutex", "model: mutex, semaphore, rwlock, knossos-mutex")
+		model   = fs.String("model", "mutex", "model of the lock keys: mutex, semaphore, rwlock, reentrant, knossos-mutex (read/write keys are checked as registers)")
 		permits = fs.Int("permits", 1, "semaphore permits")
 		format  = fs.String("format", "", "history format: jsonl or edn (default: from the file name)")
 		timeout = fs.Duration("timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRecordedHistories re-checks real histories kept from earlier runs (see
+// testdata/histories/README.md): the verdict and the witness must not change.
+func TestRecordedHistories(t *testing.T) {
+	cases := []struct {
+		file     string
+		args     []string
+		wantCode int
+		wantOut  []string
+	}{
+		{"gozk-server-faults-valid.jsonl", nil, exitValid, []string{"VALID"}},
+		{"gozk-client-pause-overlap.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"gozk-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
+		{"unprotected-create-reply-loss-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ORPHAN"}},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			args := append([]string{"check"}, c.args...)
+			args = append(args, filepath.Join("..", "..", "testdata", "histories", c.file))
+			code, stdout, stderr := zlockcheck(t, args...)
+			if code != c.wantCode {
+				t.Errorf("exit %d, want %d\n%s%s", code, c.wantCode, stdout, stderr)
+			}
+			for _, want := range c.wantOut {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout)
+				}
+			}
+		})
+	}
+}
