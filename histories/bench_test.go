@@ -97,6 +97,9 @@ func BenchmarkLoadEncodingJSON(b *testing.B) {
 			h = append(h, op)
 			start = end + 1
 		}
+		if len(h) != n {
+			b.Fatalf("decoded %d ops, want %d", len(h), n)
+		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/line")
 }

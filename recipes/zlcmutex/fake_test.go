@@ -118,12 +118,6 @@ func (c *fakeClient) expire() {
 	c.setLocked(Session{ID: c.sess.ID, State: StateExpired})
 }
 
-func (c *fakeClient) close() {
-	c.zk.mu.Lock()
-	defer c.zk.mu.Unlock()
-	c.setLocked(Session{ID: c.sess.ID, State: StateClosed})
-}
-
 // begin runs the hook and checks the connection. apply says whether to apply the
 // request; err (when not nil) is what the client returns.
 func (c *fakeClient) begin(op, path string) (apply bool, err error) {
