@@ -278,7 +278,7 @@ func pickClient(ctx context.Context, c Cluster, t ClientTarget, wait time.Durati
 				return Client{}, "", ctx.Err()
 			}
 		}
-		picked = fmt.Sprintf("random (no %s worker within %s)", t, wait)
+		picked = fmt.Sprintf("random (no %s within %s)", t, wait)
 	case TargetRandomClient, "":
 		picked = "random"
 	default:
