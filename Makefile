@@ -57,8 +57,9 @@ chaos: build
 
 # Every mutant caught in 3 seeds of 60 s (and zlc-mutex valid under the same runs).
 mutants: build
-	ZLC_REQUIRE_INTEGRATION=1 ZLC_MUTANT_SEEDS=3 ZLC_MUTANT_TIME=60s $(GO) test -count=1 -timeout 90m -v \
-	  -run 'TestEveryMutantIsCaught|TestZlcMutexSurvivesTheExposures' ./cmd/zlockcheck/ | grep -E '^(---|ok|FAIL)|seed [0-9]'
+	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_MUTANT_SEEDS=3 ZLC_MUTANT_TIME=60s $(GO) test -count=1 -timeout 90m -v \
+	  -run 'TestEveryMutantIsCaught|TestZlcMutexSurvivesTheExposures' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
+	  grep -E '^(\s*---|ok|FAIL)|seed [0-9]' $$log; rm -f $$log; exit $$rc
 
 # The safety matrix of every real recipe under every fault class (about 40 minutes).
 matrix: build
