@@ -672,44 +672,11 @@ func explainRegister(p *parsed, k int32, rops []rop, t int64, m porcupine.Model,
 	if left <= 0 || len(ops) == 0 {
 		return b.String()
 	}
-	res, info := porcupine.CheckOperationsVerbose(m, ops, left)
-	if res != porcupine.Illegal {
+	longest, state, next, ok := stuck(m, ops, left, m.DescribeOperation)
+	if !ok {
 		return b.String()
-	}
-	parts := info.PartialLinearizationsOperations()
-	if len(parts) == 0 {
-		return b.String()
-	}
-	var longest []porcupine.Operation
-	for _, seq := range parts[0] {
-		if len(seq) > len(longest) {
-			longest = seq
-		}
-	}
-	state := m.Init()
-	done := map[pMeta]bool{}
-	for _, op := range longest {
-		_, state = m.Step(state, op.Input, op.Output)
-		done[op.Metadata.(pMeta)] = true
-	}
-	first := int64(math.MaxInt64)
-	for _, op := range ops {
-		if !done[op.Metadata.(pMeta)] && op.Return < first {
-			first = op.Return
-		}
-	}
-	var next []string
-	for _, op := range ops {
-		if done[op.Metadata.(pMeta)] || op.Call > first {
-			continue
-		}
-		if len(next) == 4 {
-			next = append(next, "...")
-			break
-		}
-		next = append(next, fmt.Sprintf("%s (%s)", m.DescribeOperation(op.Input, op.Output), m.DescribeOperationMetadata(op.Metadata)))
 	}
 	fmt.Fprintf(&b, "; the longest linearizable part has %d of the %d operations and leaves the register %s, where none of the operations that could come next can: %s",
-		len(longest), len(ops), describeRegStates(state), strings.Join(next, ", "))
+		longest, len(ops), describeRegStates(state), strings.Join(next, ", "))
 	return b.String()
 }

@@ -169,35 +169,48 @@ func explainWindow(p *parsed, key string, m lockModel, w win, pops []pop, deadli
 		init = initAny
 	}
 	model := m.porcupineModel(init)
+	longest, state, next, ok := stuck(model, ops, left, describeOp)
+	if !ok {
+		return b.String()
+	}
+	fmt.Fprintf(&b, ": the longest linearizable part has %d of them and leaves the lock %s, where none of the operations that could come next can: %s",
+		longest, model.DescribeState(state), strings.Join(next, ", "))
+	return b.String()
+}
+
+// stuck runs porcupine on ops and, when they cannot be linearized, says where the
+// search got stuck: the length of the longest linearizable prefix, the model state it
+// leaves, and (at most four of) the operations that could have come next but cannot.
+// ok is false when porcupine found no violation within left.
+func stuck(model porcupine.Model, ops []porcupine.Operation, left time.Duration, describe func(in, out any) string) (longest int, state any, next []string, ok bool) {
 	res, info := porcupine.CheckOperationsVerbose(model, ops, left)
 	if res != porcupine.Illegal {
-		return b.String()
+		return 0, nil, nil, false
 	}
 	parts := info.PartialLinearizationsOperations()
 	if len(parts) == 0 {
-		return b.String()
+		return 0, nil, nil, false
 	}
-	var longest []porcupine.Operation
-	for _, seq := range parts[0] {
-		if len(seq) > len(longest) {
-			longest = seq
+	var seq []porcupine.Operation
+	for _, p := range parts[0] {
+		if len(p) > len(seq) {
+			seq = p
 		}
 	}
-	state := model.Init()
+	state = model.Init()
 	done := map[pMeta]bool{}
-	for _, op := range longest {
+	for _, op := range seq {
 		_, state = model.Step(state, op.Input, op.Output)
 		done[op.Metadata.(pMeta)] = true
 	}
-	// The ops that could be linearized next: those not done whose call is
-	// not after the earliest return among them.
+	// The ops that could be linearized next: those not done whose call is not after
+	// the earliest return among them.
 	first := int64(math.MaxInt64)
 	for _, op := range ops {
 		if !done[op.Metadata.(pMeta)] && op.Return < first {
 			first = op.Return
 		}
 	}
-	var next []string
 	for _, op := range ops {
 		if done[op.Metadata.(pMeta)] || op.Call > first {
 			continue
@@ -206,11 +219,9 @@ func explainWindow(p *parsed, key string, m lockModel, w win, pops []pop, deadli
 			next = append(next, "...")
 			break
 		}
-		next = append(next, fmt.Sprintf("%s (%s)", describeOp(op.Input, op.Output), model.DescribeOperationMetadata(op.Metadata)))
+		next = append(next, fmt.Sprintf("%s (%s)", describe(op.Input, op.Output), model.DescribeOperationMetadata(op.Metadata)))
 	}
-	fmt.Fprintf(&b, ": the longest linearizable part has %d of them and leaves the lock %s, where none of the operations that could come next can: %s",
-		len(longest), model.DescribeState(state), strings.Join(next, ", "))
-	return b.String()
+	return len(seq), state, next, true
 }
 
 func lastIndex(ops []porcupine.Operation) int64 {
