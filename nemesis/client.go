@@ -57,8 +57,18 @@ func (f ClientPartition) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (
 }
 
 func (f ClientPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
-	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
-	v := clientValue(string(ClassClientPartition), f.Target, cl, picked)
+	return workerTablePlan(ctx, c, rng, ClassClientPartition, f.Target, f.HolderWait, tableIsolate,
+		func(set string) []string {
+			return []string{chain("input", "ip saddr "+set+" drop"), chain("output", "ip daddr "+set+" drop")}
+		})
+}
+
+// workerTablePlan plans a fault that installs one nftables table in a chosen worker's
+// namespace, its chains built from the set of server addresses; undo deletes the table.
+func workerTablePlan(ctx context.Context, c Cluster, rng *rand.Rand, class Class, target ClientTarget,
+	wait time.Duration, table string, chains func(serverSet string) []string) (plan, error) {
+	cl, picked, err := pickClient(ctx, c, target, wait, rng)
+	v := clientValue(string(class), target, cl, picked)
 	if err != nil {
 		return plan{value: v}, err
 	}
@@ -67,15 +77,14 @@ func (f ClientPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (p
 		return plan{value: v}, err
 	}
 	ns := cl.Netns
+	cs := chains(set)
 	return plan{
 		value: v,
 		netns: []string{ns},
 		apply: func(ctx context.Context) error {
-			return nftReplace(ctx, ns, tableIsolate,
-				chain("input", "ip saddr "+set+" drop"),
-				chain("output", "ip daddr "+set+" drop"))
+			return nftReplace(ctx, ns, table, cs...)
 		},
-		undo: deleteTables([]string{ns}, tableIsolate),
+		undo: deleteTables([]string{ns}, table),
 	}, nil
 }
 
@@ -319,23 +328,8 @@ func (f ReplyLoss) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applie
 }
 
 func (f ReplyLoss) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
-	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
-	v := clientValue(string(ClassReplyLoss), f.Target, cl, picked)
-	if err != nil {
-		return plan{value: v}, err
-	}
-	set, err := addrSet(serverAddrs(c))
-	if err != nil {
-		return plan{value: v}, err
-	}
-	ns := cl.Netns
-	rule := fmt.Sprintf("ip saddr %s tcp sport %d drop", set, clientPort)
-	return plan{
-		value: v,
-		netns: []string{ns},
-		apply: func(ctx context.Context) error {
-			return nftReplace(ctx, ns, tableReplyLoss, chain("input", rule))
-		},
-		undo: deleteTables([]string{ns}, tableReplyLoss),
-	}, nil
+	return workerTablePlan(ctx, c, rng, ClassReplyLoss, f.Target, f.HolderWait, tableReplyLoss,
+		func(set string) []string {
+			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %d drop", set, clientPort))}
+		})
 }
