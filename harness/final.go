@@ -54,9 +54,36 @@ type ChildInfo struct {
 
 // finalBound is how long a final acquire may take: long enough for the sessions of
 // crashed workers to expire and for every worker to take its turn.
-func (r *runner) finalBound() time.Duration {
-	wl := r.cfg.Workload
-	return 3*r.cfg.SessionTimeout + time.Duration(r.cfg.Workers)*(wl.HoldMax+250*time.Millisecond)
+func (r *runner) finalBound() time.Duration { return finalBound(r.cfg) }
+
+func finalBound(cfg Config) time.Duration {
+	wl := cfg.Workload
+	return 3*cfg.SessionTimeout + time.Duration(cfg.Workers)*(wl.HoldMax+250*time.Millisecond)
+}
+
+// watchStall ends the workload (stop) when workers have kept trying and nobody
+// acquired the lock for Config.StallAfter: the final phase then heals everything
+// and judges liveness at once. The stall is recorded as a nemesis op.
+func (r *runner) watchStall(ctx context.Context, stop context.CancelFunc) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		since, tried := r.rec.sinceGrant()
+		if !tried || since < r.cfg.StallAfter {
+			continue
+		}
+		value, _ := json.Marshal(map[string]any{"since_grant_ns": since, "stall_after_ns": r.cfg.StallAfter})
+		r.rec.record(histories.Op{Type: histories.Info, F: "stall", Process: histories.NemesisProcess, Value: value,
+			Error: fmt.Sprintf("no worker acquired the lock for %s while workers tried: ending the workload for the final phase", since.Round(time.Millisecond))})
+		r.logf("STALL: no worker acquired the lock for %s: ending the workload early, the final phase judges", since.Round(time.Millisecond))
+		stop()
+		return
+	}
 }
 
 func (r *runner) setFinal(slot int, res finalResult) {

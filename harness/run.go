@@ -67,6 +67,11 @@ type Config struct {
 	Shapes        []nemesis.Shape        `json:"partition_shapes,omitempty"`
 	// FinalPhase: after the workload and healing, every worker must acquire once.
 	FinalPhase bool `json:"final_phase"`
+	// StallAfter ends the workload early, for the final phase to judge, when workers
+	// kept trying and none acquired the lock for this long: a deadlock (an orphan
+	// node) is then reported in seconds instead of at the end of a long run. Zero
+	// picks the longest fault hold plus the final phase's bound; negative disables it.
+	StallAfter time.Duration `json:"stall_after_ns"`
 	// Log receives progress lines; nil discards them.
 	Log io.Writer `json:"-"`
 }
@@ -103,6 +108,10 @@ func (c Config) Defaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
+	}
+	if c.StallAfter == 0 {
+		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
+		c.StallAfter = longest + finalBound(c)
 	}
 	return c
 }
@@ -263,6 +272,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}()
 	nemDone := make(chan error, 1)
 	go func() { nemDone <- nem.Run(workCtx) }()
+	if cfg.StallAfter > 0 && cfg.FinalPhase {
+		go r.watchStall(workCtx, stop)
+	}
 
 	// final is closed when the final phase may start: faults healed, ensemble serving.
 	final := make(chan struct{})
@@ -421,6 +433,9 @@ type recorder struct {
 
 	mu       sync.Mutex
 	firstErr error
+	// lastAttempt and lastGrant are the times (ns since start) of the latest acquire
+	// invoked and the latest acquire granted, for the stall watchdog.
+	lastAttempt, lastGrant int64
 }
 
 func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -428,13 +443,28 @@ func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
 // record appends op at the current time.
 func (r *recorder) record(op histories.Op) {
 	op.Time = r.now()
-	if _, err := r.w.Append(op); err != nil {
-		r.mu.Lock()
-		if r.firstErr == nil {
-			r.firstErr = err
-		}
-		r.mu.Unlock()
+	_, err := r.w.Append(op)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil && r.firstErr == nil {
+		r.firstErr = err
 	}
+	if !op.Process.Nemesis && op.F == histories.FAcquire {
+		switch op.Type {
+		case histories.Invoke:
+			r.lastAttempt = op.Time
+		case histories.OK:
+			r.lastGrant = op.Time
+		}
+	}
+}
+
+// sinceGrant says how long ago the lock was last granted (or the run started), and
+// whether an acquire was attempted since.
+func (r *recorder) sinceGrant() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Duration(r.now() - r.lastGrant), r.lastAttempt > r.lastGrant
 }
 
 func (r *recorder) err() error {

@@ -204,9 +204,13 @@ func (st *steps) next() step {
 	out.class = s.Classes[rng.IntN(len(s.Classes))]
 	serverTarget := func() Target { return s.ServerTargets[rng.IntN(len(s.ServerTargets))] }
 	clientTarget := func() ClientTarget { return s.ClientTargets[rng.IntN(len(s.ClientTargets))] }
-	serverHold := func() time.Duration { return uniform(rng, iv/2, iv*3/2) }
+	serverHold := func() time.Duration {
+		lo, hi := serverHoldRange(iv)
+		return uniform(rng, lo, hi)
+	}
 	clientHold := func() time.Duration {
-		return uniform(rng, time.Duration(1.75*float64(sess)), time.Duration(2.25*float64(sess)))
+		lo, hi := clientHoldRange(sess)
+		return uniform(rng, lo, hi)
 	}
 	switch out.class {
 	case ClassKill:
@@ -235,10 +239,45 @@ func (st *steps) next() step {
 		out.fault, out.hold = ClientServerPartition{Target: t}, serverHold()
 	case ClassReplyLoss:
 		out.fault = ReplyLoss{Target: clientTarget()}
-		out.hold = time.Duration(ReplyLossFraction * float64(sess))
+		out.hold = replyLossHold(sess)
 	}
 	out.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	return out
+}
+
+// serverHoldRange is how long a server-side fault lasts: around the mean interval.
+func serverHoldRange(interval time.Duration) (lo, hi time.Duration) {
+	return interval / 2, interval * 3 / 2
+}
+
+// clientHoldRange is how long a client partition or pause lasts: about twice the
+// session timeout, so that the session certainly expires meanwhile.
+func clientHoldRange(sessionTimeout time.Duration) (lo, hi time.Duration) {
+	return time.Duration(1.75 * float64(sessionTimeout)), time.Duration(2.25 * float64(sessionTimeout))
+}
+
+func replyLossHold(sessionTimeout time.Duration) time.Duration {
+	return time.Duration(ReplyLossFraction * float64(sessionTimeout))
+}
+
+// LongestHold is the longest a single fault of this schedule stays on (0 for a
+// schedule without faults or with only instantaneous ones).
+func (s Schedule) LongestHold() time.Duration {
+	s = s.withDefaults()
+	var longest time.Duration
+	for _, c := range s.Classes {
+		var hold time.Duration
+		switch c {
+		case ClassKill, ClassPause, ClassPartition, ClassPacket, ClassClientServerPartition:
+			_, hold = serverHoldRange(s.Interval)
+		case ClassClientPartition, ClassClientPause:
+			_, hold = clientHoldRange(s.SessionTimeout)
+		case ClassReplyLoss:
+			hold = replyLossHold(s.SessionTimeout)
+		}
+		longest = max(longest, hold)
+	}
+	return longest
 }
 
 // ParseTargets reads a comma-separated list of fault targets and sorts them into

@@ -451,3 +451,29 @@ func TestUndoIdempotent(t *testing.T) {
 		t.Fatalf("failed plan: %v", err)
 	}
 }
+
+// LongestHold bounds every hold the schedule draws, for each class on its own.
+func TestLongestHoldBoundsEveryDrawnHold(t *testing.T) {
+	for _, c := range Classes() {
+		s := Schedule{Classes: []Class{c}, Interval: 3 * time.Second, SessionTimeout: 4 * time.Second, Seed: 7}
+		longest := s.LongestHold()
+		st := newSteps(s)
+		var seen time.Duration
+		for range 500 {
+			step := st.next()
+			if step.hold > longest {
+				t.Fatalf("%s: drew a hold of %s, longer than LongestHold %s", c, step.hold, longest)
+			}
+			seen = max(seen, step.hold)
+		}
+		if seen > 0 && seen < longest*9/10 {
+			t.Errorf("%s: LongestHold %s, but 500 draws never came near it (longest %s)", c, longest, seen)
+		}
+		if seen == 0 && longest != 0 {
+			t.Errorf("%s: instantaneous fault, LongestHold %s, want 0", c, longest)
+		}
+	}
+	if got := (Schedule{}).LongestHold(); got != 0 {
+		t.Errorf("no classes: LongestHold %s, want 0", got)
+	}
+}

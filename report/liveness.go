@@ -34,6 +34,9 @@ type livenessValue struct {
 	Error string `json:"error"`
 }
 
+// maxChildrenShown bounds the lock node's children listed in a liveness witness.
+const maxChildrenShown = 10
+
 // LivenessCheck finds the run's final-phase verdict in the history (a nemesis op with
 // f "liveness") and turns it into a check; ok is false when the history has none.
 func LivenessCheck(h histories.History) (Check, bool, error) {
@@ -54,6 +57,9 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 		t := float64(op.Time) / 1e9
 		c.FirstViolationSeconds = &t
 		var b strings.Builder
+		if stall, ok := findStall(h[:i]); ok {
+			fmt.Fprintf(&b, "the workload was ended early at %.1fs: %s\n", float64(stall.Time)/1e9, stall.Error)
+		}
 		fmt.Fprintf(&b, "after every fault was healed, not every worker could acquire the lock within %.1fs:\n", float64(v.Bound)/1e9)
 		for _, f := range v.Finals {
 			if f.Reply != "ok" {
@@ -63,7 +69,17 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 		if len(v.Children) > 0 {
 			b.WriteString("children of the lock node:\n")
 		}
-		for _, ch := range v.Children {
+		for i, ch := range v.Children {
+			if i == maxChildrenShown {
+				orphans := 0
+				for _, rest := range v.Children[i:] {
+					if rest.Orphan {
+						orphans++
+					}
+				}
+				fmt.Fprintf(&b, "  ... %d more (%d of them orphans; the history's liveness op lists all)\n", len(v.Children)-i, orphans)
+				break
+			}
 			owner := "no known worker"
 			if ch.Process >= 0 {
 				owner = fmt.Sprintf("worker process %d", ch.Process)
@@ -89,4 +105,15 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 		return c, true, nil
 	}
 	return Check{}, false, nil
+}
+
+// findStall returns the harness's stall op (f "stall": nobody acquired the lock for
+// too long while workers tried), if the workload was ended by one.
+func findStall(h histories.History) (histories.Op, bool) {
+	for _, op := range h {
+		if op.Process.Nemesis && op.F == "stall" {
+			return op, true
+		}
+	}
+	return histories.Op{}, false
 }
