@@ -109,6 +109,9 @@ func (c Config) Defaults() Config {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+	if c.Workload.Kind == workloads.Counter && c.Workload.WriteRetry == 0 {
+		c.Workload.WriteRetry = 2 * c.SessionTimeout
+	}
 	if c.StallAfter == 0 {
 		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
 		c.StallAfter = longest + finalBound(c)

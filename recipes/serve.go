@@ -98,6 +98,8 @@ type server struct {
 	// name is the recipe's name, for messages.
 	name   string
 	recipe Recipe
+	// writeRetry is how long a counter write with an unknown outcome is retried.
+	writeRetry time.Duration
 }
 
 // input is one line read from the harness, or the read error that ended input.
@@ -224,7 +226,7 @@ func (s *server) handle(ctx context.Context, req workloads.Request, inputDone <-
 		if !ok {
 			return false, s.reply(req.ID, result{}, Fail(ErrNoCounter))
 		}
-		return false, s.reply(req.ID, result{}, c.Write(opCtx, *req.Value))
+		return false, s.reply(req.ID, result{}, s.writeRetrying(opCtx, c, *req.Value))
 	case workloads.OpClose:
 		var err error
 		if s.recipe != nil {
@@ -272,6 +274,7 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 	if err != nil {
 		return nil, err
 	}
+	s.writeRetry = time.Duration(max(req.WriteRetryMS, 0)) * time.Millisecond
 	if _, ok := r.(Counter); req.Fenced && !ok {
 		// Fencing is about counter writes; a recipe without them cannot fence.
 		if cerr := r.Close(); cerr != nil {
@@ -280,6 +283,29 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 		return nil, Fail(fmt.Errorf("%s cannot fence: %w", s.name, ErrNoCounter))
 	}
 	return r, nil
+}
+
+// writeRetryPause is the pause between two attempts of a counter write.
+const writeRetryPause = 100 * time.Millisecond
+
+// writeRetrying performs a counter write and, while its outcome is unknown, tries
+// again for up to the init's write_retry_ms, as an application using Curator's or
+// Kazoo's retrying operations would. A retried unfenced write may land after the lock
+// passed to another worker (a lost update); a fenced one fails once the node is gone.
+func (s *server) writeRetrying(ctx context.Context, c Counter, v int64) error {
+	deadline := time.Now().Add(s.writeRetry)
+	for {
+		err := c.Write(ctx, v)
+		if reply, _ := Classify(err); reply != workloads.ReplyInfo || !time.Now().Add(writeRetryPause).Before(deadline) {
+			return err
+		}
+		s.log.Printf("write %d: %v: retrying", v, err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(writeRetryPause):
+		}
+	}
 }
 
 // validZnodePath reports whether p is an absolute znode path other than the root.

@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,10 @@ type fakeCounterRecipe struct {
 	fakeRecipe
 	cmu   sync.Mutex
 	value int64
+	// lossesLeft: that many writes of a value above 1000 lose their connection
+	// before one goes through (-1: every one does).
+	lossesLeft int
+	writes     int
 }
 
 var _ Counter = (*fakeCounterRecipe)(nil)
@@ -25,14 +30,16 @@ func (f *fakeCounterRecipe) Read(ctx context.Context) (int64, error) {
 }
 
 func (f *fakeCounterRecipe) Write(ctx context.Context, v int64) error {
+	f.cmu.Lock()
+	defer f.cmu.Unlock()
+	f.writes++
 	if v < 0 {
 		return Fail(ErrFenced)
 	}
-	if v > 1000 {
+	if v > 1000 && f.lossesLeft != 0 {
+		f.lossesLeft--
 		return errors.New("connection loss")
 	}
-	f.cmu.Lock()
-	defer f.cmu.Unlock()
 	f.value = v
 	return nil
 }
@@ -42,7 +49,7 @@ const counterInit = `{"id":0,"op":"init","connect":"h:1","session_timeout_ms":40
 func TestServeCounterOps(t *testing.T) {
 	var built *fakeCounterRecipe
 	newRecipe := func(ctx context.Context, cfg Config) (Recipe, error) {
-		built = &fakeCounterRecipe{fakeRecipe: fakeRecipe{cfg: cfg}}
+		built = &fakeCounterRecipe{fakeRecipe: fakeRecipe{cfg: cfg}, lossesLeft: -1}
 		return built, nil
 	}
 	w := startWorker(t, context.Background(), ServeConfig{New: newRecipe})
@@ -142,5 +149,55 @@ func TestServeZLCRejectsOtherKinds(t *testing.T) {
 		if err := w.wait(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A write whose outcome is unknown is retried for write_retry_ms: it answers ok once
+// an attempt goes through, info when none does in time, and fail at once.
+func TestServeRetriesUnknownWrites(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		retryMS    int
+		losses     int
+		value      string
+		wantReply  string
+		wantMsg    string
+		wantWrites int
+	}{
+		{"no retry asked", 0, 2, "2000", "info", "connection loss", 1},
+		{"recovers", 5000, 2, "2000", "ok", "", 3},
+		{"gives up", 300, -1, "2000", "info", "connection loss", 3},
+		{"definite failure is not retried", 5000, -1, "-1", "fail", "fenced: lock node gone", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var built *fakeCounterRecipe
+			newRecipe := func(ctx context.Context, cfg Config) (Recipe, error) {
+				built = &fakeCounterRecipe{fakeRecipe: fakeRecipe{cfg: cfg}, lossesLeft: c.losses}
+				return built, nil
+			}
+			w := startWorker(t, context.Background(), ServeConfig{New: newRecipe})
+			w.send(strings.Replace(counterInit, `"worker":2`, fmt.Sprintf(`"worker":2,"write_retry_ms":%d`, c.retryMS), 1))
+			w.expectReply(0, "ok", "")
+			w.send(`{"id":1,"op":"write","value":` + c.value + `}`)
+			w.expectReply(1, c.wantReply, c.wantMsg)
+			w.send(`{"id":2,"op":"close"}`)
+			w.expectReply(2, "ok", "")
+			if err := w.wait(); err != nil {
+				t.Fatal(err)
+			}
+			built.cmu.Lock()
+			defer built.cmu.Unlock()
+			if c.name == "gives up" {
+				// 300 ms of 100 ms pauses: the attempts at 0, 100 and 200 ms (or fewer
+				// on a slow machine, never more).
+				if built.writes < 1 || built.writes > c.wantWrites {
+					t.Errorf("%d attempts, want 1 to %d", built.writes, c.wantWrites)
+				}
+				return
+			}
+			if built.writes != c.wantWrites {
+				t.Errorf("%d attempts, want %d", built.writes, c.wantWrites)
+			}
+		})
 	}
 }

@@ -53,6 +53,9 @@ type Request struct {
 	// Fenced asks the worker to make counter writes conditional on its lock node
 	// still existing (a multi of check + setData); a worker that cannot must fail init.
 	Fenced bool `json:"fenced,omitempty"`
+	// WriteRetryMS: retry a counter write whose outcome is unknown (connection loss)
+	// for this long before answering info; 0 or absent: never retry (init).
+	WriteRetryMS int64 `json:"write_retry_ms,omitempty"`
 
 	// acquire
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`

@@ -60,6 +60,11 @@ type Config struct {
 	MaxDepth int
 	// Fenced makes the counter workload's writes conditional on the lock node.
 	Fenced bool
+	// WriteRetry is how long a worker retries a counter write whose outcome is
+	// unknown (connection loss), as applications do with Curator's and Kazoo's
+	// retrying operations; 0 never retries. A retried unfenced write may land after
+	// the lock passed to another worker: the lost update fencing prevents.
+	WriteRetry time.Duration
 }
 
 // Defaults fills unset fields.

@@ -40,9 +40,9 @@
 //   write    (kind counter, while holding) setData(counter_path), creating it if
 //            missing; fenced: one multi of check(our lock node) + setData (or create),
 //            which fails "fenced: lock node gone" once our node is gone. Counter ops go
-//            through the session's ZooKeeper handle, not Curator's retrying builders, so
-//            a write whose reply was lost comes back as info, not retried into another
-//            answer.
+//            through the session's ZooKeeper handle, not Curator's retrying builders; a
+//            write whose outcome is unknown is retried (100 ms apart) for init's
+//            write_retry_ms, as an application's retry loop would, then info.
 //   close    closes the client (ends the session; bounded to 1.5 s), replies, exits 0.
 //            EOF on stdin: the same, without a reply; a request still running 200 ms
 //            after EOF is abandoned. A malformed or out-of-protocol line: exit 1.
@@ -167,6 +167,8 @@ public final class ZlcCuratorWorker {
     int permits = 1;
     String counterPath = "";
     boolean fenced;
+    /** How long a counter write whose outcome is unknown is retried (init's write_retry_ms). */
+    long writeRetryMs;
     int sessionTimeoutMs;
     int workerNo;
 
@@ -591,6 +593,7 @@ public final class ZlcCuratorWorker {
         long worker = reqLong(req, "worker", 0L);
         String cp = reqString(req, "counter_path", "");
         boolean fe = reqBool(req, "fenced", false);
+        long wr = reqLong(req, "write_retry_ms", 0L);
 
         if (!Arrays.asList(RECIPES).contains(recipe)) {
             return Reply.fail("unknown recipe " + recipe + " (known: " + String.join(", ", RECIPES) + ")");
@@ -692,6 +695,7 @@ public final class ZlcCuratorWorker {
         permits = k.equals("semaphore") ? (int) pm : 1;
         counterPath = cp;
         fenced = fe;
+        writeRetryMs = Math.max(0L, wr);
         sessionTimeoutMs = (int) st;
         workerNo = (int) worker;
         try {
@@ -1257,7 +1261,21 @@ public final class ZlcCuratorWorker {
         synchronized (state) {
             top = holds.get(holds.size() - 1);
         }
-        return runOp("write", true, () -> doWrite(top, value));
+        // Like an application's retry loop (Curator's RetryLoop, Kazoo's KazooRetry):
+        // a write whose outcome is unknown is tried again until write_retry_ms is up.
+        long deadline = System.nanoTime() + writeRetryMs * 1_000_000L;
+        while (true) {
+            Reply r = runOp("write", true, () -> doWrite(top, value));
+            if (!r.type.equals("info") || System.nanoTime() + 100_000_000L >= deadline) {
+                return r;
+            }
+            log.info("write {}: {}: retrying", value, r.error);
+            try {
+                Thread.sleep(100);
+            } catch (InterruptedException e) {
+                return r;
+            }
+        }
     }
 
     /** Codes after which a ZooKeeper write certainly did not happen. */

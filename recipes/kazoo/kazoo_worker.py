@@ -83,8 +83,10 @@ Retry policy
   deadline = the acquire timeout) looks for its uuid-prefixed node before creating
   another, and Semaphore checks whether its fixed lease path exists first. The
   worker's own writes (release's delete, counter set, fenced transaction) never go
-  through a retry: a write whose reply was lost is info (release retries only while
-  the node provably still exists). Its own calls are bounded by the session timeout
+  through Kazoo's retry: a write whose reply was lost is info (release retries only
+  while the node provably still exists); a counter write with an unknown outcome is
+  tried again, 0.1 s apart, for init's ``write_retry_ms`` (as an application's retry
+  loop would), then info. Its own calls are bounded by the session timeout
   (Kazoo's blocking calls wait forever while disconnected).
 """
 
@@ -345,12 +347,16 @@ class Worker(object):
         # fenced needs our lock node's path: every recipe here records it (Lock.node,
         # Semaphore.create_path), so fencing is supported for all of them.
         fenced = bool(req.get("fenced"))
+        write_retry_ms = req.get("write_retry_ms", 0)
+        if not is_int(write_retry_ms) or write_retry_ms < 0:
+            return self.reply(rid, "fail", "init: write_retry_ms must be a non-negative integer, got %r"
+                              % (write_retry_ms,))
 
         st = st_ms / 1000.0
         self.st = st
         self.cfg = {
             "kind": kind, "path": path, "permits": permits, "counter_path": counter_path,
-            "fenced": fenced, "worker": req.get("worker"),
+            "fenced": fenced, "worker": req.get("worker"), "write_retry_ms": write_retry_ms,
         }
         client = KazooClient(
             hosts=hosts,
@@ -599,23 +605,34 @@ class Worker(object):
         node = self._counter_check(rid)
         if node is None:
             return
+        # Like an application's retry loop (Kazoo's KazooRetry, Curator's RetryLoop):
+        # a write whose outcome is unknown is tried again until write_retry_ms is up.
+        deadline = time.monotonic() + self.cfg["write_retry_ms"] / 1000.0
+        while True:
+            typ, error = self._write_once(node, str(req["value"]).encode("ascii"))
+            if typ != "info" or time.monotonic() + 0.1 >= deadline:
+                return self.reply(rid, typ, error)
+            log.info("write %s: %s: retrying", req["value"], error)
+            time.sleep(0.1)
+
+    def _write_once(self, node, data):
+        """One attempt of a counter write: ("ok", None), ("fail", why) or ("info", why)."""
         cp = self.cfg["counter_path"]
-        data = str(req["value"]).encode("ascii")
         if not self.cfg["fenced"]:
             try:
                 self.call(self.client.set_async(cp, data))
-                return self.reply(rid, "ok")
+                return "ok", None
             except NoNodeError:
                 pass
             except Exception as e:
-                return self.reply(rid, "info", "write: %s: %s" % (type(e).__name__, e))
+                return "info", ("write: %s: %s" % (type(e).__name__, e))
             try:  # the counter does not exist yet
                 self.call(self.client.create_async(cp, data, makepath=True))
-                return self.reply(rid, "ok")
+                return "ok", None
             except NodeExistsError:
-                return self.reply(rid, "fail", "write: counter %s appeared while creating it" % cp)
+                return "fail", ("write: counter %s appeared while creating it" % cp)
             except Exception as e:
-                return self.reply(rid, "info", "write: create %s: %s: %s" % (cp, type(e).__name__, e))
+                return "info", ("write: create %s: %s: %s" % (cp, type(e).__name__, e))
 
         def commit(create):
             tx = self.client.transaction()
@@ -630,22 +647,22 @@ class Worker(object):
             try:
                 results = commit(create)
             except Exception as e:
-                return self.reply(rid, "info", "fenced write: %s: %s" % (type(e).__name__, e))
+                return "info", ("fenced write: %s: %s" % (type(e).__name__, e))
             if not any(isinstance(r, Exception) for r in results):
-                return self.reply(rid, "ok")
+                return "ok", None
             # The transaction failed as a whole: nothing was written.
             if isinstance(results[0], NoNodeError):
-                return self.reply(rid, "fail", "fenced: lock node gone")
+                return "fail", ("fenced: lock node gone")
             if not create and isinstance(results[1], NoNodeError):
                 parent = cp.rsplit("/", 1)[0]
                 if parent:
                     try:
                         self.call(self.client.ensure_path_async(parent))
                     except Exception as e:
-                        return self.reply(rid, "fail", "fenced write: counter %s is missing and creating its "
-                                          "parent failed: %s: %s" % (cp, type(e).__name__, e))
+                        return "fail", ("fenced write: counter %s is missing and creating its "
+                                        "parent failed: %s: %s" % (cp, type(e).__name__, e))
                 continue
-            return self.reply(rid, "fail", "fenced write rejected: %s" % ", ".join(
+            return "fail", ("fenced write rejected: %s" % ", ".join(
                 type(r).__name__ for r in results if isinstance(r, Exception)))
 
     def shutdown(self, wait):

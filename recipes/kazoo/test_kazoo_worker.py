@@ -649,6 +649,8 @@ class LockTest(Base):
         w.expect("init", "fail", kind="counter", **base)  # no counter_path
         w.expect("init", "fail", **dict(base, kind="mutex", permits=3))
         w.expect("init", "fail", **dict(base, kind="mutex", path="relative"))
+        r = w.expect("init", "fail", **dict(base, kind="mutex", write_retry_ms=-1))
+        self.assertIn("write_retry_ms", r["error"])
         # Nothing listens on a fresh port: start() gives up after 2 x session timeout.
         t0 = time.monotonic()
         r = w.expect("init", "fail", **dict(base, kind="mutex", session_timeout_ms=500,
