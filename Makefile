@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants matrix clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants matrix fencing clean cleanup
 
 all: build
 
@@ -73,3 +73,13 @@ cleanup: build
 
 clean:
 	rm -rf bin
+
+# Fencing against the harm: the counter workload of gozk under client-pause and
+# client-partition (holder), seeds 1-3, unfenced (must lose updates) and fenced (must
+# stay valid). About 9 minutes.
+fencing: build
+	@for fault in "client-pause" "client-partition --hold-max 1s"; do for seed in 1 2 3; do for fenced in false true; do \
+	  printf '%-34s seed %s fenced=%-5s ' "$$fault" $$seed $$fenced; \
+	  ./$(BIN) run --quiet --recipe gozk --workload counter --fenced=$$fenced --nemesis $$fault --nemesis-targets holder \
+	    --nemesis-interval 2s --time 40s --seed $$seed --store store/fencing | grep -E '^verdict' | tr -s ' '; \
+	done; done; done

@@ -64,7 +64,7 @@ func (s *session) init(slot int) error {
 	_, err := s.w.send(workloads.Request{
 		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
 		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.process,
-		CounterPath: s.r.counterPath(), Fenced: wl.Fenced, WriteRetryMS: wl.WriteRetry.Milliseconds(),
+		CounterPath: s.r.counterPath(), Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
 	})
 	if err != nil {
 		return err

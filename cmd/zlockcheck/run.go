@@ -19,23 +19,24 @@ import (
 
 // runOptions are the flags of `run` (and, less recipe/workload/nemesis, of `matrix`).
 type runOptions struct {
-	cfg       harness.Config
-	recipe    string
-	mutants   bool
-	fenced    bool
-	workerCmd string
-	workload  string
-	permits   int
-	acquireTO time.Duration
-	holdMax   time.Duration
-	thinkMax  time.Duration
-	checkTO   time.Duration
-	quiet     bool
-	nemesis   string
-	targets   string
-	shapes    string
-	final     bool
-	baseline  bool
+	cfg        harness.Config
+	recipe     string
+	mutants    bool
+	fenced     bool
+	workerCmd  string
+	workload   string
+	permits    int
+	acquireTO  time.Duration
+	holdMax    time.Duration
+	thinkMax   time.Duration
+	writeRetry time.Duration
+	checkTO    time.Duration
+	quiet      bool
+	nemesis    string
+	targets    string
+	shapes     string
+	final      bool
+	baseline   bool
 }
 
 // register defines the flags on fs.
@@ -49,6 +50,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.acquireTO, "acquire-timeout", 2*time.Second, "how long a worker waits for the lock")
 	fs.DurationVar(&o.holdMax, "hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
 	fs.DurationVar(&o.thinkMax, "think-max", 0, "longest random pause of a worker between lock cycles (lets --nemesis-targets idle aim at an acquire's first steps)")
+	fs.DurationVar(&o.writeRetry, "write-retry", 0, "counter workload: how long a worker retries a write whose outcome is unknown (0: 2x the session timeout; negative: never)")
 	fs.DurationVar(&o.checkTO, "check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&o.nemesis, "nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
@@ -113,7 +115,7 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	if r.name != "" && !slices.Contains(r.kinds, kind) {
 		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
 	}
-	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced}
+	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced, WriteRetry: o.writeRetry}
 	if kind == workloads.Semaphore && o.permits == 0 {
 		cfg.Workload.Permits = 2
 	}
