@@ -8,3 +8,5 @@ require (
 	golang.org/x/sys v0.49.0
 	pgregory.net/rapid v1.3.0
 )
+
+require gopkg.in/yaml.v3 v3.0.1 // indirect

@@ -74,6 +74,9 @@ type Config struct {
 	StallAfter time.Duration `json:"stall_after_ns"`
 	// Log receives progress lines; nil discards them.
 	Log io.Writer `json:"-"`
+	// Progress, when set, is called about every second while the workload runs (and
+	// once at its end) with a snapshot for a live status line.
+	Progress func(Progress) `json:"-"`
 }
 
 // Defaults fills the unset fields of c.
@@ -275,6 +278,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}()
 	nemDone := make(chan error, 1)
 	go func() { nemDone <- nem.Run(workCtx) }()
+	progressDone := make(chan struct{})
+	go func() { defer close(progressDone); r.reportProgress(workCtx) }()
+	defer func() { <-progressDone }()
 	if cfg.StallAfter > 0 && cfg.FinalPhase {
 		go r.watchStall(workCtx, stop)
 	}
@@ -439,6 +445,8 @@ type recorder struct {
 	// lastAttempt and lastGrant are the times (ns since start) of the latest acquire
 	// invoked and the latest acquire granted, for the stall watchdog.
 	lastAttempt, lastGrant int64
+	// st tallies ops for Status.
+	st status
 }
 
 func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -452,6 +460,7 @@ func (r *recorder) record(op histories.Op) {
 	if err != nil && r.firstErr == nil {
 		r.firstErr = err
 	}
+	r.st.observe(op)
 	if !op.Process.Nemesis && op.F == histories.FAcquire {
 		switch op.Type {
 		case histories.Invoke:

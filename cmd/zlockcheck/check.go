@@ -22,9 +22,10 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		timeout = fs.Duration("timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 		html    = fs.String("html", "", "write porcupine's visualization of any violation to this file")
 		parse   = fs.Bool("parse-only", false, "only load and validate the file (exit 0 when it loads); for benchmarks")
+		jsonOut = fs.Bool("json", false, "with a run directory: print results.json on stdout (the summary goes to stderr)")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE")
+		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE|RUN_DIR\n\nA run directory is re-checked with its own model and its report files rewritten.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -34,6 +35,9 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitError, usageError{"check takes exactly one history file"}
 	}
 	path := fs.Arg(0)
+	if isRunDir(path) && !*parse {
+		return checkRunDir(path, *timeout, *jsonOut, stdout, stderr)
+	}
 	kind, err := models.ParseKind(*model)
 	if err != nil {
 		return exitError, fmt.Errorf("--model: %w", err)

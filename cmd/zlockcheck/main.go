@@ -27,7 +27,9 @@ const usage = `usage: zlockcheck <command> [flags]
 
 commands:
   run      start an ensemble and workers, record a history, check it
-  check    check a history file (JSON Lines or Jepsen EDN)
+  check    check a history file (JSON Lines or Jepsen EDN) or re-check a run directory
+  replay   run a stored run's configuration again (same seed) on a fresh ensemble
+  export   convert a run's history to Jepsen EDN (or JSON Lines)
   matrix   run every recipe under every fault class; print the safety matrix
   recipes  list the lock recipes that can be tested
   cleanup  remove every zlc namespace, link and process a killed harness left
@@ -62,6 +64,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = runCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		code, err = checkCmd(args[1:], stdout, stderr)
+	case "replay":
+		code, err = replayCmd(ctx, args[1:], stdout, stderr)
+	case "export":
+		code, err = exportCmd(args[1:], stdout, stderr)
 	case "matrix":
 		code, err = matrixCmd(ctx, args[1:], stdout, stderr)
 	case "recipes":

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
@@ -37,6 +39,7 @@ type runOptions struct {
 	shapes     string
 	final      bool
 	baseline   bool
+	jsonOut    bool
 }
 
 // register defines the flags on fs.
@@ -53,6 +56,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.writeRetry, "write-retry", 0, "counter workload: how long a worker retries a write whose outcome is unknown (0: 2x the session timeout; negative: never)")
 	fs.DurationVar(&o.checkTO, "check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.BoolVar(&o.jsonOut, "json", false, "print the final result (results.json) as JSON on stdout; the summary goes to stderr")
 	fs.StringVar(&o.nemesis, "nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
 	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder,idle (clients); default any")
 	fs.StringVar(&o.shapes, "partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
@@ -194,24 +198,142 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	fs := newFlagSet("run", stderr)
 	var o runOptions
 	o.register(fs)
+	file := fs.String("f", "", "read the run's flags from this YAML file (keys: flag names; a suite section runs many); the command line wins")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
 	if fs.NArg() > 0 {
 		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
+	var suite *suiteSpec
+	if *file != "" {
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		rf, err := loadRunFile(*file, fs)
+		if err != nil {
+			return exitError, err
+		}
+		if err := rf.apply(fs, explicit); err != nil {
+			return exitError, fmt.Errorf("%s: %w", *file, err)
+		}
+		suite = rf.suite
+	}
+	if suite != nil {
+		return runSuite(ctx, fs, &o, *suite, stdout, stderr)
+	}
 	cfg, modelCfg, err := o.plan(ctx, stderr)
 	if err != nil {
 		return exitError, err
 	}
+	return runAndReport(ctx, cfg, modelCfg, o.jsonOut, stdout, stderr)
+}
+
+// runAndReport executes one planned run and prints its outcome: the summary, or with
+// jsonOut results.json on stdout (the summary then goes to stderr).
+func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Config, jsonOut bool, stdout, stderr io.Writer) (int, error) {
+	line := newStatusLine(stderr, cfg.Log != nil && cfg.Log != io.Discard)
+	if line != nil {
+		cfg.Progress = line.show
+		// Progress lines of the log would break the status line: keep one of them.
+		cfg.Log = line
+	}
 	res, err := execute(ctx, cfg, modelCfg, stderr)
+	line.done()
 	if res.Dir != "" {
-		report.Summary(stdout, res)
+		if jsonOut {
+			report.Summary(stderr, res)
+			if jerr := writeResultsJSON(stdout, res); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			report.Summary(stdout, res)
+		}
 	}
 	if err != nil {
 		return exitError, err
 	}
 	return verdictCode(res.Verdict), nil
+}
+
+// writeResultsJSON prints results as indented JSON.
+func writeResultsJSON(w io.Writer, res report.Results) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// runSuite runs every recipe × nemesis × seed of a suite with the other flags in
+// common, prints a line per run and a table, and exits with the worst verdict.
+func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteSpec, stdout, stderr io.Writer) (int, error) {
+	runs := suite.runs()
+	worst := exitValid
+	type row struct {
+		run     suiteRun
+		verdict string
+		dir     string
+	}
+	var rows []row
+	for i, sr := range runs {
+		if ctx.Err() != nil {
+			break
+		}
+		for name, value := range map[string]string{"recipe": sr.recipe, "nemesis": sr.nemesis, "seed": strconv.FormatInt(sr.seed, 10)} {
+			if value == "" || (name == "seed" && sr.seed == 0) {
+				continue
+			}
+			if err := fs.Set(name, value); err != nil {
+				return exitError, fmt.Errorf("suite run %d: %s: %w", i+1, name, err)
+			}
+		}
+		fmt.Fprintf(stderr, "[%d/%d] %s, nemesis %s, seed %d\n", i+1, len(runs), o.recipe, o.nemesis, o.cfg.Seed)
+		r := row{run: suiteRun{recipe: o.recipe, nemesis: o.nemesis, seed: o.cfg.Seed}}
+		cfg, modelCfg, err := o.plan(ctx, stderr)
+		code := exitError
+		if err == nil {
+			r.run.seed = cfg.Seed
+			var res report.Results
+			res, err = execute(ctx, cfg, modelCfg, stderr)
+			r.dir = res.Dir
+			if err == nil {
+				code = verdictCode(res.Verdict)
+				r.verdict = string(res.Verdict)
+			}
+		}
+		if err != nil {
+			r.verdict = "error: " + err.Error()
+		}
+		worst = worseCode(worst, code)
+		rows = append(rows, r)
+	}
+	if o.jsonOut {
+		out := make([]map[string]any, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, map[string]any{"recipe": r.run.recipe, "nemesis": r.run.nemesis, "seed": r.run.seed, "verdict": r.verdict, "dir": r.dir})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"runs": out, "exit_code": worst}); err != nil {
+			return exitError, err
+		}
+	} else {
+		fmt.Fprintf(stdout, "\n%-24s %-28s %-8s %s\n", "recipe", "nemesis", "seed", "verdict")
+		for _, r := range rows {
+			fmt.Fprintf(stdout, "%-24s %-28s %-8d %s  %s\n", r.run.recipe, r.run.nemesis, r.run.seed, r.verdict, r.dir)
+		}
+	}
+	if ctx.Err() != nil {
+		return exitError, fmt.Errorf("suite interrupted after %d of %d runs", len(rows), len(runs))
+	}
+	return worst, nil
+}
+
+// worseCode orders exit codes for a suite: error, then invalid, then unknown, then valid.
+func worseCode(a, b int) int {
+	rank := map[int]int{exitValid: 0, exitUnknown: 1, exitInvalid: 2, exitError: 3}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }
 
 func errString(err error) string {
