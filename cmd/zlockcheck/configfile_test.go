@@ -1,0 +1,100 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func runFlags() (*flag.FlagSet, *runOptions) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var o runOptions
+	o.register(fs)
+	return fs, &o
+}
+
+func TestRunFileErrorsNameFileLineAndField(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown key", "recipe: gozk\nnemsis: kill\n", `:2: field "nemsis": unknown`},
+		{"bad duration", "recipe: gozk\ntime: soon\n", `:2: field "time": time: invalid duration "soon"`},
+		{"bad int", "workers: five\n", `:1: field "workers": `},
+		{"bad bool", "fenced: maybe\n", `:1: field "fenced": `},
+		{"list outside suite", "recipe: [gozk, zlc-mutex]\n", `:1: field "recipe": want a single value`},
+		{"twice", "seed: 1\nseed: 2\n", `:2: field "seed": given twice (first on line 1)`},
+		{"suite not a mapping", "suite: gozk\n", `:1: field "suite": want a mapping`},
+		{"suite unknown list", "suite:\n  recipe: [gozk]\n", `:2: field "suite.recipe": unknown`},
+		{"suite bad seed", "suite:\n  seeds: [1, x]\n", `:2: field "suite.seeds": want non-zero integers, got "x"`},
+		{"not a mapping", "- recipe\n", `:1: want a mapping`},
+		{"yaml syntax", "recipe: [gozk\n", `yaml: line`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, "nightly.yaml", c.yaml)
+			fs, _ := runFlags()
+			_, err := loadRunFile(path, fs)
+			if err == nil {
+				t.Fatalf("no error for %q", c.yaml)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q, want it to name %s and contain %q", err, path, c.want)
+			}
+		})
+	}
+}
+
+func TestRunFileSetsFlagsAndTheCommandLineWins(t *testing.T) {
+	path := writeFile(t, "nightly.yaml", "# nightly\nrecipe: zlc-mutex\nnemesis: kill,pause\ntime: 45s\nseed: 7\nfenced: true\nworkers: 3\n")
+	fs, o := runFlags()
+	if err := fs.Parse([]string{"--seed", "9"}); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := loadRunFile(path, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rf.apply(fs, map[string]bool{"seed": true}); err != nil {
+		t.Fatal(err)
+	}
+	if o.recipe != "zlc-mutex" || o.nemesis != "kill,pause" || o.cfg.Duration.String() != "45s" || !o.fenced || o.cfg.Workers != 3 {
+		t.Errorf("options after the file: %+v", *o)
+	}
+	if o.cfg.Seed != 9 {
+		t.Errorf("seed %d, want 9 (the command line wins)", o.cfg.Seed)
+	}
+	if rf.suite != nil {
+		t.Error("a file without a suite section made a suite")
+	}
+}
+
+func TestSuiteRunsAreTheProduct(t *testing.T) {
+	path := writeFile(t, "suite.yaml", "time: 20s\nsuite:\n  recipes: [gozk, kazoo-lock]\n  nemesis: [none, \"kill,pause,partition\"]\n  seeds: [1, 2, 3]\n")
+	fs, _ := runFlags()
+	rf, err := loadRunFile(path, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := rf.suite.runs()
+	if len(runs) != 12 {
+		t.Fatalf("%d runs, want 2 x 2 x 3 = 12", len(runs))
+	}
+	if want := (suiteRun{recipe: "kazoo-lock", nemesis: "kill,pause,partition", seed: 3}); !reflect.DeepEqual(runs[11], want) {
+		t.Errorf("last run %+v, want %+v", runs[11], want)
+	}
+	if got := (suiteSpec{}).runs(); len(got) != 1 {
+		t.Errorf("an empty suite has %d runs, want 1 (the common flags alone)", len(got))
+	}
+}
+
+func TestWorseCodeOrdersErrorInvalidUnknownValid(t *testing.T) {
+	order := []int{exitValid, exitUnknown, exitInvalid, exitError}
+	for i, a := range order {
+		for j, b := range order {
+			if got, want := worseCode(a, b), order[max(i, j)]; got != want {
+				t.Errorf("worseCode(%d, %d) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
