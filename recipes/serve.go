@@ -291,12 +291,19 @@ const writeRetryPause = 100 * time.Millisecond
 // writeRetrying performs a counter write and, while its outcome is unknown, tries
 // again for up to the init's write_retry_ms, as an application using Curator's or
 // Kazoo's retrying operations would. A retried unfenced write may land after the lock
-// passed to another worker (a lost update); a fenced one fails once the node is gone.
+// passed to another worker (a lost update); a fenced one fails once the node is gone,
+// and is then still info: an earlier attempt may have been applied.
 func (s *server) writeRetrying(ctx context.Context, c Counter, v int64) error {
 	deadline := time.Now().Add(s.writeRetry)
-	for {
+	for attempt := 0; ; attempt++ {
 		err := c.Write(ctx, v)
-		if reply, _ := Classify(err); reply != workloads.ReplyInfo || !time.Now().Add(writeRetryPause).Before(deadline) {
+		reply, _ := Classify(err)
+		if reply == workloads.ReplyFail && attempt > 0 {
+			// An earlier attempt may have been applied: the write's outcome is unknown,
+			// whatever this attempt says.
+			return Info(fmt.Errorf("%w (after %d attempts whose outcome is unknown)", err, attempt))
+		}
+		if reply != workloads.ReplyInfo || !time.Now().Add(writeRetryPause).Before(deadline) {
 			return err
 		}
 		s.log.Printf("write %d: %v: retrying", v, err)

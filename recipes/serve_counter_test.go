@@ -33,7 +33,7 @@ func (f *fakeCounterRecipe) Write(ctx context.Context, v int64) error {
 	f.cmu.Lock()
 	defer f.cmu.Unlock()
 	f.writes++
-	if v < 0 {
+	if v < 0 || (v == 3000 && f.writes > 1) {
 		return Fail(ErrFenced)
 	}
 	if v > 1000 && f.lossesLeft != 0 {
@@ -168,6 +168,9 @@ func TestServeRetriesUnknownWrites(t *testing.T) {
 		{"recovers", 5000, 2, "2000", "ok", "", 3},
 		{"gives up", 300, -1, "2000", "info", "connection loss", 3},
 		{"definite failure is not retried", 5000, -1, "-1", "fail", "fenced: lock node gone", 1},
+		// The first attempt may have been applied: a later fenced failure is no proof
+		// that the write did not happen.
+		{"fail after an unknown attempt is info", 5000, -1, "3000", "info", "fenced: lock node gone (after 1 attempts whose outcome is unknown)", 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var built *fakeCounterRecipe

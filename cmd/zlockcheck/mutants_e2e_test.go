@@ -121,11 +121,11 @@ func TestZlcMutexSurvivesTheExposures(t *testing.T) {
 // holder loses increments when the write is a plain set, and none when it is fenced,
 // under the same seed. (A cut-off holder's write is retried after its session
 // expired, as Curator's and Kazoo's retrying operations would; holds of up to 1 s let
-// the partition land between the read and the write.)
+// the fault land between the read and the write.)
 func TestFencingKeepsTheCounterRight(t *testing.T) {
 	requireIntegration(t)
 	for _, fault := range [][]string{
-		{"--nemesis", "client-pause"},
+		{"--nemesis", "client-pause", "--hold-max", "1s"},
 		{"--nemesis", "client-partition", "--hold-max", "1s"},
 	} {
 		for _, fenced := range []bool{false, true} {

@@ -40,6 +40,7 @@ type runOptions struct {
 	final      bool
 	baseline   bool
 	jsonOut    bool
+	keep       string
 }
 
 // register defines the flags on fs.
@@ -56,6 +57,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.writeRetry, "write-retry", 0, "counter workload: how long a worker retries a write whose outcome is unknown (0: 2x the session timeout; negative: never)")
 	fs.DurationVar(&o.checkTO, "check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&o.keep, "keep", "all", "runs to keep in the store: all, or failed (a valid run's directory is removed)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the final result (results.json) as JSON on stdout; the summary goes to stderr")
 	fs.StringVar(&o.nemesis, "nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
 	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder,idle (clients); default any")
@@ -218,19 +220,31 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		}
 		suite = rf.suite
 	}
+	keep, err := parseKeep(o.keep)
+	if err != nil {
+		return exitError, fmt.Errorf("--keep: %w", err)
+	}
 	if suite != nil {
-		return runSuite(ctx, fs, &o, *suite, stdout, stderr)
+		return runSuite(ctx, fs, &o, *suite, keep, stdout, stderr)
 	}
 	cfg, modelCfg, err := o.plan(ctx, stderr)
 	if err != nil {
 		return exitError, err
 	}
-	return runAndReport(ctx, cfg, modelCfg, o.jsonOut, stdout, stderr)
+	return runAndReport(ctx, cfg, modelCfg, runOutput{json: o.jsonOut, keep: keep}, stdout, stderr)
+}
+
+// runOutput says how a run's outcome is reported and kept.
+type runOutput struct {
+	// json prints results.json on stdout instead of the summary.
+	json bool
+	// keep decides whether a valid run's directory stays.
+	keep keepPolicy
 }
 
 // runAndReport executes one planned run and prints its outcome: the summary, or with
 // jsonOut results.json on stdout (the summary then goes to stderr).
-func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Config, jsonOut bool, stdout, stderr io.Writer) (int, error) {
+func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Config, out runOutput, stdout, stderr io.Writer) (int, error) {
 	line := newStatusLine(stderr, cfg.Log != nil && cfg.Log != io.Discard)
 	if line != nil {
 		cfg.Progress = line.show
@@ -240,7 +254,7 @@ func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Confi
 	res, err := execute(ctx, cfg, modelCfg, stderr)
 	line.done()
 	if res.Dir != "" {
-		if jsonOut {
+		if out.json {
 			report.Summary(stderr, res)
 			if jerr := writeResultsJSON(stdout, res); jerr != nil && err == nil {
 				err = jerr
@@ -251,6 +265,12 @@ func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Confi
 	}
 	if err != nil {
 		return exitError, err
+	}
+	if out.keep == keepFailed && res.Verdict == models.Valid {
+		if err := pruneRun(cfg.Store, cfg.Name, res.Dir); err != nil {
+			return exitError, fmt.Errorf("--keep failed: removing %s: %w", res.Dir, err)
+		}
+		fmt.Fprintf(stderr, "valid: removed %s (--keep failed)\n", res.Dir)
 	}
 	return verdictCode(res.Verdict), nil
 }
@@ -264,7 +284,7 @@ func writeResultsJSON(w io.Writer, res report.Results) error {
 
 // runSuite runs every recipe × nemesis × seed of a suite with the other flags in
 // common, prints a line per run and a table, and exits with the worst verdict.
-func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteSpec, stdout, stderr io.Writer) (int, error) {
+func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteSpec, keep keepPolicy, stdout, stderr io.Writer) (int, error) {
 	runs := suite.runs()
 	worst := exitValid
 	type row struct {
@@ -297,6 +317,10 @@ func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteS
 			if err == nil {
 				code = verdictCode(res.Verdict)
 				r.verdict = string(res.Verdict)
+				if keep == keepFailed && res.Verdict == models.Valid {
+					err = pruneRun(cfg.Store, cfg.Name, res.Dir)
+					r.dir = "(removed: --keep failed)"
+				}
 			}
 		}
 		if err != nil {

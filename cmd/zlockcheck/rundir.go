@@ -168,7 +168,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		cfg.Log = stderr
 		fmt.Fprintf(stderr, "replaying %s: %s, seed %d\n", sr.dir, strings.Join(describeConfig(cfg), ", "), cfg.Seed)
 	}
-	return runAndReport(ctx, cfg, sr.modelConfig(*checkTO), *jsonOut, stdout, stderr)
+	return runAndReport(ctx, cfg, sr.modelConfig(*checkTO), runOutput{json: *jsonOut, keep: keepAll}, stdout, stderr)
 }
 
 // describeConfig names what a run did, for a person.

@@ -1264,8 +1264,12 @@ public final class ZlcCuratorWorker {
         // Like an application's retry loop (Curator's RetryLoop, Kazoo's KazooRetry):
         // a write whose outcome is unknown is tried again until write_retry_ms is up.
         long deadline = System.nanoTime() + writeRetryMs * 1_000_000L;
-        while (true) {
+        for (int attempt = 0; ; attempt++) {
             Reply r = runOp("write", true, () -> doWrite(top, value));
+            if (r.type.equals("fail") && attempt > 0) {
+                // An earlier attempt may have been applied: the outcome stays unknown.
+                return Reply.info(r.error + " (after " + attempt + " attempts whose outcome is unknown)");
+            }
             if (!r.type.equals("info") || System.nanoTime() + 100_000_000L >= deadline) {
                 return r;
             }

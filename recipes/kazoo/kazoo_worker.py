@@ -608,8 +608,13 @@ class Worker(object):
         # Like an application's retry loop (Kazoo's KazooRetry, Curator's RetryLoop):
         # a write whose outcome is unknown is tried again until write_retry_ms is up.
         deadline = time.monotonic() + self.cfg["write_retry_ms"] / 1000.0
+        attempt = 0
         while True:
             typ, error = self._write_once(node, str(req["value"]).encode("ascii"))
+            if typ == "fail" and attempt > 0:
+                # An earlier attempt may have been applied: the outcome stays unknown.
+                return self.reply(rid, "info", "%s (after %d attempts whose outcome is unknown)" % (error, attempt))
+            attempt += 1
             if typ != "info" or time.monotonic() + 0.1 >= deadline:
                 return self.reply(rid, typ, error)
             log.info("write %s: %s: retrying", req["value"], error)
