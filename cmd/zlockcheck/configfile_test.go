@@ -98,3 +98,26 @@ func TestWorseCodeOrdersErrorInvalidUnknownValid(t *testing.T) {
 		}
 	}
 }
+
+// The shipped examples load: a suite of 4 x 2 x 3 runs and a single run.
+func TestExampleRunFilesLoad(t *testing.T) {
+	fs, _ := runFlags()
+	rf, err := loadRunFile("../../examples/nightly.yaml", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rf.suite == nil || len(rf.suite.runs()) != 24 {
+		t.Errorf("nightly.yaml: suite %+v, want 24 runs", rf.suite)
+	}
+	fs, o := runFlags()
+	rf, err = loadRunFile("../../examples/single.yaml", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rf.apply(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rf.suite != nil || o.recipe != "curator-mutex" || !o.fenced {
+		t.Errorf("single.yaml: suite %v, recipe %q, fenced %v", rf.suite, o.recipe, o.fenced)
+	}
+}
