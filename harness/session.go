@@ -291,7 +291,8 @@ func (s *session) writeCounter(next int64, limit time.Duration) {
 // hold sleeps while holding, handling events; the worker may crash or report lost.
 // The hold is not cut short when the run's time is up: release comes after it. A
 // stopped worker (SIGSTOP, a "GC pause") cannot end its critical section, so its hold
-// lasts at least until it runs again: only a running worker is sent its release.
+// lasts at least until it runs again: only a running worker is sent its next op
+// (resumeMidHold).
 func (s *session) hold(d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -299,8 +300,7 @@ func (s *session) hold(d time.Duration) {
 		select {
 		case <-timer.C:
 			if processStopped(s.w.Pid()) {
-				timer.Reset(20 * time.Millisecond)
-				continue
+				s.resumeMidHold()
 			}
 			return
 		case m := <-s.w.msgs:
@@ -315,6 +315,37 @@ func (s *session) hold(d time.Duration) {
 		case <-s.hard:
 			s.crash("", errors.New("run ended while holding"))
 			return
+		}
+	}
+}
+
+// resumeMidHold waits, without handling the worker's events, until a worker stopped
+// in its critical section runs again. Like a program after a GC pause, it carries on
+// where it was at once (its write, its release) before anything it hears on resuming
+// (a lost lock) can stop it; such an event arrives while that op is in flight, and
+// the op's outcome decides. Events sent before the stop are handled first.
+func (s *session) resumeMidHold() {
+	for {
+		select {
+		case m := <-s.w.msgs:
+			if m.crashed != nil {
+				s.crash("", m.crashed)
+				return
+			}
+			s.event(m.msg, false)
+			if !s.holding {
+				return
+			}
+			continue
+		default:
+		}
+		break
+	}
+	for processStopped(s.w.Pid()) {
+		select {
+		case <-s.hard:
+			return
+		case <-time.After(2 * time.Millisecond):
 		}
 	}
 }
