@@ -279,7 +279,7 @@ func (r *goZK) locked(err error) (Grant, error) {
 	r.mu.Unlock()
 
 	sid := r.conn.SessionID()
-	nodes, err := r.nodesOwnedBy(sid)
+	nodes, err := r.holderNode(sid)
 	switch {
 	case err != nil:
 		return Grant{}, Info(fmt.Errorf("locked, but looking up the lock node failed: %w", err))
@@ -359,6 +359,46 @@ func (r *goZK) checkGone(sid int64) error {
 type lockNode struct {
 	path  string
 	czxid int64
+}
+
+// holderNode finds the node zk.Lock just acquired with: the child with the lowest
+// sequence number, if session sid owns it (two round trips, however long the queue);
+// otherwise, for the diagnosis, every node sid owns.
+func (r *goZK) holderNode(sid int64) ([]lockNode, error) {
+	children, _, err := r.conn.Children(r.cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("children of %s: %w", r.cfg.Path, err)
+	}
+	lowest, lowestSeq := "", int64(-1)
+	for _, c := range children {
+		if seq, ok := sequenceOf(c); ok && (lowestSeq < 0 || seq < lowestSeq) {
+			lowest, lowestSeq = c, seq
+		}
+	}
+	if lowest != "" {
+		p := r.cfg.Path + "/" + lowest
+		ok, st, err := r.conn.Exists(p)
+		if err != nil {
+			return nil, fmt.Errorf("exists %s: %w", p, err)
+		}
+		if ok && st.EphemeralOwner == sid {
+			return []lockNode{{path: p, czxid: st.Czxid}}, nil
+		}
+	}
+	return r.nodesOwnedBy(sid)
+}
+
+// sequenceOf returns the sequence number a sequential node's name ends with.
+func sequenceOf(name string) (int64, bool) {
+	i := len(name)
+	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
+		i--
+	}
+	if len(name)-i != 10 {
+		return 0, false
+	}
+	seq, err := strconv.ParseInt(name[i:], 10, 64)
+	return seq, err == nil
 }
 
 // nodesOwnedBy lists the children of the lock path that are ephemeral nodes of
