@@ -35,10 +35,10 @@ const listHTML = `<!DOCTYPE html>
 <h1>zlockcheck runs</h1>
 <p class="note">Runs in {{.Store}}, newest first: {{len .Runs}}.</p>
 {{if .Runs}}<table class="runs">
-<thead><tr><th>verdict</th><th>started</th><th>test</th><th>recipe</th><th>faults</th><th>seed</th><th>duration</th><th>ops</th></tr></thead>
+<thead><tr><th>verdict</th><th>started</th><th>test</th><th>recipe</th><th>faults</th><th class="num">seed</th><th class="num">duration</th><th class="num">ops</th></tr></thead>
 <tbody>
 {{range .Runs}}<tr class="run" data-run="{{.ID}}" data-status="{{.Status}}">
-<td><span class="verdict {{.Status}}">{{.Status}}</span></td>
+<td><span class="verdict {{.Status}}"{{with .Results.SetupError}} title="{{.}}"{{end}}>{{.Status}}</span></td>
 <td><a class="runlink" href="{{.URL}}">{{.Started}}</a></td>
 {{if .Err}}<td colspan="6" class="error">{{.ID}}: {{.Err}}</td>
 {{else}}<td>{{.Results.Test}}</td>
@@ -122,7 +122,7 @@ table { border-collapse: collapse; }
 th, td { text-align: left; padding: 3px 10px 3px 0; vertical-align: top; }
 thead th { border-bottom: 1px solid #999; }
 tbody tr { border-bottom: 1px solid #eee; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict { display: inline-block; min-width: 60px; padding: 2px 8px; text-align: center; font-weight: bold; color: #fff; }
 .verdict.valid { background: #1e8c3a; }
 .verdict.invalid { background: #d0312d; }
