@@ -16,7 +16,7 @@ import (
 	"testing"
 )
 
-// The fixture store (testdata/store, trimmed from a real run, plus what fixture adds).
+// The fixture store (testdata/runs, trimmed from a real run, plus what fixture adds).
 const (
 	validRun   = "gozk-mutex/20261122T060322.360Z"
 	invalidRun = "zlc-mutex-no-watch-mutex/20261122T070000.000Z"
@@ -35,7 +35,7 @@ func plotColours() (latency, rate color.NRGBA) {
 // Size of the fixture plots, in pixels.
 const plotW, plotH = 360, 240
 
-// fixture copies testdata/store into a temporary directory and adds what git does not
+// fixture copies testdata/runs into a temporary directory and adds what git does not
 // keep well: the plots of the invalid run (solid latencyColour and rateColour), a
 // rate.png of the unknown run that is not a PNG, the latest links, and links that
 // lead out of the store or out of a run. It returns the store and the directory
@@ -44,7 +44,7 @@ func fixture(t *testing.T) (store, outside string) {
 	t.Helper()
 	tmp := t.TempDir()
 	store, outside = filepath.Join(tmp, "store"), filepath.Join(tmp, "outside")
-	if err := os.CopyFS(store, os.DirFS("testdata/store")); err != nil {
+	if err := os.CopyFS(store, os.DirFS("testdata/runs")); err != nil {
 		t.Fatal(err)
 	}
 	latency, rate := plotColours()
