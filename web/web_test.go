@@ -338,3 +338,21 @@ func TestRootConfines(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreInAStore: a store kept inside the store (zlockcheck run --store
+// store/chaos) shows its runs too, under their path.
+func TestStoreInAStore(t *testing.T) {
+	store, _ := fixture(t)
+	nested := "chaos/gozk-mutex/20261123T000000.000Z"
+	must(t, os.CopyFS(filepath.Join(store, nested), os.DirFS(filepath.Join("testdata/runs", validRun))))
+	srv := server(t, store)
+	_, body := get(t, srv, "/")
+	rows := listRows(body)
+	if len(rows) == 0 || rows[0] != [2]string{nested, "valid"} {
+		t.Errorf("rows %v, want %s first", rows, nested)
+	}
+	resp, body := get(t, srv, "/run/"+nested+"/servers/s1/zoo.cfg")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "tickTime=200") {
+		t.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+}
