@@ -46,8 +46,8 @@ type checkRow struct {
 }
 
 type countRow struct {
-	F                         string
-	Invoke, OK, Fail, Info, N int
+	F                      string
+	Invoke, OK, Fail, Info int
 }
 
 // serveRun serves /run/<run>/ (the run's page) and /run/<run>/<file>.
