@@ -32,6 +32,7 @@ commands:
   export   convert a run's history to Jepsen EDN (or JSON Lines)
   matrix   run every recipe under every fault class; print the safety matrix
   recipes  list the lock recipes that can be tested
+  serve    browse the stored runs in a web browser
   cleanup  remove every zlc namespace, link and process a killed harness left
   worker   serve the worker protocol on stdin/stdout (started by run)
 
@@ -72,6 +73,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = matrixCmd(ctx, args[1:], stdout, stderr)
 	case "recipes":
 		code, err = recipesCmd(args[1:], stdout, stderr)
+	case "serve":
+		code, err = serveCmd(ctx, args[1:], stdout, stderr)
 	case "cleanup":
 		code, err = cleanupCmd(args[1:], stdout, stderr)
 	case "worker":
