@@ -161,6 +161,17 @@ type Outcome struct {
 	Baseline *Baseline
 	// Liveness is the final phase's verdict (nil when there was none).
 	Liveness *Liveness
+	// Timings are the set-up and teardown costs (also written to timings.json).
+	Timings Timings
+}
+
+// Timings are how long a run took to set up and to tear down.
+type Timings struct {
+	// Quorum is from the start of Run to every server serving (namespaces included).
+	Quorum time.Duration `json:"quorum_ns"`
+	// Teardown is from the end of the run to every server, worker, namespace and link
+	// gone.
+	Teardown time.Duration `json:"teardown_ns"`
 }
 
 // Run performs one run: network, ensemble, workers, workload, teardown. It returns
@@ -184,6 +195,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
 
+	setupStart := time.Now()
 	network, err := netns.Create(ctx, out.RunID)
 	if err != nil {
 		return out, fmt.Errorf("create network: %w", err)
@@ -191,15 +203,18 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	// Teardown runs on every return path, whatever ctx says.
 	var ens *Ensemble
 	defer func() {
+		teardownStart := time.Now()
 		if ens != nil {
 			ens.Stop()
 		}
 		if derr := network.Destroy(); derr != nil {
 			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
 		}
+		out.Timings.Teardown = time.Since(teardownStart)
+		// For benchmarks (bench/run.sh): how long set-up and teardown took.
+		_ = writeJSON(filepath.Join(out.Dir, "timings.json"), out.Timings)
 	}()
 
-	setupStart := time.Now()
 	ens, err = StartEnsemble(ctx, network, EnsembleConfig{
 		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: filepath.Join(out.Dir, "servers"),
 		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit,
@@ -208,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if err != nil {
 		return out, err
 	}
+	out.Timings.Quorum = time.Since(setupStart)
 	out.ZooKeeperVersion = ens.Version(ctx)
 	logf("ensemble of %d serving after %s (%s)", cfg.Nodes, time.Since(setupStart).Round(time.Millisecond), ens.Connect())
 
