@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# Benchmarks behind BENCHMARKS.md. Needs root and ZooKeeper (make setup).
-#  1. Harness overhead: lock cycles per second of a gozk run through the harness (worker
+# Benchmarks behind BENCHMARKS.md (make bench, about 12 minutes). Needs root and
+# ZooKeeper (make setup). Prints markdown tables.
+#  1. Harness overhead: lock cycles per second of gozk through the harness (worker
 #     processes, pipes, recorder) next to a plain go-zookeeper loop with as many
-#     goroutines on the same ensemble (run --baseline), for 5 workers, twice.
-#  2. Checker: bench/checker.sh.
+#     goroutines on the same ensemble (run --baseline: harness, then plain loop, on one
+#     ensemble), alternated A B A B, for 5 and 20 workers.
+#  2. Set-up cost: time to quorum and to a clean teardown, 3 and 5 nodes.
+#  3. Scale: 5 nodes, 100 gozk workers, 60 s with server faults: verdict and peak memory
+#     of the harness, the servers and the workers.
+#  4. Checker: bench/checker.sh.
+# Time to detect is bench/detect.sh (make bench-detect), which takes longer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bin/zlockcheck
 go build -o "$bin" ./cmd/zlockcheck
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
-echo "## Harness vs plain go-zookeeper loop ($(date -u +%F), $(nproc) cores)"
-printf '| run | workers | harness cycles/s | plain loop cycles/s | ratio |\n|---|---|---|---|---|\n'
-for workers in ${BENCH_WORKERS:-5}; do
+echo "# zlockcheck benchmarks ($(date -u +%F), $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB)"
+echo
+echo "## Harness vs plain go-zookeeper loop"
+printf '| rep | workers | harness cycles/s | plain loop cycles/s | ratio |\n|---|---|---|---|---|\n'
+for workers in ${BENCH_WORKERS:-5 20}; do
   for rep in 1 2; do
-    "$bin" run --quiet --time "${BENCH_TIME:-20s}" --workers "$workers" --seed "$rep" --baseline --store "$store" >/dev/null
+    "$bin" run --quiet --time "${BENCH_TIME:-20s}" --workers "$workers" --seed "$rep" --baseline \
+      --final-phase=false --store "$store" >/dev/null
     python3 - "$store/latest/results.json" "$rep" "$workers" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -24,6 +33,24 @@ print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['cycles_per_second']:.1f} | {plain:
 PY
   done
 done
+echo
+echo "## Set-up and teardown"
+printf '| nodes | rep | to quorum (s) | teardown (s) | whole run of 1 s, wall (s) |\n|---|---|---|---|---|\n'
+for nodes in 3 5; do
+  for rep in 1 2 3; do
+    t0=$(date +%s.%N)
+    "$bin" run --quiet --time 1s --nodes "$nodes" --workers 5 --seed "$rep" --final-phase=false --store "$store" >/dev/null
+    t1=$(date +%s.%N)
+    python3 - "$store/latest/timings.json" "$nodes" "$rep" "$t0" "$t1" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {t['quorum_ns']/1e9:.2f} | {t['teardown_ns']/1e9:.2f} | {float(sys.argv[5])-float(sys.argv[4]):.1f} |")
+PY
+  done
+done
+echo
+echo "## Scale: 5 nodes, ${BENCH_SCALE_WORKERS:-100} gozk workers, 60 s, server faults"
+bash bench/scale.sh "$bin" "$store" "${BENCH_SCALE_WORKERS:-100}" "${BENCH_SCALE_TIME:-60s}"
 echo
 echo "## Checker"
 bash bench/checker.sh
