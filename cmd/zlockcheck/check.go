@@ -24,7 +24,8 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		parse   = fs.Bool("parse-only", false, "only load and validate the file (exit 0 when it loads); for benchmarks")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE")
+		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE|RUN-DIR")
+		fmt.Fprintln(stderr, "  a RUN-DIR (store/<test>/<time>) is checked again and its report files rewritten")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -37,6 +38,9 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	kind, err := models.ParseKind(*model)
 	if err != nil {
 		return exitError, fmt.Errorf("--model: %w", err)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return checkRunDir(path, models.Config{Kind: kind, Permits: *permits, Timeout: *timeout}, stdout)
 	}
 	if *format == "" {
 		*format = "jsonl"
@@ -85,4 +89,19 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "visualization: %s\n", *html)
 	}
 	return verdictCode(verdict), nil
+}
+
+// checkRunDir checks a stored run directory again and rewrites its report files
+// (results.json, timeline.html, the pictures, junit.xml, ...).
+func checkRunDir(dir string, fallback models.Config, stdout io.Writer) (int, error) {
+	run, cfg, err := report.StoredRun(dir, fallback)
+	if err != nil {
+		return exitError, err
+	}
+	res, err := report.CheckRun(run, cfg)
+	if err != nil {
+		return exitError, err
+	}
+	report.Summary(stdout, res)
+	return verdictCode(res.Verdict), nil
 }
