@@ -348,6 +348,20 @@ func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// plainTicks are gonum's default ticks labelled without trailing zeros.
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+		}
+	}
+	return ticks
+}
+
 // binWidth picks a bin of a round number of seconds giving at most about 80 bins.
 func binWidth(end float64) float64 {
 	const most = 80
@@ -363,7 +377,13 @@ func ratePlot(h histories.History, c Chart) (*plot.Plot, plot.Legend, error) {
 	ds, _ := completions(h)
 	end := max(End(h), 1e-9)
 	bin := binWidth(end)
-	n := int(math.Ceil(end/bin)) + 1
+	n := max(int(math.Ceil(end/bin-1e-9)), 1)
+	width := func(i int) float64 { // the last bin ends with the history
+		if i == n-1 {
+			return max(end-float64(i)*bin, bin/10)
+		}
+		return bin
+	}
 	counts := map[series][]float64{}
 	totals := map[series]int{}
 	for _, d := range ds {
@@ -381,6 +401,7 @@ func ratePlot(h histories.History, c Chart) (*plot.Plot, plot.Legend, error) {
 	title := fmt.Sprintf("completed ops per second (%g s bins)", bin)
 	p, leg, under := base(h, c, title)
 	p.Y.Label.Text = "ops per second"
+	p.Y.Tick.Marker = plainTicks{}
 	p.Add(under[0])
 	keys := make([]series, 0, len(counts))
 	for s := range counts {
@@ -391,10 +412,10 @@ func ratePlot(h histories.History, c Chart) (*plot.Plot, plot.Legend, error) {
 	for _, s := range keys {
 		xys := make(plotter.XYs, 0, n+1)
 		for i, v := range counts[s] {
-			xys = append(xys, plotter.XY{X: float64(i) * bin, Y: v / bin})
-			ymax = max(ymax, v/bin)
+			xys = append(xys, plotter.XY{X: float64(i) * bin, Y: v / width(i)})
+			ymax = max(ymax, v/width(i))
 		}
-		xys = append(xys, plotter.XY{X: float64(n) * bin, Y: xys[len(xys)-1].Y})
+		xys = append(xys, plotter.XY{X: end, Y: xys[len(xys)-1].Y})
 		l, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, leg, fmt.Errorf("rate of %s: %w", s.name(), err)
