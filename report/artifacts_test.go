@@ -390,3 +390,16 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	c.n += len(p)
 	return len(p), nil
 }
+
+func TestTimelineOfEmptyHistory(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteTimeline(&buf, nil, models.Result{Verdict: models.Valid}); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, s := range []string{`data-count="total">0<`, `"lanes":[]`, `id="no-violation"`, `No faults injected.`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page of an empty history lacks %s", s)
+		}
+	}
+}

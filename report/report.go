@@ -144,7 +144,10 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	}{{"latency", plots.Latency}, {"rate", plots.Rate}} {
 		file := pic.name + ".png"
 		if err := writeFile(filepath.Join(run.Dir, file), func(w io.Writer) error { return pic.draw(w, h, chart) }); err != nil {
-			return out, err
+			// A picture is a view of the history, not part of the verdict: say what went
+			// wrong and write the rest of the report.
+			out.Warnings = append(out.Warnings, err.Error())
+			continue
 		}
 		out.Files[pic.name] = file
 	}

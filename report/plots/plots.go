@@ -176,7 +176,8 @@ func sortSeries(ss []series) {
 // latency on a log scale, coloured by outcome (ok, fail, info) and shaped by function.
 // Info ops, whose latency is unknown, are triangles on the top row, labelled
 // "unknown". Faults are shaded and labelled; marks are red vertical lines.
-func Latency(w io.Writer, h histories.History, c Chart) error {
+func Latency(w io.Writer, h histories.History, c Chart) (err error) {
+	defer recoverInto(&err, "latency")
 	p, leg, err := latencyPlot(h, c)
 	if err != nil {
 		return err
@@ -187,12 +188,21 @@ func Latency(w io.Writer, h histories.History, c Chart) error {
 // Rate writes rate.png: completions per second, in bins, of each function and outcome
 // (acquire ok, acquire fail, release ok, ..., and all info ops as one line). Faults are
 // shaded and labelled; marks are red vertical lines.
-func Rate(w io.Writer, h histories.History, c Chart) error {
+func Rate(w io.Writer, h histories.History, c Chart) (err error) {
+	defer recoverInto(&err, "rate")
 	p, leg, err := ratePlot(h, c)
 	if err != nil {
 		return err
 	}
 	return writePNG(w, p, leg)
+}
+
+// recoverInto turns a panic of the plotting library (it panics on some data it
+// cannot draw) into an error.
+func recoverInto(err *error, what string) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("drawing the %s picture: %v", what, r)
+	}
 }
 
 // base is a plot with the history's time on x, its faults shaded and its marks drawn.

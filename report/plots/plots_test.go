@@ -187,3 +187,31 @@ func TestBinWidth(t *testing.T) {
 		}
 	}
 }
+
+func TestPicturesOfEdgeHistories(t *testing.T) {
+	zero := histories.History{
+		{Type: histories.Invoke, F: "acquire", Process: histories.Client(0), Time: 0},
+		{Type: histories.OK, F: "acquire", Process: histories.Client(0), Time: 0},
+	}
+	onlyInfo := histories.History{
+		{Type: histories.Invoke, F: "acquire", Process: histories.Client(0), Time: 5},
+		{Type: histories.Info, F: "acquire", Process: histories.Client(0), Time: 3e9},
+		nemOp("start", 1, `"not an object"`),
+	}
+	pending := histories.History{{Type: histories.Invoke, F: "release", Process: histories.Client(3), Time: 7e12}}
+	for name, h := range map[string]histories.History{"empty": nil, "zero latency at time 0": zero, "only info": onlyInfo, "pending only": pending} {
+		for _, draw := range []func(*bytes.Buffer, histories.History) error{
+			func(b *bytes.Buffer, h histories.History) error { return Latency(b, h, Chart{Marks: []Mark{{Seconds: 0}}}) },
+			func(b *bytes.Buffer, h histories.History) error { return Rate(b, h, Chart{}) },
+		} {
+			var buf bytes.Buffer
+			if err := draw(&buf, h); err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			if _, err := png.Decode(&buf); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+}
