@@ -201,7 +201,9 @@ func TestPicturesOfEdgeHistories(t *testing.T) {
 	pending := histories.History{{Type: histories.Invoke, F: "release", Process: histories.Client(3), Time: 7e12}}
 	for name, h := range map[string]histories.History{"empty": nil, "zero latency at time 0": zero, "only info": onlyInfo, "pending only": pending} {
 		for _, draw := range []func(*bytes.Buffer, histories.History) error{
-			func(b *bytes.Buffer, h histories.History) error { return Latency(b, h, Chart{Marks: []Mark{{Seconds: 0}}}) },
+			func(b *bytes.Buffer, h histories.History) error {
+				return Latency(b, h, Chart{Marks: []Mark{{Seconds: 0}}})
+			},
 			func(b *bytes.Buffer, h histories.History) error { return Rate(b, h, Chart{}) },
 		} {
 			var buf bytes.Buffer
