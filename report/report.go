@@ -17,6 +17,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/report/plots"
 )
 
 // Run describes a finished run whose history is to be checked.
@@ -77,8 +78,10 @@ type Check struct {
 	WindowIndexes         []int64  `json:"window_indexes,omitempty"`
 }
 
-// CheckRun loads the run's history from disk, checks it, and writes results.json,
-// timeline.html and, when invalid, linearizability.html into the run directory.
+// CheckRun loads the run's history from disk, checks it, and writes into the run
+// directory: nemesis.jsonl (the history's nemesis ops), timeline.html, latency.png,
+// rate.png, junit.xml, linearizability.html when invalid, and results.json, whose
+// Files map lists them all.
 func CheckRun(run Run, cfg models.Config) (Results, error) {
 	h, warnings, err := histories.Load(run.History)
 	if err != nil {
@@ -122,11 +125,32 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	}
 	out.Checks, out.Verdict = Verdict(out.Checks)
 	out.Files["history"] = "history.jsonl"
+	if err := writeFile(filepath.Join(run.Dir, "nemesis.jsonl"), func(w io.Writer) error { return histories.WriteJSONL(w, NemesisOps(h)) }); err != nil {
+		return out, err
+	}
+	out.Files["nemesis"] = "nemesis.jsonl"
 	timeline := filepath.Join(run.Dir, "timeline.html")
 	if err := writeFile(timeline, func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
 		return out, err
 	}
 	out.Files["timeline"] = "timeline.html"
+	chart := plots.Chart{Title: out.Test, Marks: Marks(out.Checks)}
+	if chart.Title == "" {
+		chart.Title = out.Recipe
+	}
+	for _, pic := range []struct {
+		name string
+		draw func(io.Writer, histories.History, plots.Chart) error
+	}{{"latency", plots.Latency}, {"rate", plots.Rate}} {
+		file := pic.name + ".png"
+		if err := writeFile(filepath.Join(run.Dir, file), func(w io.Writer) error { return pic.draw(w, h, chart) }); err != nil {
+			// A picture is a view of the history, not part of the verdict: say what went
+			// wrong and write the rest of the report.
+			out.Warnings = append(out.Warnings, err.Error())
+			continue
+		}
+		out.Files[pic.name] = file
+	}
 	if res.Verdict == models.Invalid {
 		viz := filepath.Join(run.Dir, "linearizability.html")
 		if err := writeFile(viz, func(w io.Writer) error { return models.WriteVisualization(w, res, cfg) }); err != nil {
@@ -134,12 +158,51 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		}
 		out.Files["linearizability"] = "linearizability.html"
 	}
+	if err := writeFile(filepath.Join(run.Dir, "junit.xml"), func(w io.Writer) error { return WriteJUnit(w, out, time.Now()) }); err != nil {
+		return out, err
+	}
+	out.Files["junit"] = "junit.xml"
 	out.Files["results"] = "results.json"
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return out, err
 	}
 	return out, os.WriteFile(filepath.Join(run.Dir, "results.json"), append(data, '\n'), 0o644)
+}
+
+// NemesisOps returns the nemesis ops of h (fault starts and stops, the final phase's
+// verdict, a counter's final value), in history order.
+func NemesisOps(h histories.History) histories.History {
+	var ops histories.History
+	for _, op := range h {
+		if op.Process.Nemesis {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// Marks returns the moment of each invalid check's first violation, labelled with its
+// key, for the pictures.
+func Marks(checks []Check) []plots.Mark {
+	var marks []plots.Mark
+	for _, c := range checks {
+		if c.Verdict != models.Invalid || c.FirstViolationSeconds == nil {
+			continue
+		}
+		label := fmt.Sprintf("first violation (key %s)", c.Key)
+		switch {
+		case c.Key == LivenessKey:
+			label = "liveness failed"
+		case c.Key == "":
+			label = "first violation"
+		}
+		if c.Advisory {
+			label += ", advisory"
+		}
+		marks = append(marks, plots.Mark{Seconds: *c.FirstViolationSeconds, Label: label})
+	}
+	return marks
 }
 
 func writeFile(path string, fill func(io.Writer) error) error {

@@ -42,6 +42,9 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitError, fmt.Errorf("--model: %w", err)
 	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return checkDirWithoutConfig(path, models.Config{Kind: kind, Permits: *permits, Timeout: *timeout}, stdout)
+	}
 	if *format == "" {
 		*format = "jsonl"
 		if strings.EqualFold(filepath.Ext(path), ".edn") {
@@ -89,4 +92,20 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "visualization: %s\n", *html)
 	}
 	return verdictCode(verdict), nil
+}
+
+// checkDirWithoutConfig checks a directory that holds a history.jsonl but no
+// config.json (a copied or hand-made run directory) and writes its report files
+// there; the model comes from its results.json if any, else from the flags.
+func checkDirWithoutConfig(dir string, fallback models.Config, stdout io.Writer) (int, error) {
+	run, cfg, err := report.StoredRun(dir, fallback)
+	if err != nil {
+		return exitError, err
+	}
+	res, err := report.CheckRun(run, cfg)
+	if err != nil {
+		return exitError, err
+	}
+	report.Summary(stdout, res)
+	return verdictCode(res.Verdict), nil
 }

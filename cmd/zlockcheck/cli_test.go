@@ -54,6 +54,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"double grant", []string{"check", writeFile(t, "bad.jsonl", doubleGrant)}, exitInvalid, "INVALID"},
 		{"double grant is fine for 2 permits", []string{"check", "--model", "semaphore", "--permits", "2", writeFile(t, "bad.jsonl", doubleGrant)}, exitValid, "VALID"},
 		{"jepsen etcd history", []string{"check", "--model", "knossos-mutex", edn}, exitInvalid, "INVALID"},
+		{"stored run dir is reported again", []string{"check", filepath.Dir(writeFile(t, "history.jsonl", doubleGrant))}, exitInvalid, "junit.xml"},
 		{"malformed line", []string{"check", writeFile(t, "m.jsonl", malformed)}, exitError, "m.jsonl:2"},
 		{"missing file", []string{"check", "/nonexistent/history.jsonl"}, exitError, "no such file"},
 		{"unknown model", []string{"check", "--model", "paxos", writeFile(t, "ok.jsonl", validHistory)}, exitError, "--model"},
