@@ -31,6 +31,8 @@ type Run struct {
 	Interrupted      bool
 	Elapsed          time.Duration
 	ZooKeeperVersion string
+	// RecipeVersion names the library under test and its version (e.g. "Curator 5.4.0-3").
+	RecipeVersion string
 	// SetupError is set when the run broke down before its end.
 	SetupError string
 	// Baseline is the plain-loop yardstick measured on the same ensemble, if any.
@@ -60,6 +62,7 @@ type Results struct {
 	Baseline         any                       `json:"baseline,omitempty"`
 	CheckSeconds     float64                   `json:"check_seconds"`
 	ZooKeeperVersion string                    `json:"zookeeper_version,omitempty"`
+	RecipeVersion    string                    `json:"recipe_version,omitempty"`
 	ToolVersion      string                    `json:"tool_version"`
 	Config           any                       `json:"config,omitempty"`
 	Files            map[string]string         `json:"files"`
@@ -96,7 +99,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		Verdict: res.Verdict, Test: run.Test, RunID: run.RunID, Recipe: run.Recipe, Seed: run.Seed, Dir: run.Dir,
 		History: run.History, Model: cfg.Kind, Permits: cfg.Permits, Interrupted: run.Interrupted,
 		SetupError: run.SetupError, Warnings: warnings, ElapsedSeconds: run.Elapsed.Seconds(),
-		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: run.ZooKeeperVersion,
+		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: run.ZooKeeperVersion, RecipeVersion: run.RecipeVersion,
 		ToolVersion: toolVersion(), Config: run.Config, Files: map[string]string{},
 		Ops: len(h),
 	}

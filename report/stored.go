@@ -32,6 +32,7 @@ func StoredRun(dir string, fallback models.Config) (Run, models.Config, error) {
 		}
 		run.Test, run.RunID, run.Recipe, run.Seed = r.Test, r.RunID, r.Recipe, r.Seed
 		run.Config, run.Interrupted, run.ZooKeeperVersion = r.Config, r.Interrupted, r.ZooKeeperVersion
+		run.RecipeVersion = r.RecipeVersion
 		run.SetupError, run.Baseline = r.SetupError, r.Baseline
 		run.Elapsed = time.Duration(r.ElapsedSeconds * float64(time.Second))
 		if r.Model != "" {

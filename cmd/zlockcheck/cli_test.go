@@ -76,3 +76,14 @@ func TestCheckExitCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestRecipeVersionNamesTheLibrary(t *testing.T) {
+	for name, prefix := range map[string]string{"gozk": "go-zookeeper v", "zlc-mutex": "zlockcheck "} {
+		if got := recipeVersion(name); !strings.HasPrefix(got, prefix) {
+			t.Errorf("recipeVersion(%q) = %q, want it to start with %q", name, got, prefix)
+		}
+	}
+	if got := recipeVersion("exec"); got != "" {
+		t.Errorf("recipeVersion(exec) = %q, want empty (unknown)", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -153,4 +154,43 @@ func recipesCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	}
 	fmt.Fprintf(stdout, "%-28s %-26s %s\n", "exec", "any", "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1")
 	return 0, nil
+}
+
+// recipeVersion names the library a recipe tests and its installed version, for
+// results.json: the Debian package's version for Curator and Kazoo, the module's for
+// go-zookeeper, the tool's own for zlc-mutex and its mutants; "" when unknown.
+func recipeVersion(name string) string {
+	deb := func(label, pkg string) string {
+		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", pkg).Output()
+		if err != nil || len(out) == 0 {
+			return ""
+		}
+		return label + " " + string(out) + " (Debian " + pkg + ")"
+	}
+	module := func(label, path string) string {
+		bi, ok := debug.ReadBuildInfo()
+		if !ok {
+			return ""
+		}
+		if path == "" {
+			return label + " " + bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == path {
+				return label + " " + d.Version
+			}
+		}
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(name, "curator-"):
+		return deb("Curator", "libcurator-recipes-java")
+	case strings.HasPrefix(name, "kazoo-"):
+		return deb("Kazoo", "python3-kazoo")
+	case name == "gozk":
+		return module("go-zookeeper", "github.com/go-zookeeper/zk")
+	case name == "zlc-mutex" || strings.HasPrefix(name, "mutant-"):
+		return module("zlockcheck", "")
+	}
+	return ""
 }

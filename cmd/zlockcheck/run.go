@@ -180,7 +180,7 @@ func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, st
 	run := report.Run{
 		Dir: outcome.Dir, History: outcome.History, Test: cfg.Name, RunID: outcome.RunID, Recipe: cfg.Recipe,
 		Seed: cfg.Seed, Config: cfg, Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed,
-		ZooKeeperVersion: outcome.ZooKeeperVersion, SetupError: errString(runErr),
+		ZooKeeperVersion: outcome.ZooKeeperVersion, RecipeVersion: recipeVersion(cfg.Recipe), SetupError: errString(runErr),
 	}
 	if outcome.Baseline != nil {
 		run.Baseline = outcome.Baseline
