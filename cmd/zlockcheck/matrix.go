@@ -150,9 +150,14 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 			return exitError, err
 		}
 	}
-	md, _ := os.ReadFile(filepath.Join(dir, "matrix.md"))
-	stdout.Write(md)
-	fmt.Fprintf(stdout, "\nmatrix: %s\n", dir)
+	if o.jsonOut {
+		doc, _ := os.ReadFile(filepath.Join(dir, "matrix.json"))
+		stdout.Write(doc)
+	} else {
+		md, _ := os.ReadFile(filepath.Join(dir, "matrix.md"))
+		stdout.Write(md)
+		fmt.Fprintf(stdout, "\nmatrix: %s\n", dir)
+	}
 	return verdictCode(worst), nil
 }
 
