@@ -52,6 +52,11 @@ type EnsembleConfig struct {
 	Heap string
 	// StartTimeout bounds the wait for a quorum.
 	StartTimeout time.Duration
+	// NoForceSync writes forceSync=no: the servers acknowledge a write before it is
+	// fsynced to their transaction log. Faster, but a different durability model
+	// (a write acknowledged by a quorum can be lost if those servers all crash), so
+	// only ever an explicit choice, recorded in config.json.
+	NoForceSync bool
 }
 
 // Server is one ZooKeeper server: its namespace and address, files and process.
@@ -203,6 +208,9 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 		"standaloneEnabled=false",
 		"reconfigEnabled=false",
 		"autopurge.purgeInterval=0",
+	}
+	if cfg.NoForceSync {
+		lines = append(lines, "forceSync=no")
 	}
 	lines = append(lines, peers...)
 	return os.WriteFile(s.Cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644)

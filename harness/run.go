@@ -46,6 +46,9 @@ type Config struct {
 	Tick      time.Duration `json:"tick_ns"`
 	InitLimit int           `json:"init_limit"`
 	SyncLimit int           `json:"sync_limit"`
+	// NoForceSync runs the servers with forceSync=no (see EnsembleConfig): a weaker
+	// durability model, for throughput experiments only.
+	NoForceSync bool `json:"no_force_sync,omitempty"`
 	// Recipe names the lock implementation under test (for the record).
 	Recipe string `json:"recipe"`
 	// WorkerArgv is the command line of one worker process.
@@ -217,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 	ens, err = StartEnsemble(ctx, network, EnsembleConfig{
 		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: filepath.Join(out.Dir, "servers"),
-		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit,
+		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
 		MaxSessionTimeout: max(60*time.Second, 2*cfg.SessionTimeout),
 	})
 	if err != nil {
