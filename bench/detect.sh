@@ -17,8 +17,8 @@ cases=(
   "mutant-off-by-one|no faults, --think-max 100ms|--think-max 100ms"
   "mutant-no-recheck|no faults, --acquire-timeout 150ms|--acquire-timeout 150ms"
   "mutant-delete-lowest|no faults, --acquire-timeout 150ms|--acquire-timeout 150ms"
-  "mutant-ignore-lost|client-partition aimed at the holder|--nemesis client-partition --nemesis-targets holder --nemesis-interval 2s --hold-max 8s --acquire-timeout 20s"
-  "mutant-ignore-lost|client-partition at random|--nemesis client-partition --nemesis-targets random --nemesis-interval 2s --hold-max 8s --acquire-timeout 20s"
+  "mutant-ignore-lost|client-partition aimed at the holder|--nemesis client-partition --nemesis-targets holder --nemesis-interval 2s --hold-max 10s --session-timeout 2s --acquire-timeout 20s"
+  "mutant-ignore-lost|client-partition at random|--nemesis client-partition --nemesis-targets random --nemesis-interval 2s --hold-max 10s --session-timeout 2s --acquire-timeout 20s"
   "mutant-unprotected-create|reply-loss aimed at idle workers|--nemesis reply-loss --nemesis-targets idle --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
   "mutant-unprotected-create|reply-loss at random|--nemesis reply-loss --nemesis-targets random --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
 )

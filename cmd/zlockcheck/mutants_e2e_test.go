@@ -29,8 +29,10 @@ var exposures = []exposure{
 	{"mutant-no-recheck", []string{"--acquire-timeout", "150ms"}, "", ""},
 	{"mutant-delete-lowest", []string{"--acquire-timeout", "150ms"}, "", ""},
 	// A holder cut off during a long critical section must learn it lost the lock.
+	// The overlap needs the hold to outlast the cut by a session timeout: a short
+	// session (2 s) and holds of up to 10 s make that likely at every fault.
 	{"mutant-ignore-lost", []string{"--nemesis", "client-partition", "--nemesis-targets", "holder",
-		"--nemesis-interval", "2s", "--hold-max", "8s", "--acquire-timeout", "20s"}, "l0", "40s"},
+		"--nemesis-interval", "2s", "--hold-max", "10s", "--session-timeout", "2s", "--acquire-timeout", "20s"}, "l0", "40s"},
 	// Replies lost right when an idle worker starts its next acquire: the create is
 	// applied, its reply never comes, the blind retry leaves an orphan node.
 	{"mutant-unprotected-create", []string{"--nemesis", "reply-loss", "--nemesis-targets", "idle",
