@@ -93,7 +93,7 @@ type lockRun struct {
 	// procs holds every process ever started, in order.
 	procs []*lockClient
 	hist  histories.History
-	steps   []Step
+	steps []Step
 	// trace is the run's story: steps, what they did, the recipe's log lines.
 	trace []string
 	// logf, when set, gets each trace line as it is written.
