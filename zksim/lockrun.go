@@ -95,7 +95,7 @@ type lockRun struct {
 	hist  histories.History
 	steps []Step
 	// trace is the run's story: steps, what they did, the recipe's log lines.
-	trace []string
+	trace []line
 	// logf, when set, gets each trace line as it is written.
 	logf func(format string, args ...any)
 	// torn is set once teardown ran.
@@ -140,7 +140,7 @@ type lockClient struct {
 
 	// Under run.mu.
 	lost []string
-	logs []string
+	logs []line
 }
 
 func (lc *lockClient) dead() bool { return lc.crashed || lc.retired }
@@ -191,9 +191,8 @@ func (r *lockRun) startProcess(slot int) error {
 			return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
 		},
 		Logf: func(format string, args ...any) {
-			line := fmt.Sprintf(format, args...)
 			r.mu.Lock()
-			lc.logs = append(lc.logs, line)
+			lc.logs = append(lc.logs, line{format, args})
 			r.mu.Unlock()
 		},
 	})
@@ -209,13 +208,29 @@ func (r *lockRun) startProcess(slot int) error {
 	return nil
 }
 
+// line is a line of a trace, formatted only when printed.
+type line struct {
+	format string
+	args   []any
+}
+
+func (l line) String() string { return fmt.Sprintf(l.format, l.args...) }
+
 // note adds a line to the trace.
 func (r *lockRun) note(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
-	r.trace = append(r.trace, line)
+	r.trace = append(r.trace, line{format, args})
 	if r.logf != nil {
-		r.logf("%s", line)
+		r.logf(format, args...)
 	}
+}
+
+// lines renders the trace.
+func (r *lockRun) lines() []string {
+	out := make([]string, len(r.trace))
+	for i, l := range r.trace {
+		out[i] = l.String()
+	}
+	return out
 }
 
 // record appends an op to the history; times are the op's position.
@@ -276,7 +291,17 @@ func (r *lockRun) can(kind StepKind, slot int) bool {
 	case StepCrash:
 		return true
 	case StepTick:
-		return r.busy() != ""
+		return r.anyBusy()
+	}
+	return false
+}
+
+// anyBusy reports whether some client has an op in flight.
+func (r *lockRun) anyBusy() bool {
+	for _, lc := range r.slots {
+		if lc.op != nil {
+			return true
+		}
 	}
 	return false
 }
@@ -336,13 +361,13 @@ func (r *lockRun) do(st Step) error {
 		return fmt.Errorf("step %s is not possible now", st)
 	}
 	r.steps = append(r.steps, st)
-	return r.apply(st, fmt.Sprintf("%3d. %s", len(r.steps), st))
+	return r.apply(st, line{"%3d. %v", []any{len(r.steps), st}})
 }
 
 // apply performs a step that is possible now; prefix starts its trace line.
-func (r *lockRun) apply(st Step, prefix string) error {
+func (r *lockRun) apply(st Step, prefix line) error {
 	lc := r.slots[st.Client]
-	var what string
+	var what Trace
 	var err error
 	switch st.Kind {
 	case StepAcquire:
@@ -356,13 +381,13 @@ func (r *lockRun) apply(st Step, prefix string) error {
 	case StepStep:
 		what, err = r.sim.Run(lc.c)
 	case StepRun:
-		var parts []string
+		var parts []any
 		for i := 0; i < maxRun && err == nil && r.sim.CanRun(lc.c); i++ {
-			var w string
+			var w Trace
 			w, err = r.sim.Run(lc.c)
 			parts = append(parts, w)
 		}
-		what = strings.Join(parts, "; ")
+		what = tracef(strings.Repeat("; %v", len(parts))[2:], parts...)
 	case StepDeliver:
 		what, err = r.sim.Deliver(lc.c)
 	case StepTick:
@@ -377,7 +402,7 @@ func (r *lockRun) apply(st Step, prefix string) error {
 		p := r.expirable(st.Client)
 		what, err = r.sim.Expire(p.c)
 		if p != lc {
-			what = fmt.Sprintf("%s (of crashed %s)", what, p.name)
+			what = tracef("%v (of crashed %s)", what, p.name)
 		}
 	case StepCrash:
 		what, err = r.sim.Crash(lc.c)
@@ -385,10 +410,10 @@ func (r *lockRun) apply(st Step, prefix string) error {
 	if err != nil {
 		return fmt.Errorf("step %s: %w", st, err)
 	}
-	if what != "" {
-		r.note("%s: %s", prefix, what)
+	if what.format != "" {
+		r.note("%v: %v", prefix, what)
 	} else {
-		r.note("%s", prefix)
+		r.note("%v", prefix)
 	}
 	if st.Kind == StepCrash {
 		r.crashed(lc)
@@ -463,7 +488,7 @@ func (r *lockRun) collect() {
 		}
 		r.mu.Unlock()
 		for _, l := range logs {
-			r.note("       %s| %s", lc.name, l)
+			r.note("       %s| %v", lc.name, l)
 		}
 		if lc.dead() {
 			if done != nil {
@@ -527,7 +552,7 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 		// takes its place.
 		lc.retired, lc.holding, lc.lostHold = true, false, false
 		w, _ := r.sim.Close(lc.c)
-		r.note("       %s: retired after info: %s", lc.name, w)
+		r.note("       %s: retired after info: %v", lc.name, w)
 		r.restart(lc)
 	}
 }
@@ -595,7 +620,7 @@ func (r *lockRun) finish() error {
 	for _, p := range r.procs {
 		if p.crashed && r.sim.SessionAlive(p.c) {
 			w, _ := r.sim.Expire(p.c)
-			r.note("     expire %s (crashed): %s", p.name, w)
+			r.note("     expire %s (crashed): %v", p.name, w)
 			r.collect()
 		}
 	}
@@ -623,7 +648,7 @@ func (r *lockRun) finish() error {
 		if st.Kind == StepAcquire {
 			r.slots[st.Client].cycled = true
 		}
-		if err := r.apply(st, "     "+st.String()); err != nil {
+		if err := r.apply(st, line{"     %v", []any{st}}); err != nil {
 			return failf(FailHarness, "liveness phase: %v", err)
 		}
 		if err := r.checkExclusion(); err != nil {
@@ -676,7 +701,7 @@ func (r *lockRun) nextLive(n int) (Step, bool) {
 			}
 		}
 	}
-	if r.busy() != "" {
+	if r.anyBusy() {
 		return Step{Kind: StepTick}, true
 	}
 	return Step{}, false

@@ -14,11 +14,19 @@ import (
 type RunInfo struct {
 	// Schedule is the run's clients and steps (not those of the liveness phase).
 	Schedule Schedule
-	// Trace tells the run: each step and what it did, the recipe's log lines, the
-	// liveness phase.
-	Trace []string
 	// Failure is the property the run broke; nil when it passed.
 	Failure *Failure
+
+	run *lockRun
+}
+
+// Trace tells the run: each step and what it did, the recipe's log lines, the
+// liveness phase.
+func (ri RunInfo) Trace() []string {
+	if ri.run == nil {
+		return nil
+	}
+	return ri.run.lines()
 }
 
 // CheckLock checks the lock property of cfg.Recipe with rapid: each check is one run
@@ -62,9 +70,9 @@ func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*ra
 			}
 			return run.finish()
 		})
-		info := RunInfo{Failure: fail}
+		info := RunInfo{Failure: fail, run: run}
 		if run != nil {
-			info.Schedule, info.Trace = Schedule{Clients: n, Steps: run.steps}, run.trace
+			info.Schedule = Schedule{Clients: n, Steps: run.steps}
 		}
 		for _, f := range onRun {
 			f(info)
@@ -182,9 +190,9 @@ func ReplayLock(t *testing.T, cfg LockConfig, s Schedule) (RunInfo, error) {
 		}
 		return run.finish()
 	})
-	info := RunInfo{Failure: fail}
+	info := RunInfo{Failure: fail, run: run}
 	if run != nil {
-		info.Schedule, info.Trace = Schedule{Clients: s.Clients, Steps: run.steps}, run.trace
+		info.Schedule = Schedule{Clients: s.Clients, Steps: run.steps}
 	}
 	return info, bad
 }

@@ -34,6 +34,31 @@ type Sim struct {
 	requests int
 }
 
+// Trace says what a scheduler step did, for a run's story. It is formatted only when
+// printed, so that runs nobody reads cost no formatting.
+type Trace struct {
+	format string
+	args   []any
+}
+
+func tracef(format string, args ...any) Trace { return Trace{format: format, args: args} }
+
+// String renders the trace.
+func (t Trace) String() string {
+	if t.format == "" {
+		return ""
+	}
+	return fmt.Sprintf(t.format, t.args...)
+}
+
+// replyText renders a request's reply.
+type replyText struct {
+	r   *request
+	rep reply
+}
+
+func (t replyText) String() string { return t.r.describe(t.rep) }
+
 // New returns a simulated ensemble with an empty tree and no clients.
 func New() *Sim { return &Sim{srv: newServer()} }
 
@@ -159,7 +184,7 @@ func (s *Sim) Zxid() int64 {
 // Watch events queued for c are delivered before the reply, as ZooKeeper sends a
 // client its events before the replies to its later requests. It returns the request
 // and its reply, for a trace.
-func (s *Sim) Run(c *Client) (string, error) {
+func (s *Sim) Run(c *Client) (Trace, error) {
 	return s.run(c, false)
 }
 
@@ -167,22 +192,22 @@ func (s *Sim) Run(c *Client) (string, error) {
 // c's connection before the reply arrives: the request fails with
 // ErrConnectionLoss, c's other pending requests are dropped, and its session state
 // becomes disconnected (the session lives on).
-func (s *Sim) LoseReply(c *Client) (string, error) {
+func (s *Sim) LoseReply(c *Client) (Trace, error) {
 	return s.run(c, true)
 }
 
-func (s *Sim) run(c *Client, lose bool) (string, error) {
+func (s *Sim) run(c *Client, lose bool) (Trace, error) {
 	s.mu.Lock()
 	if !s.canRun(c) {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s has no pending request it can send", c.name)
+		return Trace{}, fmt.Errorf("%s has no pending request it can send", c.name)
 	}
 	r := c.pending[0]
 	c.pending = c.pending[1:]
 	rep := s.apply(c, r)
-	trace := fmt.Sprintf("%s = %s", r, r.describe(rep))
+	trace := tracef("%v = %v", r, replyText{r, rep})
 	if lose {
-		trace = fmt.Sprintf("%s applied (%s), reply lost", r, r.describe(rep))
+		trace = tracef("%v applied (%v), reply lost", r, replyText{r, rep})
 		rep = reply{err: zlcmutex.ErrConnectionLoss}
 		c.failPending(zlcmutex.ErrConnectionLoss)
 		c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateDisconnected})
@@ -247,15 +272,15 @@ func (s *Sim) apply(c *Client, r *request) reply {
 // Drop breaks c's connection: its pending requests fail with ErrConnectionLoss
 // without having reached the servers, and its session state becomes disconnected
 // (the session lives on, with its watches).
-func (s *Sim) Drop(c *Client) (string, error) {
+func (s *Sim) Drop(c *Client) (Trace, error) {
 	s.mu.Lock()
 	if c.dead || c.sess.State != zlcmutex.StateConnected {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s is not connected", c.name)
+		return Trace{}, fmt.Errorf("%s is not connected", c.name)
 	}
-	trace := "connection lost"
+	trace := tracef("connection lost")
 	if len(c.pending) > 0 {
-		trace = fmt.Sprintf("connection lost; %s dropped before it was applied", c.pending[0])
+		trace = tracef("connection lost; %v dropped before it was applied", c.pending[0])
 	}
 	c.failPending(zlcmutex.ErrConnectionLoss)
 	c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateDisconnected})
@@ -265,11 +290,11 @@ func (s *Sim) Drop(c *Client) (string, error) {
 }
 
 // Deliver hands c the oldest watch event fired for it.
-func (s *Sim) Deliver(c *Client) (string, error) {
+func (s *Sim) Deliver(c *Client) (Trace, error) {
 	s.mu.Lock()
 	if !s.canDeliver(c) {
 		s.mu.Unlock()
-		return "", fmt.Errorf("no watch event can be delivered to %s now", c.name)
+		return Trace{}, fmt.Errorf("no watch event can be delivered to %s now", c.name)
 	}
 	trace := s.deliver(c)
 	s.mu.Unlock()
@@ -278,11 +303,11 @@ func (s *Sim) Deliver(c *Client) (string, error) {
 }
 
 // deliver sends c's oldest queued event. Under mu.
-func (s *Sim) deliver(c *Client) string {
+func (s *Sim) deliver(c *Client) Trace {
 	d := c.queue[0]
 	c.queue = c.queue[1:]
 	d.ch <- d.ev // each watch channel has room for its one event
-	return fmt.Sprintf("watch event: %s %s", d.ev.Path, d.ev.Type)
+	return tracef("watch event: %s %v", d.ev.Path, d.ev.Type)
 }
 
 // Expire ends c's session on the servers: its ephemeral nodes are deleted and its
@@ -290,25 +315,26 @@ func (s *Sim) deliver(c *Client) string {
 // requests fail with ErrSessionExpired, its watches get EventNotWatching when
 // delivered); a disconnected one when it reconnects. A crashed client's session can
 // expire too, which is how its nodes go away.
-func (s *Sim) Expire(c *Client) (string, error) {
+func (s *Sim) Expire(c *Client) (Trace, error) {
 	s.mu.Lock()
 	sid := c.sess.ID
 	if !s.srv.alive(sid) {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s has no live session", c.name)
+		return Trace{}, fmt.Errorf("%s has no live session", c.name)
 	}
 	before := s.srv.zxid
 	dropped := s.srv.closeSession(sid)
-	trace := fmt.Sprintf("session 0x%x expired", uint64(sid))
+	deleted := ""
 	if s.srv.zxid != before {
-		trace += fmt.Sprintf(" (zxid %d deleted its ephemeral nodes)", s.srv.zxid)
+		deleted = fmt.Sprintf(" (zxid %d deleted its ephemeral nodes)", s.srv.zxid)
 	}
+	trace := tracef("session 0x%x expired%s", uint64(sid), deleted)
 	if !c.dead {
 		c.dropped = append(c.dropped, dropped...)
 		if c.sess.State == zlcmutex.StateConnected {
 			c.learnExpired()
 		} else {
-			trace += "; the client will hear of it when it reconnects"
+			trace = tracef("session 0x%x expired%s; the client will hear of it when it reconnects", uint64(sid), deleted)
 		}
 	}
 	s.mu.Unlock()
@@ -319,25 +345,25 @@ func (s *Sim) Expire(c *Client) (string, error) {
 // Reconnect reconnects a disconnected client: with its session if that is alive,
 // otherwise the client hears that its session expired. A client whose session
 // expired gets a new session.
-func (s *Sim) Reconnect(c *Client) (string, error) {
+func (s *Sim) Reconnect(c *Client) (Trace, error) {
 	s.mu.Lock()
-	var trace string
+	var trace Trace
 	switch {
 	case c.dead:
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s is dead", c.name)
+		return Trace{}, fmt.Errorf("%s is dead", c.name)
 	case c.sess.State == zlcmutex.StateDisconnected && s.srv.alive(c.sess.ID):
 		c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateConnected})
-		trace = fmt.Sprintf("reconnected with session 0x%x", uint64(c.sess.ID))
+		trace = tracef("reconnected with session 0x%x", uint64(c.sess.ID))
 	case c.sess.State == zlcmutex.StateDisconnected:
 		c.learnExpired()
-		trace = fmt.Sprintf("reconnected: session 0x%x has expired", uint64(c.sess.ID))
+		trace = tracef("reconnected: session 0x%x has expired", uint64(c.sess.ID))
 	case c.sess.State == zlcmutex.StateExpired:
 		c.setSession(zlcmutex.Session{ID: s.srv.newSession(c), State: zlcmutex.StateConnected})
-		trace = fmt.Sprintf("new session 0x%x", uint64(c.sess.ID))
+		trace = tracef("new session 0x%x", uint64(c.sess.ID))
 	default:
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s is connected", c.name)
+		return Trace{}, fmt.Errorf("%s is connected", c.name)
 	}
 	s.mu.Unlock()
 	s.Settle()
@@ -348,30 +374,30 @@ func (s *Sim) Reconnect(c *Client) (string, error) {
 // recipe's goroutines end; nobody is there to see them), its session state becomes
 // closed, and every later call fails with ErrClosed. The session lives on on the
 // servers, with its ephemeral nodes, until it expires.
-func (s *Sim) Crash(c *Client) (string, error) {
+func (s *Sim) Crash(c *Client) (Trace, error) {
 	s.mu.Lock()
 	if c.dead {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s is dead already", c.name)
+		return Trace{}, fmt.Errorf("%s is dead already", c.name)
 	}
 	s.kill(c)
 	s.mu.Unlock()
 	s.Settle()
-	return "crashed; its session lives on until it expires", nil
+	return tracef("crashed; its session lives on until it expires"), nil
 }
 
 // Close closes c: its session ends on the servers (its ephemeral nodes are deleted),
 // pending requests fail with ErrClosed and its session state becomes closed.
-func (s *Sim) Close(c *Client) (string, error) {
+func (s *Sim) Close(c *Client) (Trace, error) {
 	s.mu.Lock()
 	if c.dead {
 		s.mu.Unlock()
-		return "", fmt.Errorf("%s is dead already", c.name)
+		return Trace{}, fmt.Errorf("%s is dead already", c.name)
 	}
-	trace := "closed"
+	trace := tracef("closed")
 	if s.srv.alive(c.sess.ID) {
 		s.srv.closeSession(c.sess.ID)
-		trace = fmt.Sprintf("closed session 0x%x", uint64(c.sess.ID))
+		trace = tracef("closed session 0x%x", uint64(c.sess.ID))
 	}
 	s.kill(c)
 	s.mu.Unlock()
