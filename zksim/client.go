@@ -209,7 +209,7 @@ func (c *Client) ExistsW(path string) (bool, Stat, <-chan zlcmutex.Event, error)
 	return rep.exists, rep.stat, rep.ev, rep.err
 }
 
-// Children implements zlcmutex.Client. The names come sorted.
+// Children implements zlcmutex.Client. The names come in no particular order.
 func (c *Client) Children(path string) ([]string, error) {
 	rep := c.call(&request{kind: reqChildren, path: path})
 	return rep.children, rep.err

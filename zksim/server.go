@@ -1,6 +1,7 @@
 package zksim
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -222,10 +223,24 @@ func (s *server) children(p string) ([]string, Stat, error) {
 	for name := range n.children {
 		names = append(names, name)
 	}
-	// ZooKeeper returns children in no particular order; sorted keeps runs
-	// reproducible.
-	slices.Sort(names)
+	// ZooKeeper returns children in no particular order (a recipe must sort them).
+	// Here the order is a hash of the name and the parent's cversion: scrambled, and
+	// the same in every replay.
+	salt := uint32(n.stat.Cversion)
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(scramble(a, salt), scramble(b, salt)), strings.Compare(a, b))
+	})
 	return names, n.stat, nil
+}
+
+// scramble is FNV-1a of s, seeded with salt.
+func scramble(s string, salt uint32) uint32 {
+	h := 2166136261 ^ salt
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
 }
 
 // checkSet says why p's data cannot be set at version, or nil.

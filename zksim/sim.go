@@ -156,6 +156,7 @@ func (s *Sim) Children(path string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names, _, _ := s.srv.children(path)
+	slices.Sort(names)
 	return names
 }
 
