@@ -27,10 +27,10 @@ type LockConfig struct {
 	// Tick is how far StepTick moves the clock; 0 means one second (more than any
 	// retry pause of zlc-mutex).
 	Tick time.Duration
-	// StrictCleanup leaves out the liveness phase's last acquire and release of
-	// every client, so that a node a client left behind (a lost hold whose release
-	// could not delete it, say) is an orphan even if the recipe would delete it at the
-	// client's next acquire.
+	// StrictCleanup leaves out the extra acquire and release that every client makes
+	// in the liveness phase when lock nodes are left, so that a node a client left
+	// behind (a lost hold whose release could not delete it, say) is an orphan even
+	// if the recipe would delete it at that client's next acquire.
 	StrictCleanup bool
 }
 
@@ -102,8 +102,10 @@ type lockRun struct {
 	torn bool
 	// leftOut are the step kinds this run's random steps leave out (swarm testing).
 	leftOut map[StepKind]bool
-	// live is set in the liveness phase; liveFail is its first failed acquire.
+	// live is set in the liveness phase; liveFail is its first failed acquire;
+	// cycling, once every client is to acquire and release once more.
 	live     bool
+	cycling  bool
 	liveFail *Failure
 
 	// mu guards what recipe goroutines write: op results, lost reasons, log lines.
@@ -133,6 +135,9 @@ type lockClient struct {
 	crashed  bool
 	// retired: an op ended as info; the client's session was closed.
 	retired bool
+	// work runs the process's ops, one at a time, in one goroutine (whose stack,
+	// once grown, stays so).
+	work chan func()
 	// closing is the Locker's Close, once teardown started it.
 	closing *lockOp
 	// cycled: the liveness phase started this client's last acquire.
@@ -200,6 +205,12 @@ func (r *lockRun) startProcess(slot int) error {
 		return failf(FailHarness, "building %s's lock: %v", lc.name, err)
 	}
 	lc.lock = lock
+	lc.work = make(chan func())
+	go func() {
+		for f := range lc.work {
+			f()
+		}
+	}()
 	r.slots[slot] = lc
 	r.procs = append(r.procs, lc)
 	if len(r.procs) > len(r.slots) {
@@ -422,15 +433,15 @@ func (r *lockRun) apply(st Step, prefix line) error {
 	return nil
 }
 
-// start runs f in a new goroutine as lc's op, and waits until everything blocks.
+// start runs f in lc's goroutine as its op, and waits until everything blocks.
 func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
 	lc.op = op
-	go func() {
+	lc.work <- func() {
 		h, err := f()
 		r.mu.Lock()
 		op.done, op.hold, op.err = true, h, err
 		r.mu.Unlock()
-	}()
+	}
 	r.sim.Settle()
 }
 
@@ -610,10 +621,12 @@ const liveBound = 100
 // The liveness phase turns faults off: crashed clients' sessions expire, cut-off
 // clients reconnect, and the clients are driven fairly (watch events first, then
 // requests round robin, then releases) until every op has ended and nobody holds.
-// Every client also makes one more acquire and release, as the harness's workers keep
-// cycling (a recipe may clean up what a failed release left behind in its next
-// acquire), unless cfg.StrictCleanup. Every acquire of the phase must end with the
-// lock (but those timed out before it), within liveBound steps per client.
+// If lock nodes are left then, or a waiting client cannot go on, every client makes
+// one more acquire and release, as the harness's workers keep cycling (a recipe may
+// clean up what a failed release left behind in its next acquire), unless
+// cfg.StrictCleanup. Every acquire of the
+// phase must end with the lock (but those timed out before it), within liveBound
+// steps per client.
 func (r *lockRun) finish() error {
 	r.note("liveness phase: faults off")
 	r.live = true
@@ -628,6 +641,9 @@ func (r *lockRun) finish() error {
 	steps := 0
 	for ; r.liveFail == nil; steps++ {
 		st, ok := r.nextLive(steps)
+		if !ok && r.cycle("lock nodes are left") {
+			continue
+		}
 		if !ok {
 			break
 		}
@@ -638,12 +654,15 @@ func (r *lockRun) finish() error {
 			before := r.progress()
 			r.sim.Tick(r.cfg.Tick)
 			r.collect()
-			if r.progress() == before {
-				return failf(FailLiveness, "with faults off, %s is blocked forever: no request pending, no watch event to deliver, and no timer wakes it (%s)",
-					r.busy(), r.state())
+			if r.progress() != before {
+				r.note("     tick")
+				continue
 			}
-			r.note("     tick")
-			continue
+			if r.cycle(r.busy() + " cannot go on") {
+				continue
+			}
+			return failf(FailLiveness, "with faults off, %s is blocked forever: no request pending, no watch event to deliver, and no timer wakes it (%s)",
+				r.busy(), r.state())
 		}
 		if st.Kind == StepAcquire {
 			r.slots[st.Client].cycled = true
@@ -684,6 +703,17 @@ func (r *lockRun) finish() error {
 	return nil
 }
 
+// cycle starts the liveness phase's extra acquire and release of every client, when
+// the run allows it and it has not started yet; why says what calls for it.
+func (r *lockRun) cycle(why string) bool {
+	if r.cycling || r.cfg.StrictCleanup || len(r.sim.Children(r.cfg.Path)) == 0 {
+		return false
+	}
+	r.note("liveness phase: %s; every client acquires and releases once more", why)
+	r.cycling = true
+	return true
+}
+
 // nextLive picks the liveness phase's next step, fairly: reconnect whoever is cut
 // off, deliver events, run requests (round robin from a rotating start), release
 // holds, start the last acquires, and tick when only timers are left. ok is false
@@ -693,7 +723,7 @@ func (r *lockRun) nextLive(n int) (Step, bool) {
 		for i := range r.slots {
 			slot := (n + i) % len(r.slots)
 			lc := r.slots[slot]
-			if kind == StepAcquire && (r.cfg.StrictCleanup || lc.cycled || lc.lostHold) {
+			if kind == StepAcquire && (!r.cycling || lc.cycled || lc.lostHold) {
 				continue
 			}
 			if r.can(kind, slot) {
@@ -800,6 +830,7 @@ func (r *lockRun) teardown() error {
 		if r.sim.SessionAlive(lc.c) {
 			r.sim.Expire(lc.c) // a crashed process's session
 		}
+		close(lc.work)
 	}
 	r.sim.Settle()
 	for _, lc := range r.procs {
