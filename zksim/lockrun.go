@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +19,7 @@ import (
 type LockConfig struct {
 	// Recipe is the lock recipe under test.
 	Recipe Recipe
-	// Clients is the number of clients; 0 lets each run draw 2 to 4.
+	// Clients is the number of clients; 0 lets each run draw 2 to 5.
 	Clients int
 	// Path is the lock's znode; "" means /zksim/lock.
 	Path string
@@ -65,7 +64,7 @@ const (
 	FailHarness FailureKind = "harness"
 )
 
-// Failure is a broken property, with the run's trace so far.
+// Failure is a broken property: which, and how.
 type Failure struct {
 	Kind FailureKind
 	Msg  string
@@ -793,19 +792,6 @@ func (r *lockRun) describeNodes(names []string) string {
 		parts = append(parts, fmt.Sprintf("%s (%s)", name, owner))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// lastOf renders lc's last completed op.
-func (r *lockRun) lastOf(lc *lockClient) string {
-	for _, op := range slices.Backward(r.hist) {
-		if op.Process.ID == lc.id && op.Type != histories.Invoke {
-			if op.Error != "" {
-				return fmt.Sprintf("%s %s (%s)", op.F, op.Type, op.Error)
-			}
-			return fmt.Sprintf("%s %s", op.F, op.Type)
-		}
-	}
-	return "nothing completed"
 }
 
 // errTeardown ends the acquires still running when a run is torn down.

@@ -77,6 +77,9 @@ func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*ra
 		for _, f := range onRun {
 			f(info)
 		}
+		if fail != nil {
+			rt.Logf("the schedule, for ParseSchedule and ReplayLock:\n%s", info.Schedule)
+		}
 		report(rt, fail)
 	}
 }

@@ -7,8 +7,8 @@ import (
 )
 
 // Locker is one simulated client's handle on the lock under test: what the lock
-// property drives. Its methods are called one at a time (from fresh goroutines of the
-// simulation's bubble).
+// property drives. Its methods are called one at a time, from a goroutine of the
+// simulation's bubble.
 type Locker interface {
 	// Acquire waits until the lock is held or ctx ends. The property ends ctx (with
 	// context.DeadlineExceeded as its cause) when the scheduler times the acquire out.
