@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"testing"
 	"testing/synctest"
 
@@ -148,24 +149,36 @@ func actions(run *lockRun) map[string]func(*rapid.T) {
 }
 
 // runStep draws one of kinds that the run may take now, and a client that can take
-// it, and applies the step; it skips the action when there is none.
+// it, and applies the step; it skips the action when there is none. Both draws are
+// over every kind of the action and every client, moved on to the next one that is
+// possible: so a step keeps its kind and client when rapid shrinks away an earlier
+// step, as long as it is still possible.
 func runStep(rt *rapid.T, run *lockRun, kinds []StepKind) {
 	possible := run.choices(kinds)
 	if len(possible) == 0 {
 		rt.Skip("no client can take this step")
 	}
-	kind := possible[0]
-	if len(kinds) > 1 {
-		kind = rapid.SampledFrom(possible).Draw(rt, "fault")
-	}
+	kind := kinds[pick(rt, "fault", len(kinds), func(i int) bool { return slices.Contains(possible, kinds[i]) })]
 	ids := run.enabled(kind)
-	id := ids[0]
-	if len(ids) > 1 {
-		id = rapid.SampledFrom(ids).Draw(rt, "client")
-	}
+	id := pick(rt, "client", len(run.slots), func(i int) bool { return slices.Contains(ids, i) })
 	if err := run.do(Step{Kind: kind, Client: id}); err != nil {
 		panic(failf(FailHarness, "%v", err))
 	}
+}
+
+// pick draws one of 0..n-1 and returns the first from there on, round, for which ok
+// holds (one must); it draws nothing when n is 1.
+func pick(rt *rapid.T, label string, n int, ok func(int) bool) int {
+	d := 0
+	if n > 1 {
+		d = rapid.IntRange(0, n-1).Draw(rt, label)
+	}
+	for k := range n {
+		if i := (d + k) % n; ok(i) {
+			return i
+		}
+	}
+	panic("pick: nothing to pick")
 }
 
 // ReplayLock runs one explicit schedule of the lock property in a synctest bubble of

@@ -21,7 +21,7 @@ func TestZLCMutex(t *testing.T) {
 }
 
 // maxShrunk bounds the steps of a mutant's shrunk counterexample.
-const maxShrunk = 15
+const maxShrunk = 12
 
 // caught says how each mutant may fail: which properties its bug breaks first.
 var caught = map[zlcmutex.Mutant][]FailureKind{

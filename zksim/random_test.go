@@ -2,6 +2,7 @@ package zksim
 
 import (
 	"math/rand/v2"
+	"slices"
 )
 
 // randomRun runs one schedule drawn with rng the way the rapid property draws one (a
@@ -34,7 +35,14 @@ func randomRun(rng *rand.Rand, cfg LockConfig, steps int) (*lockRun, *Failure) {
 		}
 		kind := possible[rng.IntN(len(possible))]
 		ids := run.enabled(kind)
-		if err := run.do(Step{Kind: kind, Client: ids[rng.IntN(len(ids))]}); err != nil {
+		id := ids[0]
+		for d, k := rng.IntN(len(run.slots)), 0; k < len(run.slots); k++ { // as pick
+			if i := (d + k) % len(run.slots); slices.Contains(ids, i) {
+				id = i
+				break
+			}
+		}
+		if err := run.do(Step{Kind: kind, Client: id}); err != nil {
 			return run, failf(FailHarness, "%v", err)
 		}
 		if err := run.checkExclusion(); err != nil {

@@ -68,8 +68,10 @@ type session struct {
 }
 
 // server is the ensemble's replicated state: one linearizable tree (every read sees
-// every write committed before it), the sessions and the watches. Every change is a
-// transaction with the next zxid.
+// every write committed before it), the sessions and the watches. Every write is a
+// transaction with the next zxid, as in ZooKeeper: a multi (all its ops together), a
+// session's end (all its ephemeral nodes), and a write that fails (an error
+// transaction) too.
 type server struct {
 	nodes       map[string]*znode
 	zxid        int64
@@ -300,9 +302,6 @@ func (s *server) multi(ops []zlcmutex.Op) error {
 			return &zlcmutex.MultiError{Index: i, Err: err}
 		}
 	}
-	if !slices.ContainsFunc(ops, func(op zlcmutex.Op) bool { return op.Kind == zlcmutex.OpSet }) {
-		return nil // only checks: nothing to commit
-	}
 	s.zxid++
 	for _, op := range ops {
 		if op.Kind == zlcmutex.OpSet {
@@ -353,9 +352,6 @@ func (s *server) closeSession(sid int64) []delivery {
 		if n.stat.EphemeralOwner == sid {
 			eph = append(eph, p)
 		}
-	}
-	if len(eph) == 0 {
-		return dropped
 	}
 	slices.Sort(eph)
 	s.zxid++

@@ -225,6 +225,20 @@ func (s *Sim) run(c *Client, lose bool) (Trace, error) {
 
 // apply performs r for c's session on the servers. Under mu.
 func (s *Sim) apply(c *Client, r *request) reply {
+	rep := s.applyRead(c, r)
+	switch r.kind {
+	case reqCreate, reqDelete, reqSet, reqMulti:
+		if rep.err != nil {
+			// A write the servers refuse is logged as an error transaction: it
+			// takes a zxid too.
+			s.srv.zxid++
+		}
+	}
+	return rep
+}
+
+// applyRead performs r; a write that fails has no effect. Under mu.
+func (s *Sim) applyRead(c *Client, r *request) reply {
 	sid := c.sess.ID
 	switch r.kind {
 	case reqCreate:
@@ -323,12 +337,8 @@ func (s *Sim) Expire(c *Client) (Trace, error) {
 		s.mu.Unlock()
 		return Trace{}, fmt.Errorf("%s has no live session", c.name)
 	}
-	before := s.srv.zxid
 	dropped := s.srv.closeSession(sid)
-	deleted := ""
-	if s.srv.zxid != before {
-		deleted = fmt.Sprintf(" (zxid %d deleted its ephemeral nodes)", s.srv.zxid)
-	}
+	deleted := fmt.Sprintf(" (zxid %d)", s.srv.zxid)
 	trace := tracef("session 0x%x expired%s", uint64(sid), deleted)
 	if !c.dead {
 		c.dropped = append(c.dropped, dropped...)

@@ -198,13 +198,17 @@ func TestMultiIsAllOrNothing(t *testing.T) {
 			{[]zlcmutex.Op{zlcmutex.SetOp("/b", []byte("2"), -1), zlcmutex.CheckOp("/none", -1)}, 1, zlcmutex.ErrNoNode},
 			{[]zlcmutex.Op{zlcmutex.SetOp("/b", []byte("2"), 5)}, 0, zlcmutex.ErrBadVersion},
 		} {
+			before := s.Zxid()
 			_, err := call(t, s, c, noValue(func() error { return c.Multi(tc.ops...) }))
 			var me *zlcmutex.MultiError
 			if !errors.As(err, &me) || me.Index != tc.index || !errors.Is(err, tc.err) {
 				t.Fatalf("multi %+v: %v, want op %d failing with %v", tc.ops, err, tc.index, tc.err)
 			}
-			if _, data, _ := s.Node("/b"); string(data) != "1" || s.Zxid() != zxid+1 {
-				t.Fatalf("a failed multi changed /b to %q (zxid %d)", data, s.Zxid())
+			if st, data, _ := s.Node("/b"); string(data) != "1" || st.Mzxid != zxid+1 {
+				t.Fatalf("a failed multi changed /b to %q (%+v)", data, st)
+			}
+			if s.Zxid() != before+1 {
+				t.Fatalf("a failed multi took zxids %d to %d; an error transaction takes one", before, s.Zxid())
 			}
 		}
 	})
