@@ -65,8 +65,10 @@
 // # What it does not model
 //
 // Followers that lag (every read is linearizable, so sync only takes a step), ACLs,
-// session timeouts as durations (a session expires when the schedule says), requests
-// of one connection that are partly applied when it breaks (the first pending request
-// is applied or not, the others are dropped), and two goroutines of one client woken
-// by one step (a recipe whose goroutines race each other may not replay exactly).
+// session timeouts as durations (a session expires when the schedule says), a
+// connected client that has not heard yet that its session expired (it hears at once;
+// the gap that only fencing closes is not simulated), requests of one connection that
+// are partly applied when it breaks (the first pending request is applied or not, the
+// others are dropped), and two goroutines of one client woken by one step (a recipe
+// whose goroutines race each other may not replay exactly).
 package zksim
