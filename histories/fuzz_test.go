@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -129,4 +131,41 @@ func checkRoundTrips(t *testing.T, h History, exact bool) {
 			}
 		}
 	}
+}
+
+// trickleReader hands out its data a few bytes at a time and claims to hold one
+// byte, so that Read sizes its buffer at the minimum (4 KiB): lines longer than that
+// take the long-line path, and every line may straddle two reads.
+type trickleReader struct{ r *bytes.Reader }
+
+func (t *trickleReader) Len() int { return 1 }
+
+func (t *trickleReader) Read(p []byte) (int, error) {
+	if len(p) > 7 {
+		p = p[:7]
+	}
+	return t.r.Read(p)
+}
+
+// FuzzReadStream checks that Read gives the same history, warnings and error
+// whether its input comes whole or a few bytes at a time into a small buffer.
+func FuzzReadStream(f *testing.F) {
+	addFileSeeds(f, "testdata/sample.jsonl", "testdata/truncated.jsonl")
+	long := `{"type":"invoke","f":"acquire","process":1,"time":1,"value":"` + strings.Repeat("x", 5000) + `"}`
+	f.Add([]byte(long + "\n" + `{"type":"ok","f":"acquire","process":1,"time":2}` + "\n"))
+	f.Add([]byte(long[:4500]))
+	f.Add([]byte(long + "\n" + strings.Repeat(" ", 4100) + "\n{\"type\":"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, wantWarn, wantErr := Read(bytes.NewReader(data), "fuzz.jsonl")
+		got, gotWarn, gotErr := Read(&trickleReader{bytes.NewReader(data)}, "fuzz.jsonl")
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+			t.Fatalf("streamed: error %v, whole: %v", gotErr, wantErr)
+		}
+		if !reflect.DeepEqual(gotWarn, wantWarn) {
+			t.Fatalf("streamed: warnings %q, whole: %q", gotWarn, wantWarn)
+		}
+		if len(got) != len(want) || (len(got) > 0 && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("streamed: %d ops, whole: %d ops, or they differ", len(got), len(want))
+		}
+	})
 }

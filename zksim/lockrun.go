@@ -1,0 +1,849 @@
+package zksim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
+)
+
+// LockConfig says what the lock property runs.
+type LockConfig struct {
+	// Recipe is the lock recipe under test.
+	Recipe Recipe
+	// Clients is the number of clients; 0 lets each run draw 2 to 5.
+	Clients int
+	// Path is the lock's znode; "" means /zksim/lock.
+	Path string
+	// Tick is how far StepTick moves the clock; 0 means one second (more than any
+	// retry pause of zlc-mutex).
+	Tick time.Duration
+	// StrictCleanup leaves out the extra acquire and release that every client makes
+	// in the liveness phase when lock nodes are left, so that a node a client left
+	// behind (a lost hold whose release could not delete it, say) is an orphan even
+	// if the recipe would delete it at that client's next acquire.
+	StrictCleanup bool
+}
+
+func (c LockConfig) withDefaults() LockConfig {
+	if c.Path == "" {
+		c.Path = "/zksim/lock"
+	}
+	if c.Tick <= 0 {
+		c.Tick = time.Second
+	}
+	return c
+}
+
+// FailureKind says which property a run broke.
+type FailureKind string
+
+// The properties.
+const (
+	// FailExclusion: two clients held the lock at once, neither told it was lost and
+	// both nodes on the servers.
+	FailExclusion FailureKind = "mutual exclusion"
+	// FailModel: the recorded history is not linearizable for models' mutex.
+	FailModel FailureKind = "history"
+	// FailLiveness: with faults off, a waiting client did not acquire in time, or is
+	// blocked forever.
+	FailLiveness FailureKind = "liveness"
+	// FailOrphan: lock nodes were left over once every client was idle, or once every
+	// session was gone.
+	FailOrphan FailureKind = "orphan"
+	// FailHarness: the recipe or the run misbehaved otherwise (a constructor error, a
+	// goroutine that never ends, a structurally bad history).
+	FailHarness FailureKind = "harness"
+)
+
+// Failure is a broken property: which, and how.
+type Failure struct {
+	Kind FailureKind
+	Msg  string
+}
+
+// Error renders the failure as "<kind>: <msg>".
+func (f *Failure) Error() string { return string(f.Kind) + ": " + f.Msg }
+
+func failf(kind FailureKind, format string, args ...any) *Failure {
+	return &Failure{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// maxRun bounds the requests of one StepRun.
+const maxRun = 64
+
+// lockRun is one run of the lock property: a Sim, one Locker per client, the history
+// recorded the way the real harness records it, and the trace.
+type lockRun struct {
+	cfg LockConfig
+	sim *Sim
+	// slots holds each client's current process; steps name slots ("c1"). A process
+	// that crashed or was retired is replaced by a new one, as the harness replaces a
+	// worker, with a new process number.
+	slots []*lockClient
+	// procs holds every process ever started, in order.
+	procs []*lockClient
+	hist  histories.History
+	steps []Step
+	// trace is the run's story: steps, what they did, the recipe's log lines.
+	trace []line
+	// logf, when set, gets each trace line as it is written.
+	logf func(format string, args ...any)
+	// torn is set once teardown ran.
+	torn bool
+	// leftOut are the step kinds this run's random steps leave out (swarm testing).
+	leftOut map[StepKind]bool
+	// live is set in the liveness phase; liveFail is its first failed acquire;
+	// cycling, once every client is to acquire and release once more.
+	live     bool
+	cycling  bool
+	liveFail *Failure
+
+	// mu guards what recipe goroutines write: op results, lost reasons, log lines.
+	mu sync.Mutex
+}
+
+// lockClient is one process of a run (a client with its Locker) and what the run
+// knows of it.
+type lockClient struct {
+	// id is the process number in the history; slot the client it runs as.
+	id   int
+	slot int
+	name string
+	c    *Client
+	lock Locker
+	guid int
+
+	// Scheduler side.
+	op *lockOp
+	// holding: the last acquire was ok and neither a release nor a lost event came
+	// since.
+	holding bool
+	hold    Hold
+	// lostHold: the client was told it lost its hold and has not released since; its
+	// node may still exist.
+	lostHold bool
+	crashed  bool
+	// retired: an op ended as info; the client's session was closed.
+	retired bool
+	// work runs the process's ops, one at a time, in one goroutine (whose stack,
+	// once grown, stays so).
+	work chan func()
+	// closing is the Locker's Close, once teardown started it.
+	closing *lockOp
+	// cycled: the liveness phase started this client's last acquire.
+	cycled bool
+
+	// Under run.mu.
+	lost []string
+	logs []line
+}
+
+func (lc *lockClient) dead() bool { return lc.crashed || lc.retired }
+
+// lockOp is an operation of a client, running in its own goroutine.
+type lockOp struct {
+	f        string
+	cancel   context.CancelCauseFunc
+	timedOut bool
+
+	// Under run.mu.
+	done bool
+	hold Hold
+	err  error
+}
+
+// newLockRun starts a run with n clients, each with its Locker built.
+func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
+	cfg = cfg.withDefaults()
+	r := &lockRun{cfg: cfg, sim: New(), logf: logf, slots: make([]*lockClient, n)}
+	r.note("%s with %d clients, lock %s", cfg.Recipe.Name, n, cfg.Path)
+	for i := range n {
+		if err := r.startProcess(i); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// startProcess starts a new process in slot: a new client, with a new session, and
+// its Locker.
+func (r *lockRun) startProcess(slot int) error {
+	lc := &lockClient{id: len(r.procs), slot: slot, name: "c" + strconv.Itoa(slot)}
+	if r.slots[slot] != nil {
+		lc.name += "#" + strconv.Itoa(lc.id)
+	}
+	lc.c = r.sim.NewClient(lc.name)
+	lock, err := r.cfg.Recipe.New(LockEnv{
+		Client: lc.c,
+		Path:   r.cfg.Path,
+		OnLost: func(reason string) {
+			r.mu.Lock()
+			lc.lost = append(lc.lost, reason)
+			r.mu.Unlock()
+		},
+		NewGUID: func() string {
+			lc.guid++
+			return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
+		},
+		Logf: func(format string, args ...any) {
+			r.mu.Lock()
+			lc.logs = append(lc.logs, line{format, args})
+			r.mu.Unlock()
+		},
+	})
+	if err != nil {
+		return failf(FailHarness, "building %s's lock: %v", lc.name, err)
+	}
+	lc.lock = lock
+	lc.work = make(chan func())
+	go func() {
+		for f := range lc.work {
+			f()
+		}
+	}()
+	r.slots[slot] = lc
+	r.procs = append(r.procs, lc)
+	if len(r.procs) > len(r.slots) {
+		r.note("       %s: new process %d, session 0x%x", lc.name, lc.id, uint64(r.sim.Session(lc.c).ID))
+	}
+	return nil
+}
+
+// line is a line of a trace, formatted only when printed.
+type line struct {
+	format string
+	args   []any
+}
+
+func (l line) String() string { return fmt.Sprintf(l.format, l.args...) }
+
+// note adds a line to the trace.
+func (r *lockRun) note(format string, args ...any) {
+	r.trace = append(r.trace, line{format, args})
+	if r.logf != nil {
+		r.logf(format, args...)
+	}
+}
+
+// lines renders the trace.
+func (r *lockRun) lines() []string {
+	out := make([]string, len(r.trace))
+	for i, l := range r.trace {
+		out[i] = l.String()
+	}
+	return out
+}
+
+// record appends an op to the history; times are the op's position.
+func (r *lockRun) record(op histories.Op) {
+	op.Index = int64(len(r.hist))
+	op.Time = int64(len(r.hist))
+	r.hist = append(r.hist, op)
+}
+
+func (r *lockRun) recordOp(lc *lockClient, t histories.Type, f string, edit ...func(*histories.Op)) {
+	op := histories.Op{Type: t, F: f, Process: histories.Client(lc.id)}
+	for _, e := range edit {
+		e(&op)
+	}
+	r.record(op)
+}
+
+// enabled returns the clients (slots) that can take a step of kind now; StepTick,
+// which names no client, is [0] when possible.
+func (r *lockRun) enabled(kind StepKind) []int {
+	if kind == StepTick {
+		if r.can(kind, 0) {
+			return []int{0}
+		}
+		return nil
+	}
+	var ids []int
+	for i := range r.slots {
+		if r.can(kind, i) {
+			ids = append(ids, i)
+		}
+	}
+	return ids
+}
+
+// can reports whether slot can take a step of kind now. StepTick is possible while
+// some op is in flight (a timer may be waiting).
+func (r *lockRun) can(kind StepKind, slot int) bool {
+	s, lc := r.sim, r.slots[slot]
+	switch kind {
+	case StepAcquire:
+		return lc.op == nil && !lc.holding
+	case StepRelease:
+		return lc.op == nil && (lc.holding || lc.lostHold)
+	case StepTimeout:
+		return lc.op != nil && lc.op.f == histories.FAcquire && !lc.op.timedOut
+	case StepStep, StepRun, StepLoseReply:
+		return s.CanRun(lc.c)
+	case StepDeliver:
+		return s.CanDeliver(lc.c)
+	case StepReconnect:
+		st := s.Session(lc.c).State
+		return st == zlcmutex.StateDisconnected || st == zlcmutex.StateExpired
+	case StepDrop:
+		return s.Session(lc.c).State == zlcmutex.StateConnected
+	case StepExpire:
+		return r.expirable(slot) != nil
+	case StepCrash:
+		return true
+	case StepTick:
+		return r.anyBusy()
+	}
+	return false
+}
+
+// anyBusy reports whether some client has an op in flight.
+func (r *lockRun) anyBusy() bool {
+	for _, lc := range r.slots {
+		if lc.op != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// OptionalKinds lists the step kinds that a random run may leave out altogether
+// (swarm testing): a run without releases builds long queues, one whose only fault is
+// expiry expires often. Each run of CheckLock draws which to leave out.
+func OptionalKinds() []StepKind {
+	return []StepKind{StepRelease, StepTimeout, StepLoseReply, StepDrop, StepExpire, StepCrash}
+}
+
+// choices returns the kinds among kinds that a random step may take now: possible
+// for some client and not left out by the run, unless nothing but a tick would be
+// possible, in which case the left-out kinds are allowed too (a run must not stall).
+func (r *lockRun) choices(kinds []StepKind) []StepKind {
+	var out []StepKind
+	for _, k := range kinds {
+		if len(r.enabled(k)) > 0 && (!r.leftOut[k] || r.stalled()) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// stalled reports whether, but for left-out kinds, only a tick is possible.
+func (r *lockRun) stalled() bool {
+	for _, k := range StepKinds() {
+		if k != StepTick && !r.leftOut[k] && len(r.enabled(k)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// expirable is the process whose session "expire c<slot>" ends: the oldest crashed
+// process of the slot whose session still lives, or else the slot's process if its
+// session lives; nil when there is none.
+func (r *lockRun) expirable(slot int) *lockClient {
+	for _, p := range r.procs {
+		if p.slot == slot && p.crashed && r.sim.SessionAlive(p.c) {
+			return p
+		}
+	}
+	if lc := r.slots[slot]; r.sim.SessionAlive(lc.c) {
+		return lc
+	}
+	return nil
+}
+
+// do applies one step of the schedule, which must be possible now, then takes in what
+// the recipe did.
+func (r *lockRun) do(st Step) error {
+	if st.Client < 0 || st.Client >= len(r.slots) || (st.Kind == StepTick && st.Client != 0) {
+		return fmt.Errorf("step %s: no client c%d", st, st.Client)
+	}
+	if !r.can(st.Kind, st.Client) {
+		return fmt.Errorf("step %s is not possible now", st)
+	}
+	r.steps = append(r.steps, st)
+	return r.apply(st, line{"%3d. %v", []any{len(r.steps), st}})
+}
+
+// apply performs a step that is possible now; prefix starts its trace line.
+func (r *lockRun) apply(st Step, prefix line) error {
+	lc := r.slots[st.Client]
+	var what Trace
+	var err error
+	switch st.Kind {
+	case StepAcquire:
+		r.startAcquire(lc)
+	case StepRelease:
+		r.startRelease(lc)
+	case StepTimeout:
+		lc.op.timedOut = true
+		lc.op.cancel(context.DeadlineExceeded)
+		r.sim.Settle()
+	case StepStep:
+		what, err = r.sim.Run(lc.c)
+	case StepRun:
+		var parts []any
+		for i := 0; i < maxRun && err == nil && r.sim.CanRun(lc.c); i++ {
+			var w Trace
+			w, err = r.sim.Run(lc.c)
+			parts = append(parts, w)
+		}
+		what = tracef(strings.Repeat("; %v", len(parts))[2:], parts...)
+	case StepDeliver:
+		what, err = r.sim.Deliver(lc.c)
+	case StepTick:
+		r.sim.Tick(r.cfg.Tick)
+	case StepReconnect:
+		what, err = r.sim.Reconnect(lc.c)
+	case StepLoseReply:
+		what, err = r.sim.LoseReply(lc.c)
+	case StepDrop:
+		what, err = r.sim.Drop(lc.c)
+	case StepExpire:
+		p := r.expirable(st.Client)
+		what, err = r.sim.Expire(p.c)
+		if p != lc {
+			what = tracef("%v (of crashed %s)", what, p.name)
+		}
+	case StepCrash:
+		what, err = r.sim.Crash(lc.c)
+	}
+	if err != nil {
+		return fmt.Errorf("step %s: %w", st, err)
+	}
+	if what.format != "" {
+		r.note("%v: %v", prefix, what)
+	} else {
+		r.note("%v", prefix)
+	}
+	if st.Kind == StepCrash {
+		r.crashed(lc)
+	}
+	r.collect()
+	return nil
+}
+
+// start runs f in lc's goroutine as its op, and waits until everything blocks.
+func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
+	lc.op = op
+	lc.work <- func() {
+		h, err := f()
+		r.mu.Lock()
+		op.done, op.hold, op.err = true, h, err
+		r.mu.Unlock()
+	}
+	r.sim.Settle()
+}
+
+func (r *lockRun) startAcquire(lc *lockClient) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.recordOp(lc, histories.Invoke, histories.FAcquire)
+	r.start(lc, &lockOp{f: histories.FAcquire, cancel: cancel}, func() (Hold, error) {
+		defer cancel(nil)
+		return lc.lock.Acquire(ctx)
+	})
+}
+
+func (r *lockRun) startRelease(lc *lockClient) {
+	r.recordOp(lc, histories.Invoke, histories.FRelease)
+	lc.holding = false // the certain part of the hold ends at the release's invoke
+	r.start(lc, &lockOp{f: histories.FRelease}, func() (Hold, error) {
+		return Hold{}, lc.lock.Release()
+	})
+}
+
+// crashed records a crash, as the harness records a worker that died: the open op
+// completes as info, and a hold ends at some unknown time from now (a release invoked
+// now, completed as info). A new process takes the slot.
+func (r *lockRun) crashed(lc *lockClient) {
+	lc.crashed = true
+	if lc.op != nil {
+		r.recordOp(lc, histories.Info, lc.op.f, func(op *histories.Op) { op.Error = "crashed" })
+	}
+	if lc.holding {
+		r.recordOp(lc, histories.Invoke, histories.FRelease)
+		r.recordOp(lc, histories.Info, histories.FRelease, func(op *histories.Op) { op.Error = "crashed while holding" })
+	}
+	lc.holding, lc.lostHold = false, false
+	r.restart(lc)
+}
+
+// restart gives dead lc's slot a new process.
+func (r *lockRun) restart(lc *lockClient) {
+	if err := r.startProcess(lc.slot); err != nil {
+		panic(err) // the recipe built this slot's first Locker; it must build another
+	}
+}
+
+// collect takes in, process by process, what the recipe goroutines did since the
+// last step: log lines, completed ops, lost events.
+func (r *lockRun) collect() {
+	for i := 0; i < len(r.procs); i++ { // a retirement may start a process
+		lc := r.procs[i]
+		r.mu.Lock()
+		logs, lost := lc.logs, lc.lost
+		lc.logs, lc.lost = nil, nil
+		var done *lockOp
+		if lc.op != nil && lc.op.done {
+			done = lc.op
+		}
+		r.mu.Unlock()
+		for _, l := range logs {
+			r.note("       %s| %v", lc.name, l)
+		}
+		if lc.dead() {
+			if done != nil {
+				lc.op = nil // nobody is there to hear it
+			}
+			continue
+		}
+		if done != nil {
+			lc.op = nil
+			r.complete(lc, done)
+		}
+		for _, reason := range lost {
+			if !lc.holding || lc.op != nil {
+				r.note("       %s: lost event while not holding (ignored): %s", lc.name, reason)
+				continue
+			}
+			r.recordOp(lc, histories.Invoke, histories.FRelease, func(op *histories.Op) { op.Lost, op.Error = true, reason })
+			r.recordOp(lc, histories.OK, histories.FRelease, func(op *histories.Op) { op.Lost, op.Error = true, reason })
+			r.note("       %s: told it lost the lock: %s", lc.name, reason)
+			lc.holding, lc.lostHold = false, true
+		}
+	}
+}
+
+// complete records the end of lc's op.
+func (r *lockRun) complete(lc *lockClient, op *lockOp) {
+	t := histories.OK
+	switch {
+	case op.err == nil:
+	case r.cfg.Recipe.Definite(op.err):
+		t = histories.Fail
+	default:
+		t = histories.Info
+	}
+	r.recordOp(lc, t, op.f, func(o *histories.Op) {
+		if op.err != nil {
+			o.Error = op.err.Error()
+		}
+		if t == histories.OK && op.f == histories.FAcquire {
+			o.Value = json.RawMessage(`{"token":` + strconv.FormatInt(op.hold.Token, 10) + `}`)
+		}
+	})
+	switch {
+	case t == histories.OK && op.f == histories.FAcquire:
+		lc.holding, lc.hold, lc.lostHold = true, op.hold, false
+		r.note("       %s: acquired %s (token %d)", lc.name, op.hold.Node, op.hold.Token)
+	case op.f == histories.FAcquire:
+		r.note("       %s: acquire %s: %v", lc.name, t, op.err)
+		if r.live && !op.timedOut && r.liveFail == nil {
+			r.liveFail = failf(FailLiveness, "with faults off, %s's acquire ended without the lock: %s: %v", lc.name, t, op.err)
+		}
+	case t == histories.OK:
+		lc.lostHold = false
+		r.note("       %s: released", lc.name)
+	default:
+		lc.lostHold = false
+		r.note("       %s: release %s: %v", lc.name, t, op.err)
+	}
+	if t == histories.Info {
+		// The harness retires a worker after info: its session ends, and a new worker
+		// takes its place.
+		lc.retired, lc.holding, lc.lostHold = true, false, false
+		w, _ := r.sim.Close(lc.c)
+		r.note("       %s: retired after info: %v", lc.name, w)
+		r.restart(lc)
+	}
+}
+
+// checkExclusion is the invariant checked after every step: at most one client holds
+// among those that have not been told they lost the lock and whose node the servers
+// still have.
+func (r *lockRun) checkExclusion() error {
+	var holders []*lockClient
+	for _, lc := range r.slots {
+		if !lc.holding {
+			continue
+		}
+		if lc.hold.Node != "" {
+			if _, _, ok := r.sim.Node(lc.hold.Node); !ok {
+				continue
+			}
+		}
+		holders = append(holders, lc)
+	}
+	if len(holders) < 2 {
+		return nil
+	}
+	var who []string
+	for _, lc := range holders {
+		who = append(who, fmt.Sprintf("%s holds %s (token %d)", lc.name, lc.hold.Node, lc.hold.Token))
+	}
+	msg := strings.Join(who, " and ") + "; none was told it lost the lock, and the servers have all these nodes"
+	// models' mutex checker must agree that the history so far is not linearizable.
+	res, err := models.Check(r.hist, models.Config{Kind: models.Mutex})
+	switch {
+	case err != nil:
+		return failf(FailHarness, "%s; and the recorded history is malformed: %v", msg, err)
+	case res.Verdict != models.Invalid:
+		return failf(FailHarness, "%s; but models' mutex checker finds the history %s (it must agree)", msg, res.Verdict)
+	}
+	return failf(FailExclusion, "%s (models agrees: %s)", msg, witness(res))
+}
+
+func witness(res models.Result) string {
+	for _, k := range res.Keys {
+		if k.Witness != "" {
+			return k.Witness
+		}
+	}
+	return string(res.Verdict)
+}
+
+// liveBound is the number of steps the liveness phase may take per client.
+const liveBound = 100
+
+// finish ends a run: the liveness phase, the orphan checks, and the check of the
+// history by models.
+//
+// The liveness phase turns faults off: crashed clients' sessions expire, cut-off
+// clients reconnect, and the clients are driven fairly (watch events first, then
+// requests round robin, then releases) until every op has ended and nobody holds.
+// If lock nodes are left then, or a waiting client cannot go on, every client makes
+// one more acquire and release, as the harness's workers keep cycling (a recipe may
+// clean up what a failed release left behind in its next acquire), unless
+// cfg.StrictCleanup. Every acquire of the
+// phase must end with the lock (but those timed out before it), within liveBound
+// steps per client.
+func (r *lockRun) finish() error {
+	r.note("liveness phase: faults off")
+	r.live = true
+	for _, p := range r.procs {
+		if p.crashed && r.sim.SessionAlive(p.c) {
+			w, _ := r.sim.Expire(p.c)
+			r.note("     expire %s (crashed): %v", p.name, w)
+			r.collect()
+		}
+	}
+	bound := liveBound * len(r.slots)
+	steps := 0
+	for ; r.liveFail == nil; steps++ {
+		st, ok := r.nextLive(steps)
+		if !ok && r.cycle("lock nodes are left") {
+			continue
+		}
+		if !ok {
+			break
+		}
+		if steps == bound {
+			return failf(FailLiveness, "with faults off, the clients are still busy after %d steps: %s", bound, r.state())
+		}
+		if st.Kind == StepTick {
+			before := r.progress()
+			r.sim.Tick(r.cfg.Tick)
+			r.collect()
+			if r.progress() != before {
+				r.note("     tick")
+				continue
+			}
+			if r.cycle(r.busy() + " cannot go on") {
+				continue
+			}
+			return failf(FailLiveness, "with faults off, %s is blocked forever: no request pending, no watch event to deliver, and no timer wakes it (%s)",
+				r.busy(), r.state())
+		}
+		if st.Kind == StepAcquire {
+			r.slots[st.Client].cycled = true
+		}
+		if err := r.apply(st, line{"     %v", []any{st}}); err != nil {
+			return failf(FailHarness, "liveness phase: %v", err)
+		}
+		if err := r.checkExclusion(); err != nil {
+			return err
+		}
+	}
+	if r.liveFail != nil {
+		return r.liveFail
+	}
+	r.note("liveness phase: done in %d steps", steps)
+	if left := r.sim.Children(r.cfg.Path); len(left) > 0 {
+		return failf(FailOrphan, "every client is idle, yet lock nodes are left: %s", r.describeNodes(left))
+	}
+	if err := r.teardown(); err != nil {
+		return err
+	}
+	if left := r.sim.Children(r.cfg.Path); len(left) > 0 {
+		return failf(FailOrphan, "every session is gone, yet lock nodes are left: %s", r.describeNodes(left))
+	}
+	if left := r.sim.Ephemerals(); len(left) > 0 {
+		return failf(FailHarness, "every session is gone, yet ephemeral nodes are left: %s", strings.Join(left, " "))
+	}
+	if err := histories.Validate(r.hist); err != nil {
+		return failf(FailHarness, "the recorded history is malformed: %v", err)
+	}
+	res, err := models.Check(r.hist, models.Config{Kind: models.Mutex})
+	if err != nil {
+		return failf(FailHarness, "models cannot check the history: %v", err)
+	}
+	if res.Verdict != models.Valid {
+		return failf(FailModel, "models' mutex checker finds the history %s: %s", res.Verdict, witness(res))
+	}
+	return nil
+}
+
+// cycle starts the liveness phase's extra acquire and release of every client, when
+// the run allows it and it has not started yet; why says what calls for it.
+func (r *lockRun) cycle(why string) bool {
+	if r.cycling || r.cfg.StrictCleanup || len(r.sim.Children(r.cfg.Path)) == 0 {
+		return false
+	}
+	r.note("liveness phase: %s; every client acquires and releases once more", why)
+	r.cycling = true
+	return true
+}
+
+// nextLive picks the liveness phase's next step, fairly: reconnect whoever is cut
+// off, deliver events, run requests (round robin from a rotating start), release
+// holds, start the last acquires, and tick when only timers are left. ok is false
+// when there is nothing left to do.
+func (r *lockRun) nextLive(n int) (Step, bool) {
+	for _, kind := range []StepKind{StepReconnect, StepDeliver, StepStep, StepRelease, StepAcquire} {
+		for i := range r.slots {
+			slot := (n + i) % len(r.slots)
+			lc := r.slots[slot]
+			if kind == StepAcquire && (!r.cycling || lc.cycled || lc.lostHold) {
+				continue
+			}
+			if r.can(kind, slot) {
+				return Step{Kind: kind, Client: slot}, true
+			}
+		}
+	}
+	if r.anyBusy() {
+		return Step{Kind: StepTick}, true
+	}
+	return Step{}, false
+}
+
+// busy names the clients with an op in flight, or returns "".
+func (r *lockRun) busy() string {
+	var names []string
+	for _, lc := range r.slots {
+		if lc.op != nil {
+			names = append(names, fmt.Sprintf("%s's %s", lc.name, lc.op.f))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// progress is a measure that grows whenever a recipe does anything.
+func (r *lockRun) progress() int { return r.sim.Requests() + len(r.hist) }
+
+// state describes the clients and the lock's queue, for a failure message.
+func (r *lockRun) state() string {
+	var parts []string
+	for _, lc := range r.slots {
+		st := r.sim.Session(lc.c)
+		s := fmt.Sprintf("%s: session 0x%x %s", lc.name, uint64(st.ID), st.State)
+		switch {
+		case lc.op != nil:
+			s += ", in " + lc.op.f
+		case lc.holding:
+			s += ", holding " + lc.hold.Node
+		default:
+			s += ", idle"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ") + "; lock nodes: " + r.describeNodes(r.sim.Children(r.cfg.Path))
+}
+
+// describeNodes names lock nodes with their owners.
+func (r *lockRun) describeNodes(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, name := range names {
+		st, _, ok := r.sim.Node(r.cfg.Path + "/" + name)
+		if !ok {
+			continue
+		}
+		owner := "persistent"
+		if st.EphemeralOwner != 0 {
+			owner = fmt.Sprintf("session 0x%x", uint64(st.EphemeralOwner))
+			for _, p := range r.procs {
+				if r.sim.Session(p.c).ID == st.EphemeralOwner {
+					owner += " of " + p.name
+				}
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", name, owner))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// errTeardown ends the acquires still running when a run is torn down.
+var errTeardown = errors.New("run over")
+
+// teardown closes every client and waits for every recipe goroutine to end. It is
+// safe to call more than once.
+func (r *lockRun) teardown() error {
+	if r.torn {
+		return nil
+	}
+	r.torn = true
+	for _, lc := range r.procs {
+		if !r.sim.Dead(lc.c) {
+			r.sim.Close(lc.c)
+		}
+		if lc.op != nil && lc.op.cancel != nil {
+			lc.op.cancel(errTeardown)
+		}
+	}
+	for _, lc := range r.procs {
+		if r.sim.SessionAlive(lc.c) {
+			r.sim.Expire(lc.c) // a crashed process's session
+		}
+		close(lc.work)
+	}
+	r.sim.Settle()
+	for _, lc := range r.procs {
+		op := &lockOp{f: "close"}
+		lc.closing = op
+		lock := lc.lock
+		go func() {
+			lock.Close()
+			r.mu.Lock()
+			op.done = true
+			r.mu.Unlock()
+		}()
+	}
+	r.sim.Settle()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var stuck []string
+	for _, lc := range r.procs {
+		if lc.op != nil && !lc.op.done {
+			stuck = append(stuck, lc.name+"'s "+lc.op.f)
+		}
+		if !lc.closing.done {
+			stuck = append(stuck, lc.name+"'s close")
+		}
+	}
+	if len(stuck) > 0 {
+		return failf(FailHarness, "still blocked after every client was closed: %s", strings.Join(stuck, ", "))
+	}
+	return nil
+}

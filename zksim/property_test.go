@@ -1,0 +1,206 @@
+package zksim
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
+	"pgregory.net/rapid"
+)
+
+// TestZLCMutex checks zlc-mutex with rapid: every run keeps mutual exclusion, ends
+// with every waiting client holding in the liveness phase, leaves no lock node, and
+// records a history models finds valid. The number of runs is -rapid.checks (100
+// by default; the 10,000-check run is
+// go test ./zksim/ -run TestZLCMutex -rapid.checks=10000).
+func TestZLCMutex(t *testing.T) {
+	CheckLock(t, LockConfig{Recipe: ZLCMutex(zlcmutex.MutantNone)})
+}
+
+// maxShrunk bounds the steps of a mutant's shrunk counterexample.
+const maxShrunk = 12
+
+// caught says how each mutant may fail: which properties its bug breaks first.
+var caught = map[zlcmutex.Mutant][]FailureKind{
+	// Two holders at once, both nodes on the servers.
+	zlcmutex.MutantNoRecheck: {FailExclusion},
+	zlcmutex.MutantOffByOne:  {FailExclusion},
+	// A node left by a lost create reply blocks the queue (its own client waits
+	// behind it), or is left when that client gives up.
+	zlcmutex.MutantUnprotectedCreate: {FailLiveness, FailOrphan},
+	// It deletes the holder's node (the holder never hears of it: the history has
+	// two holders) and leaves its own (which blocks the queue, or is left over).
+	zlcmutex.MutantDeleteLowest: {FailModel, FailLiveness, FailOrphan, FailExclusion},
+	// A holder whose session expired goes on holding: the history has two holders.
+	zlcmutex.MutantIgnoreLost: {FailModel},
+}
+
+// TestMutantsAreCaught runs the property of TestZLCMutex on every mutant of
+// zlc-mutex, with rapid's default number of checks, and expects each to fail with a
+// shrunk counterexample of a few steps, which it logs. Rapid writes the fail file of
+// each into a temporary directory; the test replays it as -rapid.failfile would,
+// and expects the same counterexample.
+func TestMutantsAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short cuts rapid's checks and steps; mutants need the defaults")
+	}
+	for _, m := range zlcmutex.Mutants() {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
+			rec := &recorder{name: t.Name()}
+			var last RunInfo
+			cfg := LockConfig{Recipe: ZLCMutex(m)}
+			start := time.Now()
+			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
+			elapsed := time.Since(start)
+			if !rec.failed {
+				t.Fatalf("%s passed every check", m)
+			}
+			checks := rec.checksBefore()
+			if checks < 0 || checks >= 100 {
+				t.Fatalf("rapid's report does not say it failed within 100 checks: %q", rec.errs)
+			}
+			if last.Failure == nil {
+				t.Fatalf("the last run (the shrunk counterexample) passed; rapid says %q", rec.errs)
+			}
+			if !slices.Contains(caught[m], last.Failure.Kind) {
+				t.Errorf("%s broke %s, want one of %q: %v", m, last.Failure.Kind, caught[m], last.Failure)
+			}
+			steps := len(last.Schedule.Steps)
+			t.Logf("caught after %d passing checks, shrunk to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
+				checks, steps, last.Schedule.Clients, last.Failure, last.Schedule, rec.reproduction(), strings.Join(last.Trace(), "\n"))
+			switch shrinkTime := rapidShrinkTime(t); {
+			case steps <= maxShrunk:
+			case raceEnabled || elapsed >= shrinkTime:
+				// Not a verdict on the shrinking: it ran out of time.
+				t.Logf("the counterexample has %d steps; shrinking was cut short by -rapid.shrinktime=%v", steps, shrinkTime)
+			default:
+				t.Errorf("the counterexample has %d steps, want at most %d", steps, maxShrunk)
+			}
+
+			// The fail file replays the counterexample first thing.
+			files, _ := filepath.Glob(filepath.Join("testdata", "rapid", "*", "*.fail"))
+			if len(files) != 1 {
+				t.Fatalf("fail files %q", files)
+			}
+			shrunk := last
+			again := &recorder{name: t.Name()}
+			rapid.Check(again, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
+			if n := again.checksBefore(); n != 0 || last.Failure == nil || last.Failure.Kind != shrunk.Failure.Kind ||
+				last.Schedule.String() != shrunk.Schedule.String() {
+				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
+			}
+		})
+	}
+}
+
+// rapidShrinkTime returns rapid's -rapid.shrinktime, the time shrinking may take.
+func rapidShrinkTime(t *testing.T) time.Duration {
+	f := flag.Lookup("rapid.shrinktime")
+	if f == nil {
+		t.Fatal("rapid has no -rapid.shrinktime flag")
+	}
+	d, err := time.ParseDuration(f.Value.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// regression is a shrunk counterexample kept in testdata/schedules: a schedule
+// with a header of "# recipe: <name>" and "# expect: <failure kind>".
+type regression struct {
+	file   string
+	recipe zlcmutex.Mutant
+	expect FailureKind
+	sched  Schedule
+}
+
+func loadRegressions(t *testing.T) []regression {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "schedules", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no schedules in testdata/schedules: %v", err)
+	}
+	var out []regression
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := regression{file: f, recipe: -1}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "# recipe: "); ok {
+				for _, m := range append(zlcmutex.Mutants(), zlcmutex.MutantNone) {
+					if m.String() == strings.TrimSpace(v) {
+						reg.recipe = m
+					}
+				}
+			}
+			if v, ok := strings.CutPrefix(l, "# expect: "); ok {
+				reg.expect = FailureKind(strings.TrimSpace(v))
+			}
+		}
+		if reg.recipe < 0 || reg.expect == "" {
+			t.Fatalf("%s: want \"# recipe: <name>\" and \"# expect: <failure>\" lines", f)
+		}
+		if reg.sched, err = ParseSchedule(string(data)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, reg)
+	}
+	return out
+}
+
+// TestRegressionSchedules replays the shrunk counterexamples kept in
+// testdata/schedules: each still fails its mutant the same way, and zlc-mutex, put
+// through the same steps (those it can take), passes.
+func TestRegressionSchedules(t *testing.T) {
+	for _, reg := range loadRegressions(t) {
+		t.Run(filepath.Base(reg.file), func(t *testing.T) {
+			info, err := ReplayLock(t, LockConfig{Recipe: ZLCMutex(reg.recipe)}, reg.sched)
+			if err != nil {
+				t.Fatalf("%s no longer applies: %v\n%s", reg.file, err, strings.Join(info.Trace(), "\n"))
+			}
+			if info.Failure == nil || info.Failure.Kind != reg.expect {
+				t.Fatalf("%s on %s: %v, want a %s failure\n%s", reg.file, reg.recipe, info.Failure, reg.expect, strings.Join(info.Trace(), "\n"))
+			}
+			t.Logf("%s: %v", reg.recipe, info.Failure)
+			if reg.recipe == zlcmutex.MutantNone {
+				return
+			}
+			lenient := replayLenient(t, LockConfig{Recipe: ZLCMutex(zlcmutex.MutantNone)}, reg.sched)
+			if lenient.Failure != nil {
+				t.Fatalf("zlc-mutex fails %s: %v\n%s", reg.file, lenient.Failure, strings.Join(lenient.Trace(), "\n"))
+			}
+		})
+	}
+}
+
+// replayLenient is ReplayLock that skips the steps that are not possible at their
+// turn (another recipe may not be where the schedule's was).
+func replayLenient(t *testing.T, cfg LockConfig, s Schedule) RunInfo {
+	var run *lockRun
+	fail := inBubble(t, func() error {
+		var err error
+		if run, err = newLockRun(cfg, s.Clients, nil); err != nil {
+			return err
+		}
+		defer run.teardown()
+		for _, st := range s.Steps {
+			if st.Client < len(run.slots) && run.can(st.Kind, st.Client) {
+				run.do(st)
+				if err := run.checkExclusion(); err != nil {
+					return err
+				}
+			}
+		}
+		return run.finish()
+	})
+	return RunInfo{Failure: fail, run: run}
+}
