@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -120,4 +122,41 @@ func TestExampleRunFilesLoad(t *testing.T) {
 	if rf.suite != nil || o.recipe != "curator-mutex" || !o.fenced {
 		t.Errorf("single.yaml: suite %v, recipe %q, fenced %v", rf.suite, o.recipe, o.fenced)
 	}
+}
+
+// FuzzLoadRunFile: any file content gives a run file or an error naming the file,
+// never a panic.
+func FuzzLoadRunFile(f *testing.F) {
+	for _, seed := range []string{
+		"recipe: gozk\ntime: 30s\n",
+		"suite:\n  recipes: [gozk]\n  seeds: [1, 2]\n",
+		"seed: 1\nseed: 2\n",
+		"- a\n",
+		"time: [1\n",
+		"",
+		"suite: {recipes: [a, b], nemesis: [\"kill,pause\"], seeds: [3]}\nkeep: failed\n",
+	} {
+		f.Add(seed)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, content string) {
+		path := filepath.Join(dir, "run.yaml")
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs, _ := runFlags()
+		rf, err := loadRunFile(path, fs)
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			return
+		}
+		if err := rf.apply(fs, nil); err != nil {
+			t.Fatalf("a file that loaded does not apply: %v", err)
+		}
+		if rf.suite != nil {
+			_ = rf.suite.runs()
+		}
+	})
 }
