@@ -194,7 +194,7 @@ type aimed struct {
 	target nemesis.Client
 }
 
-func (a aimed) Clients() []nemesis.Client       { return []nemesis.Client{a.target} }
+func (a aimed) Clients() []nemesis.Client      { return []nemesis.Client{a.target} }
 func (a aimed) Holder() (nemesis.Client, bool) { return a.target, true }
 func (a aimed) Idle() (nemesis.Client, bool)   { return a.target, true }
 
