@@ -80,14 +80,14 @@ func TestLockPropertyCatchesMutants(t *testing.T) {
 		want   string
 	}{
 		// The second child holds too: two clients acquiring in a row both get ok.
-		{"mutant-off-by-one", []string{stepAcquire, stepRelease, stepTimeout}, failExclusion},
+		{"mutant-off-by-one", []string{stepAcquire, stepRelease, stepTimeout, stepWait}, failExclusion},
 	} {
 		t.Run(tc.mutant, func(t *testing.T) {
 			rec := env.recipe(t, tc.mutant, infoRetire)
 			setRapidDefault(t, "rapid.checks", "RAPID_CHECKS", propChecks)
 			stats := &propStats{}
+			defer stats.log(t)
 			msg := expectCounterexample(t, env.property(rec, tc.kinds, stats))
-			stats.log(t)
 			if !strings.Contains(msg, tc.want) {
 				t.Fatalf("the property failed, but not with %q:\n%s", tc.want, msg)
 			}
@@ -249,6 +249,9 @@ type propStats struct {
 	fails int
 	// traces, when kept (ZLC_PROP_TRACE set), are every run's report.
 	traces []string
+	// lastFail is the report of the last run that failed, with its worker logs:
+	// rapid logs a failure only if its final replay fails again.
+	lastFail string
 }
 
 // log logs the summary, and with ZLC_PROP_TRACE set every run step by step.
@@ -256,6 +259,9 @@ func (s *propStats) log(t *testing.T) {
 	t.Helper()
 	for i, tr := range s.traces {
 		t.Logf("run %d:\n%s", i+1, tr)
+	}
+	if s.lastFail != "" && len(s.traces) == 0 {
+		t.Logf("the last run that failed:\n%s", s.lastFail)
 	}
 	t.Logf("%s", s)
 }
@@ -283,6 +289,7 @@ func (e *propEnv) property(rec propRecipe, kinds []string, stats *propStats) fun
 			stats.total += time.Since(start)
 			if m.fail != nil {
 				stats.fails++
+				stats.lastFail = m.report() + "worker logs:\n" + m.workerLogs(20)
 			}
 			if os.Getenv("ZLC_PROP_TRACE") != "" {
 				stats.traces = append(stats.traces, m.report())
@@ -291,6 +298,7 @@ func (e *propEnv) property(rec propRecipe, kinds []string, stats *propStats) fun
 		actions := map[string]func(*rapid.T){
 			"": func(rt *rapid.T) {
 				m.setFail(m.checkExclusion())
+				m.setFail(m.checkOrphans())
 				reportFailure(rt, m, m.fail)
 			},
 		}
@@ -353,9 +361,14 @@ func (e *propEnv) step(rt *rapid.T, m *machine, kinds []string) {
 	if len(kinds) > 1 {
 		kind = rapid.SampledFrom(possible).Draw(rt, "fault")
 	}
-	s := pstep{Kind: kind, Client: rapid.SampledFrom(slotsFor(kind)).Draw(rt, "client")}
 	st := m.st
+	s := pstep{Kind: kind}
+	if kind != stepWait {
+		s.Client = rapid.SampledFrom(slotsFor(kind)).Draw(rt, "client")
+	}
 	switch kind {
+	case stepWait:
+		s.D = rapid.SampledFrom([]time.Duration{time.Second, st}).Draw(rt, "wait")
 	case stepAcquire:
 		s.D = rapid.SampledFrom([]time.Duration{300 * time.Millisecond, 2 * time.Second, 10 * time.Second}).Draw(rt, "timeout")
 	case stepTimeout:
@@ -364,6 +377,9 @@ func (e *propEnv) step(rt *rapid.T, m *machine, kinds []string) {
 		s.D = rapid.SampledFrom([]time.Duration{st / 4, st / 2}).Draw(rt, "cut")
 	case stepReplyLoss:
 		s.D = rapid.SampledFrom([]time.Duration{st / 2, st * 17 / 20, st}).Draw(rt, "loss")
+	case stepWakeLoss:
+		// Shorter than the client's read timeout, TCP's retransmissions repair it.
+		s.D = rapid.SampledFrom([]time.Duration{st * 17 / 20, st}).Draw(rt, "loss")
 	}
 	if err := m.do(s); err != nil {
 		m.setFail(pfail(failHarness, "%v", err))
@@ -398,9 +414,10 @@ func reportFailure(rt *rapid.T, m *machine, f *propFailure) {
 	}
 }
 
-// runSchedule runs one explicit schedule of the property (steps, then the final
-// phase) and returns the run and its failure.
-func (e *propEnv) runSchedule(t *testing.T, rec propRecipe, s schedule) (*machine, *propFailure) {
+// runSchedule runs one explicit schedule of the property (steps, each followed by
+// the invariants unless finalOnly, then the final phase) and returns the run and its
+// failure.
+func (e *propEnv) runSchedule(t *testing.T, rec propRecipe, s schedule, finalOnly bool) (*machine, *propFailure) {
 	t.Helper()
 	e.runs++
 	path := fmt.Sprintf("/zlc/%s/%s/s%d", e.runID, rec.Name, e.runs)
@@ -416,9 +433,14 @@ func (e *propEnv) runSchedule(t *testing.T, rec propRecipe, s schedule) (*machin
 		if m.fail != nil {
 			return m, m.fail
 		}
-		if f := m.checkExclusion(); f != nil {
-			m.setFail(f)
-			return m, f
+		for _, check := range []func() *propFailure{m.checkExclusion, m.checkOrphans} {
+			if finalOnly {
+				break
+			}
+			if f := check(); f != nil {
+				m.setFail(f)
+				return m, f
+			}
 		}
 	}
 	f := m.finish()

@@ -50,6 +50,17 @@ const (
 	// table), sends an acquire, heals after D and waits for the reply: the acquire's
 	// create is applied, its reply lost. The orphan-node case.
 	stepReplyLoss = "reply-loss"
+	// stepWakeLoss sends the client's acquire behind the holder, lets only watch
+	// notifications reach the client (the nemesis's watches-only table) and releases
+	// the holder: the client is woken, the replies to what it asks next are lost for
+	// D, then the fault heals and the step waits for the acquire's reply. Past the
+	// client's read timeout the request the wake-up caused fails with connection
+	// loss while the session lives on.
+	stepWakeLoss = "wake-loss"
+	// stepWait handles messages for D and names no client: pending acquires time
+	// out, a killed worker's session expires. It is always possible, so a run never
+	// runs out of steps.
+	stepWait = "wait"
 )
 
 // pstep is one step of a schedule: a kind, the client (slot) it applies to, and a
@@ -62,7 +73,9 @@ type pstep struct {
 
 func (s pstep) String() string {
 	switch s.Kind {
-	case stepAcquire, stepTimeout, stepCut, stepReplyLoss:
+	case stepWait:
+		return fmt.Sprintf("%s %s", s.Kind, s.D)
+	case stepAcquire, stepTimeout, stepCut, stepReplyLoss, stepWakeLoss:
 		return fmt.Sprintf("%s c%d %s", s.Kind, s.Client, s.D)
 	}
 	return fmt.Sprintf("%s c%d", s.Kind, s.Client)
@@ -71,6 +84,13 @@ func (s pstep) String() string {
 // parseStep reads a step as pstep.String writes it.
 func parseStep(line string) (pstep, error) {
 	f := strings.Fields(line)
+	if len(f) == 2 && f[0] == stepWait {
+		d, err := time.ParseDuration(f[1])
+		if err != nil {
+			return pstep{}, fmt.Errorf("step %q: %w", line, err)
+		}
+		return pstep{Kind: stepWait, D: d}, nil
+	}
 	if len(f) < 2 || !strings.HasPrefix(f[1], "c") {
 		return pstep{}, fmt.Errorf("bad step %q: want KIND cN [DURATION]", line)
 	}
@@ -80,7 +100,7 @@ func parseStep(line string) (pstep, error) {
 	}
 	s := pstep{Kind: f[0], Client: n}
 	switch s.Kind {
-	case stepAcquire, stepTimeout, stepCut, stepReplyLoss:
+	case stepAcquire, stepTimeout, stepCut, stepReplyLoss, stepWakeLoss:
 		if len(f) != 3 {
 			return pstep{}, fmt.Errorf("step %q needs a duration", line)
 		}
@@ -167,7 +187,8 @@ const (
 	infoRetire infoPolicy = iota
 	// infoKeep keeps the worker and its session, as an application whose lock call
 	// returned an error goes on; the history gives it a new process id (an info op's
-	// process is never used again).
+	// process is never used again). A worker whose session the servers no longer
+	// have has nothing to go on with: it is retired.
 	infoKeep
 )
 
@@ -462,12 +483,15 @@ func (m *machine) replied(c *pclient, msg workloads.Message) {
 		if nodes, err := m.nodes(); err == nil {
 			m.note("lock nodes now: %s", m.describe(nodes))
 		}
-		if m.rec.Info == infoKeep {
+		if m.rec.Info == infoKeep && m.sessionAlive(c) {
 			c.process = m.nextProcess
 			m.nextProcess++
 			c.uncertain = true
 			m.note("%s: kept after info, now process %d (its session lives on)", c.name(), c.process)
 			return
+		}
+		if m.rec.Info == infoKeep {
+			m.note("%s: its session %s is gone: nothing to go on with", c.name(), c.session())
 		}
 		m.note("%s: retired after info: killed, to be replaced", c.name())
 		c.dead = true
@@ -521,6 +545,13 @@ func (m *machine) request(c *pclient, f string, req workloads.Request) {
 	}
 }
 
+// sessionAlive reports whether the servers still have the client's current session.
+func (m *machine) sessionAlive(c *pclient) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return m.env.ens.liveSessions(ctx)[c.session()]
+}
+
 // replyBound is how long a worker may take to answer an op with timeout d: a recipe
 // may need its session timeout more than once to answer honestly (as in the harness).
 func (m *machine) replyBound(d time.Duration) time.Duration { return d + 3*m.st + 5*time.Second }
@@ -535,6 +566,9 @@ func (m *machine) await(c *pclient, limit time.Duration) {
 
 // possible reports whether step kind can be applied to client c now.
 func (m *machine) possible(kind string, c *pclient) bool {
+	if kind == stepWait {
+		return true
+	}
 	if c.dead {
 		return false
 	}
@@ -561,8 +595,20 @@ func (m *machine) possible(kind string, c *pclient) bool {
 		return !(c.holding && m.othersWaiting(c))
 	case stepKill:
 		return true
+	case stepWakeLoss:
+		return idle && !c.holding && m.holder() != nil
 	}
 	return false
+}
+
+// holder returns a live client that holds the lock and has nothing in flight, or nil.
+func (m *machine) holder() *pclient {
+	for _, c := range m.clients {
+		if !c.dead && c.holding && c.op == "" {
+			return c
+		}
+	}
+	return nil
 }
 
 // othersWaiting reports whether a client other than c has an acquire in flight. A
@@ -582,7 +628,7 @@ func (m *machine) othersWaiting(c *pclient) bool {
 // action).
 func isFault(kind string) bool {
 	switch kind {
-	case stepExpire, stepKill, stepCut, stepReplyLoss:
+	case stepExpire, stepKill, stepCut, stepReplyLoss, stepWakeLoss:
 		return true
 	}
 	return false
@@ -590,7 +636,7 @@ func isFault(kind string) bool {
 
 // stepKinds lists every step kind.
 func stepKinds() []string {
-	return []string{stepAcquire, stepRelease, stepTimeout, stepExpire, stepKill, stepCut, stepReplyLoss}
+	return []string{stepAcquire, stepRelease, stepTimeout, stepWait, stepExpire, stepKill, stepCut, stepReplyLoss, stepWakeLoss}
 }
 
 // do applies one step. It returns an error when the step is not possible now (a
@@ -607,6 +653,8 @@ func (m *machine) do(s pstep) error {
 	m.note("step %d: %s", len(m.steps), s)
 	st := m.st
 	switch s.Kind {
+	case stepWait:
+		m.settle(s.D)
 	case stepAcquire:
 		m.request(c, histories.FAcquire, workloads.Request{Op: workloads.OpAcquire, TimeoutMS: s.D.Milliseconds()})
 		if !m.pump(propSettle, func() bool { return c.op == "" || c.dead }) {
@@ -647,6 +695,26 @@ func (m *machine) do(s pstep) error {
 			m.request(c, histories.FAcquire, workloads.Request{Op: workloads.OpAcquire, TimeoutMS: timeout.Milliseconds()})
 		}
 		if err := m.faultDuring(c, "reply-loss", s.D, nemesis.ReplyLoss{Target: nemesis.TargetRandomClient}, start); err != nil {
+			return err
+		}
+		if !m.pump(2*st+2*time.Second, func() bool { return c.op == "" || c.dead }) {
+			m.note("%s: still waiting", c.name())
+		}
+		m.settle(propSettle)
+	case stepWakeLoss:
+		h := m.holder()
+		timeout := max(10*time.Second, 3*st)
+		m.request(c, histories.FAcquire, workloads.Request{Op: workloads.OpAcquire, TimeoutMS: timeout.Milliseconds()})
+		if m.pump(propSettle, func() bool { return c.op == "" || c.dead }) {
+			break // not queued behind the holder (a broken recipe): nothing to wake
+		}
+		m.note("%s: waiting behind %s", c.name(), h.name())
+		release := func() {
+			m.note("%s releases while only watch notifications reach %s", h.name(), c.name())
+			m.request(h, histories.FRelease, workloads.Request{Op: workloads.OpRelease})
+			m.await(h, m.replyBound(0))
+		}
+		if err := m.faultDuring(c, "watches-only", s.D, nemesis.WatchesOnly{Target: nemesis.TargetRandomClient}, release); err != nil {
 			return err
 		}
 		if !m.pump(2*st+2*time.Second, func() bool { return c.op == "" || c.dead }) {
@@ -862,6 +930,28 @@ func (m *machine) checkExclusion() *propFailure {
 		strings.Join(who, " and "), servers, verdict)
 }
 
+// checkOrphans is the invariant after every step that no lock node is orphaned:
+// every node of a live client's current session belongs to a client that holds,
+// waits (has an op in flight), or was told it lost the lock and has not released
+// since. A node of a client that holds nothing and asks for nothing blocks every
+// waiter for as long as its session lives. (A killed or retired worker's session
+// lives on for one session timeout; its node goes with it.)
+func (m *machine) checkOrphans() *propFailure {
+	nodes, err := m.nodes()
+	if err != nil {
+		return nil // cannot tell now; the final phase looks again
+	}
+	for _, n := range nodes {
+		for _, c := range m.clients {
+			if c.dead || c.session() != n.Owner || c.op != "" || c.holding || c.lostHold {
+				continue
+			}
+			return pfail(failOrphan, "%s holds nothing and asks for nothing, yet its live session owns a lock node: %s", c.name(), m.describe(nodes))
+		}
+	}
+	return nil
+}
+
 func witness(res models.Result) string {
 	for _, k := range res.Keys {
 		if k.Witness != "" {
@@ -1039,6 +1129,19 @@ func createPath(conn *zk.Conn, p string) error {
 		}
 	}
 	return nil
+}
+
+// workerLogs returns the last n lines of every worker log of the run.
+func (m *machine) workerLogs(n int) string {
+	files, _ := filepath.Glob(filepath.Join(m.dir, "*.stderr.log"))
+	var b strings.Builder
+	for _, f := range files {
+		fmt.Fprintf(&b, "%s:\n", filepath.Base(f))
+		for _, l := range tailLines(f, n) {
+			b.WriteString("    " + l + "\n")
+		}
+	}
+	return b.String()
 }
 
 // tailFile returns the last n lines of a file, joined by " | ".
