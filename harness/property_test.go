@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,16 +52,21 @@ func TestLockPropertyOnEnsemble(t *testing.T) {
 	setRapidDefault(t, "rapid.shrinktime", "RAPID_SHRINKTIME", propShrinkTime)
 	for _, tc := range []struct {
 		name   string
+		recipe string
+		info   infoPolicy
 		checks string
 	}{
-		{"zlc-mutex", propChecks},
-		{"gozk", propChecks},
+		{"zlc-mutex", "zlc-mutex", infoRetire, propChecks},
+		{"gozk", "gozk", infoRetire, propChecks},
 		// A JVM or a Python interpreter per worker start: fewer checks by default.
-		{"curator-mutex", "3"},
-		{"kazoo-lock", "3"},
+		{"curator-mutex", "curator-mutex", infoRetire, "3"},
+		{"kazoo-lock", "kazoo-lock", infoRetire, "3"},
+		// zlc-mutex cleans up on every error path: a worker kept after an info must
+		// not leave a node behind either. (gozk does: TestLockPropertyFindsGoZKOrphan.)
+		{"zlc-mutex-keep", "zlc-mutex", infoKeep, "5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := env.recipe(t, tc.name, infoRetire)
+			rec := env.recipe(t, tc.recipe, tc.info)
 			setRapidDefault(t, "rapid.checks", "RAPID_CHECKS", tc.checks)
 			stats := &propStats{}
 			rapid.Check(t, env.property(rec, stepKinds(), stats))
@@ -99,17 +105,18 @@ func TestLockPropertyCatchesMutants(t *testing.T) {
 // slots (namespaces), a session of the harness's own for looking at lock nodes, and
 // the zlockcheck binary whose worker subcommand serves the Go recipes.
 type propEnv struct {
-	runID string
-	net   *netns.Network
-	ens   *Ensemble
-	cl    *cluster
-	slots []netns.Host
-	dir   string
-	root  string
-	st    time.Duration
-	conn  *zk.Conn
-	bin   string
-	runs  int
+	runID     string
+	serverDir string
+	net       *netns.Network
+	ens       *Ensemble
+	cl        *cluster
+	slots     []netns.Host
+	dir       string
+	root      string
+	st        time.Duration
+	conn      *zk.Conn
+	bin       string
+	runs      int
 }
 
 // startPropEnv starts the ensemble; t.Cleanup stops it and removes the run's
@@ -125,9 +132,9 @@ func startPropEnv(t *testing.T) *propEnv {
 		t.Fatal(err)
 	}
 	e := &propEnv{runID: "p" + randomID()[:5], dir: t.TempDir(), root: root, st: DefaultSessionTimeout}
-	serverDir := filepath.Join(e.dir, "servers")
+	e.serverDir = filepath.Join(e.dir, "servers")
 	// Cleanups run last-registered first: this check runs after the teardown below.
-	t.Cleanup(func() { assertRunGone(t, e.runID, serverDir) })
+	t.Cleanup(func() { assertRunGone(t, e.runID, e.serverDir) })
 	ctx := context.Background()
 	e.net, err = netns.Create(ctx, e.runID)
 	if err != nil {
@@ -139,7 +146,7 @@ func startPropEnv(t *testing.T) *propEnv {
 		}
 	})
 	started := time.Now()
-	e.ens, err = StartEnsemble(ctx, e.net, EnsembleConfig{Nodes: 3, Dir: serverDir})
+	e.ens, err = StartEnsemble(ctx, e.net, EnsembleConfig{Nodes: 3, Dir: e.serverDir})
 	if e.ens != nil {
 		t.Cleanup(e.ens.Stop)
 	}
@@ -161,6 +168,42 @@ func startPropEnv(t *testing.T) *propEnv {
 	}
 	t.Cleanup(e.conn.Close)
 	return e
+}
+
+// TestPropEnvLeavesNothingBehind leaves a test early (t.Skip, which ends it as
+// t.Fatal does) with the ensemble and two workers running and no teardown of its own:
+// the cleanups must remove the run's namespaces, servers and workers.
+func TestPropEnvLeavesNothingBehind(t *testing.T) {
+	requireIntegration(t)
+	var (
+		runID, serverDir string
+		pids             []int
+	)
+	t.Run("early exit", func(t *testing.T) {
+		env := startPropEnv(t)
+		runID, serverDir = env.runID, env.serverDir
+		rec := env.recipe(t, "zlc-mutex", infoRetire)
+		m, err := newMachine(env, rec, 2, fmt.Sprintf("/zlc/%s/early", env.runID), filepath.Join(env.dir, "early"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range m.clients {
+			pids = append(pids, c.w.Pid())
+		}
+		for _, s := range env.ens.Servers {
+			pids = append(pids, s.Pid())
+		}
+		t.Skip("leaving early with the ensemble and two workers running")
+	})
+	if runID == "" {
+		t.Fatal("the run did not start")
+	}
+	assertRunGone(t, runID, serverDir)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("process %d of run %s still running", pid, runID)
+		}
+	}
 }
 
 // assertRunGone fails if a namespace of the run, a server of the run, or the run's

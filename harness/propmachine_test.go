@@ -206,6 +206,12 @@ type propRecipe struct {
 	Info infoPolicy
 	// SessionTimeout is what the workers ask for (0: DefaultSessionTimeout).
 	SessionTimeout time.Duration
+	// Strict (with infoKeep) holds a kept worker to the orphan invariant after every
+	// step too: a node its info'd op may have left must be gone at once, not at its
+	// next acquire. Without it, a kept worker's node counts only if it still blocks
+	// in the final phase, where kept workers take the first turns (their next
+	// acquire may clean up, as the recipe intends).
+	Strict bool
 }
 
 // Timing of the lock property, relative to nothing but the session timeout: the
@@ -235,8 +241,6 @@ type pclient struct {
 	// uncertain: an op answered info and the worker was kept (infoKeep).
 	uncertain bool
 	dead      bool
-	// sessions are every session the slot's workers reported, oldest first.
-	sessions []string
 }
 
 func (c *pclient) name() string { return fmt.Sprintf("c%d", c.slot) }
@@ -290,7 +294,11 @@ func newMachine(env *propEnv, rec propRecipe, n int, path, dir string) (*machine
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m.note("%s, %d clients, lock %s, session timeout %s, info policy %s", rec.Name, n, path, st, rec.Info)
+	policy := rec.Info.String()
+	if rec.Info == infoKeep && rec.Strict {
+		policy += ", strict"
+	}
+	m.note("%s, %d clients, lock %s, session timeout %s, info policy %s", rec.Name, n, path, st, policy)
 	// The lock path exists, as after any first use of the lock: a create whose parent
 	// is missing creates nothing, whatever happens to its reply.
 	if err := createPath(env.conn, path); err != nil {
@@ -438,9 +446,6 @@ func (m *machine) handle(pm pmsg) {
 	msg := pm.m.msg
 	switch {
 	case msg.Event == workloads.EventSession:
-		if !slices.Contains(c.sessions, msg.SessionID) {
-			c.sessions = append(c.sessions, msg.SessionID)
-		}
 		m.owners[msg.SessionID] = fmt.Sprintf("%s (process %d)", c.name(), c.process)
 	case msg.Event == workloads.EventLost:
 		if !c.holding {
@@ -946,6 +951,9 @@ func (m *machine) checkOrphans() *propFailure {
 			if c.dead || c.session() != n.Owner || c.op != "" || c.holding || c.lostHold {
 				continue
 			}
+			if c.uncertain && !m.rec.Strict {
+				continue // its op's effect is unknown: its next acquire may clean up
+			}
 			return pfail(failOrphan, "%s holds nothing and asks for nothing, yet its live session owns a lock node: %s", c.name(), m.describe(nodes))
 		}
 	}
@@ -1001,15 +1009,17 @@ func (m *machine) finish() *propFailure {
 		return f
 	}
 	// Liveness: a killed worker's session lives one session timeout; every client
-	// gets its turn after that. Clients kept after an info go last: a node one of
-	// them left behind must not block the others.
+	// gets its turn after that. Clients kept after an info go first (their next
+	// acquire may clean up what the info'd op left), or, when strict, last (a node
+	// one of them left behind must not block the others).
 	bound := 2*st + 4*time.Second
 	order := slices.Clone(m.clients)
 	slices.SortStableFunc(order, func(a, b *pclient) int {
+		first := func(c *pclient) bool { return c.uncertain != m.rec.Strict }
 		switch {
-		case a.uncertain == b.uncertain:
+		case first(a) == first(b):
 			return 0
-		case b.uncertain:
+		case first(a):
 			return -1
 		}
 		return 1
