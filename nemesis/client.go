@@ -18,12 +18,14 @@ var (
 	_ Fault = (*ClientKill)(nil)
 	_ Fault = (*ClientServerPartition)(nil)
 	_ Fault = (*ReplyLoss)(nil)
+	_ Fault = (*WatchesOnly)(nil)
 	_ fault = (*ClientPartition)(nil)
 	_ fault = (*SessionExpire)(nil)
 	_ fault = (*ClientPause)(nil)
 	_ fault = (*ClientKill)(nil)
 	_ fault = (*ClientServerPartition)(nil)
 	_ fault = (*ReplyLoss)(nil)
+	_ fault = (*WatchesOnly)(nil)
 )
 
 // DefaultSessionTimeout is the session timeout assumed when none is given (the
@@ -331,5 +333,36 @@ func (f ReplyLoss) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	return workerTablePlan(ctx, c, rng, ClassReplyLoss, f.Target, f.HolderWait, tableReplyLoss,
 		func(set string) []string {
 			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %d drop", set, clientPort))}
+		})
+}
+
+// WatchesOnly drops, in one worker's namespace (table zlc_watchesonly, input chain),
+// every packet from the servers' client port whose ZooKeeper frame is not a watch
+// notification (a reply header with xid -1): the worker hears that a node it watches
+// changed, but the replies to what it asks next never come, nor do ping replies or a
+// new connection's handshake reply. TCP handshakes and bare ACKs pass. Held for longer
+// than the client's read timeout (2/3 of the session timeout) after a watch fires,
+// it turns the request that the wake-up causes (a lock recipe's getChildren) into a
+// connection loss while the session lives on: the client's requests still arrive,
+// so does its reconnect. Only the first frame of a segment is looked at (nftables
+// reads the xid at payload offset 4). It is not one of the schedule's classes; tests
+// aim it. Undo deletes the table.
+type WatchesOnly struct {
+	// Target says which worker.
+	Target ClientTarget
+	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
+	HolderWait time.Duration
+}
+
+// Apply starts dropping every reply but watch notifications to the target worker.
+func (f WatchesOnly) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f WatchesOnly) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	return workerTablePlan(ctx, c, rng, Class("watches-only"), f.Target, f.HolderWait, tableWatchesOnly,
+		func(set string) []string {
+			// @ih is the transport payload: bits 32-63 are the frame's xid.
+			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %d @ih,32,32 != 0xffffffff drop", set, clientPort))}
 		})
 }

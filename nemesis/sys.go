@@ -34,6 +34,8 @@ const (
 	tableClientCut = tablePrefix + "clientcut" // server netns: drop its clients
 	tableIsolate   = tablePrefix + "isolate"   // worker netns: drop all servers
 	tableReplyLoss = tablePrefix + "replyloss" // worker netns: drop the servers' replies
+	// worker netns: drop the servers' replies but watch notifications
+	tableWatchesOnly = tablePrefix + "watchesonly"
 )
 
 // checkNetns refuses namespaces the run did not make and ones that do not exist.
