@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants matrix fencing bench-detect clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants matrix fencing bench-detect property clean cleanup
 
 all: build
 
@@ -72,6 +72,11 @@ bench: build
 
 bench-detect: build
 	bash bench/detect.sh
+
+# The lock property on a real ensemble (rapid over worker processes; about 8 minutes;
+# work in progress, see README).
+property: build
+	ZLC_PROPERTY=1 ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 60m -v -run 'TestLockProperty|TestGoZKOrphan|TestPropEnv' ./harness/
 
 cleanup: build
 	./$(BIN) cleanup

@@ -119,10 +119,21 @@ type propEnv struct {
 	runs      int
 }
 
+// requireProperty skips the real-ensemble property tests unless ZLC_PROPERTY is set
+// (make property): they take minutes and one of them is a search that may need more
+// checks than a CI run can afford.
+func requireProperty(t *testing.T) {
+	t.Helper()
+	if os.Getenv("ZLC_PROPERTY") == "" {
+		t.Skip("real-ensemble property tests run with make property (ZLC_PROPERTY=1)")
+	}
+}
+
 // startPropEnv starts the ensemble; t.Cleanup stops it and removes the run's
 // namespaces on every exit path, then checks nothing of the run is left.
 func startPropEnv(t *testing.T) *propEnv {
 	t.Helper()
+	requireProperty(t)
 	requireIntegration(t)
 	if testing.Short() {
 		t.Skip("the lock property on a real ensemble takes minutes: skipped in -short mode")
@@ -174,6 +185,7 @@ func startPropEnv(t *testing.T) *propEnv {
 // t.Fatal does) with the ensemble and two workers running and no teardown of its own:
 // the cleanups must remove the run's namespaces, servers and workers.
 func TestPropEnvLeavesNothingBehind(t *testing.T) {
+	requireProperty(t)
 	requireIntegration(t)
 	var (
 		runID, serverDir string
