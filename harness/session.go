@@ -304,12 +304,7 @@ func (s *session) hold(d time.Duration) {
 			}
 			return
 		case m := <-s.w.msgs:
-			if m.crashed != nil {
-				s.crash("", m.crashed)
-				return
-			}
-			s.event(m.msg, false)
-			if !s.holding {
+			if !s.heldAfter(m) {
 				return
 			}
 		case <-s.hard:
@@ -319,27 +314,32 @@ func (s *session) hold(d time.Duration) {
 	}
 }
 
+// heldAfter handles a message that came while holding (a crash, or an event such as
+// lost) and says whether the worker still holds.
+func (s *session) heldAfter(m workerMsg) bool {
+	if m.crashed != nil {
+		s.crash("", m.crashed)
+		return false
+	}
+	s.event(m.msg, false)
+	return s.holding
+}
+
 // resumeMidHold waits, without handling the worker's events, until a worker stopped
 // in its critical section runs again. Like a program after a GC pause, it carries on
 // where it was at once (its write, its release) before anything it hears on resuming
 // (a lost lock) can stop it; such an event arrives while that op is in flight, and
 // the op's outcome decides. Events sent before the stop are handled first.
 func (s *session) resumeMidHold() {
-	for {
+	for drained := false; !drained; {
 		select {
 		case m := <-s.w.msgs:
-			if m.crashed != nil {
-				s.crash("", m.crashed)
+			if !s.heldAfter(m) {
 				return
 			}
-			s.event(m.msg, false)
-			if !s.holding {
-				return
-			}
-			continue
 		default:
+			drained = true
 		}
-		break
 	}
 	for processStopped(s.w.Pid()) {
 		select {
