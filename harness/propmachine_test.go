@@ -1008,6 +1008,9 @@ func (m *machine) finish() *propFailure {
 	if f := m.checkExclusion(); f != nil {
 		return f
 	}
+	if f := m.checkOrphans(); f != nil {
+		return f
+	}
 	// Liveness: a killed worker's session lives one session timeout; every client
 	// gets its turn after that. Clients kept after an info go first (their next
 	// acquire may clean up what the info'd op left), or, when strict, last (a node
