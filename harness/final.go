@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,7 +36,11 @@ type Liveness struct {
 	Bound    time.Duration `json:"bound_ns"`
 	Finals   []finalResult `json:"finals"`
 	Children []ChildInfo   `json:"children,omitempty"`
-	Error    string        `json:"error,omitempty"`
+	// Proof, when set, says why the lock could never be granted again: a blocking
+	// orphan outlived its own worker's final acquire (orphans.go), so the final phase
+	// ended before its bound.
+	Proof string `json:"proof,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // ChildInfo is one child of the lock node at the end of a run.
@@ -135,8 +140,14 @@ func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
 		finals = append(finals, f)
 	}
 	r.mu.Unlock()
+	reported := len(finals)
+	for slot, w := range r.currentWorkers() {
+		if !slices.ContainsFunc(finals, func(f finalResult) bool { return f.Slot == slot+1 }) {
+			finals = append(finals, finalResult{Slot: slot + 1, Process: w, Reply: "waiting", Error: "no answer when the final phase was judged"})
+		}
+	}
 	sort.Slice(finals, func(i, j int) bool { return finals[i].Slot < finals[j].Slot })
-	l := Liveness{OK: len(finals) == r.cfg.Workers, Bound: r.finalBound(), Finals: finals}
+	l := Liveness{OK: reported == r.cfg.Workers, Bound: r.finalBound(), Finals: finals}
 	for _, f := range finals {
 		l.OK = l.OK && f.Reply == workloads.ReplyOK
 	}
@@ -148,6 +159,17 @@ func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
 		}
 	}
 	return l
+}
+
+// currentWorkers returns each slot's current worker process.
+func (r *runner) currentWorkers() map[int]int {
+	r.cluster.mu.Lock()
+	defer r.cluster.mu.Unlock()
+	out := make(map[int]int, len(r.cluster.workers))
+	for slot, w := range r.cluster.workers {
+		out[slot] = w.process
+	}
+	return out
 }
 
 // record writes the liveness verdict into the history as a nemesis op, so that a

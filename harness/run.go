@@ -75,6 +75,13 @@ type Config struct {
 	// node) is then reported in seconds instead of at the end of a long run. Zero
 	// picks the longest fault hold plus the final phase's bound; negative disables it.
 	StallAfter time.Duration `json:"stall_after_ns"`
+	// OrphanAfter is how long the lowest lock node may belong to a worker that holds
+	// nothing and asks for nothing, or waits behind it with a newer node of its own,
+	// before the harness calls it a blocking orphan: during the workload that ends the
+	// workload early; in the final phase, half of it (every worker has asked for the
+	// lock, no fault is active) ends the final phase with a liveness failure (see
+	// orphans.go). Zero picks the session timeout; negative disables it.
+	OrphanAfter time.Duration `json:"orphan_after_ns"`
 	// Log receives progress lines; nil discards them.
 	Log io.Writer `json:"-"`
 	// Progress, when set, is called about every second while the workload runs (and
@@ -117,6 +124,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Workload.Kind == workloads.Counter && c.Workload.WriteRetry == 0 {
 		c.Workload.WriteRetry = 2 * c.SessionTimeout
+	}
+	if c.OrphanAfter == 0 {
+		c.OrphanAfter = c.SessionTimeout
 	}
 	if c.StallAfter == 0 {
 		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
@@ -303,6 +313,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if cfg.StallAfter > 0 && cfg.FinalPhase {
 		go r.watchStall(workCtx, stop)
 	}
+	orphanWatch := cfg.OrphanAfter > 0 && cfg.FinalPhase && orphanCheckable(cfg.Workload.Kind)
+	if orphanWatch {
+		go r.endOnOrphan(workCtx, ens, stop)
+	}
 
 	// final is closed when the final phase may start: faults healed, ensemble serving.
 	final := make(chan struct{})
@@ -341,6 +355,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	// meaningless: the run is an error, not a liveness failure.
 	broke := len(errs) > 0
 	finalPhase := !out.Interrupted && cfg.FinalPhase && !broke
+	endNow := false
 	if finalPhase {
 		recoverBound := cfg.SessionTimeout*3 + 30*time.Second
 		if werr := ens.WaitServing(ctx, recoverBound); werr != nil {
@@ -357,13 +372,30 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		waited := make(chan struct{})
 		go func() { r.finalsLeft.Wait(); close(waited) }()
 		limit := cfg.Workload.AcquireTimeout + 6*cfg.SessionTimeout + r.finalBound() + 10*time.Second
+		// A blocking orphan that outlives its own worker's final acquire by OrphanAfter
+		// shows the deadlock without waiting out the bound.
+		proved := make(chan string, 1)
+		watchCtx, endWatch := context.WithCancel(ctx)
+		if orphanWatch {
+			go r.finalOrphan(watchCtx, ens, func(proof string) { proved <- proof })
+		}
+		proof := ""
 		select {
 		case <-waited:
+		case proof = <-proved:
+			logf("ORPHAN in the final phase: %s", proof)
 		case <-time.After(limit):
 			logf("final phase still running after %s", limit)
 		case <-ctx.Done():
 		}
+		endWatch()
 		liveness := r.judgeLiveness(ctx, ens)
+		if !liveness.OK && proof != "" {
+			liveness.Proof = proof
+			// The workers still waiting would wait out their bound: end them once the
+			// verdict is in.
+			endNow = true
+		}
 		liveness.record(rec)
 		out.Liveness = &liveness
 		if !liveness.OK {
@@ -375,6 +407,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		close(final)
 	}
 	close(r.judged)
+	if endNow {
+		endHard()
+	}
 	defer func() {
 		// After every worker is gone: nothing can change the counter any more.
 		if !out.Interrupted {

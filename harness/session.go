@@ -252,6 +252,7 @@ func (s *session) think(d time.Duration) {
 	if d <= 0 {
 		return
 	}
+	s.w.idleSpells.Add(1)
 	s.w.idle.Store(true)
 	defer s.w.idle.Store(false)
 	timer := time.NewTimer(d)

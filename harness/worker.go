@@ -41,6 +41,9 @@ type worker struct {
 	// idle is set while the worker thinks between two lock cycles (nothing in
 	// flight, nothing held): its next request is an acquire.
 	idle atomic.Bool
+	// idleSpells counts the worker's thinking spells, so that two observations of an
+	// idle worker can tell whether it thought all along.
+	idleSpells atomic.Int64
 
 	mu        sync.Mutex
 	onSession func(id string)

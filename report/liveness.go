@@ -31,6 +31,7 @@ type livenessValue struct {
 		Orphan         bool   `json:"orphan"`
 		Note           string `json:"note"`
 	} `json:"children"`
+	Proof string `json:"proof"`
 	Error string `json:"error"`
 }
 
@@ -60,7 +61,11 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 		if stall, ok := findStall(h[:i]); ok {
 			fmt.Fprintf(&b, "the workload was ended early at %.1fs: %s\n", float64(stall.Time)/1e9, stall.Error)
 		}
-		fmt.Fprintf(&b, "after every fault was healed, not every worker could acquire the lock within %.1fs:\n", float64(v.Bound)/1e9)
+		if v.Proof != "" {
+			fmt.Fprintf(&b, "after every fault was healed, the lock could never be granted again: %s\n", v.Proof)
+		} else {
+			fmt.Fprintf(&b, "after every fault was healed, not every worker could acquire the lock within %.1fs:\n", float64(v.Bound)/1e9)
+		}
 		for _, f := range v.Finals {
 			if f.Reply != "ok" {
 				fmt.Fprintf(&b, "  slot %d, process %d: %s after %.1fs (%s)\n", f.Slot, f.Process, f.Reply, float64(f.WaitedMS)/1e3, f.Error)
@@ -107,11 +112,12 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 	return Check{}, false, nil
 }
 
-// findStall returns the harness's stall op (f "stall": nobody acquired the lock for
-// too long while workers tried), if the workload was ended by one.
+// findStall returns the harness's op that ended the workload early, if any: f "stall"
+// (nobody acquired the lock for too long while workers tried) or f "orphan" (a lock
+// node blocked every waiter).
 func findStall(h histories.History) (histories.Op, bool) {
 	for _, op := range h {
-		if op.Process.Nemesis && op.F == "stall" {
+		if op.Process.Nemesis && (op.F == "stall" || op.F == "orphan") {
 			return op, true
 		}
 	}

@@ -16,6 +16,10 @@ type exposure struct {
 	want string
 	// minTime is the shortest run that exposes the bug reliably ("" for the default).
 	minTime string
+	// deadlock: the bug leaves a node that blocks everyone, which the harness's
+	// orphan watch must show (the liveness witness says the lock "could never be
+	// granted again", not just that the final bound ran out).
+	deadlock bool
 }
 
 // exposures: each mutant with the workload and faults that expose it. The same
@@ -24,19 +28,19 @@ var exposures = []exposure{
 	// Low contention: a newcomer often finds a single node ahead of it (with a full
 	// queue every new node is third or later and waits on its predecessor, which
 	// hides the bug after the first seconds).
-	{"mutant-off-by-one", []string{"--think-max", "100ms"}, "l0", ""},
+	{"mutant-off-by-one", []string{"--think-max", "100ms"}, "l0", "", false},
 	// Waiters that time out make predecessors vanish while earlier nodes remain.
-	{"mutant-no-recheck", []string{"--acquire-timeout", "150ms"}, "", ""},
-	{"mutant-delete-lowest", []string{"--acquire-timeout", "150ms"}, "", ""},
+	{"mutant-no-recheck", []string{"--acquire-timeout", "150ms"}, "", "", false},
+	{"mutant-delete-lowest", []string{"--acquire-timeout", "150ms"}, "", "", true},
 	// A holder cut off during a long critical section must learn it lost the lock.
 	// The overlap needs the hold to outlast the cut by a session timeout: a short
 	// session (2 s) and holds of up to 10 s make that likely at every fault.
 	{"mutant-ignore-lost", []string{"--nemesis", "client-partition", "--nemesis-targets", "holder",
-		"--nemesis-interval", "2s", "--hold-max", "10s", "--session-timeout", "2s", "--acquire-timeout", "20s"}, "l0", "40s"},
+		"--nemesis-interval", "2s", "--hold-max", "10s", "--session-timeout", "2s", "--acquire-timeout", "20s"}, "l0", "40s", false},
 	// Replies lost right when an idle worker starts its next acquire: the create is
 	// applied, its reply never comes, the blind retry leaves an orphan node.
 	{"mutant-unprotected-create", []string{"--nemesis", "reply-loss", "--nemesis-targets", "idle",
-		"--nemesis-interval", "2s", "--think-max", "200ms", "--acquire-timeout", "10s"}, "liveness", ""},
+		"--nemesis-interval", "2s", "--think-max", "200ms", "--acquire-timeout", "10s"}, "liveness", "", true},
 }
 
 // mutantSeeds and mutantTime: one 20 s seed in make test; ZLC_MUTANT_SEEDS=3
@@ -90,6 +94,9 @@ func TestEveryMutantIsCaught(t *testing.T) {
 				}
 				if e.want == "liveness" && !strings.Contains(stdout, "ORPHAN") {
 					t.Errorf("seed %d: the liveness witness names no orphan node:\n%s", seed, stdout)
+				}
+				if e.deadlock && !strings.Contains(stdout, "could never be granted again") {
+					t.Errorf("seed %d: the orphan watch did not show the deadlock:\n%s", seed, stdout)
 				}
 				t.Logf("seed %d: caught by %v, first violation at %.1fs", seed, caught, first)
 				assertNothingLeft(t, store)

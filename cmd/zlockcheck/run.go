@@ -63,6 +63,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder,idle (clients); default any")
 	fs.StringVar(&o.shapes, "partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
 	fs.BoolVar(&o.final, "final-phase", true, "after healing, every worker must acquire once (liveness)")
+	fs.DurationVar(&o.cfg.OrphanAfter, "orphan-after", 0, "call the lowest lock node a blocking orphan when its live session's worker holds nothing and asks for nothing, or waits behind it with a newer node, for this long: ends the workload early, and the final phase at once (0: the session timeout; negative: never)")
 	fs.DurationVar(&o.cfg.StallAfter, "stall-after", 0, "end the workload early for the final phase when workers kept trying and none acquired for this long (0: longest fault hold + final bound; negative: never)")
 	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", 10*time.Second, "mean quiet time between faults")

@@ -1,0 +1,245 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// A blocking orphan is the lowest child of the lock node when it belongs to the live
+// session of a current worker that does not hold the lock and either asks for nothing
+// (it is thinking between cycles) or waits with a newer node of its own. Every waiter
+// queues behind that node, and it goes only when the worker's recipe deletes it or its
+// session ends: a correct recipe deletes it before it answers (or, at the latest, at
+// the start of its next acquire). The harness gives the recipe Config.OrphanAfter to do
+// so; a node that stays longer shows the deadlock in seconds, where waiting out the
+// final phase's bound would take tens of seconds (issue 7's time to detect).
+//
+// During the workload a shown orphan ends the workload early, like a stall, and the
+// final phase judges. In the final phase, where every worker asks for the lock, an
+// orphan that outlives its own worker's final acquire by OrphanAfter ends the final
+// phase: the lock can never be granted again. (Half of OrphanAfter there: no fault is
+// active, and every worker has asked for the lock.)
+
+// blockingOrphan is one observation of a blocking orphan.
+type blockingOrphan struct {
+	Node    string `json:"node"`
+	Owner   string `json:"ephemeral_owner"`
+	Process int    `json:"process"`
+	// Newer is a newer node of the same session ("" when the worker is idle).
+	Newer string `json:"newer,omitempty"`
+	// idleSpell tells one thinking spell of the worker from the next.
+	idleSpell int64
+}
+
+// same reports whether o is the same orphan, in the same situation, as p.
+func (o blockingOrphan) same(p blockingOrphan) bool {
+	return o.Node == p.Node && o.Owner == p.Owner && o.Process == p.Process &&
+		(o.Newer != "") == (p.Newer != "") && o.idleSpell == p.idleSpell
+}
+
+// describe says what the orphan is and why it blocks, for logs and witnesses.
+func (o blockingOrphan) describe(held time.Duration) string {
+	why := "which holds nothing and asks for nothing"
+	if o.Newer != "" {
+		why = fmt.Sprintf("which holds nothing and waits with its newer node %s behind it", o.Newer)
+	}
+	text := fmt.Sprintf("the lowest lock node %s belongs to the live session %s of worker process %d, %s", o.Node, o.Owner, o.Process, why)
+	if held > 0 {
+		text += fmt.Sprintf("; it stayed so for %s, and every waiter queues behind it", held.Round(100*time.Millisecond))
+	}
+	return text
+}
+
+// orphanTracker turns observations into a proof: a blocking orphan at every
+// observation for at least `after`. In the final phase it must be the same orphan in
+// the same situation throughout (its own worker's acquire had `after` to remove it).
+// During the workload, where waiters time out and a broken recipe may delete other
+// workers' nodes, the orphan may change as long as there is one at every observation
+// (the caller also asks that nobody acquired meanwhile).
+type orphanTracker struct {
+	after time.Duration
+	// anyOrphan lets the orphan change between observations.
+	anyOrphan bool
+	cur       *blockingOrphan
+	since     time.Time
+}
+
+// observe takes one observation (nil: none) made at now and returns how long
+// orphans have been seen, and whether that is long enough.
+func (t *orphanTracker) observe(o *blockingOrphan, now time.Time) (time.Duration, bool) {
+	if o == nil {
+		t.cur = nil
+		return 0, false
+	}
+	if t.cur == nil || (!t.anyOrphan && !t.cur.same(*o)) {
+		t.since = now
+	}
+	t.cur = o
+	held := now.Sub(t.since)
+	return held, held >= t.after
+}
+
+// workerView is what the orphan check needs to know of a process: whether it is a
+// current worker, holds the lock, or is thinking (and which thinking spell).
+type workerView struct {
+	holding   bool
+	idle      bool
+	idleSpell int64
+}
+
+// workerViews returns the current workers by process id.
+func (r *runner) workerViews() map[int]workerView {
+	r.cluster.mu.Lock()
+	defer r.cluster.mu.Unlock()
+	views := make(map[int]workerView, len(r.cluster.workers))
+	for _, w := range r.cluster.workers {
+		views[w.process] = workerView{holding: w.holding.Load(), idle: w.idle.Load(), idleSpell: w.idleSpells.Load()}
+	}
+	return views
+}
+
+// lockChild is a child of the lock node with its owner session.
+type lockChild struct {
+	name  string
+	owner int64
+}
+
+// findBlockingOrphan reads the lock node's children (after a sync, so the read is
+// not stale) and returns the blocking orphan, nil if there is none.
+func (r *runner) findBlockingOrphan(conn *zk.Conn) (*blockingOrphan, error) {
+	if _, err := conn.Sync(r.lockPath); err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	names, _, err := conn.Children(r.lockPath)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(names, func(i, j int) bool { return seqOf(names[i]) < seqOf(names[j]) })
+	owner := func(name string) (int64, bool, error) {
+		ok, st, err := conn.Exists(r.lockPath + "/" + name)
+		if err != nil || !ok {
+			return 0, false, err
+		}
+		return st.EphemeralOwner, true, nil
+	}
+	var lowest lockChild
+	for i, name := range names {
+		sid, ok, err := owner(name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			lowest, names = lockChild{name: name, owner: sid}, names[i+1:]
+			break
+		}
+	}
+	if lowest.owner == 0 {
+		return nil, nil // no child, or a persistent one: not a session's orphan
+	}
+	sessionID := fmt.Sprintf("0x%x", uint64(lowest.owner))
+	process, known := r.sessionOwners()[sessionID]
+	if !known {
+		return nil, nil // a session no current worker reported: it ends on its own
+	}
+	view, current := r.workerViews()[process]
+	if !current || view.holding {
+		return nil, nil
+	}
+	o := &blockingOrphan{Node: lowest.name, Owner: sessionID, Process: process}
+	if view.idle {
+		o.idleSpell = view.idleSpell
+		return o, nil
+	}
+	for _, name := range names {
+		sid, ok, err := owner(name)
+		if err != nil {
+			return nil, err
+		}
+		if ok && sid == lowest.owner {
+			o.Newer = name
+			return o, nil
+		}
+	}
+	return nil, nil
+}
+
+// orphanCheckable reports whether the workload's lock queues its waiters behind the
+// lowest child of the lock node (every kind but the semaphore, whose nodes live in
+// recipe-specific layouts).
+func orphanCheckable(kind workloads.Kind) bool {
+	return kind != workloads.Semaphore
+}
+
+// watchOrphans looks for a blocking orphan every quarter second until ctx ends; once
+// the tracker calls it proven (and proven, if not nil, agrees) it calls found with the
+// latest orphan and how long orphans were seen, and returns. A failed read forgets
+// what was seen: the proof needs every observation.
+func (r *runner) watchOrphans(ctx context.Context, ens *Ensemble, tracker orphanTracker, proven func(time.Duration) bool, found func(blockingOrphan, time.Duration)) {
+	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+	if err != nil {
+		r.logf("orphan watch: no session (%v): not watching", err)
+		return
+	}
+	defer conn.Close()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		o, err := r.findBlockingOrphan(conn)
+		if err != nil {
+			o = nil
+		}
+		if held, ok := tracker.observe(o, time.Now()); ok && (proven == nil || proven(held)) {
+			found(*o, held)
+			return
+		}
+	}
+}
+
+// endOnOrphan is the workload's orphan watch: blocking orphans seen for
+// Config.OrphanAfter while nobody acquired the lock are recorded as a nemesis op (f
+// "orphan") and end the workload for the final phase to judge.
+func (r *runner) endOnOrphan(ctx context.Context, ens *Ensemble, stop context.CancelFunc) {
+	noGrant := func(held time.Duration) bool {
+		since, _ := r.rec.sinceGrant()
+		return since >= held
+	}
+	tracker := orphanTracker{after: r.cfg.OrphanAfter, anyOrphan: true}
+	r.watchOrphans(ctx, ens, tracker, noGrant, func(o blockingOrphan, held time.Duration) {
+		value, _ := json.Marshal(o)
+		msg := fmt.Sprintf("for %s nobody acquired the lock and the lowest lock node was a blocking orphan; the latest: %s: ending the workload for the final phase",
+			held.Round(100*time.Millisecond), o.describe(0))
+		r.rec.record(histories.Op{Type: histories.Info, F: "orphan", Process: histories.NemesisProcess, Value: value, Error: msg})
+		r.logf("ORPHAN: %s", msg)
+		stop()
+	})
+}
+
+// finalOrphan is the final phase's orphan watch: one orphan that outlives its own
+// worker's final acquire by half of Config.OrphanAfter (no fault is active then: a
+// recipe that cleans up a stale node at the start of its acquire needs a round trip)
+// shows the lock can never be granted.
+func (r *runner) finalOrphan(ctx context.Context, ens *Ensemble, found func(string)) {
+	r.watchOrphans(ctx, ens, orphanTracker{after: r.cfg.OrphanAfter / 2}, nil, func(o blockingOrphan, held time.Duration) {
+		found(o.describe(held))
+	})
+}

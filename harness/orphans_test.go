@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOrphanTracker: the proof needs the same orphan, in the same situation, at every
+// observation for the whole span; anything else starts it over.
+func TestOrphanTracker(t *testing.T) {
+	idle := func(node string, spell int64) *blockingOrphan {
+		return &blockingOrphan{Node: node, Owner: "0x1", Process: 2, idleSpell: spell}
+	}
+	waiting := func(node, newer string) *blockingOrphan {
+		return &blockingOrphan{Node: node, Owner: "0x1", Process: 2, Newer: newer}
+	}
+	start := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name string
+		obs  []*blockingOrphan
+		// want is the index of the first observation that proves, -1 for none.
+		want int
+	}{
+		{"idle all along", []*blockingOrphan{idle("n1", 1), idle("n1", 1), idle("n1", 1), idle("n1", 1), idle("n1", 1)}, 4},
+		{"waits behind its own node", []*blockingOrphan{waiting("n1", "n5"), waiting("n1", "n6"), waiting("n1", "n7"), waiting("n1", "n7"), waiting("n1", "n7")}, 4},
+		{"a gap in the observations", []*blockingOrphan{idle("n1", 1), idle("n1", 1), nil, idle("n1", 1), idle("n1", 1), idle("n1", 1)}, -1},
+		{"thought twice (its acquire in between could have cleaned up)", []*blockingOrphan{idle("n1", 1), idle("n1", 1), idle("n1", 2), idle("n1", 2), idle("n1", 2)}, -1},
+		{"another node became the lowest", []*blockingOrphan{idle("n1", 1), idle("n1", 1), idle("n2", 1), idle("n2", 1), idle("n2", 1)}, -1},
+		{"from idle to waiting", []*blockingOrphan{idle("n1", 1), idle("n1", 1), waiting("n1", "n4"), waiting("n1", "n4"), waiting("n1", "n4")}, -1},
+		{"another session", []*blockingOrphan{idle("n1", 1), idle("n1", 1), {Node: "n1", Owner: "0x2", Process: 3, idleSpell: 1}, idle("n1", 1), idle("n1", 1)}, -1},
+		// During the workload any orphan will do, but not a gap.
+		{"any orphan: changing", []*blockingOrphan{idle("n1", 1), waiting("n2", "n5"), waiting("n3", "n6"), idle("n4", 3), idle("n4", 3)}, 4},
+		{"any orphan: a gap", []*blockingOrphan{idle("n1", 1), waiting("n2", "n5"), nil, idle("n4", 3), idle("n4", 3)}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := orphanTracker{after: 4 * time.Second, anyOrphan: strings.HasPrefix(tc.name, "any orphan")}
+			got := -1
+			for i, o := range tc.obs {
+				if _, proven := tr.observe(o, start.Add(time.Duration(i)*time.Second)); proven && got < 0 {
+					got = i
+				}
+			}
+			if got != tc.want {
+				t.Fatalf("proven at observation %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
