@@ -38,11 +38,12 @@ vet:
 # Integration tests need root, namespaces and ZooKeeper; ZLC_REQUIRE_INTEGRATION makes
 # their absence a failure instead of a skip.
 # The Kazoo and Curator workers' own protocol tests (each against a standalone
-# ZooKeeper on 127.0.0.1), then every Go test.
+# ZooKeeper on 127.0.0.1), then every Go test (scripts/with-zk.sh gives the recipe tests
+# that talk to one ZooKeeper directly a private standalone server).
 test: build vet
 	/usr/bin/python3 recipes/kazoo/test_kazoo_worker.py
 	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) bash recipes/curator/test.sh
-	ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -p 1 -timeout 25m ./...
+	ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 25m ./...
 
 test-short: setup
 	$(GO) test -short ./...

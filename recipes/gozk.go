@@ -27,9 +27,11 @@ import (
 // its connection (ending the session deletes its node), waits for Lock to return,
 // opens a new session, and answers fail "timeout" only if, after a sync, no node under
 // the lock path is owned by the abandoned session; otherwise info. That reply can
-// come up to about 1s plus twice the session timeout after the timeout itself. The
-// fencing token is the lock node's czxid: the child of the lock path whose ephemeral
-// owner is the session; if that lookup fails the acquire is info rather than ok.
+// come up to about 1s plus twice the session timeout after the timeout itself. In a
+// fenced run the acquire also finds the node it holds by (the lowest child, owned by
+// the session: two round trips) and reports its czxid as the fencing token; if that
+// lookup fails the acquire is info rather than ok. Unfenced, it reports no token:
+// zk.Lock does not say which node it holds, and the lookup would cost every cycle.
 //
 // Lost is reported only when go-zookeeper reports the session expired
 // (zk.StateExpired, delivered when it reconnects after the expiry) while the lock is
@@ -277,6 +279,18 @@ func (r *goZK) locked(err error) (Grant, error) {
 	r.mu.Lock()
 	expiries := r.expiries
 	r.mu.Unlock()
+	if !r.cfg.Fenced {
+		// zk.Lock does not say which node it holds by; finding it costs two round
+		// trips per cycle (5 points of the harness/plain ratio, BENCHMARKS.md), so
+		// only a fenced run, whose writes check the node, looks it up.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.expiries != expiries {
+			return Grant{}, Info(errors.New("locked, but the session expired right after"))
+		}
+		r.holding = true
+		return Grant{}, nil
+	}
 
 	sid := r.conn.SessionID()
 	nodes, err := r.holderNode(sid)

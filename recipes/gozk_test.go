@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -25,7 +26,10 @@ func zkServers(t *testing.T) []string {
 	t.Helper()
 	c := os.Getenv("ZLC_ZK_CONNECT")
 	if c == "" {
-		t.Skip("set ZLC_ZK_CONNECT=host:port[,...] to run the tests against a real ZooKeeper")
+		if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
+			t.Fatal("ZLC_REQUIRE_INTEGRATION is set but ZLC_ZK_CONNECT is not: run under scripts/with-zk.sh (make test does)")
+		}
+		t.Skip("set ZLC_ZK_CONNECT=host:port[,...] (or run under scripts/with-zk.sh) to run the tests against a real ZooKeeper")
 	}
 	return strings.Split(c, ",")
 }
@@ -68,11 +72,22 @@ func (e *recordedEvents) counts() (lost, sessions int) {
 
 func newTestGoZK(t *testing.T, servers []string, path string, worker int) (*goZK, *recordedEvents) {
 	t.Helper()
+	return newTestGoZKWith(t, Config{Servers: servers, Path: path, Kind: KindMutex, Worker: worker})
+}
+
+// newFencedTestGoZK is a gozk worker of a fenced counter run: its acquires find
+// their lock node and report its czxid as the token.
+func newFencedTestGoZK(t *testing.T, servers []string, path string, worker int) (*goZK, *recordedEvents) {
+	t.Helper()
+	return newTestGoZKWith(t, Config{Servers: servers, Path: path, Kind: KindCounter, Fenced: true,
+		CounterPath: path + "-counter", Worker: worker})
+}
+
+func newTestGoZKWith(t *testing.T, cfg Config) (*goZK, *recordedEvents) {
+	t.Helper()
 	ev := newRecordedEvents()
-	r, err := NewGoZK(context.Background(), Config{
-		Servers: servers, SessionTimeout: 2 * time.Second, Path: path, Kind: KindMutex,
-		Permits: 1, Worker: worker, Log: newTestLog(t), Events: ev,
-	})
+	cfg.SessionTimeout, cfg.Permits, cfg.Log, cfg.Events = 2*time.Second, 1, newTestLog(t), ev
+	r, err := NewGoZK(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("NewGoZK: %v", err)
 	}
@@ -143,8 +158,8 @@ func TestGoZKMutualExclusionTimeoutAndRelease(t *testing.T) {
 	servers := zkServers(t)
 	path := testLockPath(t)
 	ctx := context.Background()
-	a, _ := newTestGoZK(t, servers, path, 1)
-	b, bEvents := newTestGoZK(t, servers, path, 2)
+	a, _ := newFencedTestGoZK(t, servers, path, 1)
+	b, bEvents := newFencedTestGoZK(t, servers, path, 2)
 	raw := rawConn(t, servers)
 
 	ga, err := a.Acquire(ctx, AcquireRequest{Timeout: 2 * time.Second})
@@ -291,28 +306,45 @@ func TestGoZKLostOnlyAfterExpiryIsSeen(t *testing.T) {
 	expectOutcome(t, "a acquire after lost", err, workloads.ReplyOK, "")
 }
 
+// TestServeGoZKOverPipes runs the worker over its pipes: an unfenced mutex run gets
+// no token (zk.Lock does not say which node it holds), a fenced counter run gets its
+// lock node's czxid.
 func TestServeGoZKOverPipes(t *testing.T) {
 	servers := zkServers(t)
-	path := testLockPath(t)
-	w := startWorker(t, context.Background(), ServeConfig{Recipe: "gozk"})
-	w.send(`{"id":0,"op":"init","connect":"` + strings.Join(servers, ",") + `","session_timeout_ms":2000,"path":"` + path + `","kind":"mutex","permits":1,"worker":1}`)
-	if m := w.next(); m.Event != workloads.EventSession || !strings.HasPrefix(m.SessionID, "0x") {
-		t.Fatalf("first line %+v, want a session event", m)
-	}
-	w.expectReply(0, "ok", "")
-	w.send(`{"id":1,"op":"acquire","timeout_ms":2000}`)
-	if m := w.expectReply(1, "ok", ""); len(m.Token) == 0 {
-		t.Error("acquire reply has no token")
-	}
-	w.send(`{"id":2,"op":"release"}`)
-	w.expectReply(2, "ok", "")
-	w.send(`{"id":3,"op":"close"}`)
-	w.expectReply(3, "ok", "")
-	if err := w.wait(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(w.log.String(), "gozk[1]") {
-		t.Errorf("no client log on stderr: %s", w.log.String())
+	for _, tc := range []struct {
+		name, init string
+		token      bool
+	}{
+		{"mutex", `"kind":"mutex"`, false},
+		{"fenced counter", `"kind":"counter","fenced":true,"counter_path":"%s-counter"`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := testLockPath(t)
+			init := tc.init
+			if strings.Contains(init, "%s") {
+				init = fmt.Sprintf(init, path)
+			}
+			w := startWorker(t, context.Background(), ServeConfig{Recipe: "gozk"})
+			w.send(`{"id":0,"op":"init","connect":"` + strings.Join(servers, ",") + `","session_timeout_ms":2000,"path":"` + path + `",` + init + `,"permits":1,"worker":1}`)
+			if m := w.next(); m.Event != workloads.EventSession || !strings.HasPrefix(m.SessionID, "0x") {
+				t.Fatalf("first line %+v, want a session event", m)
+			}
+			w.expectReply(0, "ok", "")
+			w.send(`{"id":1,"op":"acquire","timeout_ms":2000}`)
+			if m := w.expectReply(1, "ok", ""); (len(m.Token) > 0) != tc.token {
+				t.Errorf("acquire reply's token %q, want one: %v", m.Token, tc.token)
+			}
+			w.send(`{"id":2,"op":"release"}`)
+			w.expectReply(2, "ok", "")
+			w.send(`{"id":3,"op":"close"}`)
+			w.expectReply(3, "ok", "")
+			if err := w.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(w.log.String(), "gozk[1]") {
+				t.Errorf("no client log on stderr: %s", w.log.String())
+			}
+		})
 	}
 }
 

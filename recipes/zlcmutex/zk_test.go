@@ -45,7 +45,10 @@ func dialTestZK(t *testing.T) *ZKClient {
 	t.Helper()
 	servers := os.Getenv("ZLC_ZK_CONNECT")
 	if servers == "" {
-		t.Skip("set ZLC_ZK_CONNECT=host:port[,...] to run the tests against a real ZooKeeper")
+		if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
+			t.Fatal("ZLC_REQUIRE_INTEGRATION is set but ZLC_ZK_CONNECT is not: run under scripts/with-zk.sh (make test does)")
+		}
+		t.Skip("set ZLC_ZK_CONNECT=host:port[,...] (or run under scripts/with-zk.sh) to run the tests against a real ZooKeeper")
 	}
 	c, err := DialZK(ZKConfig{Servers: strings.Split(servers, ","), SessionTimeout: 2 * time.Second})
 	if err != nil {
