@@ -37,6 +37,10 @@ type Run struct {
 	SetupError string
 	// Baseline is the plain-loop yardstick measured on the same ensemble, if any.
 	Baseline any
+	// Workers and Workload are the run's worker slots and planned workload time, for
+	// the steady-state rate (zero: not known).
+	Workers  int
+	Workload time.Duration
 }
 
 // Results is results.json: the verdict of every check and what it was based on.
@@ -59,6 +63,11 @@ type Results struct {
 	Warnings         []string                  `json:"warnings,omitempty"`
 	ElapsedSeconds   float64                   `json:"elapsed_seconds"`
 	CyclesPerSecond  float64                   `json:"cycles_per_second"`
+	// SteadyCyclesPerSecond counts only the workload's steady state: from the moment
+	// every first worker had asked for the lock to the end of the workload time (the
+	// yardstick a plain loop, whose sessions are open before its clock starts, is
+	// compared with).
+	SteadyCyclesPerSecond float64 `json:"steady_cycles_per_second,omitempty"`
 	Baseline         any                       `json:"baseline,omitempty"`
 	CheckSeconds     float64                   `json:"check_seconds"`
 	ZooKeeperVersion string                    `json:"zookeeper_version,omitempty"`
@@ -108,6 +117,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	if run.Elapsed > 0 {
 		out.CyclesPerSecond = float64(out.Counts[histories.FRelease]["ok"]) / run.Elapsed.Seconds()
 	}
+	out.SteadyCyclesPerSecond = SteadyCyclesPerSecond(h, run.Workers, run.Workload)
 	for _, k := range res.Keys {
 		c := Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness}
 		if k.FirstViolation >= 0 && k.Verdict == models.Invalid {
@@ -343,4 +353,41 @@ func printVerdict(w io.Writer, v models.Verdict, checks []Check) {
 			fmt.Fprintf(w, "    %s\n", line)
 		}
 	}
+}
+
+// SteadyCyclesPerSecond is the rate of successful releases between the moment the
+// first `workers` client processes (ids 0 to workers-1, the first worker of each slot)
+// had all invoked an acquire and the end of the workload time; 0 when that window is
+// empty or unknown.
+func SteadyCyclesPerSecond(h histories.History, workers int, workload time.Duration) float64 {
+	if workers <= 0 || workload <= 0 {
+		return 0
+	}
+	first := make(map[int]int64, workers)
+	for _, op := range h {
+		if op.Process.Nemesis || op.Process.ID >= workers || op.Type != histories.Invoke || op.F != histories.FAcquire {
+			continue
+		}
+		if _, seen := first[op.Process.ID]; !seen {
+			first[op.Process.ID] = op.Time
+		}
+	}
+	if len(first) < workers {
+		return 0
+	}
+	var ready int64
+	for _, t := range first {
+		ready = max(ready, t)
+	}
+	end := workload.Nanoseconds()
+	if end <= ready {
+		return 0
+	}
+	n := 0
+	for _, op := range h {
+		if !op.Process.Nemesis && op.Type == histories.OK && op.F == histories.FRelease && op.Time >= ready && op.Time <= end {
+			n++
+		}
+	}
+	return float64(n) / (float64(end-ready) / 1e9)
 }

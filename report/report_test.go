@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
@@ -135,5 +136,39 @@ func TestLockChecksAreAdvisoryWhenDataIsChecked(t *testing.T) {
 				t.Errorf("%s: %s marked advisory", c.name, ch.Key)
 			}
 		}
+	}
+}
+
+// TestSteadyCyclesPerSecond counts releases from the moment every first worker asked
+// for the lock to the end of the workload time, and nothing when that is unknown.
+func TestSteadyCyclesPerSecond(t *testing.T) {
+	const s = int64(1e9)
+	h := histories.History{
+		op(histories.Invoke, "acquire", 0, 0), op(histories.OK, "acquire", 0, s/10),
+		op(histories.Invoke, "release", 0, s/5), op(histories.OK, "release", 0, s/4), // before process 1 is ready
+		op(histories.Invoke, "acquire", 1, s), op(histories.OK, "acquire", 1, s+1),
+		op(histories.Invoke, "release", 1, 2*s), op(histories.OK, "release", 1, 2*s+1),
+		op(histories.Invoke, "acquire", 0, 3*s), op(histories.OK, "acquire", 0, 3*s+1),
+		op(histories.Invoke, "release", 0, 4*s), op(histories.OK, "release", 0, 4*s+1),
+		op(histories.Invoke, "acquire", 2, 5*s), op(histories.OK, "acquire", 2, 5*s+1), // a replacement process
+		op(histories.Invoke, "release", 2, 6*s), op(histories.OK, "release", 2, 6*s+1), // after the workload time
+	}
+	for _, tc := range []struct {
+		name     string
+		workers  int
+		workload time.Duration
+		want     float64
+	}{
+		{"two slots, 5 s", 2, 5 * time.Second, 0.5}, // 2 releases in [1 s, 5 s]
+		{"two slots, 7 s", 2, 7 * time.Second, 0.5}, // 3 releases in [1 s, 7 s]
+		{"a slot never asked", 4, 5 * time.Second, 0},
+		{"unknown workers", 0, 5 * time.Second, 0},
+		{"workload over before ready", 2, time.Second / 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SteadyCyclesPerSecond(h, tc.workers, tc.workload); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

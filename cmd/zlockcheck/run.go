@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -39,8 +40,11 @@ type runOptions struct {
 	shapes     string
 	final      bool
 	baseline   bool
-	jsonOut    bool
-	keep       string
+	// cpuProfile and workerCPUProfile are pprof outputs (benchmarks): the harness's
+	// process, and a directory for the Go workers' (one file per process).
+	cpuProfile, workerCPUProfile string
+	jsonOut                      bool
+	keep                         string
 }
 
 // register defines the flags on fs.
@@ -65,6 +69,8 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.final, "final-phase", true, "after healing, every worker must acquire once (liveness)")
 	fs.DurationVar(&o.cfg.OrphanAfter, "orphan-after", 0, "call the lowest lock node a blocking orphan when its live session's worker holds nothing and asks for nothing, or waits behind it with a newer node, for this long: ends the workload early, and the final phase at once (0: the session timeout; negative: never)")
 	fs.DurationVar(&o.cfg.StallAfter, "stall-after", 0, "end the workload early for the final phase when workers kept trying and none acquired for this long (0: longest fault hold + final bound; negative: never)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the harness's CPU profile (pprof) to this file")
+	fs.StringVar(&o.workerCPUProfile, "worker-cpuprofile", "", "write each Go worker's CPU profile (pprof) into this directory, as worker-PROCESS.pprof")
 	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", 10*time.Second, "mean quiet time between faults")
 	fs.IntVar(&o.cfg.Nodes, "nodes", 3, "ZooKeeper servers in the ensemble")
@@ -142,6 +148,19 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 			}
 		}
 		cfg.WorkerArgv = r.argv(self, root)
+		if o.workerCPUProfile != "" {
+			if len(cfg.WorkerArgv) < 2 || cfg.WorkerArgv[1] != "worker" {
+				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: recipe %s is not served by zlockcheck worker (only Go recipes are profiled)", r.name)
+			}
+			if err := os.MkdirAll(o.workerCPUProfile, 0o755); err != nil {
+				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: %w", err)
+			}
+			dir, err := filepath.Abs(o.workerCPUProfile)
+			if err != nil {
+				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: %w", err)
+			}
+			cfg.WorkerArgv = append(cfg.WorkerArgv, "--cpuprofile", filepath.Join(dir, "worker-%p.pprof"))
+		}
 	}
 	cfg.Baseline = o.baseline
 	cfg.FinalPhase = o.final
@@ -183,6 +202,7 @@ func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, st
 		Dir: outcome.Dir, History: outcome.History, Test: cfg.Name, RunID: outcome.RunID, Recipe: cfg.Recipe,
 		Seed: cfg.Seed, Config: cfg, Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed,
 		ZooKeeperVersion: outcome.ZooKeeperVersion, RecipeVersion: recipeVersion(cfg.Recipe), SetupError: errString(runErr),
+		Workers: cfg.Workers, Workload: cfg.Duration,
 	}
 	if outcome.Baseline != nil {
 		run.Baseline = outcome.Baseline
@@ -232,6 +252,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	cfg, modelCfg, err := o.plan(ctx, stderr)
 	if err != nil {
 		return exitError, err
+	}
+	if o.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return exitError, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer stopProfile()
 	}
 	return runAndReport(ctx, cfg, modelCfg, runOutput{json: o.jsonOut, keep: keep}, stdout, stderr)
 }

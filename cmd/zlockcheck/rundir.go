@@ -82,7 +82,7 @@ func (sr storedRun) recheck(timeout time.Duration) (report.Results, error) {
 		Dir: sr.dir, History: filepath.Join(sr.dir, "history.jsonl"), Test: sr.cfg.Name, RunID: sr.cfg.RunID,
 		Recipe: sr.cfg.Recipe, Seed: sr.cfg.Seed, Config: sr.cfg, Interrupted: sr.prev.Interrupted,
 		Elapsed: time.Duration(sr.prev.ElapsedSeconds * float64(time.Second)), ZooKeeperVersion: sr.prev.ZooKeeperVersion, RecipeVersion: sr.prev.RecipeVersion,
-		SetupError: sr.prev.SetupError, Baseline: sr.prev.Baseline,
+		SetupError: sr.prev.SetupError, Baseline: sr.prev.Baseline, Workers: sr.cfg.Workers, Workload: sr.cfg.Duration,
 	}
 	return report.CheckRun(run, sr.modelConfig(timeout))
 }
