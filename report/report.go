@@ -45,36 +45,36 @@ type Run struct {
 
 // Results is results.json: the verdict of every check and what it was based on.
 type Results struct {
-	Verdict          models.Verdict            `json:"verdict"`
-	Test             string                    `json:"test"`
-	RunID            string                    `json:"run_id,omitempty"`
-	Recipe           string                    `json:"recipe"`
-	Seed             int64                     `json:"seed"`
-	Dir              string                    `json:"dir"`
-	History          string                    `json:"history"`
-	Model            models.Kind               `json:"model"`
-	Permits          int                       `json:"permits,omitempty"`
-	Checks           []Check                   `json:"checks"`
-	Counts           map[string]map[string]int `json:"counts"`
-	Ops              int                       `json:"ops"`
-	Processes        int                       `json:"processes"`
-	Interrupted      bool                      `json:"interrupted,omitempty"`
-	SetupError       string                    `json:"setup_error,omitempty"`
-	Warnings         []string                  `json:"warnings,omitempty"`
-	ElapsedSeconds   float64                   `json:"elapsed_seconds"`
-	CyclesPerSecond  float64                   `json:"cycles_per_second"`
+	Verdict         models.Verdict            `json:"verdict"`
+	Test            string                    `json:"test"`
+	RunID           string                    `json:"run_id,omitempty"`
+	Recipe          string                    `json:"recipe"`
+	Seed            int64                     `json:"seed"`
+	Dir             string                    `json:"dir"`
+	History         string                    `json:"history"`
+	Model           models.Kind               `json:"model"`
+	Permits         int                       `json:"permits,omitempty"`
+	Checks          []Check                   `json:"checks"`
+	Counts          map[string]map[string]int `json:"counts"`
+	Ops             int                       `json:"ops"`
+	Processes       int                       `json:"processes"`
+	Interrupted     bool                      `json:"interrupted,omitempty"`
+	SetupError      string                    `json:"setup_error,omitempty"`
+	Warnings        []string                  `json:"warnings,omitempty"`
+	ElapsedSeconds  float64                   `json:"elapsed_seconds"`
+	CyclesPerSecond float64                   `json:"cycles_per_second"`
 	// SteadyCyclesPerSecond counts only the workload's steady state: from the moment
 	// every first worker had asked for the lock to the end of the workload time (the
 	// yardstick a plain loop, whose sessions are open before its clock starts, is
 	// compared with).
-	SteadyCyclesPerSecond float64 `json:"steady_cycles_per_second,omitempty"`
-	Baseline         any                       `json:"baseline,omitempty"`
-	CheckSeconds     float64                   `json:"check_seconds"`
-	ZooKeeperVersion string                    `json:"zookeeper_version,omitempty"`
-	RecipeVersion    string                    `json:"recipe_version,omitempty"`
-	ToolVersion      string                    `json:"tool_version"`
-	Config           any                       `json:"config,omitempty"`
-	Files            map[string]string         `json:"files"`
+	SteadyCyclesPerSecond float64           `json:"steady_cycles_per_second,omitempty"`
+	Baseline              any               `json:"baseline,omitempty"`
+	CheckSeconds          float64           `json:"check_seconds"`
+	ZooKeeperVersion      string            `json:"zookeeper_version,omitempty"`
+	RecipeVersion         string            `json:"recipe_version,omitempty"`
+	ToolVersion           string            `json:"tool_version"`
+	Config                any               `json:"config,omitempty"`
+	Files                 map[string]string `json:"files"`
 }
 
 // Check is one key's verdict.
