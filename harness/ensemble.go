@@ -50,6 +50,9 @@ type EnsembleConfig struct {
 	MaxSessionTimeout time.Duration
 	// Heap is the JVM heap of each server, e.g. "256m".
 	Heap string
+	// FullJIT lets the servers' JVMs compile with C2 too; by default they stop at C1
+	// (-XX:TieredStopAtLevel=1), which starts faster (BENCHMARKS.md, ensemble tuning).
+	FullJIT bool
 	// StartTimeout bounds the wait for a quorum.
 	StartTimeout time.Duration
 	// NoForceSync writes forceSync=no: the servers acknowledge a write before it is
@@ -223,8 +226,12 @@ func (s *Server) start(cfg EnsembleConfig, classpath string) error {
 	if err != nil {
 		return err
 	}
+	jit := "-XX:TieredStopAtLevel=1"
+	if cfg.FullJIT {
+		jit = "-XX:TieredStopAtLevel=4"
+	}
 	cmd := s.Host.Command(cfg.Java,
-		"-Xms64m", "-Xmx"+cfg.Heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Xms64m", "-Xmx"+cfg.Heap, "-XX:+UseSerialGC", jit,
 		"-Dzookeeper.log.dir="+s.Dir,
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",

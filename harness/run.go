@@ -49,6 +49,10 @@ type Config struct {
 	// NoForceSync runs the servers with forceSync=no (see EnsembleConfig): a weaker
 	// durability model, for throughput experiments only.
 	NoForceSync bool `json:"no_force_sync,omitempty"`
+	// ServerHeap is each server's JVM heap (e.g. "256m", the default) and ServerFullJIT
+	// lets their JVMs use C2 (see EnsembleConfig): knobs for the tuning benchmark.
+	ServerHeap    string `json:"server_heap,omitempty"`
+	ServerFullJIT bool   `json:"server_full_jit,omitempty"`
 	// Recipe names the lock implementation under test (for the record).
 	Recipe string `json:"recipe"`
 	// WorkerArgv is the command line of one worker process.
@@ -150,8 +154,20 @@ func (c Config) Validate() error {
 		return errors.New("worker command: empty")
 	case strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..":
 		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
+	case c.ServerHeap != "" && !isHeapSize(c.ServerHeap):
+		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
 	}
 	return c.Workload.Validate()
+}
+
+// isHeapSize reports whether s is a JVM -Xmx size: a number with an optional k, m
+// or g.
+func isHeapSize(s string) bool {
+	digits := strings.TrimRight(s, "kKmMgG")
+	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '0' {
+		return false
+	}
+	return strings.Trim(digits, "0123456789") == ""
 }
 
 // Outcome is what a finished run left behind: where its files are. Checking the
@@ -231,6 +247,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	ens, err = StartEnsemble(ctx, network, EnsembleConfig{
 		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: filepath.Join(out.Dir, "servers"),
 		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
+		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT,
 		MaxSessionTimeout: max(60*time.Second, 2*cfg.SessionTimeout),
 	})
 	if err != nil {

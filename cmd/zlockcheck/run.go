@@ -83,6 +83,8 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.cfg.SessionTimeout, "session-timeout", harness.DefaultSessionTimeout, "ZooKeeper session timeout of the workers")
 	fs.DurationVar(&o.cfg.Tick, "tick", harness.DefaultTick, "servers' tickTime")
 	fs.IntVar(&o.cfg.InitLimit, "init-limit", harness.DefaultInitLimit, "servers' initLimit (ticks)")
+	fs.StringVar(&o.cfg.ServerHeap, "server-heap", "", "JVM heap of each ZooKeeper server, e.g. 1g (default 256m)")
+	fs.BoolVar(&o.cfg.ServerFullJIT, "server-full-jit", false, "let the servers' JVMs compile with C2 too (default: C1 only, which starts faster)")
 	fs.BoolVar(&o.cfg.NoForceSync, "no-force-sync", false, "servers acknowledge writes before fsync (forceSync=no): a weaker durability model, for throughput experiments; recorded in config.json")
 	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", harness.DefaultSyncLimit, "servers' syncLimit (ticks)")
 }
