@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants matrix fencing bench-detect property clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants matrix fencing bench-detect bench-tuning property clean cleanup
 
 all: build
 
@@ -73,6 +73,11 @@ bench: build
 
 bench-detect: build
 	bash bench/detect.sh
+
+# What limits lock cycles per second: forceSync, JIT, heap, tick, nodes (bench/tuning.sh,
+# about 6 minutes).
+bench-tuning: build
+	bash bench/tuning.sh
 
 # The lock property on a real ensemble (rapid over worker processes; about 8 minutes;
 # work in progress, see README).

@@ -601,7 +601,8 @@ func (m *machine) possible(kind string, c *pclient) bool {
 	case stepKill:
 		return true
 	case stepWakeLoss:
-		return idle && !c.holding && m.holder() != nil
+		// c must be the only waiter, the one the holder's release wakes.
+		return idle && !c.holding && m.holder() != nil && !m.othersWaiting(c)
 	}
 	return false
 }
