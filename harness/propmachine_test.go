@@ -942,7 +942,10 @@ func (m *machine) checkExclusion() *propFailure {
 // since. A node of a client that holds nothing and asks for nothing blocks every
 // waiter for as long as its session lives. (A killed or retired worker's session
 // lives on for one session timeout; its node goes with it.)
-func (m *machine) checkOrphans() *propFailure {
+func (m *machine) checkOrphans() *propFailure { return m.orphans(m.rec.Strict) }
+
+// orphans is checkOrphans; strict holds clients kept after an info to it too.
+func (m *machine) orphans(strict bool) *propFailure {
 	nodes, err := m.nodes()
 	if err != nil {
 		return nil // cannot tell now; the final phase looks again
@@ -952,7 +955,7 @@ func (m *machine) checkOrphans() *propFailure {
 			if c.dead || c.session() != n.Owner || c.op != "" || c.holding || c.lostHold {
 				continue
 			}
-			if c.uncertain && !m.rec.Strict {
+			if c.uncertain && !strict {
 				continue // its op's effect is unknown: its next acquire may clean up
 			}
 			return pfail(failOrphan, "%s holds nothing and asks for nothing, yet its live session owns a lock node: %s", c.name(), m.describe(nodes))
@@ -1009,7 +1012,9 @@ func (m *machine) finish() *propFailure {
 	if f := m.checkExclusion(); f != nil {
 		return f
 	}
-	if f := m.checkOrphans(); f != nil {
+	// Not strict here: a node a kept client left behind is the liveness turns' to
+	// judge (strict puts those clients last, so the node must not block the others).
+	if f := m.orphans(false); f != nil {
 		return f
 	}
 	// Liveness: a killed worker's session lives one session timeout; every client
