@@ -79,8 +79,9 @@ bench-detect: build
 bench-tuning: build
 	bash bench/tuning.sh
 
-# The lock property on a real ensemble (rapid over worker processes; about 8 minutes;
-# work in progress, see README).
+# The lock property on a real ensemble (rapid over worker processes; about 8 minutes):
+# the open searches (every recipe, go-zookeeper's orphan) plus the short tests that
+# make test runs too.
 property: build
 	ZLC_PROPERTY=1 ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 60m -v -run 'TestLockProperty|TestGoZKOrphan|TestPropEnv' ./harness/
 

@@ -26,6 +26,7 @@ import (
 // it with -rapid.shrinktime=10m to see it shrunk (to the schedule of
 // TestGoZKOrphanSchedules).
 func TestLockPropertyFindsGoZKOrphan(t *testing.T) {
+	requireProperty(t)
 	env := startPropEnv(t)
 	setRapidDefault(t, "rapid.steps", "RAPID_STEPS", propSteps)
 	setRapidDefault(t, "rapid.checks", "RAPID_CHECKS", propChecks)

@@ -47,6 +47,7 @@ const (
 )
 
 func TestLockPropertyOnEnsemble(t *testing.T) {
+	requireProperty(t)
 	env := startPropEnv(t)
 	setRapidDefault(t, "rapid.steps", "RAPID_STEPS", propSteps)
 	setRapidDefault(t, "rapid.shrinktime", "RAPID_SHRINKTIME", propShrinkTime)
@@ -129,9 +130,11 @@ type propEnv struct {
 	runs      int
 }
 
-// requireProperty skips the real-ensemble property tests unless ZLC_PROPERTY is set
-// (make property): they take minutes and one of them is a search that may need more
-// checks than a CI run can afford.
+// requireProperty skips the long real-ensemble property tests (the open searches:
+// TestLockPropertyOnEnsemble, TestLockPropertyFindsGoZKOrphan) unless ZLC_PROPERTY is
+// set (make property): they take minutes, and a search may need more checks than a CI
+// run can afford. The short ones (the mutants, the fixed orphan schedules, the
+// teardown) run in make test.
 func requireProperty(t *testing.T) {
 	t.Helper()
 	if os.Getenv("ZLC_PROPERTY") == "" {
@@ -143,7 +146,6 @@ func requireProperty(t *testing.T) {
 // namespaces on every exit path, then checks nothing of the run is left.
 func startPropEnv(t *testing.T) *propEnv {
 	t.Helper()
-	requireProperty(t)
 	requireIntegration(t)
 	if testing.Short() {
 		t.Skip("the lock property on a real ensemble takes minutes: skipped in -short mode")
@@ -195,7 +197,6 @@ func startPropEnv(t *testing.T) *propEnv {
 // t.Fatal does) with the ensemble and two workers running and no teardown of its own:
 // the cleanups must remove the run's namespaces, servers and workers.
 func TestPropEnvLeavesNothingBehind(t *testing.T) {
-	requireProperty(t)
 	requireIntegration(t)
 	var (
 		runID, serverDir string
