@@ -141,9 +141,9 @@ func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
 	}
 	r.mu.Unlock()
 	reported := len(finals)
-	for slot, w := range r.currentWorkers() {
-		if !slices.ContainsFunc(finals, func(f finalResult) bool { return f.Slot == slot+1 }) {
-			finals = append(finals, finalResult{Slot: slot + 1, Process: w, Reply: "waiting", Error: "no answer when the final phase was judged"})
+	for process, w := range r.workerViews() {
+		if !slices.ContainsFunc(finals, func(f finalResult) bool { return f.Slot == w.slot+1 }) {
+			finals = append(finals, finalResult{Slot: w.slot + 1, Process: process, Reply: "waiting", Error: "no answer when the final phase was judged"})
 		}
 	}
 	sort.Slice(finals, func(i, j int) bool { return finals[i].Slot < finals[j].Slot })
@@ -159,17 +159,6 @@ func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
 		}
 	}
 	return l
-}
-
-// currentWorkers returns each slot's current worker process.
-func (r *runner) currentWorkers() map[int]int {
-	r.cluster.mu.Lock()
-	defer r.cluster.mu.Unlock()
-	out := make(map[int]int, len(r.cluster.workers))
-	for slot, w := range r.cluster.workers {
-		out[slot] = w.process
-	}
-	return out
 }
 
 // record writes the liveness verdict into the history as a nemesis op, so that a

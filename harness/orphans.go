@@ -88,25 +88,6 @@ func (t *orphanTracker) observe(o *blockingOrphan, now time.Time) (time.Duration
 	return held, held >= t.after
 }
 
-// workerView is what the orphan check needs to know of a process: whether it is a
-// current worker, holds the lock, or is thinking (and which thinking spell).
-type workerView struct {
-	holding   bool
-	idle      bool
-	idleSpell int64
-}
-
-// workerViews returns the current workers by process id.
-func (r *runner) workerViews() map[int]workerView {
-	r.cluster.mu.Lock()
-	defer r.cluster.mu.Unlock()
-	views := make(map[int]workerView, len(r.cluster.workers))
-	for _, w := range r.cluster.workers {
-		views[w.process] = workerView{holding: w.holding.Load(), idle: w.idle.Load(), idleSpell: w.idleSpells.Load()}
-	}
-	return views
-}
-
 // lockChild is a child of the lock node with its owner session.
 type lockChild struct {
 	name  string

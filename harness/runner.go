@@ -156,17 +156,29 @@ func (r *runner) sessionOwners() map[string]int {
 	return maps.Clone(r.sessions)
 }
 
-// isHolding reports whether process currently holds the lock.
-func (r *runner) isHolding(process int) bool {
+// workerView is a current worker as the final phase and the orphan watch see it: its
+// slot, whether it holds the lock, and whether it is thinking (and which thinking
+// spell).
+type workerView struct {
+	slot      int
+	holding   bool
+	idle      bool
+	idleSpell int64
+}
+
+// workerViews returns the current workers (one per slot) by process id.
+func (r *runner) workerViews() map[int]workerView {
 	r.cluster.mu.Lock()
 	defer r.cluster.mu.Unlock()
-	for _, w := range r.cluster.workers {
-		if w.process == process {
-			return w.holding.Load()
-		}
+	views := make(map[int]workerView, len(r.cluster.workers))
+	for slot, w := range r.cluster.workers {
+		views[w.process] = workerView{slot: slot, holding: w.holding.Load(), idle: w.idle.Load(), idleSpell: w.idleSpells.Load()}
 	}
-	return false
+	return views
 }
+
+// isHolding reports whether process is a current worker that holds the lock.
+func (r *runner) isHolding(process int) bool { return r.workerViews()[process].holding }
 
 func (r *runner) newProcess() int {
 	r.mu.Lock()

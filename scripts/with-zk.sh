@@ -1,9 +1,9 @@
 #!/bin/bash
 # Runs a command with a private standalone ZooKeeper on 127.0.0.1 (Debian's zookeeper
 # package; tickTime 200 ms, a free port, a temporary data dir named zlc-zk.*), its
-# address in ZLC_ZK_CONNECT, and removes the server and its directory on every exit
-# path. make test uses it for the recipe tests that talk to a ZooKeeper directly
-# (recipes/, recipes/zlcmutex/).
+# address in ZLC_ZK_CONNECT and its pid in ZLC_ZK_PID (tests pause it), and removes the
+# server and its directory on every exit path. make test uses it for the recipe tests
+# that talk to a ZooKeeper directly (recipes/, recipes/zlcmutex/, recipes/curator/).
 #
 #   scripts/with-zk.sh go test ./recipes/...
 #
@@ -63,7 +63,7 @@ for i in $(seq 150); do
 	fi
 	sleep 0.2
 done
-export ZLC_ZK_CONNECT=127.0.0.1:$port
+export ZLC_ZK_CONNECT=127.0.0.1:$port ZLC_ZK_PID=$zk_pid
 "$@" &
 child=$!
 rc=0
