@@ -70,6 +70,23 @@ func finalBound(cfg Config) time.Duration {
 // acquired the lock for Config.StallAfter: the final phase then heals everything
 // and judges liveness at once. The stall is recorded as a nemesis op.
 func (r *runner) watchStall(ctx context.Context, stop context.CancelFunc) {
+	everyQuarterSecond(ctx, func() bool {
+		since, tried := r.rec.sinceGrant()
+		if !tried || since < r.cfg.StallAfter {
+			return false
+		}
+		value, _ := json.Marshal(map[string]any{"since_grant_ns": since, "stall_after_ns": r.cfg.StallAfter})
+		r.rec.record(histories.Op{Type: histories.Info, F: "stall", Process: histories.NemesisProcess, Value: value,
+			Error: fmt.Sprintf("no worker acquired the lock for %s while workers tried: ending the workload for the final phase", since.Round(time.Millisecond))})
+		r.logf("STALL: no worker acquired the lock for %s: ending the workload early, the final phase judges", since.Round(time.Millisecond))
+		stop()
+		return true
+	})
+}
+
+// everyQuarterSecond calls look four times a second until it returns true or ctx ends:
+// the pace of the harness's watches (stall, orphans).
+func everyQuarterSecond(ctx context.Context, look func() (done bool)) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -78,16 +95,9 @@ func (r *runner) watchStall(ctx context.Context, stop context.CancelFunc) {
 			return
 		case <-tick.C:
 		}
-		since, tried := r.rec.sinceGrant()
-		if !tried || since < r.cfg.StallAfter {
-			continue
+		if look() {
+			return
 		}
-		value, _ := json.Marshal(map[string]any{"since_grant_ns": since, "stall_after_ns": r.cfg.StallAfter})
-		r.rec.record(histories.Op{Type: histories.Info, F: "stall", Process: histories.NemesisProcess, Value: value,
-			Error: fmt.Sprintf("no worker acquired the lock for %s while workers tried: ending the workload for the final phase", since.Round(time.Millisecond))})
-		r.logf("STALL: no worker acquired the lock for %s: ending the workload early, the final phase judges", since.Round(time.Millisecond))
-		stop()
-		return
 	}
 }
 

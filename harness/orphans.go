@@ -177,23 +177,18 @@ func (r *runner) watchOrphans(ctx context.Context, ens *Ensemble, tracker orphan
 		return
 	}
 	defer conn.Close()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	everyQuarterSecond(ctx, func() bool {
 		o, err := r.findBlockingOrphan(conn)
 		if err != nil {
 			o = nil
 		}
-		if held, ok := tracker.observe(o, time.Now()); ok && (proven == nil || proven(held)) {
+		held, ok := tracker.observe(o, time.Now())
+		if ok && (proven == nil || proven(held)) {
 			found(*o, held)
-			return
+			return true
 		}
-	}
+		return false
+	})
 }
 
 // endOnOrphan is the workload's orphan watch: blocking orphans seen for
