@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // cluster is the run as the nemesis sees it: servers, live workers, the holder.
@@ -90,7 +91,7 @@ func (c *cluster) Holder() (nemesis.Client, bool) {
 	defer c.mu.Unlock()
 	var holders []*worker
 	for _, w := range c.workers {
-		if w.holding.Load() {
+		if w.State() == workloads.Holding {
 			holders = append(holders, w)
 		}
 	}
@@ -106,7 +107,7 @@ func (c *cluster) Idle() (nemesis.Client, bool) {
 	defer c.mu.Unlock()
 	var idle []*worker
 	for _, w := range c.workers {
-		if w.idle.Load() {
+		if w.State() == workloads.Thinking {
 			idle = append(idle, w)
 		}
 	}

@@ -57,20 +57,11 @@ type ChildInfo struct {
 	Note   string `json:"note,omitempty"`
 }
 
-// finalBound is how long a final acquire may take: long enough for the sessions of
-// crashed workers to expire and for every worker to take its turn.
-func (r *runner) finalBound() time.Duration { return finalBound(r.cfg) }
-
-func finalBound(cfg Config) time.Duration {
-	wl := cfg.Workload
-	return 3*cfg.SessionTimeout + time.Duration(cfg.Workers)*(wl.HoldMax+250*time.Millisecond)
-}
-
-// watchStall ends the workload (stop) when workers have kept trying and nobody
-// acquired the lock for Config.StallAfter: the final phase then heals everything
-// and judges liveness at once. The stall is recorded as a nemesis op.
-func (r *runner) watchStall(ctx context.Context, stop context.CancelFunc) {
-	everyQuarterSecond(ctx, func() bool {
+// watchStall ends the workload (errEndWorkload) when workers have kept trying and
+// nobody acquired the lock for Config.StallAfter: the final phase then heals
+// everything and judges liveness at once. The stall is recorded as a nemesis op.
+func (r *runner) watchStall(ctx context.Context) error {
+	return everyQuarterSecond(ctx, func() bool {
 		since, tried := r.rec.sinceGrant()
 		if !tried || since < r.cfg.StallAfter {
 			return false
@@ -79,24 +70,24 @@ func (r *runner) watchStall(ctx context.Context, stop context.CancelFunc) {
 		r.rec.record(histories.Op{Type: histories.Info, F: "stall", Process: histories.NemesisProcess, Value: value,
 			Error: fmt.Sprintf("no worker acquired the lock for %s while workers tried: ending the workload for the final phase", since.Round(time.Millisecond))})
 		r.logf("STALL: no worker acquired the lock for %s: ending the workload early, the final phase judges", since.Round(time.Millisecond))
-		stop()
 		return true
 	})
 }
 
-// everyQuarterSecond calls look four times a second until it returns true or ctx ends:
-// the pace of the harness's watches (stall, orphans).
-func everyQuarterSecond(ctx context.Context, look func() (done bool)) {
+// everyQuarterSecond calls look four times a second until it returns true
+// (errEndWorkload) or ctx ends (nil): the pace of the harness's watches (stall,
+// orphans).
+func everyQuarterSecond(ctx context.Context, look func() (done bool)) error {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 		}
 		if look() {
-			return
+			return errEndWorkload
 		}
 	}
 }
@@ -115,35 +106,35 @@ func (r *runner) setFinal(slot int, res finalResult) {
 
 // finalCycle acquires the lock with the final bound and releases it at once.
 func (s *session) finalCycle() finalResult {
-	bound := s.r.finalBound()
+	bound := s.r.cfg.FinalBound()
 	res := finalResult{Slot: s.w.slot + 1, Process: s.w.process}
-	s.mode = ""
-	req := workloads.Request{Op: workloads.OpAcquire, TimeoutMS: bound.Milliseconds()}
-	if s.r.cfg.Workload.Kind == workloads.RWLock {
-		s.mode, req.Mode = histories.ModeWrite, histories.ModeWrite
-	}
+	s.cycle = s.r.cfg.Workload.FinalCycle(bound)
+	defer func() {
+		s.cycle = nil
+		s.publish()
+	}()
+	acquire, _ := s.cycle.Next()
+	s.publish()
 	start := time.Now()
-	res.Reply = s.call(histories.FAcquire, req, bound+3*s.r.cfg.SessionTimeout+5*time.Second)
-	res.WaitedMS = time.Since(start).Milliseconds()
-	if res.Reply == "" {
+	reply, answered := s.do(acquire, s.r.cfg.ReplyLimit(bound))
+	res.Reply, res.WaitedMS = reply.Type, time.Since(start).Milliseconds()
+	switch {
+	case !answered:
 		res.Reply, res.Error = "crashed", "worker died or did not answer"
-		return res
-	}
-	if res.Reply != workloads.ReplyOK {
+	case reply.Type != workloads.ReplyOK:
 		res.Error = "did not acquire within the final bound"
-		return res
-	}
-	s.setHolding(true)
-	s.w.holding.Store(false)
-	if s.call(histories.FRelease, workloads.Request{Op: workloads.OpRelease}, bound) != "" {
-		s.setHolding(false)
+	default:
+		if release, more := s.cycle.Next(); more {
+			s.publish()
+			s.do(release, bound)
+		}
 	}
 	return res
 }
 
 // judgeLiveness turns the final results into a Liveness and, when it failed, lists
 // the lock node's children.
-func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
+func (r *runner) judgeLiveness(ctx context.Context) Liveness {
 	r.mu.Lock()
 	finals := make([]finalResult, 0, len(r.finals))
 	for _, f := range r.finals {
@@ -157,12 +148,12 @@ func (r *runner) judgeLiveness(ctx context.Context, ens *Ensemble) Liveness {
 		}
 	}
 	sort.Slice(finals, func(i, j int) bool { return finals[i].Slot < finals[j].Slot })
-	l := Liveness{OK: reported == r.cfg.Workers, Bound: r.finalBound(), Finals: finals}
+	l := Liveness{OK: reported == r.cfg.Workers, Bound: r.cfg.FinalBound(), Finals: finals}
 	for _, f := range finals {
 		l.OK = l.OK && f.Reply == workloads.ReplyOK
 	}
 	if !l.OK {
-		children, err := r.lockChildren(ctx, ens)
+		children, err := r.lockChildren(ctx)
 		l.Children = children
 		if err != nil {
 			l.Error = err.Error()
@@ -179,8 +170,8 @@ func (l Liveness) record(rec *recorder) {
 }
 
 // lockChildren lists the children of the lock's parent path with their owners.
-func (r *runner) lockChildren(ctx context.Context, ens *Ensemble) ([]ChildInfo, error) {
-	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
+	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +181,7 @@ func (r *runner) lockChildren(ctx context.Context, ens *Ensemble) ([]ChildInfo, 
 		return nil, fmt.Errorf("list %s: %w", r.lockPath, err)
 	}
 	sort.Slice(children, func(i, j int) bool { return seqOf(children[i]) < seqOf(children[j]) })
-	alive := ens.liveSessions(ctx)
+	alive := r.ens.liveSessions(ctx)
 	owners := r.sessionOwners()
 	var out []ChildInfo
 	for _, c := range children {

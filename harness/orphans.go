@@ -138,11 +138,11 @@ func (r *runner) findBlockingOrphan(conn *zk.Conn) (*blockingOrphan, error) {
 		return nil, nil // a session no current worker reported: it ends on its own
 	}
 	view, current := r.workerViews()[process]
-	if !current || view.holding {
+	if !current || view.state == workloads.Holding {
 		return nil, nil
 	}
 	o := &blockingOrphan{Node: lowest.name, Owner: sessionID, Process: process}
-	if view.idle {
+	if view.state == workloads.Thinking {
 		o.idleSpell = view.idleSpell
 		return o, nil
 	}
@@ -159,25 +159,18 @@ func (r *runner) findBlockingOrphan(conn *zk.Conn) (*blockingOrphan, error) {
 	return nil, nil
 }
 
-// orphanCheckable reports whether the workload's lock queues its waiters behind the
-// lowest child of the lock node (every kind but the semaphore, whose nodes live in
-// recipe-specific layouts).
-func orphanCheckable(kind workloads.Kind) bool {
-	return kind != workloads.Semaphore
-}
-
 // watchOrphans looks for a blocking orphan every quarter second until ctx ends; once
 // the tracker calls it proven (and proven, if not nil, agrees) it calls found with the
 // latest orphan and how long orphans were seen, and returns. A failed read forgets
 // what was seen: the proof needs every observation.
-func (r *runner) watchOrphans(ctx context.Context, ens *Ensemble, tracker orphanTracker, proven func(time.Duration) bool, found func(blockingOrphan, time.Duration)) {
-	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+func (r *runner) watchOrphans(ctx context.Context, tracker orphanTracker, proven func(time.Duration) bool, found func(blockingOrphan, time.Duration)) error {
+	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
 	if err != nil {
 		r.logf("orphan watch: no session (%v): not watching", err)
-		return
+		return nil
 	}
 	defer conn.Close()
-	everyQuarterSecond(ctx, func() bool {
+	return everyQuarterSecond(ctx, func() bool {
 		o, err := r.findBlockingOrphan(conn)
 		if err != nil {
 			o = nil
@@ -193,20 +186,19 @@ func (r *runner) watchOrphans(ctx context.Context, ens *Ensemble, tracker orphan
 
 // endOnOrphan is the workload's orphan watch: blocking orphans seen for
 // Config.OrphanAfter while nobody acquired the lock are recorded as a nemesis op (f
-// "orphan") and end the workload for the final phase to judge.
-func (r *runner) endOnOrphan(ctx context.Context, ens *Ensemble, stop context.CancelFunc) {
+// "orphan") and end the workload (errEndWorkload) for the final phase to judge.
+func (r *runner) endOnOrphan(ctx context.Context) error {
 	noGrant := func(held time.Duration) bool {
 		since, _ := r.rec.sinceGrant()
 		return since >= held
 	}
 	tracker := orphanTracker{after: r.cfg.OrphanAfter, anyOrphan: true}
-	r.watchOrphans(ctx, ens, tracker, noGrant, func(o blockingOrphan, held time.Duration) {
+	return r.watchOrphans(ctx, tracker, noGrant, func(o blockingOrphan, held time.Duration) {
 		value, _ := json.Marshal(o)
 		msg := fmt.Sprintf("for %s nobody acquired the lock and the lowest lock node was a blocking orphan; the latest: %s: ending the workload for the final phase",
 			held.Round(100*time.Millisecond), o.describe(0))
 		r.rec.record(histories.Op{Type: histories.Info, F: "orphan", Process: histories.NemesisProcess, Value: value, Error: msg})
 		r.logf("ORPHAN: %s", msg)
-		stop()
 	})
 }
 
@@ -214,8 +206,8 @@ func (r *runner) endOnOrphan(ctx context.Context, ens *Ensemble, stop context.Ca
 // worker's final acquire by half of Config.OrphanAfter (no fault is active then: a
 // recipe that cleans up a stale node at the start of its acquire needs a round trip)
 // shows the lock can never be granted.
-func (r *runner) finalOrphan(ctx context.Context, ens *Ensemble, found func(string)) {
-	r.watchOrphans(ctx, ens, orphanTracker{after: r.cfg.OrphanAfter / 2}, nil, func(o blockingOrphan, held time.Duration) {
+func (r *runner) finalOrphan(ctx context.Context, found func(string)) {
+	_ = r.watchOrphans(ctx, orphanTracker{after: r.cfg.OrphanAfter / 2}, nil, func(o blockingOrphan, held time.Duration) {
 		found(o.describe(held))
 	})
 }

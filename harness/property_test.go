@@ -197,6 +197,9 @@ func startPropEnv(t *testing.T) *propEnv {
 // t.Fatal does) with the ensemble and two workers running and no teardown of its own:
 // the cleanups must remove the run's namespaces, servers and workers.
 func TestPropEnvLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real ensemble: skipped in -short mode")
+	}
 	requireIntegration(t)
 	var (
 		runID, serverDir string

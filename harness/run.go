@@ -5,170 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
-	"github.com/zlockcheck/zlockcheck/workloads"
 )
-
-// Config is everything one run needs. It is written to the run directory as
-// config.json, so a run can be repeated from its directory alone.
-type Config struct {
-	// RunID is set by Run: it names this run's namespaces (zlc<RunID>...) and its
-	// ZooKeeper paths (/zlc/<RunID>/...).
-	RunID string `json:"run_id"`
-	// Name is the test's name: runs are stored under Store/Name/<timestamp>.
-	Name string `json:"name"`
-	// Store is the directory that holds all runs.
-	Store string `json:"store"`
-	// Nodes is the ensemble size.
-	Nodes int `json:"nodes"`
-	// ZKHome is a ZooKeeper install to use instead of Debian's package.
-	ZKHome string `json:"zk_home,omitempty"`
-	// Workers is the number of concurrent worker processes.
-	Workers int `json:"workers"`
-	// Duration is how long the workload runs.
-	Duration time.Duration `json:"duration_ns"`
-	// Seed drives every random choice of the harness (hold times, modes, faults).
-	Seed int64 `json:"seed"`
-	// SessionTimeout is the ZooKeeper session timeout workers ask for.
-	SessionTimeout time.Duration `json:"session_timeout_ns"`
-	// Tick, InitLimit, SyncLimit are the servers' timing knobs.
-	Tick      time.Duration `json:"tick_ns"`
-	InitLimit int           `json:"init_limit"`
-	SyncLimit int           `json:"sync_limit"`
-	// NoForceSync runs the servers with forceSync=no (see EnsembleConfig): a weaker
-	// durability model, for throughput experiments only.
-	NoForceSync bool `json:"no_force_sync,omitempty"`
-	// ServerHeap is each server's JVM heap (e.g. "256m", the default) and ServerFullJIT
-	// lets their JVMs use C2 (see EnsembleConfig): knobs for the tuning benchmark.
-	ServerHeap    string `json:"server_heap,omitempty"`
-	ServerFullJIT bool   `json:"server_full_jit,omitempty"`
-	// Recipe names the lock implementation under test (for the record).
-	Recipe string `json:"recipe"`
-	// WorkerArgv is the command line of one worker process.
-	WorkerArgv []string `json:"worker_argv"`
-	// Workload says what each worker does.
-	Workload workloads.Config `json:"workload"`
-	// Baseline, when set, runs a plain go-zookeeper lock loop with as many goroutines
-	// as workers for as long as the workload, on the same ensemble after the workload:
-	// the yardstick for the harness's overhead (see BENCHMARKS.md).
-	Baseline bool `json:"baseline,omitempty"`
-	// Nemesis lists the fault classes to inject (none: no faults).
-	Nemesis []nemesis.Class `json:"nemesis"`
-	// NemesisInterval is the mean quiet time between faults.
-	NemesisInterval time.Duration `json:"nemesis_interval_ns"`
-	// ServerTargets, ClientTargets and Shapes restrict the nemesis's choices (empty:
-	// any).
-	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
-	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
-	Shapes        []nemesis.Shape        `json:"partition_shapes,omitempty"`
-	// FinalPhase: after the workload and healing, every worker must acquire once.
-	FinalPhase bool `json:"final_phase"`
-	// StallAfter ends the workload early, for the final phase to judge, when workers
-	// kept trying and none acquired the lock for this long: a deadlock (an orphan
-	// node) is then reported in seconds instead of at the end of a long run. Zero
-	// picks the longest fault hold plus the final phase's bound; negative disables it.
-	StallAfter time.Duration `json:"stall_after_ns"`
-	// OrphanAfter is how long the lowest lock node may belong to a worker that holds
-	// nothing and asks for nothing, or waits behind it with a newer node of its own,
-	// before the harness calls it a blocking orphan: during the workload that ends the
-	// workload early; in the final phase, half of it (every worker has asked for the
-	// lock, no fault is active) ends the final phase with a liveness failure (see
-	// orphans.go). Zero picks the session timeout; negative disables it.
-	OrphanAfter time.Duration `json:"orphan_after_ns"`
-	// Log receives progress lines; nil discards them.
-	Log io.Writer `json:"-"`
-	// Progress, when set, is called about every second while the workload runs (and
-	// once at its end) with a snapshot for a live status line.
-	Progress func(Progress) `json:"-"`
-}
-
-// Defaults fills the unset fields of c.
-func (c Config) Defaults() Config {
-	if c.Store == "" {
-		c.Store = "store"
-	}
-	if c.Nodes == 0 {
-		c.Nodes = 3
-	}
-	if c.Workers == 0 {
-		c.Workers = 5
-	}
-	if c.Duration == 0 {
-		c.Duration = 30 * time.Second
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.Tick == 0 {
-		c.Tick = DefaultTick
-	}
-	if c.InitLimit == 0 {
-		c.InitLimit = DefaultInitLimit
-	}
-	if c.SyncLimit == 0 {
-		c.SyncLimit = DefaultSyncLimit
-	}
-	c.Workload = c.Workload.Defaults()
-	if c.Name == "" {
-		c.Name = fmt.Sprintf("%s-%s", c.Recipe, c.Workload.Kind)
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
-	if c.Workload.Kind == workloads.Counter && c.Workload.WriteRetry == 0 {
-		c.Workload.WriteRetry = 2 * c.SessionTimeout
-	}
-	if c.OrphanAfter == 0 {
-		c.OrphanAfter = c.SessionTimeout
-	}
-	if c.StallAfter == 0 {
-		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
-		c.StallAfter = longest + finalBound(c)
-	}
-	return c
-}
-
-// Validate reports a configuration that cannot run, naming the field.
-func (c Config) Validate() error {
-	switch {
-	case c.Nodes < 1 || c.Nodes > 9:
-		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
-	case c.Workers < 1 || c.Workers > 250:
-		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
-	case c.Duration <= 0:
-		return fmt.Errorf("time: want > 0, got %s", c.Duration)
-	case c.SessionTimeout < 2*c.Tick:
-		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
-	case len(c.WorkerArgv) == 0:
-		return errors.New("worker command: empty")
-	case strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..":
-		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
-	case c.ServerHeap != "" && !isHeapSize(c.ServerHeap):
-		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
-	}
-	return c.Workload.Validate()
-}
-
-// isHeapSize reports whether s is a JVM -Xmx size: a number with an optional k, m
-// or g.
-func isHeapSize(s string) bool {
-	digits := strings.TrimRight(s, "kKmMgG")
-	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '0' {
-		return false
-	}
-	return strings.Trim(digits, "0123456789") == ""
-}
 
 // Outcome is what a finished run left behind: where its files are. Checking the
 // history is the caller's job.
@@ -203,276 +51,299 @@ type Timings struct {
 	Teardown time.Duration `json:"teardown_ns"`
 }
 
-// Run performs one run: network, ensemble, workers, workload, teardown. It returns
-// the outcome once every process, namespace and link it made is gone. A cancelled ctx
-// (Ctrl-C, SIGTERM) ends the workload early; the history written so far is kept and the
-// outcome is returned with Interrupted set. The error is non-nil only when the run
-// could not produce a history worth checking (set-up failed).
+// Run performs one run: network, ensemble, workers, workload, final phase, teardown.
+// It returns the outcome once every process, namespace and link it made is gone. A
+// cancelled ctx (Ctrl-C, SIGTERM) ends the workload early; the history written so far
+// is kept and the outcome is returned with Interrupted set. The error is non-nil only
+// when the run could not produce a history worth checking (set-up failed) or broke
+// down on the way (a slot that could not start workers, a fault that would not heal).
 func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return out, err
 	}
-	out.RunID = randomID()
-	cfg.RunID = out.RunID
-	out.Dir, err = makeRunDir(cfg.Store, cfg.Name, time.Now())
+	r, err := newRunner(cfg)
 	if err != nil {
-		return out, err
-	}
-	if err := writeJSON(filepath.Join(out.Dir, "config.json"), cfg); err != nil {
-		return out, err
-	}
-	logf := func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) }
-
-	setupStart := time.Now()
-	network, err := netns.Create(ctx, out.RunID)
-	if err != nil {
-		return out, fmt.Errorf("create network: %w", err)
+		return r.out, err
 	}
 	// Teardown runs on every return path, whatever ctx says.
-	var ens *Ensemble
 	defer func() {
-		teardownStart := time.Now()
-		if ens != nil {
-			ens.Stop()
-		}
-		if derr := network.Destroy(); derr != nil {
-			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
-		}
-		out.Timings.Teardown = time.Since(teardownStart)
-		// For benchmarks (bench/run.sh): how long set-up and teardown took.
-		_ = writeJSON(filepath.Join(out.Dir, "timings.json"), out.Timings)
+		r.tearDown()
+		out, err = r.out, r.err()
 	}()
+	if serr := r.setUp(ctx); serr != nil {
+		r.fail(serr, "")
+		return
+	}
+	w := r.startWorkload(ctx)
+	r.endWorkload(ctx, w)
+	r.finalPhase(ctx, w)
+	r.drain(ctx, w)
+	r.baseline(ctx)
+	return
+}
 
-	ens, err = StartEnsemble(ctx, network, EnsembleConfig{
-		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: filepath.Join(out.Dir, "servers"),
-		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
-		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT,
-		MaxSessionTimeout: max(60*time.Second, 2*cfg.SessionTimeout),
+// newRunner names the run and makes its directory with config.json.
+func newRunner(cfg Config) (*runner, error) {
+	cfg.RunID = randomID()
+	r := &runner{
+		cfg: cfg, lockPath: fmt.Sprintf("/zlc/%s/%s", cfg.RunID, cfg.Workload.Key),
+		logf:   func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) },
+		judged: make(chan struct{}), final: make(chan struct{}), hard: newLatch(), sessions: map[string]int{},
+	}
+	r.out.RunID = cfg.RunID
+	dir, err := makeRunDir(cfg.Store, cfg.Name, time.Now())
+	if err != nil {
+		return r, err
+	}
+	r.dir, r.out.Dir = dir, dir
+	return r, writeJSON(filepath.Join(dir, "config.json"), cfg)
+}
+
+// setUp builds the run's network, starts the ensemble, opens the history and makes
+// the workers' namespaces. What it made is undone by tearDown, also when it fails.
+func (r *runner) setUp(ctx context.Context) error {
+	start := time.Now()
+	var err error
+	if r.network, err = netns.Create(ctx, r.cfg.RunID); err != nil {
+		return fmt.Errorf("create network: %w", err)
+	}
+	r.ens, err = StartEnsemble(ctx, r.network, EnsembleConfig{
+		Nodes: r.cfg.Nodes, ZKHome: r.cfg.ZKHome, Dir: filepath.Join(r.dir, "servers"),
+		Tick: r.cfg.Tick, InitLimit: r.cfg.InitLimit, SyncLimit: r.cfg.SyncLimit, NoForceSync: r.cfg.NoForceSync,
+		Heap: r.cfg.ServerHeap, FullJIT: r.cfg.ServerFullJIT, MaxSessionTimeout: r.cfg.MaxSessionTimeout(),
 	})
 	if err != nil {
-		return out, err
+		return err
 	}
-	out.Timings.Quorum = time.Since(setupStart)
-	out.ZooKeeperVersion = ens.Version(ctx)
-	logf("ensemble of %d serving after %s (%s)", cfg.Nodes, time.Since(setupStart).Round(time.Millisecond), ens.Connect())
+	r.out.Timings.Quorum = time.Since(start)
+	r.out.ZooKeeperVersion = r.ens.Version(ctx)
+	r.connect = r.ens.Connect()
+	r.cluster = newCluster(r.ens)
+	r.logf("ensemble of %d serving after %s (%s)", r.cfg.Nodes, time.Since(start).Round(time.Millisecond), r.connect)
 
-	out.History = filepath.Join(out.Dir, "history.jsonl")
-	w, err := histories.NewWriter(out.History)
+	r.out.History = filepath.Join(r.dir, "history.jsonl")
+	w, err := histories.NewWriter(r.out.History)
 	if err != nil {
-		return out, err
+		return err
 	}
-	rec := &recorder{w: w, start: time.Now()}
-	defer func() {
-		if cerr := w.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close history: %w", cerr))
-		}
-	}()
-
-	hosts := make([]netns.Host, cfg.Workers)
-	for i := range hosts {
-		hosts[i], err = network.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1))
-		if err != nil {
-			return out, err
+	r.rec = &recorder{w: w, start: time.Now()}
+	r.hosts = make([]netns.Host, r.cfg.Workers)
+	for i := range r.hosts {
+		if r.hosts[i], err = r.network.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1)); err != nil {
+			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(out.Dir, "workers"), 0o755); err != nil {
-		return out, err
+	if err := os.MkdirAll(filepath.Join(r.dir, "workers"), 0o755); err != nil {
+		return err
 	}
+	r.nem, err = nemesis.New(nemesis.Schedule{
+		Classes: r.cfg.Nemesis, Interval: r.cfg.NemesisInterval, SessionTimeout: r.cfg.SessionTimeout, Seed: r.cfg.Seed,
+		ServerTargets: r.cfg.ServerTargets, ClientTargets: r.cfg.ClientTargets, Shapes: r.cfg.Shapes,
+	}, r.cluster, r.recordNemesis)
+	if err != nil {
+		return err
+	}
+	return r.prepareCounter(ctx)
+}
 
-	cl := newCluster(ens)
-	r := &runner{
-		cfg: cfg, dir: out.Dir, rec: rec, connect: ens.Connect(), cluster: cl,
-		lockPath: fmt.Sprintf("/zlc/%s/%s", out.RunID, cfg.Workload.Key),
-		logf:     logf, judged: make(chan struct{}), sessions: map[string]int{},
-	}
-	if err := r.prepareCounter(ctx, ens); err != nil {
-		return out, err
-	}
-	out.Started = rec.start
-	logf("running %d workers of %s for %s (seed %d), history in %s", cfg.Workers, cfg.Recipe, cfg.Duration, cfg.Seed, out.History)
-	workCtx, stop := context.WithTimeout(ctx, cfg.Duration)
-	defer stop()
-	// hard is closed when waiting for in-flight ops must end: the user interrupted,
-	// or the end-of-run grace ran out.
-	hard := make(chan struct{})
-	var hardOnce sync.Once
-	endHard := func() { hardOnce.Do(func() { close(hard) }) }
+// workload is the workload phase in progress: one errgroup for the worker slots (which
+// go on into the final phase), the nemesis and the watchdogs.
+type workload struct {
+	group *errgroup.Group
+	// ctx ends when the workload does: its time is up, a watchdog ended it, a member
+	// failed, or the run's ctx was cancelled.
+	ctx  context.Context
+	stop context.CancelFunc
+	// nemesisDone is closed once the nemesis stopped injecting.
+	nemesisDone chan struct{}
+}
+
+// errEndWorkload is how a watchdog ends the workload early (stall, blocking orphan):
+// not a failure of the run.
+var errEndWorkload = errors.New("workload ended early by a watchdog")
+
+// startWorkload starts the worker slots, the nemesis, the stall and orphan watches and
+// the progress reports, for the configured duration.
+func (r *runner) startWorkload(ctx context.Context) *workload {
+	r.out.Started = r.rec.start
+	r.logf("running %d workers of %s for %s (seed %d), history in %s", r.cfg.Workers, r.cfg.Recipe, r.cfg.Duration, r.cfg.Seed, r.out.History)
 	go func() {
 		select {
 		case <-ctx.Done():
-			endHard()
-		case <-hard:
+			r.hard.close()
+		case <-r.hard.done():
 		}
 	}()
+	timed, stop := context.WithTimeout(ctx, r.cfg.Duration)
+	g, gctx := errgroup.WithContext(timed)
+	w := &workload{group: g, ctx: gctx, stop: stop, nemesisDone: make(chan struct{})}
+	g.Go(func() error {
+		defer close(w.nemesisDone)
+		return r.fail(r.nem.Run(gctx), "nemesis")
+	})
+	g.Go(func() error { r.reportProgress(gctx); return nil })
+	if r.cfg.StallAfter > 0 && r.cfg.FinalPhase {
+		g.Go(func() error { return r.watchStall(gctx) })
+	}
+	if r.orphanWatch() {
+		g.Go(func() error { return r.endOnOrphan(gctx) })
+	}
+	r.finalsLeft.Add(r.cfg.Workers)
+	for i := range r.cfg.Workers {
+		g.Go(func() error { return r.slot(gctx, i) })
+	}
+	return w
+}
 
-	// The nemesis runs while the workload does; HealAll runs on every exit path.
-	nem, err := nemesis.New(nemesis.Schedule{
-		Classes: cfg.Nemesis, Interval: cfg.NemesisInterval, SessionTimeout: cfg.SessionTimeout, Seed: cfg.Seed,
-		ServerTargets: cfg.ServerTargets, ClientTargets: cfg.ClientTargets, Shapes: cfg.Shapes,
-	}, cl, r.recordNemesis)
-	if err != nil {
-		return out, err
-	}
-	healed := false
-	defer func() {
-		if !healed {
-			if herr := nem.HealAll(context.Background()); herr != nil {
-				err = errors.Join(err, fmt.Errorf("heal: %w", herr))
-			}
-		}
-	}()
-	nemDone := make(chan error, 1)
-	go func() { nemDone <- nem.Run(workCtx) }()
-	progressDone := make(chan struct{})
-	go func() { defer close(progressDone); r.reportProgress(workCtx) }()
-	defer func() { <-progressDone }()
-	if cfg.StallAfter > 0 && cfg.FinalPhase {
-		go r.watchStall(workCtx, stop)
-	}
-	orphanWatch := cfg.OrphanAfter > 0 && cfg.FinalPhase && orphanCheckable(cfg.Workload.Kind)
-	if orphanWatch {
-		go r.endOnOrphan(workCtx, ens, stop)
-	}
+// orphanWatch reports whether the run watches for blocking orphan nodes.
+func (r *runner) orphanWatch() bool {
+	return r.cfg.OrphanAfter > 0 && r.cfg.FinalPhase && r.cfg.Workload.Kind.QueuesBehindLowest()
+}
 
-	// final is closed when the final phase may start: faults healed, ensemble serving.
-	final := make(chan struct{})
-	r.finalsLeft.Add(cfg.Workers)
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Workers)
-	for i := range cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					errs <- fmt.Errorf("worker slot %d panicked: %v\n%s", i+1, p, debug.Stack())
-					stop()
-					endHard()
-				}
-			}()
-			if err := r.slot(workCtx, hard, final, i, hosts[i]); err != nil {
-				errs <- err
-				stop()
-			}
-		}()
+// endWorkload waits for the workload's end and heals every fault.
+func (r *runner) endWorkload(ctx context.Context, w *workload) {
+	<-w.ctx.Done()
+	<-w.nemesisDone
+	r.heal()
+	r.out.Interrupted = ctx.Err() != nil
+}
+
+// heal takes back every fault the nemesis applied (once).
+func (r *runner) heal() {
+	if r.nem == nil || r.healed {
+		return
 	}
-	<-workCtx.Done()
-	var slotErrs []error
-	if nerr := <-nemDone; nerr != nil {
-		slotErrs = append(slotErrs, fmt.Errorf("nemesis: %w", nerr))
-	}
-	herr := nem.HealAll(context.Background())
-	healed = true
-	if herr != nil {
-		slotErrs = append(slotErrs, fmt.Errorf("heal: %w", herr))
-	}
-	out.Interrupted = ctx.Err() != nil
+	r.healed = true
+	r.fail(r.nem.HealAll(context.Background()), "heal")
+}
+
+// finalPhase lets every slot's worker acquire the lock once, now that the faults are
+// healed and the ensemble serves again, and judges liveness while the workers and
+// their sessions still live (so the lock node's children can be attributed). With no
+// final phase (interrupted, disabled, a slot broke down) the slots just end.
+func (r *runner) finalPhase(ctx context.Context, w *workload) {
 	// A slot that broke down (its workers would not start) makes the final phase
 	// meaningless: the run is an error, not a liveness failure.
-	broke := len(errs) > 0
-	finalPhase := !out.Interrupted && cfg.FinalPhase && !broke
-	endNow := false
-	if finalPhase {
-		recoverBound := cfg.SessionTimeout*3 + 30*time.Second
-		if werr := ens.WaitServing(ctx, recoverBound); werr != nil {
-			slotErrs = append(slotErrs, fmt.Errorf("ensemble did not recover after the faults were healed: %w", werr))
-			finalPhase = false
+	ok := !r.out.Interrupted && r.cfg.FinalPhase && !r.broke.Load()
+	if ok {
+		if r.fail(r.ens.WaitServing(ctx, r.cfg.RecoverBound()), "ensemble did not recover after the faults were healed") != nil {
+			ok = false
 		} else {
-			logf("faults healed, ensemble serving: final phase (every worker acquires once, bound %s)", r.finalBound())
+			r.logf("faults healed, ensemble serving: final phase (every worker acquires once, bound %s)", r.cfg.FinalBound())
 		}
 	}
-	if finalPhase {
-		close(final)
-		// Wait for every slot's final cycle (bounded), then judge while the workers and
-		// their sessions still live, so the lock node's children can be attributed.
-		waited := make(chan struct{})
-		go func() { r.finalsLeft.Wait(); close(waited) }()
-		limit := cfg.Workload.AcquireTimeout + 6*cfg.SessionTimeout + r.finalBound() + 10*time.Second
-		// A blocking orphan that outlives its own worker's final acquire by OrphanAfter
-		// shows the deadlock without waiting out the bound.
-		proved := make(chan string, 1)
-		watchCtx, endWatch := context.WithCancel(ctx)
-		if orphanWatch {
-			go r.finalOrphan(watchCtx, ens, func(proof string) { proved <- proof })
-		}
-		proof := ""
-		select {
-		case <-waited:
-		case proof = <-proved:
-			logf("ORPHAN in the final phase: %s", proof)
-		case <-time.After(limit):
-			logf("final phase still running after %s", limit)
-		case <-ctx.Done():
-		}
-		endWatch()
-		liveness := r.judgeLiveness(ctx, ens)
-		if !liveness.OK && proof != "" {
-			liveness.Proof = proof
-			// The workers still waiting would wait out their bound: end them once the
-			// verdict is in.
-			endNow = true
-		}
-		liveness.record(rec)
-		out.Liveness = &liveness
-		if !liveness.OK {
-			logf("LIVENESS: not every worker could acquire the lock after the faults were healed")
-		}
-	}
-	if !finalPhase {
+	if !ok {
 		r.skipFinal.Store(true)
-		close(final)
+		close(r.final)
+		close(r.judged)
+		return
+	}
+	close(r.final)
+	proof := r.awaitFinals(ctx)
+	liveness := r.judgeLiveness(ctx)
+	if !liveness.OK && proof != "" {
+		liveness.Proof = proof
+	}
+	liveness.record(r.rec)
+	r.out.Liveness = &liveness
+	if !liveness.OK {
+		r.logf("LIVENESS: not every worker could acquire the lock after the faults were healed")
 	}
 	close(r.judged)
-	if endNow {
-		endHard()
+	if !liveness.OK && proof != "" {
+		// The workers still waiting would wait out their bound: end them now that the
+		// verdict is in.
+		r.hard.close()
 	}
-	defer func() {
-		// After every worker is gone: nothing can change the counter any more.
-		if !out.Interrupted {
-			if cerr := r.recordCounterFinal(context.Background(), ens); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}
-	}()
-	// Let in-flight ops finish for a bounded time: an acquire may wait its timeout.
-	grace := cfg.Workload.AcquireTimeout + 3*cfg.SessionTimeout + 5*time.Second
+}
+
+// awaitFinals waits (bounded) for every slot's final cycle. A blocking orphan that
+// outlives its own worker's final acquire shows the deadlock without waiting out the
+// bound: its proof is returned.
+func (r *runner) awaitFinals(ctx context.Context) (proof string) {
+	waited := make(chan struct{})
+	go func() { r.finalsLeft.Wait(); close(waited) }()
+	proved := make(chan string, 1)
+	watchCtx, endWatch := context.WithCancel(ctx)
+	defer endWatch()
+	if r.orphanWatch() {
+		go r.finalOrphan(watchCtx, func(proof string) { proved <- proof })
+	}
+	select {
+	case <-waited:
+	case proof = <-proved:
+		r.logf("ORPHAN in the final phase: %s", proof)
+	case <-time.After(r.cfg.FinalLimit()):
+		r.logf("final phase still running after %s", r.cfg.FinalLimit())
+	case <-ctx.Done():
+	}
+	return proof
+}
+
+// drain lets in-flight ops finish for a bounded time (an acquire may wait its
+// timeout), then kills what is left, and records the counter's final value once no
+// worker can change it any more.
+func (r *runner) drain(ctx context.Context, w *workload) {
+	// Every member records its own failure (fail): the group's first error is only
+	// what ended the workload.
 	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+	go func() { _ = w.group.Wait(); close(finished) }()
 	select {
 	case <-finished:
-	case <-time.After(grace):
-		logf("workers still busy %s after the end: killing them", grace)
-		endHard()
+	case <-time.After(r.cfg.DrainGrace()):
+		r.logf("workers still busy %s after the end: killing them", r.cfg.DrainGrace())
+		r.hard.close()
 		<-finished
 	}
-	endHard()
-	out.Elapsed = time.Since(rec.start)
-	out.Interrupted = ctx.Err() != nil
-	close(errs)
-	for e := range errs {
-		slotErrs = append(slotErrs, e)
+	w.stop()
+	r.hard.close()
+	r.out.Elapsed = time.Since(r.rec.start)
+	r.out.Interrupted = ctx.Err() != nil
+	r.fail(r.rec.err(), "history")
+	if !r.out.Interrupted {
+		r.fail(r.recordCounterFinal(context.Background()), "")
 	}
-	if err := rec.err(); err != nil {
-		slotErrs = append(slotErrs, fmt.Errorf("history: %w", err))
+}
+
+// baseline times a plain go-zookeeper loop on the same ensemble, when asked and the
+// run went well (BENCHMARKS.md).
+func (r *runner) baseline(ctx context.Context) {
+	if !r.cfg.Baseline || ctx.Err() != nil || r.err() != nil {
+		return
 	}
-	if cfg.Baseline && ctx.Err() == nil && len(slotErrs) == 0 {
-		rng := r.slotRNG(-1)
-		var mu sync.Mutex
-		hold := func(int) time.Duration {
-			mu.Lock()
-			defer mu.Unlock()
-			return cfg.Workload.Next(rng).Hold
-		}
-		b, err := runBaseline(ctx, network, ens.Connect(), r.lockPath+"-baseline", cfg.Workers, cfg.Duration, cfg.SessionTimeout, hold)
-		if err != nil {
-			slotErrs = append(slotErrs, fmt.Errorf("baseline: %w", err))
-		} else {
-			out.Baseline = &b
-			logf("baseline: plain go-zookeeper loop, %d goroutines: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
-		}
+	rng := r.slotRNG(-1)
+	var mu sync.Mutex
+	hold := func(int) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.cfg.Workload.Next(rng).Hold
 	}
-	return out, errors.Join(slotErrs...)
+	b, err := runBaseline(ctx, r.network, r.connect, r.lockPath+"-baseline", r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
+	if r.fail(err, "baseline") != nil {
+		return
+	}
+	r.out.Baseline = &b
+	r.logf("baseline: plain go-zookeeper loop, %d goroutines: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
+}
+
+// tearDown heals, closes the history, stops the servers and removes the network,
+// whatever state the run is in; it records how long that took (timings.json).
+func (r *runner) tearDown() {
+	start := time.Now()
+	r.heal()
+	if r.rec != nil {
+		r.fail(r.rec.w.Close(), "close history")
+	}
+	if r.ens != nil {
+		r.ens.Stop()
+	}
+	if r.network != nil {
+		r.fail(r.network.Destroy(), "teardown")
+	}
+	r.out.Timings.Teardown = time.Since(start)
+	// For benchmarks (bench/run.sh): how long set-up and teardown took.
+	_ = writeJSON(filepath.Join(r.dir, "timings.json"), r.out.Timings)
 }
 
 func workerAddr(slot int) netip.Addr {
@@ -504,54 +375,4 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-// recorder stamps ops with the run's monotonic clock and appends them to the history.
-type recorder struct {
-	w     *histories.Writer
-	start time.Time
-
-	mu       sync.Mutex
-	firstErr error
-	// lastAttempt and lastGrant are the times (ns since start) of the latest acquire
-	// invoked and the latest acquire granted, for the stall watchdog.
-	lastAttempt, lastGrant int64
-	// st tallies ops for Status.
-	st status
-}
-
-func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
-
-// record appends op at the current time.
-func (r *recorder) record(op histories.Op) {
-	op.Time = r.now()
-	_, err := r.w.Append(op)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil && r.firstErr == nil {
-		r.firstErr = err
-	}
-	r.st.observe(op)
-	if !op.Process.Nemesis && op.F == histories.FAcquire {
-		switch op.Type {
-		case histories.Invoke:
-			r.lastAttempt = op.Time
-		case histories.OK:
-			r.lastGrant = op.Time
-		}
-	}
-}
-
-// sinceGrant says how long ago the lock was last granted (or the run started), and
-// whether an acquire was attempted since.
-func (r *recorder) sinceGrant() (time.Duration, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return time.Duration(r.now() - r.lastGrant), r.lastAttempt > r.lastGrant
-}
-
-func (r *recorder) err() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.firstErr
 }

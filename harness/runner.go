@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,30 +23,80 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// runner drives the workload through the worker slots of one run.
+// runner is one run in progress: what Run's phases share. Its slots drive the workload
+// through worker processes; its recorder writes the history.
 type runner struct {
 	cfg      Config
+	out      Outcome
 	dir      string
-	rec      *recorder
-	connect  string
 	lockPath string
 	logf     func(string, ...any)
-	cluster  *cluster
+
+	// Set up by setUp.
+	network *netns.Network
+	ens     *Ensemble
+	connect string
+	cluster *cluster
+	rec     *recorder
+	hosts   []netns.Host
+	nem     *nemesis.Nemesis
+	healed  bool
+
+	// final is closed when the final phase may start (faults healed, ensemble
+	// serving), or when there is none (skipFinal is set first).
+	final     chan struct{}
+	skipFinal atomic.Bool
 	// judged is closed once the final phase was judged: workers may then go.
 	judged chan struct{}
+	// hard is closed when waiting for in-flight ops must end: the user interrupted,
+	// the end-of-run grace ran out, or the final phase proved a deadlock.
+	hard *latch
 	// finalsLeft counts slots that have not reported their final cycle.
 	finalsLeft sync.WaitGroup
-	// skipFinal is set before final is closed when there is no final phase.
-	skipFinal atomic.Bool
 	// initOK is set once any worker was initialised.
 	initOK atomic.Bool
+	// broke is set when a slot broke down (its workers would not start).
+	broke atomic.Bool
 
 	mu          sync.Mutex
+	errs        []error
 	nextProcess int
 	finals      map[int]finalResult
 	// sessions maps every session id a worker reported to its process.
 	sessions map[string]int
 }
+
+// fail records err (prefixed with what, unless empty) as one of the run's failures and
+// returns it; a nil err is ignored.
+func (r *runner) fail(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	if what != "" {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+	return err
+}
+
+// err is every failure of the run, joined (nil when none).
+func (r *runner) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return errors.Join(r.errs...)
+}
+
+// latch is a channel closed once, by whoever comes first.
+type latch struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newLatch() *latch                 { return &latch{ch: make(chan struct{})} }
+func (l *latch) close()                { l.once.Do(func() { close(l.ch) }) }
+func (l *latch) done() <-chan struct{} { return l.ch }
 
 // refusedError is a worker's certain refusal of its init.
 type refusedError struct{ error }
@@ -54,19 +105,19 @@ func (e refusedError) Unwrap() error { return e.error }
 
 // counterPath is the counter workload's znode ("" for other workloads).
 func (r *runner) counterPath() string {
-	if r.cfg.Workload.Kind != workloads.Counter {
+	if !r.cfg.Workload.Kind.HasCounter() {
 		return ""
 	}
 	return r.lockPath + "-counter"
 }
 
 // prepareCounter creates the counter znode holding 0 (with its parents).
-func (r *runner) prepareCounter(ctx context.Context, ens *Ensemble) error {
+func (r *runner) prepareCounter(ctx context.Context) error {
 	path := r.counterPath()
 	if path == "" {
 		return nil
 	}
-	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
 	if err != nil {
 		return fmt.Errorf("counter: %w", err)
 	}
@@ -87,12 +138,12 @@ func (r *runner) prepareCounter(ctx context.Context, ens *Ensemble) error {
 
 // recordCounterFinal reads the counter at the end and records it as a nemesis op,
 // so the checker can compare it with the acknowledged increments.
-func (r *runner) recordCounterFinal(ctx context.Context, ens *Ensemble) error {
+func (r *runner) recordCounterFinal(ctx context.Context) error {
 	path := r.counterPath()
 	if path == "" {
 		return nil
 	}
-	conn, err := ens.Client(ctx, r.cfg.SessionTimeout)
+	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
 	if err != nil {
 		return fmt.Errorf("final counter read: %w", err)
 	}
@@ -157,12 +208,10 @@ func (r *runner) sessionOwners() map[string]int {
 }
 
 // workerView is a current worker as the final phase and the orphan watch see it: its
-// slot, whether it holds the lock, and whether it is thinking (and which thinking
-// spell).
+// slot, where it stands in its lock cycle, and which thinking spell it is in.
 type workerView struct {
 	slot      int
-	holding   bool
-	idle      bool
+	state     workloads.State
 	idleSpell int64
 }
 
@@ -172,13 +221,15 @@ func (r *runner) workerViews() map[int]workerView {
 	defer r.cluster.mu.Unlock()
 	views := make(map[int]workerView, len(r.cluster.workers))
 	for slot, w := range r.cluster.workers {
-		views[w.process] = workerView{slot: slot, holding: w.holding.Load(), idle: w.idle.Load(), idleSpell: w.idleSpells.Load()}
+		views[w.process] = workerView{slot: slot, state: w.State(), idleSpell: w.idleSpells.Load()}
 	}
 	return views
 }
 
-// isHolding reports whether process is a current worker that holds the lock.
-func (r *runner) isHolding(process int) bool { return r.workerViews()[process].holding }
+// isHolding reports whether process is a current worker that certainly holds the lock.
+func (r *runner) isHolding(process int) bool {
+	return r.workerViews()[process].state == workloads.Holding
+}
 
 func (r *runner) newProcess() int {
 	r.mu.Lock()
@@ -193,25 +244,32 @@ func (r *runner) slotRNG(slot int) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(slot)+1))
 }
 
-// slot runs worker processes in one namespace, one after the other, until ctx ends:
-// a worker whose op ends in info, or that crashes, is replaced by a fresh process
-// with a new process id. Then, once final is closed (nil: no final phase), the slot's
-// worker (or a fresh one) must acquire and release the lock once.
-func (r *runner) slot(ctx context.Context, hard, final <-chan struct{}, slot int, host netns.Host) error {
-	rng := r.slotRNG(slot)
+// slot is one worker slot's life: worker processes in its namespace, one after the
+// other, run lock cycles until ctx ends (a worker whose op ends in info, or that
+// crashes, is replaced by a fresh process with a new process id); then, once the
+// final phase opens, the slot's worker (or a fresh one) takes its final turn. A slot
+// that cannot start workers is a failure of the run.
+func (r *runner) slot(ctx context.Context, slot int) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("worker slot %d panicked: %v\n%s", slot+1, p, debug.Stack())
+			r.hard.close()
+		}
+		if err != nil {
+			r.broke.Store(true)
+			r.fail(err, "")
+		}
+	}()
 	var s *session
 	defer func() {
 		if s != nil {
 			s.end()
 		}
 	}()
+	rng := r.slotRNG(slot)
 	for ctx.Err() == nil {
 		if s == nil || s.dead {
-			if s != nil {
-				s.end()
-			}
-			var err error
-			if s, err = r.startSession(ctx, hard, slot, host); err != nil {
+			if s, err = r.restart(ctx, s, slot); err != nil {
 				return err
 			}
 			if s == nil {
@@ -220,6 +278,23 @@ func (r *runner) slot(ctx context.Context, hard, final <-chan struct{}, slot int
 		}
 		s.loop(ctx, rng)
 	}
+	r.finalTurn(&s, slot)
+	return nil
+}
+
+// restart ends the slot's dead session (if any) and starts a fresh one; nil, nil when
+// ctx ended first.
+func (r *runner) restart(ctx context.Context, s *session, slot int) (*session, error) {
+	if s != nil {
+		s.end()
+	}
+	return r.startSession(ctx, slot)
+}
+
+// finalTurn waits for the final phase and lets the slot's worker (a fresh one if it
+// has none) take its final cycle, then waits for the verdict: the worker's session
+// must live until the lock node's children are attributed.
+func (r *runner) finalTurn(sp **session, slot int) {
 	reported := false
 	defer func() {
 		if !reported {
@@ -227,53 +302,50 @@ func (r *runner) slot(ctx context.Context, hard, final <-chan struct{}, slot int
 		}
 	}()
 	select {
-	case <-final:
-	case <-hard:
-		return nil
+	case <-r.final:
+	case <-r.hard.done():
+		return
 	}
 	if r.skipFinal.Load() {
-		return nil
+		return
 	}
-	if s == nil || s.dead {
-		if s != nil {
-			s.end()
-		}
-		var err error
-		if s, err = r.startSession(context.Background(), hard, slot, host); err != nil || s == nil {
+	if *sp == nil || (*sp).dead {
+		s, err := r.restart(context.Background(), *sp, slot)
+		*sp = s
+		if err != nil || s == nil {
 			reported = true
 			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: "no worker", Error: fmt.Sprint(err)})
-			return nil
+			return
 		}
 	}
 	reported = true
-	r.setFinal(slot, s.finalCycle())
+	r.setFinal(slot, (*sp).finalCycle())
 	select {
 	case <-r.judged:
-	case <-hard:
+	case <-r.hard.done():
 	}
-	return nil
 }
 
 // startSession starts a worker process in the slot and initialises it, retrying a few
 // times. It returns nil, nil when ctx ended first.
-func (r *runner) startSession(ctx context.Context, hard <-chan struct{}, slot int, host netns.Host) (*session, error) {
+func (r *runner) startSession(ctx context.Context, slot int) (*session, error) {
 	for failures := 0; ; {
 		if ctx.Err() != nil {
 			return nil, nil
 		}
 		select {
-		case <-hard:
+		case <-r.hard.done():
 			return nil, nil
 		default:
 		}
 		process := r.newProcess()
 		logPath := filepath.Join(r.dir, "workers", fmt.Sprintf("w%d-p%d.stderr.log", slot+1, process))
-		w, err := startWorker(host, slot, process, r.cfg.WorkerArgv, logPath)
+		w, err := startWorker(r.hosts[slot], slot, process, r.cfg.WorkerArgv, logPath)
 		if err != nil {
 			return nil, err
 		}
-		s := &session{r: r, w: w, hard: hard, key: r.cfg.Workload.Key}
-		if err := s.init(slot); err != nil {
+		s := &session{r: r, w: w, key: r.cfg.Workload.Key}
+		if err := s.init(); err != nil {
 			w.kill()
 			var refused refusedError
 			if errors.As(err, &refused) && !r.initOK.Load() {

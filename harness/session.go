@@ -15,6 +15,22 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
+// session is one worker process's life: it drives the workload's lock cycles through
+// the worker and owns the process's history entries.
+type session struct {
+	r   *runner
+	w   *worker
+	key string
+
+	// cycle is the lock cycle in progress (nil between cycles): whether the worker
+	// holds the lock is the cycle's to say.
+	cycle *workloads.Cycle
+	// step is the request in flight, if any (the key and mode its ops carry).
+	step workloads.Step
+	// dead: the process crashed or must not be used again (after info).
+	dead bool
+}
+
 // end stops the session's worker: politely unless it is dead.
 func (s *session) end() {
 	s.r.workerEnded(s.w.slot)
@@ -25,43 +41,34 @@ func (s *session) end() {
 	}
 }
 
-// session is one worker process's life: it owns the process's history entries.
-type session struct {
-	r    *runner
-	w    *worker
-	hard <-chan struct{}
-	key  string
-
-	holding bool
-	mode    string
-	// opKey is the key of the op in flight (the lock's key, or the counter's).
-	opKey string
-	// dead: the process crashed or must not be used again (after info).
-	dead bool
+// publish makes the worker's place in its cycle visible to the nemesis and the orphan
+// watch.
+func (s *session) publish() {
+	state := workloads.Between
+	if s.cycle != nil {
+		state = s.cycle.State()
+	}
+	s.w.setState(state)
 }
 
-// setHolding tracks whether the worker certainly holds the lock, for the loop and
-// for the nemesis (which aims at the holder).
-func (s *session) setHolding(v bool) {
-	s.holding = v
-	s.w.holding.Store(v)
-}
-
+// op builds an op of the request in flight.
 func (s *session) op(t histories.Type, f string) histories.Op {
-	key, mode := s.opKey, s.mode
-	if key == "" {
-		key = s.key
+	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.step.Key, Mode: s.step.Mode}
+}
+
+// lockOp builds an op on the lock's own key, in the cycle's mode.
+func (s *session) lockOp(t histories.Type, f string) histories.Op {
+	op := histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.key}
+	if s.cycle != nil {
+		op.Mode = s.cycle.Mode()
 	}
-	if key != s.key {
-		mode = ""
-	}
-	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: key, Mode: mode}
+	return op
 }
 
 // init sends the init request; it is not part of the history.
-func (s *session) init(slot int) error {
+func (s *session) init() error {
 	wl := s.r.cfg.Workload
-	_, err := s.w.send(workloads.Request{
+	id, err := s.w.send(workloads.Request{
 		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
 		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.process,
 		CounterPath: s.r.counterPath(), Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
@@ -69,7 +76,7 @@ func (s *session) init(slot int) error {
 	if err != nil {
 		return err
 	}
-	reply, crashed := s.await(2*s.r.cfg.SessionTimeout + 10*time.Second)
+	reply, crashed := s.await(id, s.r.cfg.InitReplyLimit())
 	if crashed != nil {
 		return crashed
 	}
@@ -85,10 +92,11 @@ func (s *session) init(slot int) error {
 	return nil
 }
 
-// await waits for the reply to the request in flight, handling events meanwhile. It
-// returns a non-nil error when the worker crashed, did not answer within limit, or the
-// run ended hard; the worker is then unusable.
-func (s *session) await(limit time.Duration) (workloads.Message, error) {
+// await waits for the reply to request id, handling events meanwhile. It returns a
+// non-nil error when the worker crashed, broke the protocol (a reply to another
+// request), did not answer within limit, or the run ended hard; the worker is then
+// unusable.
+func (s *session) await(id int64, limit time.Duration) (workloads.Message, error) {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
@@ -101,13 +109,41 @@ func (s *session) await(limit time.Duration) (workloads.Message, error) {
 				s.event(m.msg, true)
 				continue
 			}
+			if *m.msg.ID != id {
+				return workloads.Message{}, s.violation(m, fmt.Sprintf("a reply with id %d while request %d was in flight", *m.msg.ID, id))
+			}
 			return m.msg, nil
 		case <-timer.C:
 			return workloads.Message{}, fmt.Errorf("no reply within %s", limit)
-		case <-s.hard:
+		case <-s.hard():
 			return workloads.Message{}, errors.New("run ended before the reply came")
 		}
 	}
+}
+
+func (s *session) hard() <-chan struct{} { return s.r.hard.done() }
+
+// unrequested handles a message that came with no request in flight: an event, a
+// crash, or a reply nobody asked for (a protocol violation: the worker is treated
+// as crashed). It reports whether the worker is still usable.
+func (s *session) unrequested(m workerMsg) bool {
+	switch {
+	case m.crashed != nil:
+		s.crash("", m.crashed)
+	case m.msg.Event == "":
+		s.crash("", s.violation(m, fmt.Sprintf("a reply with id %d while no request was in flight", *m.msg.ID)))
+	default:
+		s.event(m.msg, false)
+	}
+	return !s.dead
+}
+
+// violation logs a worker's breach of the protocol and returns it as the error that
+// ends the worker.
+func (s *session) violation(m workerMsg, what string) error {
+	err := fmt.Errorf("protocol violation: %s: %s", what, truncate(bytes.TrimSpace(m.line), 200))
+	s.r.logf("worker %d: %v", s.w.process, err)
+	return err
 }
 
 // event handles an event from the worker.
@@ -115,18 +151,19 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 	if m.Event != workloads.EventLost {
 		return
 	}
-	if !s.holding || inFlight {
+	if inFlight || s.cycle == nil || s.cycle.State() != workloads.Holding {
 		// Nothing certain to end: the op in flight (if any) decides.
 		s.r.logf("worker %d: lost event while not holding (ignored): %s", s.w.process, m.Error)
 		return
 	}
-	inv := s.op(histories.Invoke, histories.FRelease)
+	inv := s.lockOp(histories.Invoke, histories.FRelease)
 	inv.Lost, inv.Error = true, m.Error
 	s.r.rec.record(inv)
-	done := s.op(histories.OK, histories.FRelease)
+	done := s.lockOp(histories.OK, histories.FRelease)
 	done.Lost, done.Error = true, m.Error
 	s.r.rec.record(done)
-	s.setHolding(false)
+	s.cycle.Lost()
+	s.publish()
 }
 
 // crash records the end of a worker that died or must be abandoned: its open op
@@ -139,45 +176,39 @@ func (s *session) crash(openOp string, why error) {
 		op.Error = why.Error()
 		s.r.rec.record(op)
 	}
-	// A hold that was on ends at some unknown time from now. (The open op was on the
-	// lock's key if it was a release; if it was a counter read or write, the lock is
-	// still held and released here, on the lock's key.)
-	if s.holding && (openOp == "" || s.opKey != s.key) {
-		s.opKey = s.key
-		s.r.rec.record(s.op(histories.Invoke, histories.FRelease))
-		op := s.op(histories.Info, histories.FRelease)
+	// A hold that was on ends at some unknown time from now. (When the open op was on
+	// the lock's key it settles the hold; a counter read or write leaves the lock held,
+	// released here on the lock's key.)
+	if s.cycle != nil && s.cycle.State() == workloads.Holding && (openOp == "" || s.step.Key != s.key) {
+		s.r.rec.record(s.lockOp(histories.Invoke, histories.FRelease))
+		op := s.lockOp(histories.Info, histories.FRelease)
 		op.Error = why.Error()
 		s.r.rec.record(op)
 	}
-	s.opKey = s.key
-	s.holding = false
-	s.w.holding.Store(false)
+	s.cycle = nil
+	s.step = workloads.Step{}
+	s.publish()
 }
 
-// call performs one recorded lock operation and returns the reply type ("" when the
-// worker crashed or did not answer).
-func (s *session) call(f string, req workloads.Request, limit time.Duration) string {
-	reply, _ := s.callOn(s.key, f, nil, req, limit)
-	return reply.Type
-}
-
-// callOn performs one recorded operation on key: invoke (with value), request, and
-// the completion the reply says. A crash completes the op as info.
-func (s *session) callOn(key, f string, value json.RawMessage, req workloads.Request, limit time.Duration) (workloads.Message, bool) {
-	s.opKey = key
-	inv := s.op(histories.Invoke, f)
-	inv.Value = value
+// do performs one recorded request step: invoke (with its value), request, and the
+// completion the reply says; the cycle hears the reply. A crash completes the op as
+// info; an info reply makes the worker unusable.
+func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Message, bool) {
+	s.step = step
+	inv := s.op(histories.Invoke, step.F)
+	inv.Value = step.Value
 	s.r.rec.record(inv)
-	if _, err := s.w.send(req); err != nil {
-		s.crash(f, fmt.Errorf("write to worker: %w", err))
-		return workloads.Message{}, false
-	}
-	reply, err := s.await(limit)
+	id, err := s.w.send(step.Request)
 	if err != nil {
-		s.crash(f, err)
+		s.crash(step.F, fmt.Errorf("write to worker: %w", err))
 		return workloads.Message{}, false
 	}
-	op := s.op(histories.Type(reply.Type), f)
+	reply, err := s.await(id, limit)
+	if err != nil {
+		s.crash(step.F, err)
+		return workloads.Message{}, false
+	}
+	op := s.op(histories.Type(reply.Type), step.F)
 	op.Error = reply.Error
 	if reply.Type == workloads.ReplyOK {
 		switch {
@@ -188,61 +219,49 @@ func (s *session) callOn(key, f string, value json.RawMessage, req workloads.Req
 		}
 	}
 	s.r.rec.record(op)
-	s.opKey = s.key
+	s.step = workloads.Step{}
 	if reply.Type == workloads.ReplyInfo {
 		s.dead = true
 	}
+	s.cycle.Done(reply)
+	s.publish()
 	return reply, true
 }
 
 // loop runs lock cycles until the run's time is up or the worker is unusable.
 func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	wl := s.r.cfg.Workload
-	// A recipe may need its session timeout more than once to answer honestly (gozk's
-	// timed-out acquire closes its session and opens a new one before replying).
-	limit := wl.AcquireTimeout + 3*s.r.cfg.SessionTimeout + 5*time.Second
+	limit := s.r.cfg.ReplyLimit(wl.AcquireTimeout)
 	for ctx.Err() == nil && !s.dead {
-		plan := wl.Next(rng)
-		s.mode = plan.Request.Mode
-		if s.call(histories.FAcquire, plan.Request, limit) != workloads.ReplyOK {
-			continue
-		}
-		s.setHolding(true)
-		depth := 1
-		// Reentrant: acquire again while holding.
-		for depth < plan.Depth && !s.dead && s.holding {
-			if s.call(histories.FAcquire, plan.Request, limit) != workloads.ReplyOK {
-				break
-			}
-			depth++
-		}
-		// The counter workload's critical section is read, think (the hold), write:
-		// a holder paused or cut off while thinking writes a stale value unless fenced.
-		var read *int64
-		if wl.Kind == workloads.Counter && !s.dead && s.holding {
-			read = s.readCounter(limit)
-		}
-		if !s.dead && s.holding {
-			s.hold(plan.Hold)
-		}
-		if read != nil && !s.dead && s.holding {
-			s.writeCounter(*read+1, limit)
-		}
-		for depth > 0 && !s.dead && s.holding {
-			if depth == 1 {
-				// The certain part of the hold ends when the outermost release is invoked.
-				s.w.holding.Store(false)
-			}
-			reply := s.call(histories.FRelease, workloads.Request{Op: workloads.OpRelease}, limit)
-			depth--
-			if reply != workloads.ReplyOK {
-				break // a failed release ends the hold: the lock was already lost
-			}
-		}
+		s.runCycle(wl.NewCycle(rng), func(workloads.Step) time.Duration { return limit })
 		if !s.dead {
-			s.setHolding(false)
 			s.think(wl.Think(rng))
 		}
+	}
+}
+
+// runCycle drives one lock cycle to its end (or the worker's); limit says how long
+// each request's reply may take.
+func (s *session) runCycle(c *workloads.Cycle, limit func(workloads.Step) time.Duration) {
+	s.cycle = c
+	defer func() {
+		s.cycle = nil
+		s.publish()
+	}()
+	for !s.dead {
+		step, more := c.Next()
+		s.publish()
+		if !more {
+			return
+		}
+		if step.IsHold() {
+			s.hold(step.Hold)
+			if s.cycle != nil {
+				c.Done(workloads.Message{})
+			}
+			continue
+		}
+		s.do(step, limit(step))
 	}
 }
 
@@ -253,8 +272,8 @@ func (s *session) think(d time.Duration) {
 		return
 	}
 	s.w.idleSpells.Add(1)
-	s.w.idle.Store(true)
-	defer s.w.idle.Store(false)
+	s.w.setState(workloads.Thinking)
+	defer s.publish()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
@@ -262,31 +281,13 @@ func (s *session) think(d time.Duration) {
 		case <-timer.C:
 			return
 		case m := <-s.w.msgs:
-			if m.crashed != nil {
-				s.crash("", m.crashed)
+			if !s.unrequested(m) {
 				return
 			}
-			s.event(m.msg, false)
-		case <-s.hard:
+		case <-s.hard():
 			return
 		}
 	}
-}
-
-// readCounter reads the counter; nil unless the read succeeded.
-func (s *session) readCounter(limit time.Duration) *int64 {
-	reply, ok := s.callOn(workloads.CounterKey, histories.FRead, nil, workloads.Request{Op: workloads.OpRead}, limit)
-	if !ok || reply.Type != workloads.ReplyOK || reply.Value == nil {
-		return nil
-	}
-	return reply.Value
-}
-
-// writeCounter writes next to the counter (fenced or not, as the worker was told at
-// init).
-func (s *session) writeCounter(next int64, limit time.Duration) {
-	_, _ = s.callOn(workloads.CounterKey, histories.FWrite, strconv.AppendInt(nil, next, 10),
-		workloads.Request{Op: workloads.OpWrite, Value: &next}, limit)
 }
 
 // hold sleeps while holding, handling events; the worker may crash or report lost.
@@ -308,7 +309,7 @@ func (s *session) hold(d time.Duration) {
 			if !s.heldAfter(m) {
 				return
 			}
-		case <-s.hard:
+		case <-s.hard():
 			s.crash("", errors.New("run ended while holding"))
 			return
 		}
@@ -318,12 +319,7 @@ func (s *session) hold(d time.Duration) {
 // heldAfter handles a message that came while holding (a crash, or an event such as
 // lost) and says whether the worker still holds.
 func (s *session) heldAfter(m workerMsg) bool {
-	if m.crashed != nil {
-		s.crash("", m.crashed)
-		return false
-	}
-	s.event(m.msg, false)
-	return s.holding
+	return s.unrequested(m) && s.cycle != nil && s.cycle.State() == workloads.Holding
 }
 
 // resumeMidHold waits, without handling the worker's events, until a worker stopped
@@ -344,7 +340,7 @@ func (s *session) resumeMidHold() {
 	}
 	for processStopped(s.w.Pid()) {
 		select {
-		case <-s.hard:
+		case <-s.hard():
 			return
 		case <-time.After(2 * time.Millisecond):
 		}

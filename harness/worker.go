@@ -19,7 +19,9 @@ import (
 // workerMsg is what a worker's stdout produced: a protocol message, or the reason the
 // worker is considered crashed (EOF, a malformed line, exit).
 type workerMsg struct {
-	msg     workloads.Message
+	msg workloads.Message
+	// line is the message as the worker wrote it (for protocol violations).
+	line    []byte
 	crashed error
 }
 
@@ -35,12 +37,9 @@ type worker struct {
 	exited  chan struct{}
 	nextID  int64
 
-	// holding is set while the worker certainly holds the lock (from its acquire's ok
-	// to its release's invoke, a lost event or its crash); the nemesis aims at it.
-	holding atomic.Bool
-	// idle is set while the worker thinks between two lock cycles (nothing in
-	// flight, nothing held): its next request is an acquire.
-	idle atomic.Bool
+	// state is where the worker stands in its lock cycle (a workloads.State),
+	// published by its session for the nemesis and the orphan watch.
+	state atomic.Int32
 	// idleSpells counts the worker's thinking spells, so that two observations of an
 	// idle worker can tell whether it thought all along.
 	idleSpells atomic.Int64
@@ -107,7 +106,7 @@ func (w *worker) read(stdout io.Reader) {
 					onSession(msg.SessionID)
 				}
 			}
-			w.msgs <- workerMsg{msg: msg}
+			w.msgs <- workerMsg{msg: msg, line: line}
 			continue
 		}
 		if err == nil {
@@ -139,6 +138,11 @@ func (w *worker) send(req workloads.Request) (int64, error) {
 	_, err = w.stdin.Write(append(line, '\n'))
 	return req.ID, err
 }
+
+// State says where the worker stands in its lock cycle.
+func (w *worker) State() workloads.State { return workloads.State(w.state.Load()) }
+
+func (w *worker) setState(s workloads.State) { w.state.Store(int32(s)) }
 
 // Pid is the worker's OS process id.
 func (w *worker) Pid() int { return w.cmd.Process.Pid }

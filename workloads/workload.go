@@ -9,37 +9,6 @@ import (
 	"time"
 )
 
-// Kind names a workload; it is also the "kind" sent to workers in init.
-type Kind string
-
-// The lock workloads.
-const (
-	Mutex     Kind = "mutex"
-	Semaphore Kind = "semaphore"
-	RWLock    Kind = "rwlock"
-	// Reentrant: a worker acquires the lock again while holding it (nested), then
-	// releases as often as it acquired.
-	Reentrant Kind = "reentrant"
-	// Counter: a mutex whose holder reads a counter znode and writes it back plus one.
-	Counter Kind = "counter"
-)
-
-// Kinds lists every workload.
-func Kinds() []Kind { return []Kind{Mutex, Semaphore, RWLock, Reentrant, Counter} }
-
-// CounterKey is the history key of the counter workload's reads and writes.
-const CounterKey = "counter"
-
-// ParseKind checks a workload name.
-func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds() {
-		if string(k) == s {
-			return k, nil
-		}
-	}
-	return "", fmt.Errorf("unknown workload %q (want mutex, semaphore, rwlock, reentrant or counter)", s)
-}
-
 // Config describes a lock workload: every worker loops acquire (with a timeout), hold
 // a random time, release.
 type Config struct {
@@ -73,7 +42,7 @@ func (c Config) Defaults() Config {
 		c.Kind = Mutex
 	}
 	if c.Permits == 0 {
-		c.Permits = 1
+		c.Permits = c.Kind.DefaultPermits()
 	}
 	if c.Key == "" {
 		c.Key = "l0"

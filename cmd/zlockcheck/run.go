@@ -185,7 +185,7 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	if err := cfg.Validate(); err != nil {
 		return cfg, models.Config{}, err
 	}
-	return cfg, models.Config{Kind: modelFor(kind), Permits: cfg.Workload.Permits, Timeout: o.checkTO}, nil
+	return cfg, models.Config{Kind: kind.Model(), Permits: cfg.Workload.Permits, Timeout: o.checkTO}, nil
 }
 
 // errRunBroke: the run broke down, though what it recorded checks valid.
@@ -396,20 +396,6 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// modelFor maps a workload to the model that checks its lock key (the counter
-// workload's counter key is checked as a register whatever the model).
-func modelFor(k workloads.Kind) models.Kind {
-	switch k {
-	case workloads.Semaphore:
-		return models.Semaphore
-	case workloads.RWLock:
-		return models.RWLock
-	case workloads.Reentrant:
-		return models.Reentrant
-	}
-	return models.Mutex
 }
 
 func verdictCode(v models.Verdict) int {

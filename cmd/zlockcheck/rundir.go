@@ -73,7 +73,7 @@ func jsonErrorWithLine(data []byte, err error) error {
 
 // modelConfig is the model a stored run's lock key is checked with.
 func (sr storedRun) modelConfig(timeout time.Duration) models.Config {
-	return models.Config{Kind: modelFor(sr.cfg.Workload.Kind), Permits: sr.cfg.Workload.Permits, Timeout: timeout}
+	return models.Config{Kind: sr.cfg.Workload.Kind.Model(), Permits: sr.cfg.Workload.Permits, Timeout: timeout}
 }
 
 // recheck checks a stored run's history again and rewrites its report files.

@@ -1,0 +1,201 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Config is everything one run needs. It is written to the run directory as
+// config.json, so a run can be repeated from its directory alone.
+type Config struct {
+	// RunID is set by Run: it names this run's namespaces (zlc<RunID>...) and its
+	// ZooKeeper paths (/zlc/<RunID>/...).
+	RunID string `json:"run_id"`
+	// Name is the test's name: runs are stored under Store/Name/<timestamp>.
+	Name string `json:"name"`
+	// Store is the directory that holds all runs.
+	Store string `json:"store"`
+	// Nodes is the ensemble size.
+	Nodes int `json:"nodes"`
+	// ZKHome is a ZooKeeper install to use instead of Debian's package.
+	ZKHome string `json:"zk_home,omitempty"`
+	// Workers is the number of concurrent worker processes.
+	Workers int `json:"workers"`
+	// Duration is how long the workload runs.
+	Duration time.Duration `json:"duration_ns"`
+	// Seed drives every random choice of the harness (hold times, modes, faults).
+	Seed int64 `json:"seed"`
+	// SessionTimeout is the ZooKeeper session timeout workers ask for.
+	SessionTimeout time.Duration `json:"session_timeout_ns"`
+	// Tick, InitLimit, SyncLimit are the servers' timing knobs.
+	Tick      time.Duration `json:"tick_ns"`
+	InitLimit int           `json:"init_limit"`
+	SyncLimit int           `json:"sync_limit"`
+	// NoForceSync runs the servers with forceSync=no (see EnsembleConfig): a weaker
+	// durability model, for throughput experiments only.
+	NoForceSync bool `json:"no_force_sync,omitempty"`
+	// ServerHeap is each server's JVM heap (e.g. "256m", the default) and ServerFullJIT
+	// lets their JVMs use C2 (see EnsembleConfig): knobs for the tuning benchmark.
+	ServerHeap    string `json:"server_heap,omitempty"`
+	ServerFullJIT bool   `json:"server_full_jit,omitempty"`
+	// Recipe names the lock implementation under test (for the record).
+	Recipe string `json:"recipe"`
+	// WorkerArgv is the command line of one worker process.
+	WorkerArgv []string `json:"worker_argv"`
+	// Workload says what each worker does.
+	Workload workloads.Config `json:"workload"`
+	// Baseline, when set, runs a plain go-zookeeper lock loop with as many goroutines
+	// as workers for as long as the workload, on the same ensemble after the workload:
+	// the yardstick for the harness's overhead (see BENCHMARKS.md).
+	Baseline bool `json:"baseline,omitempty"`
+	// Nemesis lists the fault classes to inject (none: no faults).
+	Nemesis []nemesis.Class `json:"nemesis"`
+	// NemesisInterval is the mean quiet time between faults.
+	NemesisInterval time.Duration `json:"nemesis_interval_ns"`
+	// ServerTargets, ClientTargets and Shapes restrict the nemesis's choices (empty:
+	// any).
+	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
+	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
+	Shapes        []nemesis.Shape        `json:"partition_shapes,omitempty"`
+	// FinalPhase: after the workload and healing, every worker must acquire once.
+	FinalPhase bool `json:"final_phase"`
+	// StallAfter ends the workload early, for the final phase to judge, when workers
+	// kept trying and none acquired the lock for this long: a deadlock (an orphan
+	// node) is then reported in seconds instead of at the end of a long run. Zero
+	// picks the longest fault hold plus the final phase's bound; negative disables it.
+	StallAfter time.Duration `json:"stall_after_ns"`
+	// OrphanAfter is how long the lowest lock node may belong to a worker that holds
+	// nothing and asks for nothing, or waits behind it with a newer node of its own,
+	// before the harness calls it a blocking orphan: during the workload that ends the
+	// workload early; in the final phase, half of it (every worker has asked for the
+	// lock, no fault is active) ends the final phase with a liveness failure (see
+	// orphans.go). Zero picks the session timeout; negative disables it.
+	OrphanAfter time.Duration `json:"orphan_after_ns"`
+	// Log receives progress lines; nil discards them.
+	Log io.Writer `json:"-"`
+	// Progress, when set, is called about every second while the workload runs (and
+	// once at its end) with a snapshot for a live status line.
+	Progress func(Progress) `json:"-"`
+}
+
+// Defaults fills the unset fields of c.
+func (c Config) Defaults() Config {
+	if c.Store == "" {
+		c.Store = "store"
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Workers == 0 {
+		c.Workers = 5
+	}
+	if c.Duration == 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.Tick == 0 {
+		c.Tick = DefaultTick
+	}
+	if c.InitLimit == 0 {
+		c.InitLimit = DefaultInitLimit
+	}
+	if c.SyncLimit == 0 {
+		c.SyncLimit = DefaultSyncLimit
+	}
+	c.Workload = c.Workload.Defaults()
+	if c.Name == "" {
+		c.Name = fmt.Sprintf("%s-%s", c.Recipe, c.Workload.Kind)
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.Workload.Kind == workloads.Counter && c.Workload.WriteRetry == 0 {
+		c.Workload.WriteRetry = 2 * c.SessionTimeout
+	}
+	if c.OrphanAfter == 0 {
+		c.OrphanAfter = c.SessionTimeout
+	}
+	if c.StallAfter == 0 {
+		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
+		c.StallAfter = longest + c.FinalBound()
+	}
+	return c
+}
+
+// Validate reports a configuration that cannot run, naming the field.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1 || c.Nodes > 9:
+		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
+	case c.Workers < 1 || c.Workers > 250:
+		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
+	case c.Duration <= 0:
+		return fmt.Errorf("time: want > 0, got %s", c.Duration)
+	case c.SessionTimeout < 2*c.Tick:
+		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
+	case len(c.WorkerArgv) == 0:
+		return errors.New("worker command: empty")
+	case strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..":
+		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
+	case c.ServerHeap != "" && !isHeapSize(c.ServerHeap):
+		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
+	}
+	return c.Workload.Validate()
+}
+
+// isHeapSize reports whether s is a JVM -Xmx size: a number with an optional k, m
+// or g.
+func isHeapSize(s string) bool {
+	digits := strings.TrimRight(s, "kKmMgG")
+	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '0' {
+		return false
+	}
+	return strings.Trim(digits, "0123456789") == ""
+}
+
+// The run's timing bounds, each derived from the configuration in one place.
+
+// ReplyLimit is how long the harness waits for a worker's reply to a request that may
+// itself wait up to wait (an acquire's timeout): a recipe may need its session timeout
+// more than once to answer honestly (gozk's timed-out acquire closes its session and
+// opens a new one before replying).
+func (c Config) ReplyLimit(wait time.Duration) time.Duration {
+	return wait + 3*c.SessionTimeout + 5*time.Second
+}
+
+// InitReplyLimit is how long a new worker may take to answer init (start its runtime,
+// connect, open its session).
+func (c Config) InitReplyLimit() time.Duration { return 2*c.SessionTimeout + 10*time.Second }
+
+// FinalBound is how long a final acquire may take: long enough for the sessions of
+// crashed workers to expire and for every worker to take its turn.
+func (c Config) FinalBound() time.Duration {
+	return 3*c.SessionTimeout + time.Duration(c.Workers)*(c.Workload.HoldMax+250*time.Millisecond)
+}
+
+// FinalLimit is how long the final phase waits for every worker's final cycle before
+// it judges anyway (a worker still finishing its last workload cycle starts its final
+// one late).
+func (c Config) FinalLimit() time.Duration {
+	return c.Workload.AcquireTimeout + 6*c.SessionTimeout + c.FinalBound() + 10*time.Second
+}
+
+// RecoverBound is how long the ensemble may take to serve again once every fault was
+// healed, before the final phase.
+func (c Config) RecoverBound() time.Duration { return 3*c.SessionTimeout + 30*time.Second }
+
+// DrainGrace is how long in-flight ops may take to finish after the run's end before
+// their workers are killed: an acquire may wait its timeout.
+func (c Config) DrainGrace() time.Duration { return c.ReplyLimit(c.Workload.AcquireTimeout) }
+
+// MaxSessionTimeout is the servers' maxSessionTimeout: room for the workers' session
+// timeout, and never under ZooKeeper's usual 60 s.
+func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2*c.SessionTimeout) }

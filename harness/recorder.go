@@ -1,0 +1,58 @@
+package harness
+
+import (
+	"sync"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+)
+
+// recorder stamps ops with the run's monotonic clock and appends them to the history.
+type recorder struct {
+	w     *histories.Writer
+	start time.Time
+
+	mu       sync.Mutex
+	firstErr error
+	// lastAttempt and lastGrant are the times (ns since start) of the latest acquire
+	// invoked and the latest acquire granted, for the stall watchdog.
+	lastAttempt, lastGrant int64
+	// st tallies ops for Status.
+	st status
+}
+
+func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
+
+// record appends op at the current time.
+func (r *recorder) record(op histories.Op) {
+	op.Time = r.now()
+	_, err := r.w.Append(op)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil && r.firstErr == nil {
+		r.firstErr = err
+	}
+	r.st.observe(op)
+	if !op.Process.Nemesis && op.F == histories.FAcquire {
+		switch op.Type {
+		case histories.Invoke:
+			r.lastAttempt = op.Time
+		case histories.OK:
+			r.lastGrant = op.Time
+		}
+	}
+}
+
+// sinceGrant says how long ago the lock was last granted (or the run started), and
+// whether an acquire was attempted since.
+func (r *recorder) sinceGrant() (time.Duration, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Duration(r.now() - r.lastGrant), r.lastAttempt > r.lastGrant
+}
+
+func (r *recorder) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.firstErr
+}
