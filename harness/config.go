@@ -84,32 +84,30 @@ type Config struct {
 	Progress func(Progress) `json:"-"`
 }
 
-// Defaults fills the unset fields of c.
+// DefaultConfig is a run's configuration before a flag or a run file changes it: the
+// one place the defaults live (the CLI's flags show them, Defaults fills the zero
+// fields of a Config from them). FinalPhase is on by default, but a bool cannot be
+// filled in: a Config built by hand says what it wants.
+func DefaultConfig() Config {
+	return Config{
+		Store: "store", Nodes: 3, Workers: 5, Duration: 30 * time.Second,
+		SessionTimeout: DefaultSessionTimeout, Tick: DefaultTick, InitLimit: DefaultInitLimit, SyncLimit: DefaultSyncLimit,
+		NemesisInterval: nemesis.DefaultInterval, FinalPhase: true, Workload: workloads.DefaultConfig(),
+	}
+}
+
+// Defaults fills the unset fields of c from DefaultConfig, and the fields derived from
+// others (the name, the counter's write retry, the orphan and stall watches' bounds).
 func (c Config) Defaults() Config {
-	if c.Store == "" {
-		c.Store = "store"
-	}
-	if c.Nodes == 0 {
-		c.Nodes = 3
-	}
-	if c.Workers == 0 {
-		c.Workers = 5
-	}
-	if c.Duration == 0 {
-		c.Duration = 30 * time.Second
-	}
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.Tick == 0 {
-		c.Tick = DefaultTick
-	}
-	if c.InitLimit == 0 {
-		c.InitLimit = DefaultInitLimit
-	}
-	if c.SyncLimit == 0 {
-		c.SyncLimit = DefaultSyncLimit
-	}
+	d := DefaultConfig()
+	fill(&c.Store, d.Store)
+	fill(&c.Nodes, d.Nodes)
+	fill(&c.Workers, d.Workers)
+	fill(&c.Duration, d.Duration)
+	fill(&c.SessionTimeout, d.SessionTimeout)
+	fill(&c.Tick, d.Tick)
+	fill(&c.InitLimit, d.InitLimit)
+	fill(&c.SyncLimit, d.SyncLimit)
 	c.Workload = c.Workload.Defaults()
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("%s-%s", c.Recipe, c.Workload.Kind)
@@ -117,17 +115,23 @@ func (c Config) Defaults() Config {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-	if c.Workload.Kind == workloads.Counter && c.Workload.WriteRetry == 0 {
+	if c.Workload.Kind.HasCounter() && c.Workload.WriteRetry == 0 {
 		c.Workload.WriteRetry = 2 * c.SessionTimeout
 	}
-	if c.OrphanAfter == 0 {
-		c.OrphanAfter = c.SessionTimeout
-	}
+	fill(&c.OrphanAfter, c.SessionTimeout)
 	if c.StallAfter == 0 {
 		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
 		c.StallAfter = longest + c.FinalBound()
 	}
 	return c
+}
+
+// fill sets *field to def when it is the zero value.
+func fill[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
 }
 
 // Validate reports a configuration that cannot run, naming the field.

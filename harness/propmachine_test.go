@@ -557,9 +557,11 @@ func (m *machine) sessionAlive(c *pclient) bool {
 	return m.env.ens.liveSessions(ctx)[c.session()]
 }
 
-// replyBound is how long a worker may take to answer an op with timeout d: a recipe
-// may need its session timeout more than once to answer honestly (as in the harness).
-func (m *machine) replyBound(d time.Duration) time.Duration { return d + 3*m.st + 5*time.Second }
+// replyBound is how long a worker may take to answer an op with timeout d, as in the
+// harness (Config.ReplyLimit).
+func (m *machine) replyBound(d time.Duration) time.Duration {
+	return Config{SessionTimeout: m.st}.ReplyLimit(d)
+}
 
 // await waits for the client's op in flight; a worker that does not answer within
 // limit is killed (its op completes as info).

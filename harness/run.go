@@ -301,6 +301,7 @@ func (r *runner) drain(ctx context.Context, w *workload) {
 	r.out.Elapsed = time.Since(r.rec.start)
 	r.out.Interrupted = ctx.Err() != nil
 	r.fail(r.rec.err(), "history")
+	r.fail(r.violationsError(), "")
 	if !r.out.Interrupted {
 		r.fail(r.recordCounterFinal(context.Background()), "")
 	}

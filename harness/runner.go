@@ -58,8 +58,10 @@ type runner struct {
 	// broke is set when a slot broke down (its workers would not start).
 	broke atomic.Bool
 
-	mu          sync.Mutex
-	errs        []error
+	mu   sync.Mutex
+	errs []error
+	// violations are the workers' breaches of the protocol, in order.
+	violations  []string
 	nextProcess int
 	finals      map[int]finalResult
 	// sessions maps every session id a worker reported to its process.
@@ -86,6 +88,24 @@ func (r *runner) err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return errors.Join(r.errs...)
+}
+
+// violated notes a worker's breach of the worker protocol (the worker is treated as
+// crashed); the run then fails with the first of them named (violationsError).
+func (r *runner) violated(process int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violations = append(r.violations, fmt.Sprintf("worker process %d: %v", process, err))
+}
+
+// violationsError says how many protocol violations the workers made, and the first.
+func (r *runner) violationsError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.violations) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the workers broke the worker protocol %d times (each such worker was treated as crashed); the first: %s", len(r.violations), r.violations[0])
 }
 
 // latch is a channel closed once, by whoever comes first.

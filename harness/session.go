@@ -143,6 +143,7 @@ func (s *session) unrequested(m workerMsg) bool {
 func (s *session) violation(m workerMsg, what string) error {
 	err := fmt.Errorf("protocol violation: %s: %s", what, truncate(bytes.TrimSpace(m.line), 200))
 	s.r.logf("worker %d: %v", s.w.process, err)
+	s.r.violated(s.w.process, err)
 	return err
 }
 

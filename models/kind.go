@@ -45,7 +45,7 @@ func ParseKind(s string) (Kind, error) {
 }
 
 // DefaultTimeout is the porcupine budget per key when Config.Timeout is 0.
-const DefaultTimeout = 10 * time.Second
+const DefaultTimeout = 60 * time.Second
 
 // Config says how to check a history.
 type Config struct {

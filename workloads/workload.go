@@ -36,28 +36,40 @@ type Config struct {
 	WriteRetry time.Duration
 }
 
-// Defaults fills unset fields.
+// DefaultConfig is a workload before a flag or a run file changes it: the one place
+// its defaults live. Permits 0 stands for the kind's own default (DefaultPermits).
+func DefaultConfig() Config {
+	return Config{Kind: Mutex, Key: "l0", AcquireTimeout: 2 * time.Second, HoldMin: time.Millisecond, HoldMax: 50 * time.Millisecond,
+		ReadFraction: 0.7, MaxDepth: 3}
+}
+
+// Defaults fills unset fields from DefaultConfig (a hold range of its own when
+// HoldMax is unset; holds of at least a millisecond, or HoldMax if shorter).
 func (c Config) Defaults() Config {
+	d := DefaultConfig()
 	if c.Kind == "" {
-		c.Kind = Mutex
+		c.Kind = d.Kind
 	}
 	if c.Permits == 0 {
 		c.Permits = c.Kind.DefaultPermits()
 	}
 	if c.Key == "" {
-		c.Key = "l0"
+		c.Key = d.Key
 	}
 	if c.AcquireTimeout == 0 {
-		c.AcquireTimeout = 2 * time.Second
+		c.AcquireTimeout = d.AcquireTimeout
 	}
 	if c.HoldMax == 0 {
-		c.HoldMin, c.HoldMax = time.Millisecond, 50*time.Millisecond
+		c.HoldMin, c.HoldMax = d.HoldMin, d.HoldMax
+	}
+	if c.HoldMin == 0 {
+		c.HoldMin = min(d.HoldMin, c.HoldMax)
 	}
 	if c.ReadFraction == 0 {
-		c.ReadFraction = 0.7
+		c.ReadFraction = d.ReadFraction
 	}
 	if c.MaxDepth == 0 {
-		c.MaxDepth = 3
+		c.MaxDepth = d.MaxDepth
 	}
 	return c
 }

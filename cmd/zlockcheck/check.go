@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
@@ -19,16 +18,17 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		model   = fs.String("model", "mutex", "model of the lock keys: mutex, semaphore, rwlock, reentrant, knossos-mutex (read/write keys are checked as registers)")
 		permits = fs.Int("permits", 1, "semaphore permits")
 		format  = fs.String("format", "", "history format: jsonl or edn (default: from the file name)")
-		timeout = fs.Duration("timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
+		timeout = fs.Duration("check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
 		html    = fs.String("html", "", "write porcupine's visualization of any violation to this file")
 		parse   = fs.Bool("parse-only", false, "only load and validate the file (exit 0 when it loads); for benchmarks")
 		jsonOut = fs.Bool("json", false, "with a run directory: print results.json on stdout (the summary goes to stderr)")
 	)
+	deprecatedAlias(fs, "timeout", "check-timeout")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: zlockcheck check [flags] FILE|RUN_DIR\n\nA run directory is re-checked with its own model and its report files rewritten.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return exitError, err
 	}
 	if fs.NArg() != 1 {

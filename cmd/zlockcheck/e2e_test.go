@@ -299,3 +299,30 @@ func TestCuratorAndKazooSmoke(t *testing.T) {
 		})
 	}
 }
+
+// TestProtocolViolationIsNotAPass runs a correct recipe behind a proxy that answers
+// every release with the wrong id: the harness must treat each such reply as a crash
+// of its worker and the run must not pass (it did, unnoticed, before replies were
+// matched to their requests).
+func TestProtocolViolationIsNotAPass(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	proxy, err := filepath.Abs("testdata/wrong_release_id.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "exec", "--worker-cmd", "python3 "+proxy+" "+binary+" worker --recipe zlc-mutex",
+		"--time", "5s", "--seed", "3", "--workers", "2", "--store", store)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	if code != exitError {
+		t.Fatalf("exit %d, want %d (error: the workers broke the protocol)", code, exitError)
+	}
+	want := "a reply with id"
+	if !strings.Contains(stderr, "broke the worker protocol") || !strings.Contains(stderr, want) || !strings.Contains(stderr, `"type":"ok"`) {
+		t.Errorf("stderr does not name the violation and the line")
+	}
+	if setup, _ := readResults(t, store)["setup_error"].(string); !strings.Contains(setup, want) {
+		t.Errorf("results.json's setup_error does not name the violation: %q", setup)
+	}
+	assertNothingLeft(t, store)
+}

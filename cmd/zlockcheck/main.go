@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -104,4 +105,23 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("zlockcheck "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
+}
+
+// deprecatedAlias makes old another name of the flag now called name; parseFlags
+// warns when it is used.
+func deprecatedAlias(fs *flag.FlagSet, old, name string) {
+	fs.Var(fs.Lookup(name).Value, old, "deprecated: use --"+name)
+}
+
+// parseFlags parses args and warns about every deprecated alias they used.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "deprecated: use --") {
+			fmt.Fprintf(stderr, "warning: --%s is deprecated: use --%s\n", f.Name, strings.TrimPrefix(f.Usage, "deprecated: use --"))
+		}
+	})
+	return nil
 }

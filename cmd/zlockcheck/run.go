@@ -47,46 +47,48 @@ type runOptions struct {
 	keep                         string
 }
 
-// register defines the flags on fs.
+// register defines the flags on fs, with harness.DefaultConfig's defaults.
 func (o *runOptions) register(fs *flag.FlagSet) {
+	def := harness.DefaultConfig()
+	wl := def.Workload
 	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test (zlockcheck recipes lists them), or exec with --worker-cmd")
 	fs.BoolVar(&o.mutants, "allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
 	fs.BoolVar(&o.fenced, "fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
 	fs.StringVar(&o.workerCmd, "worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1)")
 	fs.StringVar(&o.workload, "workload", "", "workload: mutex, semaphore, rwlock, reentrant, counter (default: the recipe's first)")
-	fs.IntVar(&o.permits, "permits", 0, "semaphore permits (semaphore workload only; default 1)")
-	fs.DurationVar(&o.acquireTO, "acquire-timeout", 2*time.Second, "how long a worker waits for the lock")
-	fs.DurationVar(&o.holdMax, "hold-max", 50*time.Millisecond, "longest time a worker holds the lock")
+	fs.IntVar(&o.permits, "permits", 0, fmt.Sprintf("semaphore permits (semaphore workload only; default %d)", workloads.Semaphore.DefaultPermits()))
+	fs.DurationVar(&o.acquireTO, "acquire-timeout", wl.AcquireTimeout, "how long a worker waits for the lock")
+	fs.DurationVar(&o.holdMax, "hold-max", wl.HoldMax, "longest time a worker holds the lock")
 	fs.DurationVar(&o.thinkMax, "think-max", 0, "longest random pause of a worker between lock cycles (lets --nemesis-targets idle aim at an acquire's first steps)")
 	fs.DurationVar(&o.writeRetry, "write-retry", 0, "counter workload: how long a worker retries a write whose outcome is unknown (0: 2x the session timeout; negative: never)")
-	fs.DurationVar(&o.checkTO, "check-timeout", 60*time.Second, "budget of the linearizability search; past it the verdict is unknown")
+	fs.DurationVar(&o.checkTO, "check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&o.keep, "keep", "all", "runs to keep in the store: all, or failed (a valid run's directory is removed)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the final result (results.json) as JSON on stdout; the summary goes to stderr")
 	fs.StringVar(&o.nemesis, "nemesis", "none", "fault classes to inject, comma-separated, or none or all (see README)")
 	fs.StringVar(&o.targets, "nemesis-targets", "", "restrict fault targets: some of one,leader,minority,majority,all (servers) and random,holder,idle (clients); default any")
 	fs.StringVar(&o.shapes, "partition-shapes", "", "restrict partition shapes, e.g. isolate-leader,isolate-follower-quorum; default any")
-	fs.BoolVar(&o.final, "final-phase", true, "after healing, every worker must acquire once (liveness)")
+	fs.BoolVar(&o.final, "final-phase", def.FinalPhase, "after healing, every worker must acquire once (liveness)")
 	fs.DurationVar(&o.cfg.OrphanAfter, "orphan-after", 0, "call the lowest lock node a blocking orphan when its live session's worker holds nothing and asks for nothing, or waits behind it with a newer node, for this long: ends the workload early, and the final phase at once (0: the session timeout; negative: never)")
 	fs.DurationVar(&o.cfg.StallAfter, "stall-after", 0, "end the workload early for the final phase when workers kept trying and none acquired for this long (0: longest fault hold + final bound; negative: never)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the harness's CPU profile (pprof) to this file")
 	fs.StringVar(&o.workerCPUProfile, "worker-cpuprofile", "", "write each Go worker's CPU profile (pprof) into this directory, as worker-PROCESS.pprof")
 	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
-	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", 10*time.Second, "mean quiet time between faults")
-	fs.IntVar(&o.cfg.Nodes, "nodes", 3, "ZooKeeper servers in the ensemble")
-	fs.IntVar(&o.cfg.Workers, "workers", 5, "concurrent worker processes")
-	fs.DurationVar(&o.cfg.Duration, "time", 30*time.Second, "how long the workload runs")
+	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
+	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "ZooKeeper servers in the ensemble")
+	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
+	fs.DurationVar(&o.cfg.Duration, "time", def.Duration, "how long the workload runs")
 	fs.Int64Var(&o.cfg.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
-	fs.StringVar(&o.cfg.Store, "store", "store", "directory that keeps every run")
+	fs.StringVar(&o.cfg.Store, "store", def.Store, "directory that keeps every run")
 	fs.StringVar(&o.cfg.Name, "name", "", "test name (default RECIPE-WORKLOAD)")
 	fs.StringVar(&o.cfg.ZKHome, "zk-home", "", "ZooKeeper install to use instead of Debian's zookeeper package")
-	fs.DurationVar(&o.cfg.SessionTimeout, "session-timeout", harness.DefaultSessionTimeout, "ZooKeeper session timeout of the workers")
-	fs.DurationVar(&o.cfg.Tick, "tick", harness.DefaultTick, "servers' tickTime")
-	fs.IntVar(&o.cfg.InitLimit, "init-limit", harness.DefaultInitLimit, "servers' initLimit (ticks)")
+	fs.DurationVar(&o.cfg.SessionTimeout, "session-timeout", def.SessionTimeout, "ZooKeeper session timeout of the workers")
+	fs.DurationVar(&o.cfg.Tick, "tick", def.Tick, "servers' tickTime")
+	fs.IntVar(&o.cfg.InitLimit, "init-limit", def.InitLimit, "servers' initLimit (ticks)")
 	fs.StringVar(&o.cfg.ServerHeap, "server-heap", "", "JVM heap of each ZooKeeper server, e.g. 1g (default 256m)")
 	fs.BoolVar(&o.cfg.ServerFullJIT, "server-full-jit", false, "let the servers' JVMs compile with C2 too (default: C1 only, which starts faster)")
 	fs.BoolVar(&o.cfg.NoForceSync, "no-force-sync", false, "servers acknowledge writes before fsync (forceSync=no): a weaker durability model, for throughput experiments; recorded in config.json")
-	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", harness.DefaultSyncLimit, "servers' syncLimit (ticks)")
+	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", def.SyncLimit, "servers' syncLimit (ticks)")
 }
 
 // plan turns the options into a harness and a model configuration; it builds what a
@@ -132,12 +134,6 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
 	}
 	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced, WriteRetry: o.writeRetry}
-	if kind == workloads.Semaphore && o.permits == 0 {
-		cfg.Workload.Permits = 2
-	}
-	if o.holdMax > 0 {
-		cfg.Workload.HoldMin = min(time.Millisecond, o.holdMax)
-	}
 	if r.name != "" {
 		self, err := os.Executable()
 		if err != nil {

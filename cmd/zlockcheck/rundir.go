@@ -114,7 +114,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	store := fs.String("store", "", "directory that keeps the new run (default: the store the run came from)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	jsonOut := fs.Bool("json", false, "print the final result as JSON on stdout; the summary goes to stderr")
-	checkTO := fs.Duration("check-timeout", 60*time.Second, "budget of the linearizability search")
+	checkTO := fs.Duration("check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: zlockcheck replay [flags] RUN_DIR\n\nRuns a stored run's configuration again, same seed, against a fresh ensemble.")
 		fs.PrintDefaults()
