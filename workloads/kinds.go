@@ -10,14 +10,13 @@ import (
 // Kind names a workload; it is also the "kind" sent to workers in init.
 type Kind string
 
-// The lock workloads.
+// The lock workloads. Four are the lock models' own kinds, by the same names (the
+// model is what checks them); the counter is a mutex with data behind it.
 const (
-	Mutex     Kind = "mutex"
-	Semaphore Kind = "semaphore"
-	RWLock    Kind = "rwlock"
-	// Reentrant: a worker acquires the lock again while holding it (nested), then
-	// releases as often as it acquired.
-	Reentrant Kind = "reentrant"
+	Mutex     = Kind(models.Mutex)
+	Semaphore = Kind(models.Semaphore)
+	RWLock    = Kind(models.RWLock)
+	Reentrant = Kind(models.Reentrant)
 	// Counter: a mutex whose holder reads a counter znode and writes it back plus one.
 	Counter Kind = "counter"
 )
