@@ -71,7 +71,7 @@ func (c *cluster) RestartServer(_ context.Context, id int) error {
 
 func (c *cluster) client(w *worker) nemesis.Client {
 	id, passwd := w.Session()
-	return nemesis.Client{Process: w.process, Slot: w.slot, Netns: w.host.Netns, Addr: w.host.Addr,
+	return nemesis.Client{Process: w.Process(), Slot: w.slot, Netns: w.host.Netns, Addr: w.host.Addr,
 		Pid: w.Pid(), SessionID: id, Passwd: passwd}
 }
 

@@ -107,7 +107,7 @@ func (r *runner) setFinal(slot int, res finalResult) {
 // finalCycle acquires the lock with the final bound and releases it at once.
 func (s *session) finalCycle() finalResult {
 	bound := s.r.cfg.FinalBound()
-	res := finalResult{Slot: s.w.slot + 1, Process: s.w.process}
+	res := finalResult{Slot: s.w.slot + 1, Process: s.w.Process()}
 	s.cycle = s.r.cfg.Workload.FinalCycle(bound)
 	defer func() {
 		s.cycle = nil

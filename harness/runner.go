@@ -205,7 +205,7 @@ func (r *runner) recordNemesis(ev nemesis.Event) {
 func (r *runner) workerStarted(slot int, w *worker) {
 	record := func(id string) {
 		r.mu.Lock()
-		r.sessions[id] = w.process
+		r.sessions[id] = w.Process()
 		r.mu.Unlock()
 	}
 	w.mu.Lock()
@@ -241,7 +241,7 @@ func (r *runner) workerViews() map[int]workerView {
 	defer r.cluster.mu.Unlock()
 	views := make(map[int]workerView, len(r.cluster.workers))
 	for slot, w := range r.cluster.workers {
-		views[w.process] = workerView{slot: slot, state: w.State(), idleSpell: w.idleSpells.Load()}
+		views[w.Process()] = workerView{slot: slot, state: w.State(), idleSpell: w.idleSpells.Load()}
 	}
 	return views
 }

@@ -53,12 +53,12 @@ func (s *session) publish() {
 
 // op builds an op of the request in flight.
 func (s *session) op(t histories.Type, f string) histories.Op {
-	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.step.Key, Mode: s.step.Mode}
+	return histories.Op{Type: t, F: f, Process: histories.Client(s.w.Process()), Key: s.step.Key, Mode: s.step.Mode}
 }
 
 // lockOp builds an op on the lock's own key, in the cycle's mode.
 func (s *session) lockOp(t histories.Type, f string) histories.Op {
-	op := histories.Op{Type: t, F: f, Process: histories.Client(s.w.process), Key: s.key}
+	op := histories.Op{Type: t, F: f, Process: histories.Client(s.w.Process()), Key: s.key}
 	if s.cycle != nil {
 		op.Mode = s.cycle.Mode()
 	}
@@ -70,7 +70,7 @@ func (s *session) init() error {
 	wl := s.r.cfg.Workload
 	id, err := s.w.send(workloads.Request{
 		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
-		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.process,
+		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.Process(),
 		CounterPath: s.r.counterPath(), Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
 	})
 	if err != nil {
@@ -142,8 +142,8 @@ func (s *session) unrequested(m workerMsg) bool {
 // ends the worker.
 func (s *session) violation(m workerMsg, what string) error {
 	err := fmt.Errorf("protocol violation: %s: %s", what, truncate(bytes.TrimSpace(m.line), 200))
-	s.r.logf("worker %d: %v", s.w.process, err)
-	s.r.violated(s.w.process, err)
+	s.r.logf("worker %d: %v", s.w.Process(), err)
+	s.r.violated(s.w.Process(), err)
 	return err
 }
 
@@ -154,7 +154,7 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 	}
 	if inFlight || s.cycle == nil || s.cycle.State() != workloads.Holding {
 		// Nothing certain to end: the op in flight (if any) decides.
-		s.r.logf("worker %d: lost event while not holding (ignored): %s", s.w.process, m.Error)
+		s.r.logf("worker %d: lost event while not holding (ignored): %s", s.w.Process(), m.Error)
 		return
 	}
 	inv := s.lockOp(histories.Invoke, histories.FRelease)
@@ -222,11 +222,44 @@ func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Messag
 	s.r.rec.record(op)
 	s.step = workloads.Step{}
 	if reply.Type == workloads.ReplyInfo {
-		s.dead = true
+		if s.keepsAfter(step) {
+			s.renumber()
+		} else {
+			s.dead = true
+		}
 	}
 	s.cycle.Done(reply)
 	s.publish()
 	return reply, true
+}
+
+// keepsAfter says whether the worker goes on after step ended with an unknown
+// outcome (Workload.KeepAfterInfo): only after the cycle's first acquire or its
+// outermost release, when the cycle holds nothing certain either way. (After a counter
+// read or write the worker still holds the lock, and a nested acquire leaves outer
+// levels held: those workers are replaced.)
+func (s *session) keepsAfter(step workloads.Step) bool {
+	if !s.r.cfg.Workload.KeepAfterInfo || step.Key != s.key {
+		return false
+	}
+	state := s.cycle.State()
+	return state == workloads.Acquiring || state == workloads.Releasing
+}
+
+// renumber keeps the worker, its OS process and its ZooKeeper session, under a new
+// history process id: the old one ended with an op whose outcome is unknown, and the
+// history never uses such a process again. This is how applications keep their lock
+// clients after a failed call, and what the bugs that need a session to outlive a
+// failed call (an orphan node of a lost create reply) need to show.
+func (s *session) renumber() {
+	old, next := s.w.Process(), s.r.newProcess()
+	s.w.process.Store(int64(next))
+	if id, _ := s.w.Session(); id != "" {
+		s.r.mu.Lock()
+		s.r.sessions[id] = next
+		s.r.mu.Unlock()
+	}
+	s.r.logf("worker process %d goes on as process %d (same OS process and session) after an unknown outcome", old, next)
 }
 
 // loop runs lock cycles until the run's time is up or the worker is unusable.

@@ -28,7 +28,9 @@ type workerMsg struct {
 // worker is one worker OS process: one history process id, one ZooKeeper session (or
 // several, if its recipe reconnects), running in its slot's namespace.
 type worker struct {
-	process int
+	// process is the worker's current history process id: a kept worker takes a new
+	// one after an op with an unknown outcome (Process, renumber).
+	process atomic.Int64
 	slot    int
 	host    netns.Host
 	cmd     *exec.Cmd
@@ -74,8 +76,9 @@ func startWorker(host netns.Host, slot, process int, argv []string, logPath stri
 		logf.Close()
 		return nil, fmt.Errorf("start worker %d: %w", process, err)
 	}
-	w := &worker{process: process, slot: slot, host: host, cmd: cmd, stdin: stdin,
+	w := &worker{slot: slot, host: host, cmd: cmd, stdin: stdin,
 		msgs: make(chan workerMsg, 16), exited: make(chan struct{})}
+	w.process.Store(int64(process))
 	go w.read(stdout)
 	go func() {
 		_ = cmd.Wait()
@@ -143,6 +146,9 @@ func (w *worker) send(req workloads.Request) (int64, error) {
 func (w *worker) State() workloads.State { return workloads.State(w.state.Load()) }
 
 func (w *worker) setState(s workloads.State) { w.state.Store(int32(s)) }
+
+// Process is the worker's current history process id.
+func (w *worker) Process() int { return int(w.process.Load()) }
 
 // Pid is the worker's OS process id.
 func (w *worker) Pid() int { return w.cmd.Process.Pid }

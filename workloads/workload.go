@@ -29,6 +29,11 @@ type Config struct {
 	MaxDepth int
 	// Fenced makes the counter workload's writes conditional on the lock node.
 	Fenced bool
+	// KeepAfterInfo keeps a worker whose acquire or release ended with an unknown
+	// outcome (info): the same OS process and ZooKeeper session go on, under a new
+	// history process id, as an application keeps its lock client after a failed
+	// call. Otherwise such a worker is replaced by a fresh process.
+	KeepAfterInfo bool `json:",omitempty"`
 	// WriteRetry is how long a worker retries a counter write whose outcome is
 	// unknown (connection loss), as applications do with Curator's and Kazoo's
 	// retrying operations; 0 never retries. A retried unfenced write may land after

@@ -33,13 +33,15 @@ type runOptions struct {
 	holdMax    time.Duration
 	thinkMax   time.Duration
 	writeRetry time.Duration
-	checkTO    time.Duration
-	quiet      bool
-	nemesis    string
-	targets    string
-	shapes     string
-	final      bool
-	baseline   bool
+	// keepWorkers: Workload.KeepAfterInfo.
+	keepWorkers bool
+	checkTO     time.Duration
+	quiet       bool
+	nemesis     string
+	targets     string
+	shapes      string
+	final       bool
+	baseline    bool
 	// cpuProfile and workerCPUProfile are pprof outputs (benchmarks): the harness's
 	// process, and a directory for the Go workers' (one file per process).
 	cpuProfile, workerCPUProfile string
@@ -60,6 +62,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.acquireTO, "acquire-timeout", wl.AcquireTimeout, "how long a worker waits for the lock")
 	fs.DurationVar(&o.holdMax, "hold-max", wl.HoldMax, "longest time a worker holds the lock")
 	fs.DurationVar(&o.thinkMax, "think-max", 0, "longest random pause of a worker between lock cycles (lets --nemesis-targets idle aim at an acquire's first steps)")
+	fs.BoolVar(&o.keepWorkers, "keep-workers", false, "a worker whose acquire or release ended with an unknown outcome goes on with the same process and session (a new process id in the history), as applications keep their lock clients; default: replace it")
 	fs.DurationVar(&o.writeRetry, "write-retry", 0, "counter workload: how long a worker retries a write whose outcome is unknown (0: 2x the session timeout; negative: never)")
 	fs.DurationVar(&o.checkTO, "check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
@@ -133,7 +136,7 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	if r.name != "" && !slices.Contains(r.kinds, kind) {
 		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
 	}
-	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced, WriteRetry: o.writeRetry}
+	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced, WriteRetry: o.writeRetry, KeepAfterInfo: o.keepWorkers}
 	if r.name != "" {
 		self, err := os.Executable()
 		if err != nil {
