@@ -257,3 +257,14 @@ type Entry struct {
 	// Stamp is the run directory's name (its start time, see ParseStamp).
 	Stamp string
 }
+
+// matrixStampLayout names a safety matrix's directory: its start time, to the second
+// (a matrix is not a run: it holds matrix.json and matrix.md, its runs are stored as
+// runs).
+const matrixStampLayout = "20060102T150405Z"
+
+// MatrixDir is where `zlockcheck matrix` keeps its tables unless told otherwise:
+// STORE/matrix/STAMP for a matrix started at now.
+func MatrixDir(store string, now time.Time) string {
+	return filepath.Join(store, "matrix", now.UTC().Format(matrixStampLayout))
+}

@@ -273,3 +273,10 @@ func TestRemoveRepointsLatest(t *testing.T) {
 		t.Errorf("store's latest -> %q, want %q", got, want)
 	}
 }
+
+func TestMatrixDir(t *testing.T) {
+	at := time.Date(2026, 11, 22, 7, 11, 25, 923e6, time.UTC)
+	if got, want := MatrixDir("store", at), filepath.Join("store", "matrix", "20261122T071125Z"); got != want {
+		t.Errorf("MatrixDir = %s, want %s", got, want)
+	}
+}
