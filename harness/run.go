@@ -2,12 +2,10 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
 // Outcome is what a finished run left behind: where its files are. Checking the
@@ -92,12 +91,12 @@ func newRunner(cfg Config) (*runner, error) {
 		judged: make(chan struct{}), final: make(chan struct{}), hard: newLatch(), sessions: map[string]int{},
 	}
 	r.out.RunID = cfg.RunID
-	dir, err := makeRunDir(cfg.Store, cfg.Name, time.Now())
+	dir, err := rundir.Create(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
 		return r, err
 	}
-	r.dir, r.out.Dir = dir, dir
-	return r, writeJSON(filepath.Join(dir, "config.json"), cfg)
+	r.dir, r.out.Dir = dir, dir.Path()
+	return r, dir.WriteJSON(rundir.Config, cfg)
 }
 
 // setUp builds the run's network, starts the ensemble, opens the history and makes
@@ -109,7 +108,7 @@ func (r *runner) setUp(ctx context.Context) error {
 		return fmt.Errorf("create network: %w", err)
 	}
 	r.ens, err = StartEnsemble(ctx, r.network, EnsembleConfig{
-		Nodes: r.cfg.Nodes, ZKHome: r.cfg.ZKHome, Dir: filepath.Join(r.dir, "servers"),
+		Nodes: r.cfg.Nodes, ZKHome: r.cfg.ZKHome, Dir: r.dir.ServersDir(),
 		Tick: r.cfg.Tick, InitLimit: r.cfg.InitLimit, SyncLimit: r.cfg.SyncLimit, NoForceSync: r.cfg.NoForceSync,
 		Heap: r.cfg.ServerHeap, FullJIT: r.cfg.ServerFullJIT, MaxSessionTimeout: r.cfg.MaxSessionTimeout(),
 	})
@@ -122,7 +121,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.cluster = newCluster(r.ens)
 	r.logf("ensemble of %d serving after %s (%s)", r.cfg.Nodes, time.Since(start).Round(time.Millisecond), r.connect)
 
-	r.out.History = filepath.Join(r.dir, "history.jsonl")
+	r.out.History = r.dir.HistoryPath()
 	w, err := histories.NewWriter(r.out.History)
 	if err != nil {
 		return err
@@ -134,7 +133,7 @@ func (r *runner) setUp(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(r.dir, "workers"), 0o755); err != nil {
+	if err := os.MkdirAll(r.dir.WorkersDir(), 0o755); err != nil {
 		return err
 	}
 	r.nem, err = nemesis.New(nemesis.Schedule{
@@ -344,36 +343,9 @@ func (r *runner) tearDown() {
 	}
 	r.out.Timings.Teardown = time.Since(start)
 	// For benchmarks (bench/run.sh): how long set-up and teardown took.
-	_ = writeJSON(filepath.Join(r.dir, "timings.json"), r.out.Timings)
+	_ = r.dir.WriteJSON(rundir.Timings, r.out.Timings)
 }
 
 func workerAddr(slot int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 77, 2, byte(slot)})
-}
-
-// makeRunDir creates store/name/<timestamp> and points store/latest and
-// store/name/latest at it.
-func makeRunDir(store, name string, now time.Time) (string, error) {
-	base := filepath.Join(store, name)
-	stamp := now.UTC().Format("20060102T150405.000Z")
-	dir := filepath.Join(base, stamp)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create run directory: %w", err)
-	}
-	for _, link := range []struct{ at, to string }{
-		{filepath.Join(base, "latest"), stamp},
-		{filepath.Join(store, "latest"), filepath.Join(name, stamp)},
-	} {
-		_ = os.Remove(link.at)
-		_ = os.Symlink(link.to, link.at)
-	}
-	return dir, nil
-}
-
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -28,7 +28,7 @@ import (
 type runner struct {
 	cfg      Config
 	out      Outcome
-	dir      string
+	dir      rundir.Dir
 	lockPath string
 	logf     func(string, ...any)
 
@@ -359,7 +359,7 @@ func (r *runner) startSession(ctx context.Context, slot int) (*session, error) {
 		default:
 		}
 		process := r.newProcess()
-		logPath := filepath.Join(r.dir, "workers", fmt.Sprintf("w%d-p%d.stderr.log", slot+1, process))
+		logPath := r.dir.WorkerLog(slot+1, process)
 		w, err := startWorker(r.hosts[slot], slot, process, r.cfg.WorkerArgv, logPath)
 		if err != nil {
 			return nil, err

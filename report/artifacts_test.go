@@ -16,6 +16,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report/plots"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
 // fixtureRun copies testdata/NAME.jsonl into a fresh run directory and checks it.
@@ -292,39 +293,34 @@ func TestJUnitOutcomes(t *testing.T) {
 	}
 }
 
-func TestStoredRunRechecks(t *testing.T) {
+func TestNewRunRechecksFromPreviousResults(t *testing.T) {
 	res, _ := fixtureRun(t, "invalid")
-	for _, f := range []string{"timeline.html", "latency.png", "junit.xml", "results.json"} {
-		if err := os.Remove(filepath.Join(res.Dir, f)); err != nil {
+	d := rundir.Dir(res.Dir)
+	var prev Results
+	if err := d.ReadResults(&prev); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{rundir.Timeline, rundir.Latency, rundir.JUnit, rundir.Results} {
+		if err := os.Remove(d.File(f)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	run, cfg, err := StoredRun(res.Dir, models.Config{Kind: models.Semaphore})
+	run := NewRun(d, prev.RunConfig(), prev.Config, prev.Course())
+	if run.History != d.File(rundir.History) || run.Test != "fixture-invalid" || run.Recipe != "gen" || run.Elapsed != 20*time.Second {
+		t.Errorf("run from the previous results: %+v", run)
+	}
+	again, err := CheckRun(run, models.Config{Kind: models.Mutex})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Kind != models.Semaphore || run.Test != "" {
-		t.Errorf("without results.json: kind %s test %q", cfg.Kind, run.Test)
+	if again.Verdict != models.Invalid || again.Test != res.Test || again.ElapsedSeconds != res.ElapsedSeconds || again.CyclesPerSecond != res.CyclesPerSecond {
+		t.Errorf("checked again: %s, test %q, %.1fs, %.1f/s; first %s, %q, %.1fs, %.1f/s", again.Verdict, again.Test, again.ElapsedSeconds,
+			again.CyclesPerSecond, res.Verdict, res.Test, res.ElapsedSeconds, res.CyclesPerSecond)
 	}
-	cfg.Kind = models.Mutex
-	again, err := CheckRun(run, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, cfg, err = StoredRun(res.Dir, models.Config{Kind: models.Semaphore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Kind != models.Mutex || again.Verdict != models.Invalid {
-		t.Errorf("with results.json: kind %s, verdict %s", cfg.Kind, again.Verdict)
-	}
-	for _, f := range []string{"timeline.html", "latency.png", "junit.xml", "results.json"} {
-		if _, err := os.Stat(filepath.Join(run.Dir, f)); err != nil {
-			t.Error(err)
+	for _, f := range []string{rundir.Timeline, rundir.Latency, rundir.JUnit, rundir.Results} {
+		if !d.Has(f) {
+			t.Errorf("%s not written again", f)
 		}
-	}
-	if _, _, err := StoredRun(t.TempDir(), cfg); err == nil {
-		t.Error("a directory without history.jsonl was taken for a run")
 	}
 }
 

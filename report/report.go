@@ -5,7 +5,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report/plots"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
 // Run describes a finished run whose history is to be checked.
@@ -137,50 +137,44 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		out.Checks = append(out.Checks, live)
 	}
 	out.Checks, out.Verdict = Verdict(out.Checks)
-	out.Files["history"] = "history.jsonl"
-	if err := writeFile(filepath.Join(run.Dir, "nemesis.jsonl"), func(w io.Writer) error { return histories.WriteJSONL(w, NemesisOps(h)) }); err != nil {
+	d := rundir.Dir(run.Dir)
+	out.Files["history"] = rundir.History
+	if err := writeFile(d.File(rundir.Nemesis), func(w io.Writer) error { return histories.WriteJSONL(w, NemesisOps(h)) }); err != nil {
 		return out, err
 	}
-	out.Files["nemesis"] = "nemesis.jsonl"
-	timeline := filepath.Join(run.Dir, "timeline.html")
-	if err := writeFile(timeline, func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
+	out.Files["nemesis"] = rundir.Nemesis
+	if err := writeFile(d.File(rundir.Timeline), func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
 		return out, err
 	}
-	out.Files["timeline"] = "timeline.html"
+	out.Files["timeline"] = rundir.Timeline
 	chart := plots.Chart{Title: out.Test, Marks: Marks(out.Checks)}
 	if chart.Title == "" {
 		chart.Title = out.Recipe
 	}
 	for _, pic := range []struct {
-		name string
-		draw func(io.Writer, histories.History, plots.Chart) error
-	}{{"latency", plots.Latency}, {"rate", plots.Rate}} {
-		file := pic.name + ".png"
-		if err := writeFile(filepath.Join(run.Dir, file), func(w io.Writer) error { return pic.draw(w, h, chart) }); err != nil {
+		key, file string
+		draw      func(io.Writer, histories.History, plots.Chart) error
+	}{{"latency", rundir.Latency, plots.Latency}, {"rate", rundir.Rate, plots.Rate}} {
+		if err := writeFile(d.File(pic.file), func(w io.Writer) error { return pic.draw(w, h, chart) }); err != nil {
 			// A picture is a view of the history, not part of the verdict: say what went
 			// wrong and write the rest of the report.
 			out.Warnings = append(out.Warnings, err.Error())
 			continue
 		}
-		out.Files[pic.name] = file
+		out.Files[pic.key] = pic.file
 	}
 	if res.Verdict == models.Invalid {
-		viz := filepath.Join(run.Dir, "linearizability.html")
-		if err := writeFile(viz, func(w io.Writer) error { return models.WriteVisualization(w, res, cfg) }); err != nil {
+		if err := writeFile(d.File(rundir.Linearizability), func(w io.Writer) error { return models.WriteVisualization(w, res, cfg) }); err != nil {
 			return out, err
 		}
-		out.Files["linearizability"] = "linearizability.html"
+		out.Files["linearizability"] = rundir.Linearizability
 	}
-	if err := writeFile(filepath.Join(run.Dir, "junit.xml"), func(w io.Writer) error { return WriteJUnit(w, out, time.Now()) }); err != nil {
+	if err := writeFile(d.File(rundir.JUnit), func(w io.Writer) error { return WriteJUnit(w, out, time.Now()) }); err != nil {
 		return out, err
 	}
-	out.Files["junit"] = "junit.xml"
-	out.Files["results"] = "results.json"
-	data, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return out, err
-	}
-	return out, os.WriteFile(filepath.Join(run.Dir, "results.json"), append(data, '\n'), 0o644)
+	out.Files["junit"] = rundir.JUnit
+	out.Files["results"] = rundir.Results
+	return out, d.WriteJSON(rundir.Results, out)
 }
 
 // NemesisOps returns the nemesis ops of h (fault starts and stops, the final phase's

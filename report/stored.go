@@ -1,65 +1,61 @@
 package report
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
-// StoredRun describes a stored run directory (one holding history.jsonl) for CheckRun,
-// so that its report can be written again: what its results.json says of the run (its
-// test, recipe, seed, model, duration, ...). A directory without results.json (a run
-// that stopped before its check) is described by its config.json if any, with
-// fallback's model. The model's Timeout is always fallback's.
-func StoredRun(dir string, fallback models.Config) (Run, models.Config, error) {
-	run := Run{Dir: dir, History: filepath.Join(dir, "history.jsonl")}
-	if _, err := os.Stat(run.History); err != nil {
-		return run, fallback, fmt.Errorf("%s is not a run directory: %w", dir, err)
+// RunConfig is what a report reads of a run's configuration (config.json, whose
+// field names these are); the configuration itself is copied whole into results.json.
+type RunConfig struct {
+	Name   string `json:"name"`
+	RunID  string `json:"run_id"`
+	Recipe string `json:"recipe"`
+	Seed   int64  `json:"seed"`
+	// Workers and Duration give the steady-state rate (zero: not known).
+	Workers  int           `json:"workers"`
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// Course is how a run went, as results.json keeps it beside the verdict: from the
+// harness's outcome for a run just made, from the previous results.json (see
+// Results.Course) when a stored run is checked again.
+type Course struct {
+	Interrupted      bool
+	Elapsed          time.Duration
+	ZooKeeperVersion string
+	RecipeVersion    string
+	// SetupError is set when the run broke down before its end.
+	SetupError string
+	// Baseline is the plain-loop yardstick, if any (nil: none).
+	Baseline any
+}
+
+// Course returns how the run these (previous) results describe went.
+func (r Results) Course() Course {
+	return Course{
+		Interrupted: r.Interrupted, Elapsed: time.Duration(r.ElapsedSeconds * float64(time.Second)),
+		ZooKeeperVersion: r.ZooKeeperVersion, RecipeVersion: r.RecipeVersion, SetupError: r.SetupError, Baseline: r.Baseline,
 	}
-	cfg := fallback
-	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	switch {
-	case err == nil:
-		var r Results
-		if err := json.Unmarshal(data, &r); err != nil {
-			return run, cfg, fmt.Errorf("%s: %w", filepath.Join(dir, "results.json"), err)
-		}
-		run.Test, run.RunID, run.Recipe, run.Seed = r.Test, r.RunID, r.Recipe, r.Seed
-		run.Config, run.Interrupted, run.ZooKeeperVersion = r.Config, r.Interrupted, r.ZooKeeperVersion
-		run.RecipeVersion = r.RecipeVersion
-		run.SetupError, run.Baseline = r.SetupError, r.Baseline
-		run.Elapsed = time.Duration(r.ElapsedSeconds * float64(time.Second))
-		if r.Model != "" {
-			cfg.Kind, cfg.Permits = r.Model, r.Permits
-		}
-		return run, cfg, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return run, cfg, err
+}
+
+// RunConfig returns what these results say of the run's configuration, for a run
+// directory without config.json: its test, run id, recipe and seed (workers and
+// workload time unknown).
+func (r Results) RunConfig() RunConfig {
+	return RunConfig{Name: r.Test, RunID: r.RunID, Recipe: r.Recipe, Seed: r.Seed}
+}
+
+// NewRun is the Run that checks run directory d's history: rc is what its
+// configuration says (config, the configuration, is copied whole into results.json),
+// c how it went. Every report of a run, made just after it or again later, is
+// described here.
+func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
+	return Run{
+		Dir: d.Path(), History: d.HistoryPath(), Test: rc.Name, RunID: rc.RunID, Recipe: rc.Recipe, Seed: rc.Seed,
+		Config: config, Workers: rc.Workers, Workload: rc.Duration,
+		Interrupted: c.Interrupted, Elapsed: c.Elapsed, ZooKeeperVersion: c.ZooKeeperVersion,
+		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
 	}
-	data, err = os.ReadFile(filepath.Join(dir, "config.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return run, cfg, nil
-	}
-	if err != nil {
-		return run, cfg, err
-	}
-	var c struct {
-		RunID  string `json:"run_id"`
-		Name   string `json:"name"`
-		Recipe string `json:"recipe"`
-		Seed   int64  `json:"seed"`
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return run, cfg, fmt.Errorf("%s: %w", filepath.Join(dir, "config.json"), err)
-	}
-	var whole any
-	_ = json.Unmarshal(data, &whole) // it parsed above
-	run.Test, run.RunID, run.Recipe, run.Seed, run.Config = c.Name, c.RunID, c.Recipe, c.Seed, whole
-	return run, cfg, nil
 }

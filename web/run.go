@@ -13,10 +13,11 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
 // plotFiles are the plots a run may have, shown in this order on its page.
-func plotFiles() []string { return []string{"latency.png", "rate.png"} }
+func plotFiles() []string { return []string{rundir.Latency, rundir.Rate} }
 
 // listPage is the data of the list page.
 type listPage struct {
@@ -113,7 +114,7 @@ func buildRunPage(root, run *os.Root, id string) runPage {
 	for _, f := range files {
 		has[f.Path] = true
 	}
-	for _, name := range []string{"timeline.html", "linearizability.html"} {
+	for _, name := range []string{rundir.Timeline, rundir.Linearizability} {
 		if has[name] {
 			page.Reports = append(page.Reports, link{Name: name, URL: fileURL(id, name)})
 		}

@@ -8,20 +8,13 @@ import (
 	"net/url"
 	"os"
 	"path"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
-
-// maxDepth bounds how deep below the store a run directory may be: store/<test>/<ts>
-// is 2, a store kept inside a store (store/chaos/<test>/<ts>) 3.
-const maxDepth = 4
-
-// stampLayout is how the harness names a run directory (its start time).
-const stampLayout = "20060102T150405.000Z"
 
 // Statuses of a run beyond the model's verdicts.
 const (
@@ -43,7 +36,6 @@ type runInfo struct {
 	// Err says why results.json could not be read (Status broken).
 	Err     string
 	Started string
-	stamp   string
 	Results report.Results
 	Nemesis []string
 	// config is results.json's config, as written.
@@ -66,47 +58,26 @@ func (r runInfo) Faults() string {
 	return strings.Join(r.Nemesis, ", ")
 }
 
-// listRuns finds every run below root, newest first. A run is a directory that holds
-// a results.json; symbolic links (the latest links) are not followed.
+// listRuns finds every run below root (see rundir.List), newest first, and reads
+// each one's results.json.
 func listRuns(root *os.Root) ([]runInfo, error) {
-	var runs []runInfo
-	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == "." {
-				return err
-			}
-			return nil // an unreadable corner of the store hides only itself
-		}
-		if p == "." || !d.IsDir() {
-			return nil
-		}
-		if fi, err := root.Lstat(p + "/results.json"); err == nil && fi.Mode().IsRegular() {
-			runs = append(runs, loadRun(root, p))
-			return fs.SkipDir
-		}
-		if strings.Count(p, "/")+1 >= maxDepth {
-			return fs.SkipDir
-		}
-		return nil
-	})
-	sort.SliceStable(runs, func(i, j int) bool {
-		if runs[i].stamp != runs[j].stamp {
-			return runs[i].stamp > runs[j].stamp
-		}
-		return runs[i].ID < runs[j].ID
-	})
+	entries, err := rundir.ListRoot(root)
+	runs := make([]runInfo, 0, len(entries))
+	for _, e := range entries {
+		runs = append(runs, loadRun(root, e.ID))
+	}
 	return runs, err
 }
 
 // loadRun reads the results.json of the run in directory id; a file that does not
 // parse makes a broken run, not an error.
 func loadRun(root *os.Root, id string) runInfo {
-	r := runInfo{ID: id, URL: runURL(id), stamp: path.Base(id)}
-	r.Started = r.stamp
-	if t, err := time.Parse(stampLayout, r.stamp); err == nil {
+	r := runInfo{ID: id, URL: runURL(id)}
+	r.Started = path.Base(id)
+	if t, err := rundir.ParseStamp(r.Started); err == nil {
 		r.Started = t.Format("2006-01-02 15:04:05 UTC")
 	}
-	data, err := root.ReadFile(id + "/results.json")
+	data, err := root.ReadFile(id + "/" + rundir.Results)
 	if err == nil {
 		err = json.Unmarshal(data, &r.Results)
 	}
@@ -114,7 +85,7 @@ func loadRun(root *os.Root, id string) runInfo {
 		err = errors.New("no verdict")
 	}
 	if err != nil {
-		r.Status, r.Err = statusBroken, fmt.Sprintf("results.json: %v", err)
+		r.Status, r.Err = statusBroken, fmt.Sprintf("%s: %v", rundir.Results, err)
 		return r
 	}
 	// The configuration as written (its keys in their order), and its faults.
@@ -140,9 +111,9 @@ func loadRun(root *os.Root, id string) runInfo {
 // findRun splits a request path into the run directory it names and the path of a
 // file inside that run: the run is the shortest prefix that holds a results.json.
 func findRun(root *os.Root, segs []string) (run string, rest []string, ok bool) {
-	for i := 1; i <= len(segs) && i <= maxDepth; i++ {
+	for i := 1; i <= len(segs) && i <= rundir.MaxDepth; i++ {
 		dir := strings.Join(segs[:i], "/")
-		if fi, err := root.Stat(dir + "/results.json"); err == nil && fi.Mode().IsRegular() {
+		if fi, err := root.Stat(dir + "/" + rundir.Results); err == nil && fi.Mode().IsRegular() {
 			return dir, segs[i:], true
 		}
 	}

@@ -35,15 +35,12 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitError, usageError{"check takes exactly one history file"}
 	}
 	path := fs.Arg(0)
-	if isRunDir(path) && !*parse {
-		return checkRunDir(path, *timeout, *jsonOut, stdout, stderr)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return checkRunDir(path, *timeout, modelFlags{model: *model, permits: *permits}, *jsonOut, stdout, stderr)
 	}
 	kind, err := models.ParseKind(*model)
 	if err != nil {
 		return exitError, fmt.Errorf("--model: %w", err)
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return checkDirWithoutConfig(path, models.Config{Kind: kind, Permits: *permits, Timeout: *timeout}, stdout)
 	}
 	if *format == "" {
 		*format = "jsonl"
@@ -92,20 +89,4 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "visualization: %s\n", *html)
 	}
 	return verdictCode(verdict), nil
-}
-
-// checkDirWithoutConfig checks a directory that holds a history.jsonl but no
-// config.json (a copied or hand-made run directory) and writes its report files
-// there; the model comes from its results.json if any, else from the flags.
-func checkDirWithoutConfig(dir string, fallback models.Config, stdout io.Writer) (int, error) {
-	run, cfg, err := report.StoredRun(dir, fallback)
-	if err != nil {
-		return exitError, err
-	}
-	res, err := report.CheckRun(run, cfg)
-	if err != nil {
-		return exitError, err
-	}
-	report.Summary(stdout, res)
-	return verdictCode(res.Verdict), nil
 }

@@ -87,3 +87,36 @@ func TestRecipeVersionNamesTheLibrary(t *testing.T) {
 		t.Errorf("recipeVersion(exec) = %q, want empty (unknown)", got)
 	}
 }
+
+// TestCheckRunDirTakesTheRunsModel: `check RUN_DIR` checks with the run's own model,
+// from its config.json's workload, else from its results.json, else from the flags.
+func TestCheckRunDirTakesTheRunsModel(t *testing.T) {
+	semaphore := `{"recipe": "exec", "worker_argv": ["true"], "workload": {"kind": "semaphore", "permits": 2}}`
+	for _, c := range []struct {
+		name, config, results string
+		flags                 []string
+		want                  int
+	}{
+		{"config.json's workload wins over the flags", semaphore, "", []string{"--model", "mutex"}, exitValid},
+		{"config.json's workload wins over results.json", semaphore, `{"model": "mutex"}`, nil, exitValid},
+		{"results.json's model wins over the flags", "", `{"model": "semaphore", "permits": 2}`, []string{"--model", "mutex"}, exitValid},
+		{"the flags when the run says nothing", "", "", []string{"--model", "semaphore", "--permits", "2"}, exitValid},
+		{"the default model when nobody says", "", "", nil, exitInvalid},
+		{"a bad flag matters only when used", "", `{"model": "mutex"}`, []string{"--model", "paxos"}, exitInvalid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Dir(writeFile(t, "history.jsonl", doubleGrant))
+			for name, data := range map[string]string{"config.json": c.config, "results.json": c.results} {
+				if data != "" {
+					if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			code, stdout, stderr := zlockcheck(t, append(append([]string{"check"}, c.flags...), dir)...)
+			if code != c.want || !strings.Contains(stdout, "junit.xml") {
+				t.Errorf("exit %d, want %d with the report rewritten\nstdout: %s\nstderr: %s", code, c.want, stdout, stderr)
+			}
+		})
+	}
+}

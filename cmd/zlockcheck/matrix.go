@@ -12,6 +12,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
 // faultClass is one column of the safety matrix: a name and the nemesis options it
@@ -105,7 +106,7 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	dir := *out
 	if dir == "" {
-		dir = filepath.Join(o.cfg.Store, "matrix", time.Now().UTC().Format("20060102T150405Z"))
+		dir = rundir.MatrixDir(o.cfg.Store, time.Now())
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return exitError, err

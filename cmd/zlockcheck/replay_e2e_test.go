@@ -84,15 +84,15 @@ func strip(t *testing.T, data []byte) string {
 	return string(out)
 }
 
-// Bad input: a run directory whose config.json is broken names the file and line.
+// Bad input: a run directory whose config.json is broken names the file, line and field.
 func TestReplayOfABrokenRunDirNamesFileAndLine(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte("{\n  \"recipe\": \"gozk\",\n  \"nodez\": 3\n}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr := zlockcheck(t, "replay", dir)
-	if code != exitError || !strings.Contains(stderr, filepath.Join(dir, "config.json")) || !strings.Contains(stderr, `"nodez"`) {
-		t.Errorf("exit %d, stderr %q: want exit %d naming the file and the field", code, stderr, exitError)
+	if code != exitError || !strings.Contains(stderr, filepath.Join(dir, "config.json")) || !strings.Contains(stderr, `"nodez"`) || !strings.Contains(stderr, "line 3") {
+		t.Errorf("exit %d, stderr %q: want exit %d naming the file, line 3 and the field", code, stderr, exitError)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte("{\n  \"recipe\": \"gozk\",\n  \"nodes\": \"three\"\n}\n"), 0o644); err != nil {
 		t.Fatal(err)

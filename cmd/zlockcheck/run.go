@@ -17,6 +17,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/report"
+	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -199,15 +200,16 @@ func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, st
 	if runErr != nil {
 		fmt.Fprintf(stderr, "zlockcheck run: %v\n", runErr)
 	}
-	run := report.Run{
-		Dir: outcome.Dir, History: outcome.History, Test: cfg.Name, RunID: outcome.RunID, Recipe: cfg.Recipe,
-		Seed: cfg.Seed, Config: cfg, Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed,
-		ZooKeeperVersion: outcome.ZooKeeperVersion, RecipeVersion: recipeVersion(cfg.Recipe), SetupError: errString(runErr),
-		Workers: cfg.Workers, Workload: cfg.Duration,
+	rc := runConfig(cfg)
+	rc.RunID = outcome.RunID
+	course := report.Course{
+		Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed, ZooKeeperVersion: outcome.ZooKeeperVersion,
+		RecipeVersion: recipeVersion(cfg.Recipe), SetupError: errString(runErr),
 	}
-	if outcome.Baseline != nil {
-		run.Baseline = outcome.Baseline
+	if outcome.Baseline != nil { // a nil *harness.Baseline in an any would not be nil
+		course.Baseline = outcome.Baseline
 	}
+	run := report.NewRun(rundir.Dir(outcome.Dir), rc, cfg, course)
 	res, err := report.CheckRun(run, modelCfg)
 	if err != nil {
 		return res, err
@@ -297,7 +299,7 @@ func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Confi
 		return exitError, err
 	}
 	if out.keep == keepFailed && res.Verdict == models.Valid {
-		if err := pruneRun(cfg.Store, cfg.Name, res.Dir); err != nil {
+		if err := rundir.Remove(cfg.Store, cfg.Name, rundir.Dir(res.Dir)); err != nil {
 			return exitError, fmt.Errorf("--keep failed: removing %s: %w", res.Dir, err)
 		}
 		fmt.Fprintf(stderr, "valid: removed %s (--keep failed)\n", res.Dir)
@@ -348,7 +350,7 @@ func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteS
 				code = verdictCode(res.Verdict)
 				r.verdict = string(res.Verdict)
 				if keep == keepFailed && res.Verdict == models.Valid {
-					err = pruneRun(cfg.Store, cfg.Name, res.Dir)
+					err = rundir.Remove(cfg.Store, cfg.Name, rundir.Dir(res.Dir))
 					r.dir = "(removed: --keep failed)"
 				}
 			}

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,86 +15,99 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report"
+	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
 // storedRun is what a run directory says about the run that made it.
 type storedRun struct {
-	dir string
-	cfg harness.Config
+	dir rundir.Dir
+	// cfg is the run's config.json; nil for a directory without one (a copied or
+	// hand-made run directory: a history.jsonl, perhaps a results.json).
+	cfg *harness.Config
 	// prev is the run's results.json, if it has one (zero otherwise).
 	prev report.Results
 }
 
-// isRunDir reports whether path is a run directory (it has a config.json).
-func isRunDir(path string) bool {
-	st, err := os.Stat(filepath.Join(path, "config.json"))
-	return err == nil && !st.IsDir()
-}
-
-// loadRunDir reads a run directory's config.json (strictly: an unknown field is an
-// error naming it) and, if present, its results.json.
-func loadRunDir(dir string) (storedRun, error) {
-	sr := storedRun{dir: dir}
-	path := filepath.Join(dir, "config.json")
-	data, err := os.ReadFile(path)
+// loadRunDir reads a run directory: its config.json (strictly: an unknown field is an
+// error naming file, line and field) and, if present, its results.json. Without
+// config.json the directory must hold a history.jsonl, and a results.json that does
+// not parse is an error (it is all there is to say what the run was).
+func loadRunDir(path string) (storedRun, error) {
+	d, err := rundir.Open(path)
 	if err != nil {
+		return storedRun{}, err
+	}
+	sr := storedRun{dir: d}
+	if !d.Has(rundir.Config) {
+		if _, err := os.Stat(d.HistoryPath()); err != nil {
+			return sr, fmt.Errorf("%s is not a run directory: %w", path, err)
+		}
+		if err := d.ReadResults(&sr.prev); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return sr, err
+		}
+		return sr, nil
+	}
+	var cfg harness.Config
+	if err := d.ReadConfig(&cfg); err != nil {
 		return sr, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&sr.cfg); err != nil {
-		return sr, fmt.Errorf("%s: %w", path, jsonErrorWithLine(data, err))
+	if cfg.Recipe == "" || len(cfg.WorkerArgv) == 0 {
+		return sr, fmt.Errorf("%s: field \"recipe\"/\"worker_argv\": missing, not a zlockcheck run configuration", d.File(rundir.Config))
 	}
-	if sr.cfg.Recipe == "" || len(sr.cfg.WorkerArgv) == 0 {
-		return sr, fmt.Errorf("%s: field \"recipe\"/\"worker_argv\": missing, not a zlockcheck run configuration", path)
-	}
-	if data, err := os.ReadFile(filepath.Join(dir, "results.json")); err == nil {
-		// Only informative (versions, elapsed time): a broken one is ignored.
-		_ = json.Unmarshal(data, &sr.prev)
-	}
+	sr.cfg = &cfg
+	// Only informative (versions, elapsed time): a broken one is ignored.
+	_ = d.ReadResults(&sr.prev)
 	return sr, nil
 }
 
-// jsonErrorWithLine adds the line number to a JSON syntax or type error.
-func jsonErrorWithLine(data []byte, err error) error {
-	var offset int64 = -1
-	switch e := err.(type) {
-	case *json.SyntaxError:
-		offset = e.Offset
-	case *json.UnmarshalTypeError:
-		offset = e.Offset
-	}
-	if offset < 0 {
-		return err
-	}
-	line := 1 + bytes.Count(data[:min(int(offset), len(data))], []byte("\n"))
-	return fmt.Errorf("line %d: %w", line, err)
+// modelFlags are check's --model and --permits, for a run directory that does not
+// say its model.
+type modelFlags struct {
+	model   string
+	permits int
 }
 
-// modelConfig is the model a stored run's lock key is checked with.
-func (sr storedRun) modelConfig(timeout time.Duration) models.Config {
-	return models.Config{Kind: sr.cfg.Workload.Kind.Model(), Permits: sr.cfg.Workload.Permits, Timeout: timeout}
+// modelConfig is the model a stored run's lock key is checked with: its workload's
+// (config.json), else the model its results.json names, else the flags'.
+func (sr storedRun) modelConfig(timeout time.Duration, flags modelFlags) (models.Config, error) {
+	switch {
+	case sr.cfg != nil:
+		return models.Config{Kind: sr.cfg.Workload.Kind.Model(), Permits: sr.cfg.Workload.Permits, Timeout: timeout}, nil
+	case sr.prev.Model != "":
+		return models.Config{Kind: sr.prev.Model, Permits: sr.prev.Permits, Timeout: timeout}, nil
+	}
+	kind, err := models.ParseKind(flags.model)
+	if err != nil {
+		return models.Config{}, fmt.Errorf("--model: %w", err)
+	}
+	return models.Config{Kind: kind, Permits: flags.permits, Timeout: timeout}, nil
 }
 
-// recheck checks a stored run's history again and rewrites its report files.
-func (sr storedRun) recheck(timeout time.Duration) (report.Results, error) {
-	run := report.Run{
-		Dir: sr.dir, History: filepath.Join(sr.dir, "history.jsonl"), Test: sr.cfg.Name, RunID: sr.cfg.RunID,
-		Recipe: sr.cfg.Recipe, Seed: sr.cfg.Seed, Config: sr.cfg, Interrupted: sr.prev.Interrupted,
-		Elapsed: time.Duration(sr.prev.ElapsedSeconds * float64(time.Second)), ZooKeeperVersion: sr.prev.ZooKeeperVersion, RecipeVersion: sr.prev.RecipeVersion,
-		SetupError: sr.prev.SetupError, Baseline: sr.prev.Baseline, Workers: sr.cfg.Workers, Workload: sr.cfg.Duration,
+// reportRun is the report.Run of the stored run, to check it again.
+func (sr storedRun) reportRun() report.Run {
+	if sr.cfg == nil {
+		return report.NewRun(sr.dir, sr.prev.RunConfig(), sr.prev.Config, sr.prev.Course())
 	}
-	return report.CheckRun(run, sr.modelConfig(timeout))
+	return report.NewRun(sr.dir, runConfig(*sr.cfg), *sr.cfg, sr.prev.Course())
+}
+
+// runConfig is what the report reads of a harness configuration.
+func runConfig(cfg harness.Config) report.RunConfig {
+	return report.RunConfig{Name: cfg.Name, RunID: cfg.RunID, Recipe: cfg.Recipe, Seed: cfg.Seed, Workers: cfg.Workers, Duration: cfg.Duration}
 }
 
 // checkRunDir is `check RUN_DIR`: the stored history re-checked with the run's own
-// model, the report files rewritten; nothing is run.
-func checkRunDir(dir string, timeout time.Duration, jsonOut bool, stdout, stderr io.Writer) (int, error) {
-	sr, err := loadRunDir(dir)
+// model (see modelConfig), the report files rewritten; nothing is run.
+func checkRunDir(path string, timeout time.Duration, flags modelFlags, jsonOut bool, stdout, stderr io.Writer) (int, error) {
+	sr, err := loadRunDir(path)
 	if err != nil {
 		return exitError, err
 	}
-	res, err := sr.recheck(timeout)
+	model, err := sr.modelConfig(timeout, flags)
+	if err != nil {
+		return exitError, err
+	}
+	res, err := report.CheckRun(sr.reportRun(), model)
 	if err != nil {
 		return exitError, err
 	}
@@ -129,28 +142,22 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err != nil {
 		return exitError, err
 	}
-	cfg := sr.cfg
+	if sr.cfg == nil {
+		return exitError, fmt.Errorf("%s: no %s: replay needs the run's configuration", sr.dir, rundir.Config)
+	}
+	cfg := *sr.cfg
 	cfg.RunID = ""
 	if *store != "" {
 		cfg.Store = *store
-	} else {
-		// RUN_DIR is STORE/NAME/STAMP: keep the replay next to the original.
-		abs, err := filepath.Abs(sr.dir)
-		if err != nil {
-			return exitError, err
-		}
-		abs, err = filepath.EvalSymlinks(abs)
-		if err != nil {
-			return exitError, err
-		}
-		cfg.Store = filepath.Dir(filepath.Dir(abs))
+	} else if cfg.Store, err = sr.dir.Store(); err != nil { // keep the replay next to the original
+		return exitError, err
 	}
 	// The worker command is rebuilt from the recipe's name (the binary may have moved);
 	// an exec worker keeps its stored command line.
 	if cfg.Recipe != "exec" {
 		r, err := findRecipe(cfg.Recipe)
 		if err != nil {
-			return exitError, fmt.Errorf("%s: field \"recipe\": %w", filepath.Join(sr.dir, "config.json"), err)
+			return exitError, fmt.Errorf("%s: field \"recipe\": %w", sr.dir.File(rundir.Config), err)
 		}
 		self, err := os.Executable()
 		if err != nil {
@@ -168,7 +175,11 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		cfg.Log = stderr
 		fmt.Fprintf(stderr, "replaying %s: %s, seed %d\n", sr.dir, strings.Join(describeConfig(cfg), ", "), cfg.Seed)
 	}
-	return runAndReport(ctx, cfg, sr.modelConfig(*checkTO), runOutput{json: *jsonOut, keep: keepAll}, stdout, stderr)
+	model, err := sr.modelConfig(*checkTO, modelFlags{})
+	if err != nil {
+		return exitError, err
+	}
+	return runAndReport(ctx, cfg, model, runOutput{json: *jsonOut, keep: keepAll}, stdout, stderr)
 }
 
 // describeConfig names what a run did, for a person.
@@ -214,7 +225,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	case "edn":
 		err = histories.WriteEDN(w, h)
 	case "jsonl":
-		err = writeJSONL(w, h)
+		err = histories.WriteJSONL(w, h)
 	default:
 		err = fmt.Errorf("--format: want edn or jsonl, got %q", *format)
 	}
@@ -231,8 +242,8 @@ func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {
 
 // loadAnyHistory loads a run directory's history, or a history file by its extension.
 func loadAnyHistory(path string, stderr io.Writer) (histories.History, error) {
-	if isRunDir(path) {
-		path = filepath.Join(path, "history.jsonl")
+	if d := rundir.Dir(path); d.Has(rundir.Config) {
+		path = d.HistoryPath()
 	}
 	if strings.EqualFold(filepath.Ext(path), ".edn") {
 		return histories.LoadEDN(path)
@@ -242,20 +253,4 @@ func loadAnyHistory(path string, stderr io.Writer) (histories.History, error) {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	return h, err
-}
-
-// writeJSONL writes h as JSON Lines, one op per line (the format of history.jsonl).
-func writeJSONL(w io.Writer, h histories.History) error {
-	var buf []byte
-	for _, op := range h {
-		var err error
-		if buf, err = op.AppendJSON(buf[:0]); err != nil {
-			return fmt.Errorf("op %d: %w", op.Index, err)
-		}
-		buf = append(buf, '\n')
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-	}
-	return nil
 }
