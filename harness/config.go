@@ -182,14 +182,14 @@ func (c Config) InitReplyLimit() time.Duration { return 2*c.SessionTimeout + 10*
 // FinalBound is how long a final acquire may take: long enough for the sessions of
 // crashed workers to expire and for every worker to take its turn.
 func (c Config) FinalBound() time.Duration {
-	return 3*c.SessionTimeout + time.Duration(c.Workers)*(c.Workload.HoldMax+250*time.Millisecond)
+	return 3*c.SessionTimeout + time.Duration(c.Workers)*(c.Workload.LongestHold()+250*time.Millisecond)
 }
 
 // FinalLimit is how long the final phase waits for every worker's final cycle before
 // it judges anyway (a worker still finishing its last workload cycle starts its final
 // one late).
 func (c Config) FinalLimit() time.Duration {
-	return c.Workload.AcquireTimeout + 6*c.SessionTimeout + c.FinalBound() + 10*time.Second
+	return c.Workload.LongestTimeout() + 6*c.SessionTimeout + c.FinalBound() + 10*time.Second
 }
 
 // RecoverBound is how long the ensemble may take to serve again once every fault was
@@ -198,7 +198,7 @@ func (c Config) RecoverBound() time.Duration { return 3*c.SessionTimeout + 30*ti
 
 // DrainGrace is how long in-flight ops may take to finish after the run's end before
 // their workers are killed: an acquire may wait its timeout.
-func (c Config) DrainGrace() time.Duration { return c.ReplyLimit(c.Workload.AcquireTimeout) }
+func (c Config) DrainGrace() time.Duration { return c.ReplyLimit(c.Workload.LongestTimeout()) }
 
 // MaxSessionTimeout is the servers' maxSessionTimeout: room for the workers' session
 // timeout, and never under ZooKeeper's usual 60 s.

@@ -21,7 +21,10 @@ type recorder struct {
 	st status
 }
 
-func (r *recorder) now() int64 { return time.Since(r.start).Nanoseconds() }
+func (r *recorder) now() int64 { return r.elapsed().Nanoseconds() }
+
+// elapsed is the time since the run's start.
+func (r *recorder) elapsed() time.Duration { return time.Since(r.start) }
 
 // record appends op at the current time.
 func (r *recorder) record(op histories.Op) {

@@ -317,7 +317,7 @@ func (r *runner) baseline(ctx context.Context) {
 	hold := func(int) time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
-		return r.cfg.Workload.Next(rng).Hold
+		return r.cfg.Workload.Next(rng, -1).Hold
 	}
 	b, err := runBaseline(ctx, r.network, r.connect, r.lockPath+"-baseline", r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
 	if r.fail(err, "baseline") != nil {

@@ -265,13 +265,29 @@ func (s *session) renumber() {
 // loop runs lock cycles until the run's time is up or the worker is unusable.
 func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	wl := s.r.cfg.Workload
-	limit := s.r.cfg.ReplyLimit(wl.AcquireTimeout)
+	limit := func(step workloads.Step) time.Duration {
+		return s.r.cfg.ReplyLimit(max(wl.AcquireTimeout, time.Duration(step.Request.TimeoutMS)*time.Millisecond))
+	}
 	for ctx.Err() == nil && !s.dead {
-		s.runCycle(wl.NewCycle(rng), func(workloads.Step) time.Duration { return limit })
+		elapsed := s.r.rec.elapsed()
+		if out := wl.SitsOut(s.w.slot, s.r.cfg.Workers, elapsed); out > 0 {
+			s.sitOut(ctx, out)
+			continue
+		}
+		s.runCycle(wl.NewCycle(rng, elapsed), limit)
 		if !s.dead {
-			s.think(wl.Think(rng))
+			s.think(wl.Think(rng, s.r.rec.elapsed()))
 		}
 	}
+}
+
+// sitOut idles a worker slot that takes no part in the workload's current regime,
+// until the regime ends or the run's time is up.
+func (s *session) sitOut(ctx context.Context, d time.Duration) {
+	if end, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(end))
+	}
+	s.think(max(d, time.Millisecond))
 }
 
 // runCycle drives one lock cycle to its end (or the worker's); limit says how long

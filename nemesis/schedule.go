@@ -41,6 +41,17 @@ func Classes() []Class {
 		ClassSessionExpire, ClassClientPause, ClassClientKill, ClassClientServerPartition, ClassReplyLoss}
 }
 
+// OnClients reports whether the class's faults land on workers (their network,
+// process, session, replies, or their connections to one server) rather than on the
+// servers themselves.
+func (c Class) OnClients() bool {
+	switch c {
+	case ClassClientPartition, ClassSessionExpire, ClassClientPause, ClassClientKill, ClassReplyLoss, ClassClientServerPartition:
+		return true
+	}
+	return false
+}
+
 // ParseClasses reads a comma-separated list of class names, e.g.
 // "kill,partition,client-pause". "none" or an empty string means no faults, "all"
 // every class; duplicates are dropped. An unknown name is an error that lists the

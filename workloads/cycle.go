@@ -91,9 +91,10 @@ const (
 	phaseDone
 )
 
-// NewCycle plans a worker's next lock cycle from its own random source.
-func (c Config) NewCycle(rng *rand.Rand) *Cycle {
-	plan := c.Next(rng)
+// NewCycle plans a worker's next lock cycle, starting elapsed into the run, from its
+// own random source.
+func (c Config) NewCycle(rng *rand.Rand, elapsed time.Duration) *Cycle {
+	plan := c.Next(rng, elapsed)
 	return &Cycle{key: c.Key, acquire: plan.Request, hold: plan.Hold, depth: plan.Depth, counter: c.Kind.HasCounter()}
 }
 

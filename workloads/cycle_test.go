@@ -55,7 +55,7 @@ func TestCycle(t *testing.T) {
 	reentrant := Config{Kind: Reentrant, MaxDepth: 3}.Defaults()
 	counter := Config{Kind: Counter}.Defaults()
 	deep := func(c Config, depth int) *Cycle {
-		cy := c.NewCycle(rand.New(rand.NewPCG(1, 2)))
+		cy := c.NewCycle(rand.New(rand.NewPCG(1, 2)), 0)
 		cy.depth = depth
 		return cy
 	}

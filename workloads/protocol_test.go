@@ -71,7 +71,7 @@ func TestNextIsDeterministicAndInRange(t *testing.T) {
 	a, b := rand.New(rand.NewPCG(1, 2)), rand.New(rand.NewPCG(1, 2))
 	reads := 0
 	for range 1000 {
-		x, y := cfg.Next(a), cfg.Next(b)
+		x, y := cfg.Next(a, 0), cfg.Next(b, 0)
 		if x != y {
 			t.Fatalf("same seed, different plans: %+v vs %+v", x, y)
 		}
@@ -92,7 +92,7 @@ func TestNextIsDeterministicAndInRange(t *testing.T) {
 	if reads < 600 || reads > 800 {
 		t.Errorf("%d of 1000 acquires were reads, want about %.0f%%", reads, cfg.ReadFraction*100)
 	}
-	if m := (Config{Kind: Mutex}.Defaults()).Next(a); m.Request.Mode != "" {
+	if m := (Config{Kind: Mutex}.Defaults()).Next(a, 0); m.Request.Mode != "" {
 		t.Errorf("mutex acquire has a mode: %+v", m)
 	}
 }

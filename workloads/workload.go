@@ -34,6 +34,13 @@ type Config struct {
 	// history process id, as an application keeps its lock client after a failed
 	// call. Otherwise such a worker is replaced by a fresh process.
 	KeepAfterInfo bool `json:",omitempty"`
+	// Regimes, with RegimeLength, make the workload vary itself: the run goes through
+	// them in turn, RegimeLength each, and every cycle draws its acquire timeout, hold
+	// and think time from the regime in force when it starts (AcquireTimeout, HoldMin,
+	// HoldMax and ThinkMax are then unused); a worker slot not active in a regime sits
+	// it out (SitsOut).
+	Regimes      []Regime      `json:",omitempty"`
+	RegimeLength time.Duration `json:",omitempty"`
 	// WriteRetry is how long a worker retries a counter write whose outcome is
 	// unknown (connection loss), as applications do with Curator's and Kazoo's
 	// retrying operations; 0 never retries. A retried unfenced write may land after
@@ -99,6 +106,14 @@ func (c Config) Validate() error {
 	if c.AcquireTimeout <= 0 {
 		return fmt.Errorf("acquire timeout: want > 0, got %s", c.AcquireTimeout)
 	}
+	if len(c.Regimes) > 0 && c.RegimeLength <= 0 {
+		return fmt.Errorf("regime length: want > 0 with regimes, got %s", c.RegimeLength)
+	}
+	for _, r := range c.Regimes {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -110,18 +125,28 @@ type Acquire struct {
 	Depth   int
 }
 
-// Think draws the pause after a lock cycle from the worker's own random source. It
-// draws nothing when ThinkMax is 0, so schedules without think time are unchanged.
-func (c Config) Think(rng *rand.Rand) time.Duration {
+// Think draws the pause after a lock cycle that ended elapsed into the run, from the
+// worker's own random source. It draws nothing when there is no think time, so
+// schedules without think time are unchanged.
+func (c Config) Think(rng *rand.Rand, elapsed time.Duration) time.Duration {
+	if r, i := c.RegimeAt(elapsed); i >= 0 {
+		return draw(rng, r.Thinks)
+	}
 	if c.ThinkMax <= 0 {
 		return 0
 	}
 	return time.Duration(rng.Int64N(int64(c.ThinkMax)))
 }
 
-// Next plans a worker's next lock cycle from its own random source.
-func (c Config) Next(rng *rand.Rand) Acquire {
-	req := Request{Op: OpAcquire, TimeoutMS: c.AcquireTimeout.Milliseconds()}
+// Next plans a worker's next lock cycle, starting elapsed into the run, from its own
+// random source.
+func (c Config) Next(rng *rand.Rand, elapsed time.Duration) Acquire {
+	timeout := c.AcquireTimeout
+	regime, varies := c.RegimeAt(elapsed)
+	if varies >= 0 {
+		timeout = max(time.Millisecond, draw(rng, regime.Timeouts))
+	}
+	req := Request{Op: OpAcquire, TimeoutMS: timeout.Milliseconds()}
 	if c.Kind == RWLock {
 		req.Mode = "write"
 		if rng.Float64() < c.ReadFraction {
@@ -129,7 +154,9 @@ func (c Config) Next(rng *rand.Rand) Acquire {
 		}
 	}
 	hold := c.HoldMin
-	if span := c.HoldMax - c.HoldMin; span > 0 {
+	if varies >= 0 {
+		hold = draw(rng, regime.Holds)
+	} else if span := c.HoldMax - c.HoldMin; span > 0 {
 		hold += time.Duration(rng.Int64N(int64(span)))
 	}
 	depth := 1

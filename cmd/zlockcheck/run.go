@@ -36,6 +36,11 @@ type runOptions struct {
 	writeRetry time.Duration
 	// keepWorkers: Workload.KeepAfterInfo.
 	keepWorkers bool
+	// vary makes the workload vary itself through workloads.StandardRegimes, each
+	// regimeLength long; the knobs in set (flags given by hand) stay fixed.
+	vary         bool
+	regimeLength time.Duration
+	set          map[string]bool
 	checkTO     time.Duration
 	quiet       bool
 	nemesis     string
@@ -64,6 +69,8 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.holdMax, "hold-max", wl.HoldMax, "longest time a worker holds the lock")
 	fs.DurationVar(&o.thinkMax, "think-max", 0, "longest random pause of a worker between lock cycles (lets --nemesis-targets idle aim at an acquire's first steps)")
 	fs.BoolVar(&o.keepWorkers, "keep-workers", false, "a worker whose acquire or release ended with an unknown outcome goes on with the same process and session (a new process id in the history), as applications keep their lock clients; default: replace it")
+	fs.BoolVar(&o.vary, "vary", false, "vary the workload during the run: acquire timeouts, holds, think times and the number of active workers are drawn per cycle from regimes that change every --regime-length (README: Exploring); --acquire-timeout, --hold-max and --think-max given by hand stay fixed")
+	fs.DurationVar(&o.regimeLength, "regime-length", workloads.DefaultRegimeLength, "with --vary: how long each regime lasts")
 	fs.DurationVar(&o.writeRetry, "write-retry", 0, "counter workload: how long a worker retries a write whose outcome is unknown (0: 2x the session timeout; negative: never)")
 	fs.DurationVar(&o.checkTO, "check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
@@ -178,6 +185,9 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano() & (1<<53 - 1)
 	}
+	if o.vary {
+		cfg.Workload = o.varied(cfg.Workload, cfg.SessionTimeout, cfg.Nemesis)
+	}
 	if !o.quiet {
 		cfg.Log = stderr
 	}
@@ -186,6 +196,31 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 		return cfg, models.Config{}, err
 	}
 	return cfg, models.Config{Kind: kind.Model(), Permits: cfg.Workload.Permits, Timeout: o.checkTO}, nil
+}
+
+// varied gives wl the standard regimes for these faults, with the knobs set by hand
+// fixed in every regime.
+func (o runOptions) varied(wl workloads.Config, sessionTimeout time.Duration, faults []nemesis.Class) workloads.Config {
+	var fixed workloads.Fixed
+	if o.set["acquire-timeout"] {
+		fixed.AcquireTimeout = o.acquireTO
+	}
+	if o.set["hold-max"] {
+		fixed.HoldMax = o.holdMax
+	}
+	if o.set["think-max"] {
+		fixed.ThinkMax = o.thinkMax
+	}
+	wl.Regimes = workloads.Fix(workloads.StandardRegimes(sessionTimeout, slices.ContainsFunc(faults, nemesis.Class.OnClients)), fixed)
+	wl.RegimeLength = o.regimeLength
+	return wl
+}
+
+// noteSet remembers which of fs's flags were given (on the command line or by a run
+// file), so that a varying workload keeps them fixed.
+func (o *runOptions) noteSet(fs *flag.FlagSet) {
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 }
 
 // errRunBroke: the run broke down, though what it recorded checks valid.
@@ -249,6 +284,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if err != nil {
 		return exitError, fmt.Errorf("--keep: %w", err)
 	}
+	o.noteSet(fs)
 	if suite != nil {
 		return runSuite(ctx, fs, &o, *suite, keep, stdout, stderr)
 	}
