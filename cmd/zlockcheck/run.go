@@ -41,13 +41,13 @@ type runOptions struct {
 	vary         bool
 	regimeLength time.Duration
 	set          map[string]bool
-	checkTO     time.Duration
-	quiet       bool
-	nemesis     string
-	targets     string
-	shapes      string
-	final       bool
-	baseline    bool
+	checkTO      time.Duration
+	quiet        bool
+	nemesis      string
+	targets      string
+	shapes       string
+	final        bool
+	baseline     bool
 	// cpuProfile and workerCPUProfile are pprof outputs (benchmarks): the harness's
 	// process, and a directory for the Go workers' (one file per process).
 	cpuProfile, workerCPUProfile string
