@@ -28,6 +28,7 @@ const usage = `usage: zlockcheck <command> [flags]
 
 commands:
   run      start an ensemble and workers, record a history, check it
+  explore  spend a time budget in rounds of runs that choose their own workload and faults
   check    check a history file (JSON Lines or Jepsen EDN) or re-check a run directory
   replay   run a stored run's configuration again (same seed) on a fresh ensemble
   export   convert a run's history to Jepsen EDN (or JSON Lines)
@@ -64,6 +65,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		code, err = runCmd(ctx, args[1:], stdout, stderr)
+	case "explore":
+		code, err = exploreCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		code, err = checkCmd(args[1:], stdout, stderr)
 	case "replay":

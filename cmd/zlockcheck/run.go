@@ -201,17 +201,7 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 // varied gives wl the standard regimes for these faults, with the knobs set by hand
 // fixed in every regime.
 func (o runOptions) varied(wl workloads.Config, sessionTimeout time.Duration, faults []nemesis.Class) workloads.Config {
-	var fixed workloads.Fixed
-	if o.set["acquire-timeout"] {
-		fixed.AcquireTimeout = o.acquireTO
-	}
-	if o.set["hold-max"] {
-		fixed.HoldMax = o.holdMax
-	}
-	if o.set["think-max"] {
-		fixed.ThinkMax = o.thinkMax
-	}
-	wl.Regimes = workloads.Fix(workloads.StandardRegimes(sessionTimeout, slices.ContainsFunc(faults, nemesis.Class.OnClients)), fixed)
+	wl.Regimes = workloads.Fix(workloads.StandardRegimes(sessionTimeout, slices.ContainsFunc(faults, nemesis.Class.OnClients)), o.fixed())
 	wl.RegimeLength = o.regimeLength
 	return wl
 }

@@ -1,0 +1,143 @@
+package explore
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Probe is one kind of round: the regimes its workload goes through and the faults
+// its nemesis injects, aimed at the situations (coverage rows) it is there to reach.
+type Probe struct {
+	// Name says what the probe does, in a few words.
+	Name string `json:"name"`
+	// Regimes are the workload's regimes, in turn, each a share of the round.
+	Regimes []workloads.Regime `json:"regimes"`
+	// Faults are the nemesis's classes (none: a fault-free round) and the targets it
+	// aims them at (empty: any).
+	Faults        []nemesis.Class        `json:"faults,omitempty"`
+	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
+	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
+	Shapes        []nemesis.Shape        `json:"shapes,omitempty"`
+	// KeepWorkers keeps a worker whose call ended with an unknown outcome, with its
+	// session, as applications do (workloads.Config.KeepAfterInfo).
+	KeepWorkers bool `json:"keep_workers,omitempty"`
+	// Aims are the coverage situations the probe exists to reach; the feedback sends
+	// rounds to the probe whose aims are least covered.
+	Aims []string `json:"aims"`
+}
+
+// Situations explore aims at. They are the names of coverage rows: a probe's aims
+// are counted by the coverage of the rounds it ran.
+const (
+	AimTimedOutQueued  = "acquire timed out while queued"
+	AimPredecessorGone = "waiter's predecessor vanished while it waited"
+	AimUncontended     = "acquire granted with nobody waiting"
+	AimFaultHolding    = "client fault landed on a holder"
+	AimFaultAcquiring  = "client fault landed on an acquiring worker"
+	AimLongHold        = "hold longer than the session timeout"
+	AimInfoAcquire     = "acquire ended with an unknown outcome"
+	AimLostHolding     = "holder told it lost the lock"
+	AimServerFaultHeld = "server fault while the lock was held"
+)
+
+// Probes is explore's menu for workers with this session timeout. Faults whose only
+// possible overlaps are unfenced ones (a paused holder, a session expired under a
+// holder: no recipe can prevent them) are in only when the workload is fenced, where
+// fencing must hold.
+func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
+	std := func(names ...string) []workloads.Regime {
+		var out []workloads.Regime
+		for _, r := range workloads.StandardRegimes(sessionTimeout, true) {
+			if slices.Contains(names, r.Name) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	ms := time.Millisecond
+	probes := []Probe{
+		{Name: "queue churn", Regimes: std("full queue", "impatient waiters", "sparse"),
+			Aims: []string{AimTimedOutQueued, AimPredecessorGone, AimUncontended}},
+		{Name: "holders cut off, replies lost", KeepWorkers: true,
+			Regimes: append(std("long holds"), workloads.Regime{Name: "creates in flight",
+				Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
+				Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
+				Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}),
+			Faults:        []nemesis.Class{nemesis.ClassClientPartition, nemesis.ClassReplyLoss},
+			ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder, nemesis.TargetIdle},
+			Aims:          []string{AimFaultHolding, AimLongHold, AimLostHolding, AimFaultAcquiring, AimInfoAcquire}},
+		{Name: "crashing and cut-off clients", Regimes: std("full queue", "impatient waiters"),
+			Faults: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition, nemesis.ClassClientServerPartition},
+			Aims:   []string{AimFaultAcquiring, AimFaultHolding, AimPredecessorGone}},
+		{Name: "server faults", Regimes: std("full queue", "long holds"),
+			Faults: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassPacket},
+			Aims:   []string{AimServerFaultHeld}},
+	}
+	if fenced {
+		probes = append(probes, Probe{Name: "paused and expired holders", Regimes: std("long holds"),
+			Faults: []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
+			Aims: []string{AimFaultHolding, AimLongHold}})
+	}
+	return probes
+}
+
+// Tally is what a session has exercised so far: each situation's count over its
+// rounds, and how many rounds each probe ran.
+type Tally struct {
+	Situations map[string]int `json:"situations"`
+	Runs       map[string]int `json:"probe_rounds"`
+}
+
+// NewTally is an empty tally.
+func NewTally() Tally { return Tally{Situations: map[string]int{}, Runs: map[string]int{}} }
+
+// Add counts one round of probe p that exercised covered.
+func (t Tally) Add(p Probe, covered map[string]int) {
+	t.Runs[p.Name]++
+	for name, n := range covered {
+		t.Situations[name] += n
+	}
+}
+
+// Choose picks the next round's probe: first every probe once, in menu order (the
+// cheap fault-free probe first); then the probe whose least exercised aim has the
+// lowest count, fewer rounds breaking ties, then rng.
+func Choose(menu []Probe, t Tally, rng *rand.Rand) Probe {
+	for _, p := range menu {
+		if t.Runs[p.Name] == 0 {
+			return p
+		}
+	}
+	least := func(p Probe) int {
+		m := -1
+		for _, a := range p.Aims {
+			if n := t.Situations[a]; m < 0 || n < m {
+				m = n
+			}
+		}
+		return m
+	}
+	best := []Probe{menu[0]}
+	for _, p := range menu[1:] {
+		b := best[0]
+		switch c := cmpScore(least(p), t.Runs[p.Name], least(b), t.Runs[b.Name]); {
+		case c < 0:
+			best = []Probe{p}
+		case c == 0:
+			best = append(best, p)
+		}
+	}
+	return best[rng.IntN(len(best))]
+}
+
+// cmpScore orders probes: a lower least-covered count first, then fewer rounds.
+func cmpScore(leastA, runsA, leastB, runsB int) int {
+	if leastA != leastB {
+		return leastA - leastB
+	}
+	return runsA - runsB
+}
