@@ -1,0 +1,159 @@
+package explore
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+func TestProbesLeaveOutUnfencedOnlyFaults(t *testing.T) {
+	unfenced := []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}
+	has := func(ps []Probe) bool {
+		for _, p := range ps {
+			for _, c := range p.Faults {
+				if slices.Contains(unfenced, c) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if has(Probes(4*time.Second, false)) {
+		t.Error("an unfenced menu has client-pause or session-expire: they only produce overlaps no recipe can prevent")
+	}
+	if !has(Probes(4*time.Second, true)) {
+		t.Error("a fenced menu lacks client-pause and session-expire: fencing must hold under them")
+	}
+	for _, p := range Probes(4*time.Second, true) {
+		if len(p.Regimes) == 0 || len(p.Aims) == 0 {
+			t.Errorf("probe %q: want regimes and aims", p.Name)
+		}
+		for _, r := range p.Regimes {
+			if err := r.Validate(); err != nil {
+				t.Errorf("probe %q: %v", p.Name, err)
+			}
+		}
+	}
+}
+
+func TestChooseVisitsEachProbeThenTheLeastCovered(t *testing.T) {
+	menu := []Probe{{Name: "a", Aims: []string{"x"}}, {Name: "b", Aims: []string{"y", "z"}}, {Name: "c", Aims: []string{"x", "y"}}}
+	rng := rand.New(rand.NewPCG(1, 1))
+	tally := NewTally()
+	var order []string
+	for range 3 {
+		p := Choose(menu, tally, rng)
+		order = append(order, p.Name)
+		tally.Add(p, map[string]int{"x": 5, "y": 5, "z": 5})
+	}
+	if !slices.Equal(order, []string{"a", "b", "c"}) {
+		t.Fatalf("first pass %v, want the menu's order", order)
+	}
+	tally.Situations["z"] = 0 // only b aims at z
+	if p := Choose(menu, tally, rng); p.Name != "b" {
+		t.Errorf("chose %q, want b (its aim z was never exercised)", p.Name)
+	}
+	tally.Situations["z"] = 50
+	tally.Runs["a"] = 9 // a and c both reach x at 5 (or y): c ran fewer rounds
+	if p := Choose(menu, tally, rng); p.Name != "c" {
+		t.Errorf("chose %q, want c (as little covered as a, fewer rounds)", p.Name)
+	}
+}
+
+func TestRoundConfigAppliesTheProbe(t *testing.T) {
+	base := harness.Config{Seed: 100, Workload: workloads.Config{Kind: workloads.Mutex}}
+	p := Probes(2*time.Second, false)[1]
+	c := roundConfig(base, p, workloads.Fixed{AcquireTimeout: 150 * time.Millisecond}, 3, 20*time.Second)
+	if c.Seed != 103 || c.Duration != 20*time.Second || !slices.Equal(c.Nemesis, p.Faults) || c.Workload.KeepAfterInfo != p.KeepWorkers {
+		t.Fatalf("round config %+v does not carry probe %q", c, p.Name)
+	}
+	if c.Workload.RegimeLength*time.Duration(len(p.Regimes)) != c.Duration {
+		t.Errorf("regimes of %s each in a %s round", c.Workload.RegimeLength, c.Duration)
+	}
+	for _, r := range c.Workload.Regimes {
+		if len(r.Timeouts) != 1 || r.Timeouts[0].Min != 150*time.Millisecond {
+			t.Errorf("regime %q: timeouts %v, want the fixed 150ms", r.Name, r.Timeouts)
+		}
+	}
+	if base.Nemesis != nil || base.Workload.Regimes != nil {
+		t.Error("roundConfig changed the base")
+	}
+}
+
+// fakeRounds stands in for real runs (this is a unit test of the loop): each round
+// returns the next verdict of the list.
+func fakeRounds(verdicts ...models.Verdict) (func(context.Context, harness.Config) (Round, error), *[]harness.Config) {
+	var seen []harness.Config
+	return func(_ context.Context, c harness.Config) (Round, error) {
+		seen = append(seen, c)
+		v := verdicts[min(len(seen), len(verdicts))-1]
+		return Round{Verdict: v, Coverage: map[string]int{AimTimedOutQueued: 1}}, nil
+	}, &seen
+}
+
+func TestRunStopsAtTheFirstViolation(t *testing.T) {
+	run, seen := fakeRounds(models.Valid, models.Unknown, models.Invalid, models.Valid)
+	s, err := Run(context.Background(), Config{Base: harness.Config{SessionTimeout: 2 * time.Second}, Budget: time.Hour, RunRound: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rounds) != 3 || len(*seen) != 3 || s.Verdict != models.Invalid {
+		t.Fatalf("%d rounds, verdict %s; want 3, invalid", len(s.Rounds), s.Verdict)
+	}
+	if s.Tally.Situations[AimTimedOutQueued] != 3 {
+		t.Errorf("tally %v, want the rounds' coverage summed", s.Tally.Situations)
+	}
+}
+
+func TestRunKeepsGoingToTheBudget(t *testing.T) {
+	run, _ := fakeRounds(models.Invalid, models.Valid)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	counted := func(c context.Context, cfg harness.Config) (Round, error) {
+		if n++; n == 4 {
+			cancel()
+		}
+		return run(c, cfg)
+	}
+	s, err := Run(ctx, Config{Base: harness.Config{SessionTimeout: 2 * time.Second}, Budget: time.Hour, KeepGoing: true, RunRound: counted})
+	if err != nil || len(s.Rounds) != 4 || s.Verdict != models.Invalid {
+		t.Fatalf("rounds %d, verdict %s, err %v; want 4 rounds (cancelled), invalid", len(s.Rounds), s.Verdict, err)
+	}
+}
+
+func TestRunReportsARoundThatCouldNotRun(t *testing.T) {
+	broken := func(context.Context, harness.Config) (Round, error) { return Round{}, errors.New("no quorum") }
+	s, err := Run(context.Background(), Config{Budget: time.Hour, RunRound: broken})
+	if err == nil || len(s.Rounds) != 0 {
+		t.Fatalf("err %v, %d rounds; want the round's error", err, len(s.Rounds))
+	}
+	if _, err := Run(context.Background(), Config{RunRound: broken}); err == nil {
+		t.Error("a session without a budget ran")
+	}
+}
+
+func TestWorse(t *testing.T) {
+	for _, tc := range []struct {
+		s, r  models.Verdict
+		first bool
+		want  models.Verdict
+	}{
+		{models.Unknown, models.Valid, true, models.Valid},
+		{models.Valid, models.Unknown, false, models.Unknown},
+		{models.Unknown, models.Invalid, false, models.Invalid},
+		{models.Invalid, models.Valid, false, models.Invalid},
+		{models.Unknown, models.Valid, false, models.Unknown},
+	} {
+		if got := worse(tc.s, tc.r, tc.first); got != tc.want {
+			t.Errorf("worse(%s, %s, %v) = %s, want %s", tc.s, tc.r, tc.first, got, tc.want)
+		}
+	}
+}
