@@ -115,6 +115,10 @@ func JUnit(r Results, at time.Time) JUnitSuites {
 			tc.SystemOut = fmt.Sprintf("advisory (%s): the data the lock protects decides the verdict\n%s", c.Verdict, c.Witness)
 		case c.Verdict == models.Invalid:
 			tc.Failure = &JUnitProblem{Message: witnessOr(c.Witness, "invalid"), Type: "invalid", Text: problemText(c)}
+			if c.Cause != nil {
+				tc.Failure.Type = "invalid: " + string(c.Cause.Class)
+				tc.Failure.Message = string(c.Cause.Class) + ": " + tc.Failure.Message
+			}
 			s.Failures++
 		default:
 			tc.Error = &JUnitProblem{Message: witnessOr(c.Witness, string(c.Verdict)), Type: string(c.Verdict), Text: problemText(c)}
@@ -151,6 +155,9 @@ func problemText(c Check) string {
 		} else {
 			fmt.Fprintf(&b, "window: ops at indexes %v\n", c.WindowIndexes)
 		}
+	}
+	if c.Cause != nil {
+		fmt.Fprintf(&b, "cause: %s: %s\n", c.Cause.Class, c.Cause.Why)
 	}
 	b.WriteString(c.Witness)
 	return b.String()

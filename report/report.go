@@ -6,6 +6,7 @@ package report
 
 import (
 	"fmt"
+	"github.com/zlockcheck/zlockcheck/cause"
 	"io"
 	"os"
 	"path/filepath"
@@ -41,6 +42,9 @@ type Run struct {
 	// the steady-state rate (zero: not known).
 	Workers  int
 	Workload time.Duration
+	// Cause is what sorting a violation into its cause class needs (a zero session
+	// timeout: no cause is given).
+	Cause cause.Params
 }
 
 // Results is results.json: the verdict of every check and what it was based on.
@@ -84,6 +88,8 @@ type Check struct {
 	Checker string         `json:"checker"`
 	Ops     int            `json:"ops"`
 	Witness string         `json:"witness,omitempty"`
+	// Cause is an exclusive lock's violation's cause class (see package cause).
+	Cause *cause.Finding `json:"cause,omitempty"`
 	// Advisory checks are reported but do not decide the verdict (see Verdict).
 	Advisory              bool     `json:"advisory,omitempty"`
 	FirstViolationSeconds *float64 `json:"first_violation_seconds,omitempty"`
@@ -127,6 +133,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		for _, op := range k.Window {
 			c.WindowIndexes = append(c.WindowIndexes, op.Index)
 		}
+		c.Cause = causeOf(h, c, cfg.Kind, run.Cause)
 		out.Checks = append(out.Checks, c)
 	}
 	live, found, err := LivenessCheck(h)
@@ -274,6 +281,18 @@ func Summary(w io.Writer, r Results) {
 	}
 }
 
+// causeOf sorts an exclusive lock's violation into its cause class, when the run's
+// settings are known.
+func causeOf(h histories.History, c Check, kind models.Kind, p cause.Params) *cause.Finding {
+	if c.Verdict != models.Invalid || p.SessionTimeout <= 0 || (kind != models.Mutex && kind != models.Reentrant) {
+		return nil
+	}
+	if f, ok := cause.Classify(h, c.Key, p); ok {
+		return &f
+	}
+	return nil
+}
+
 // PrintCheck prints the outcome of checking a history file: the model's verdict per
 // key, and the run's liveness verdict if the history records one. It returns the
 // overall verdict.
@@ -343,6 +362,12 @@ func printVerdict(w io.Writer, v models.Verdict, checks []Check) {
 			note = ", advisory: the data the lock protects decides the verdict"
 		}
 		fmt.Fprintf(w, "  key %s: %s (%s checker%s)\n", key, c.Verdict, c.Checker, note)
+		if c.Cause != nil {
+			fmt.Fprintf(w, "    cause: %s: %s\n", strings.ToUpper(string(c.Cause.Class)), c.Cause.Why)
+			if c.Cause.Fix != "" {
+				fmt.Fprintf(w, "    to close the window: %s\n", c.Cause.Fix)
+			}
+		}
 		for _, line := range strings.Split(strings.TrimRight(c.Witness, "\n"), "\n") {
 			fmt.Fprintf(w, "    %s\n", line)
 		}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"github.com/zlockcheck/zlockcheck/cause"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -16,6 +17,11 @@ type RunConfig struct {
 	// Workers and Duration give the steady-state rate (zero: not known).
 	Workers  int           `json:"workers"`
 	Duration time.Duration `json:"duration_ns"`
+	// SessionTimeout, Tick and SyncLimit are what a violation's cause class needs
+	// (zero: not known, no cause is given).
+	SessionTimeout time.Duration `json:"session_timeout_ns"`
+	Tick           time.Duration `json:"tick_ns"`
+	SyncLimit      int           `json:"sync_limit"`
 }
 
 // Course is how a run went, as results.json keeps it beside the verdict: from the
@@ -55,6 +61,7 @@ func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
 	return Run{
 		Dir: d.Path(), History: d.HistoryPath(), Test: rc.Name, RunID: rc.RunID, Recipe: rc.Recipe, Seed: rc.Seed,
 		Config: config, Workers: rc.Workers, Workload: rc.Duration,
+		Cause:       cause.Params{SessionTimeout: rc.SessionTimeout, Tick: rc.Tick, SyncLimit: rc.SyncLimit},
 		Interrupted: c.Interrupted, Elapsed: c.Elapsed, ZooKeeperVersion: c.ZooKeeperVersion,
 		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
 	}

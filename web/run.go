@@ -42,6 +42,8 @@ type link struct{ Name, URL string }
 
 type checkRow struct {
 	Key, Verdict, Checker, Witness, FirstViolation string
+	// Cause is a violation's cause class and why, if known.
+	Cause string
 	Ops                                            int
 	Advisory                                       bool
 }
@@ -133,6 +135,12 @@ func buildRunPage(root, run *os.Root, id string) runPage {
 	}
 	for _, c := range info.Results.Checks {
 		row := checkRow{Key: c.Key, Verdict: string(c.Verdict), Checker: c.Checker, Witness: c.Witness, Ops: c.Ops, Advisory: c.Advisory}
+		if c.Cause != nil {
+			row.Cause = string(c.Cause.Class) + ": " + c.Cause.Why
+			if c.Cause.Fix != "" {
+				row.Cause += " (to close the window: " + c.Cause.Fix + ")"
+			}
+		}
 		if row.Key == "" {
 			row.Key = "(the lock)"
 		}

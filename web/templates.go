@@ -92,7 +92,7 @@ const runHTML = `<!DOCTYPE html>
 <td>{{.Checker}}</td>
 <td class="num">{{.Ops}}</td>
 <td>{{.FirstViolation}}</td>
-<td>{{if .Witness}}<pre class="witness">{{.Witness}}</pre>{{end}}</td>
+<td>{{if .Cause}}<p class="cause"><b>cause:</b> {{.Cause}}</p>{{end}}{{if .Witness}}<pre class="witness">{{.Witness}}</pre>{{end}}</td>
 </tr>
 {{end}}</tbody>
 </table>

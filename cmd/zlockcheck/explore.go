@@ -91,6 +91,11 @@ func roundRunner(modelCfg models.Config, keep keepPolicy, stderr io.Writer) func
 			return explore.Round{}, err
 		}
 		r := explore.Round{Dir: res.Dir, Verdict: res.Verdict}
+		for _, c := range res.Checks {
+			if c.Cause != nil && r.Cause == "" {
+				r.Cause = string(c.Cause.Class)
+			}
+		}
 		if err != nil {
 			r.Verdict = models.Unknown
 		}
@@ -124,7 +129,11 @@ func printSession(w io.Writer, s explore.Session) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "round\tprobe\tseed\tverdict\ttime\trun")
 	for i, r := range s.Rounds {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", i+1, r.Probe, r.Seed, r.Verdict, r.Elapsed.Round(time.Second), r.Dir)
+		verdict := string(r.Verdict)
+		if r.Cause != "" {
+			verdict += " (" + r.Cause + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", i+1, r.Probe, r.Seed, verdict, r.Elapsed.Round(time.Second), r.Dir)
 	}
 	tw.Flush()
 	if len(s.Tally.Situations) > 0 {

@@ -1,0 +1,247 @@
+// Package cause says why a lock's mutual exclusion broke, from the history alone: it
+// finds the first moment two workers held the same exclusive lock and sorts it into
+// one of three classes, by the rule the README states (Verdicts: what broke):
+//
+//   - Unfenced overlap: the earlier holder could not have known yet (the nemesis had
+//     stopped its process, client-pause; or the servers had closed its session under
+//     it, session-expire) and it reported lost within LostBound of the moment it could
+//     know (the pause ended, the session was expired). No lock recipe can prevent such
+//     an overlap; only fencing the protected resource can.
+//   - Configuration: the earlier holder had no fault of its own while a partition cut
+//     a follower off from the quorum, and the servers' sync window (syncLimit x
+//     tickTime) exceeded the session timeout, so that follower may go on serving a
+//     session the leader has already expired.
+//   - Recipe bug: everything else (a holder that kept running, was cut off, and did
+//     not report lost before its session could expire; a holder that never reported
+//     lost at all; two holders with no fault at all).
+//
+// The package reads op names and the nemesis's fault records; it knows nothing of
+// ZooKeeper's API.
+package cause
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+)
+
+// Class is a violation's cause class.
+type Class string
+
+// The cause classes.
+const (
+	Unfenced      Class = "unfenced overlap"
+	Configuration Class = "configuration"
+	RecipeBug     Class = "recipe bug"
+)
+
+// Params are the run's settings the rule needs.
+type Params struct {
+	// SessionTimeout is the workers' session timeout.
+	SessionTimeout time.Duration
+	// Tick and SyncLimit are the servers' tickTime and syncLimit (zero: unknown).
+	Tick      time.Duration
+	SyncLimit int
+}
+
+// SyncWindow is how long a follower cut off from the leader goes on serving its
+// clients: syncLimit x tickTime.
+func (p Params) SyncWindow() time.Duration { return time.Duration(p.SyncLimit) * p.Tick }
+
+// LostBound is how soon after it could know a holder must report lost for an
+// overlap to count as unfenced: one session timeout (a client hears of its expired
+// session at its next exchange with a server, within a third of it) plus a second
+// of slack for a busy machine.
+func (p Params) LostBound() time.Duration { return p.SessionTimeout + time.Second }
+
+// Finding is the first overlap of a key and its class.
+type Finding struct {
+	Class Class `json:"class"`
+	// Why says it in a sentence, with the times and the fault.
+	Why string `json:"why"`
+	// Holder is the earlier holder's process, Next the one granted while it held; At
+	// is when Next was granted (ns since the run's start).
+	Holder int   `json:"holder"`
+	Next   int   `json:"next"`
+	At     int64 `json:"at_ns"`
+	// Fix says what would close the window, for a configuration finding.
+	Fix string `json:"fix,omitempty"`
+}
+
+// hold is one process's tenure of a key: from its acquire's ok to its release's
+// invoke (math.MaxInt64 when it never released).
+type hold struct {
+	process    int
+	start, end int64
+}
+
+// fault is one nemesis fault: its class, target process, shape, and when it started
+// and stopped (math.MaxInt64 when it never stopped).
+type fault struct {
+	class       string
+	process     int
+	shape       string
+	start, stop int64
+}
+
+// Classify finds the first overlap of two holders of key and says its cause; false
+// when no two holds of key overlap for certain (both acquires had completed before
+// either release began).
+func Classify(h histories.History, key string, p Params) (Finding, bool) {
+	a, b, ok := firstOverlap(holds(h, key))
+	if !ok {
+		return Finding{}, false
+	}
+	f := Finding{Holder: a.process, Next: b.process, At: b.start}
+	faults := faults(h)
+	lost, lostAt := lostReport(h, key, a)
+	for _, x := range faults {
+		if x.process != a.process || x.start < a.start || x.start > b.start {
+			continue
+		}
+		switch x.class {
+		case "client-pause", "session-expire":
+			know := x.stop
+			if x.class == "session-expire" {
+				know = x.start
+			}
+			if lost && lostAt-know <= p.LostBound().Nanoseconds() {
+				f.Class = Unfenced
+				f.Why = fmt.Sprintf("process %d could not know it had lost the lock (%s at %s) and reported lost %s after it could; process %d was granted at %s. No lock recipe can prevent this; only fencing can",
+					a.process, x.class, at(x.start), dur(lostAt-know), b.process, at(b.start))
+				return f, true
+			}
+		}
+	}
+	if cut, found := followerCut(faults, a, b); found && p.SyncWindow() > p.SessionTimeout {
+		f.Class = Configuration
+		f.Why = fmt.Sprintf("process %d had no fault of its own while a partition (%s, from %s) cut a follower off from the quorum; with a sync window of %s past the session timeout %s, that follower may serve a session the leader expired; process %d was granted at %s",
+			a.process, cut.shape, at(cut.start), p.SyncWindow(), p.SessionTimeout, b.process, at(b.start))
+		f.Fix = fmt.Sprintf("a sync window of at most half the session timeout %s: --sync-limit %d (now %d) with tickTime %s",
+			p.SessionTimeout, max(1, int(p.SessionTimeout/2/p.Tick)), p.SyncLimit, p.Tick)
+		return f, true
+	}
+	f.Class = RecipeBug
+	f.Why = recipeWhy(a, b, faults, lost, lostAt, p)
+	return f, true
+}
+
+// recipeWhy says what the earlier holder did wrong.
+func recipeWhy(a, b hold, faults []fault, lost bool, lostAt int64, p Params) string {
+	what := "with no fault of its own"
+	for _, x := range faults {
+		if x.process == a.process && x.start >= a.start && x.start <= b.start {
+			what = fmt.Sprintf("after %s at %s", x.class, at(x.start))
+			break
+		}
+	}
+	report := "never reported lost"
+	if lost {
+		report = fmt.Sprintf("reported lost only at %s", at(lostAt))
+	}
+	return fmt.Sprintf("process %d went on holding %s and %s; process %d was granted at %s while it held (a recipe must report lost once its session may have expired)",
+		a.process, what, report, b.process, at(b.start))
+}
+
+// followerCut finds an isolate-follower-quorum partition in force when b was granted.
+func followerCut(faults []fault, a, b hold) (fault, bool) {
+	for _, x := range faults {
+		if x.process == a.process && x.start >= a.start && x.start <= b.start {
+			return fault{}, false // the holder had a client fault: not the servers' doing
+		}
+	}
+	for _, x := range faults {
+		if x.class == "partition" && x.shape == "isolate-follower-quorum" && x.start <= b.start && x.stop >= a.start {
+			return x, true
+		}
+	}
+	return fault{}, false
+}
+
+// holds lists every tenure of key, in order of start.
+func holds(h histories.History, key string) []hold {
+	var out []hold
+	open := map[int]int{} // process -> index in out of its open hold
+	depth := map[int]int{}
+	for _, op := range h {
+		if op.Process.Nemesis || op.Key != key {
+			continue
+		}
+		p := op.Process.ID
+		switch {
+		case op.F == histories.FAcquire && op.Type == histories.OK:
+			if depth[p]++; depth[p] == 1 {
+				open[p] = len(out)
+				out = append(out, hold{process: p, start: op.Time, end: math.MaxInt64})
+			}
+		case op.F == histories.FRelease && op.Type == histories.Invoke && depth[p] > 0:
+			if depth[p]--; depth[p] == 0 || op.Lost {
+				out[open[p]].end, depth[p] = op.Time, 0
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+// firstOverlap is the pair of holds whose overlap begins first: b granted while a held.
+func firstOverlap(hs []hold) (a, b hold, ok bool) {
+	for j, next := range hs {
+		for _, prev := range hs[:j] {
+			if prev.process != next.process && prev.start < next.start && next.start < prev.end {
+				return prev, next, true
+			}
+		}
+	}
+	return hold{}, hold{}, false
+}
+
+// lostReport is when a's process reported it lost the lock during or right after a.
+func lostReport(h histories.History, key string, a hold) (bool, int64) {
+	for _, op := range h {
+		if !op.Process.Nemesis && op.Process.ID == a.process && op.Key == key && op.Lost && op.Time >= a.start {
+			return true, op.Time
+		}
+	}
+	return false, 0
+}
+
+// faults pairs the nemesis's start and stop records.
+func faults(h histories.History) []fault {
+	var out []fault
+	for _, op := range h {
+		if !op.Process.Nemesis || (op.F != "start" && op.F != "stop") {
+			continue
+		}
+		var v struct {
+			Fault   string `json:"fault"`
+			Process *int   `json:"process"`
+			Shape   string `json:"shape"`
+		}
+		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
+			continue
+		}
+		proc := -1
+		if v.Process != nil {
+			proc = *v.Process
+		}
+		if op.F == "start" {
+			out = append(out, fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64})
+			continue
+		}
+		for i := len(out) - 1; i >= 0; i-- {
+			if out[i].class == v.Fault && out[i].process == proc && out[i].stop == math.MaxInt64 {
+				out[i].stop = op.Time
+				break
+			}
+		}
+	}
+	return out
+}
+
+func at(ns int64) string  { return fmt.Sprintf("%.2fs", float64(ns)/1e9) }
+func dur(ns int64) string { return time.Duration(ns).Round(time.Millisecond).String() }

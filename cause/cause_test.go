@@ -1,0 +1,114 @@
+package cause
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+)
+
+var params = Params{SessionTimeout: 4 * time.Second, Tick: 200 * time.Millisecond, SyncLimit: 5}
+
+func load(t *testing.T, name string) histories.History {
+	t.Helper()
+	h, _, err := histories.Load("../testdata/histories/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// Recorded runs (testdata/histories/README.md): a paused go-zookeeper holder that
+// reported lost at once is an unfenced overlap; mutant-ignore-lost, cut off by a
+// client partition and never reporting lost, is a recipe bug.
+func TestRecordedOverlaps(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want Class
+		why  string
+	}{
+		{"gozk-client-pause-overlap.jsonl", Unfenced, "only fencing"},
+		{"ignore-lost-vary-client-partition.jsonl", RecipeBug, "never reported lost"},
+	} {
+		f, ok := Classify(load(t, tc.file), "l0", params)
+		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) {
+			t.Errorf("%s: %+v (found %v), want %s saying %q", tc.file, f, ok, tc.want, tc.why)
+		}
+	}
+	if f, ok := Classify(load(t, "gozk-server-faults-valid.jsonl"), "l0", params); ok {
+		t.Errorf("a valid history has an overlap: %+v", f)
+	}
+}
+
+// op builders for hand-written histories.
+func acq(p int, typ histories.Type, t int64) histories.Op {
+	return histories.Op{Type: typ, F: histories.FAcquire, Process: histories.Client(p), Time: t, Key: "l0"}
+}
+func rel(p int, typ histories.Type, t int64, lost bool) histories.Op {
+	return histories.Op{Type: typ, F: histories.FRelease, Process: histories.Client(p), Time: t, Key: "l0", Lost: lost}
+}
+func nem(f string, t int64, value string) histories.Op {
+	return histories.Op{Type: histories.Info, F: f, Process: histories.NemesisProcess, Time: t, Value: []byte(value)}
+}
+
+const s = int64(time.Second)
+
+// overlap: process 1 holds from 1 s, process 2 is granted at 5 s, process 1 releases
+// (lost or not) at end.
+func overlap(mid []histories.Op, lostAt int64) histories.History {
+	h := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, 1*s), acq(2, histories.Invoke, 2*s)}
+	h = append(h, mid...)
+	h = append(h, acq(2, histories.OK, 5*s))
+	if lostAt > 0 {
+		h = append(h, rel(1, histories.Invoke, lostAt, true), rel(1, histories.OK, lostAt, true))
+	} else {
+		h = append(h, rel(1, histories.Invoke, 9*s, false), rel(1, histories.OK, 9*s, false))
+	}
+	return h
+}
+
+func TestClassifyRule(t *testing.T) {
+	pause := []histories.Op{nem("start", 2*s, `{"fault":"client-pause","process":1}`), nem("stop", 7*s, `{"fault":"client-pause","process":1}`)}
+	expire := []histories.Op{nem("start", 3*s, `{"fault":"session-expire","process":1}`)}
+	cut := []histories.Op{nem("start", 2*s, `{"fault":"client-partition","process":1}`), nem("stop", 7*s, `{"fault":"client-partition","process":1}`)}
+	follower := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`)}
+	long := Params{SessionTimeout: 2 * time.Second, Tick: 500 * time.Millisecond, SyncLimit: 10}
+	for _, tc := range []struct {
+		name string
+		h    histories.History
+		p    Params
+		want Class
+	}{
+		{"paused holder, lost at once", overlap(pause, 7*s+s/2), params, Unfenced},
+		{"paused holder, lost too late", overlap(pause, 7*s+6*s), params, RecipeBug},
+		{"paused holder, never lost", overlap(pause, 0), params, RecipeBug},
+		{"expired session, lost at once", overlap(expire, 5*s+s/2), params, Unfenced},
+		{"cut-off holder, lost late", overlap(cut, 8*s), params, RecipeBug},
+		{"no fault", overlap(nil, 0), params, RecipeBug},
+		{"isolated follower, long sync window", overlap(follower, 0), long, Configuration},
+		{"isolated follower, short sync window", overlap(follower, 0), params, RecipeBug},
+	} {
+		f, ok := Classify(tc.h, "l0", tc.p)
+		if !ok || f.Class != tc.want {
+			t.Errorf("%s: %+v (found %v), want %s", tc.name, f, ok, tc.want)
+		}
+		if ok && (f.Holder != 1 || f.Next != 2 || f.At != 5*s) {
+			t.Errorf("%s: holder %d, next %d at %d; want 1, 2 at 5s", tc.name, f.Holder, f.Next, f.At)
+		}
+		if f.Class == Configuration && !strings.Contains(f.Fix, "--sync-limit 2") {
+			t.Errorf("%s: fix %q, want --sync-limit 2 (2 s session, 500 ms tick)", tc.name, f.Fix)
+		}
+	}
+}
+
+func TestNoOverlapNoFinding(t *testing.T) {
+	h := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s), acq(2, histories.Invoke, s),
+		rel(1, histories.Invoke, 2*s, false), acq(2, histories.OK, 2*s+1), rel(1, histories.OK, 3*s, false)}
+	if f, ok := Classify(h, "l0", params); ok {
+		t.Errorf("sequential holds found as an overlap: %+v", f)
+	}
+	if _, ok := Classify(nil, "l0", params); ok {
+		t.Error("an empty history has an overlap")
+	}
+}
