@@ -43,9 +43,9 @@ type link struct{ Name, URL string }
 type checkRow struct {
 	Key, Verdict, Checker, Witness, FirstViolation string
 	// Cause is a violation's cause class and why, if known.
-	Cause string
-	Ops                                            int
-	Advisory                                       bool
+	Cause    string
+	Ops      int
+	Advisory bool
 }
 
 type countRow struct {
