@@ -3,7 +3,8 @@
 # exposes it, and under other aims of the same faults, SEEDS (default 5) runs of TIME
 # (default 30s); prints the median and the worst time from the start of the run to
 # the first violation (the liveness verdict's time for the deadlocking mutants), and
-# how many seeds caught it.
+# how many seeds caught it; then the same for one default command, explore with a
+# budget (BUDGET, default 5m). ONLY=hand or ONLY=explore runs one of the two tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bin/zlockcheck
@@ -22,6 +23,8 @@ cases=(
   "mutant-unprotected-create|reply-loss aimed at idle workers|--nemesis reply-loss --nemesis-targets idle --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
   "mutant-unprotected-create|reply-loss at random|--nemesis reply-loss --nemesis-targets random --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
 )
+only=${ONLY:-both}
+if [ "$only" != explore ]; then
 echo "## Time to detect ($(date -u +%F), $seeds seeds of $time each)"
 printf '| mutant | faults | caught | median (s) | worst (s) |\n|---|---|---|---|---|\n'
 for c in "${cases[@]}"; do
@@ -46,5 +49,40 @@ caught = sorted(float(t) for t in ts if t != "-")
 med = f"{statistics.median(caught):.1f}" if caught else "-"
 worst = f"{max(caught):.1f}" if len(caught) == len(ts) else "not caught in every seed"
 print(f"| {mutant} | {label} | {len(caught)}/{len(ts)} | {med} | {worst} |")
+PY
+done
+fi
+
+[ "$only" = hand ] && exit 0
+# The default command: one explore command line for every mutant (only --recipe
+# differs), its time to detect the whole session's wall time until it stopped at the
+# first violation (set-up, rounds and checks included).
+budget=${BUDGET:-5m}
+echo
+echo "## Time to detect with one command: explore --budget $budget ($(date -u +%F), $seeds seeds)"
+printf '| mutant | caught | median (s) | worst (s) | rounds (median) | cause |\n|---|---|---|---|---|---|\n'
+for mutant in mutant-off-by-one mutant-no-recheck mutant-delete-lowest mutant-ignore-lost mutant-unprotected-create; do
+  out=()
+  for seed in $(seq 1 "$seeds"); do
+    "$bin" explore --quiet --json --allow-mutants --recipe "$mutant" --budget "$budget" --seed "$seed" --store "$store" > "$store/session.json" || true
+    out+=("$(python3 - "$store/session.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+rounds = s.get("rounds") or []
+bad = [r for r in rounds if r["verdict"] == "invalid"]
+cause = (bad[0].get("cause") or "-").replace(" ", "_") if bad else "-"
+print(f'{s["elapsed_ns"]/1e9:.1f}' if bad else "-", len(rounds), cause)
+PY
+)")
+  done
+  python3 - "$mutant" "${out[@]}" <<'PY'
+import sys, statistics
+mutant, rows = sys.argv[1], [r.split() for r in sys.argv[2:]]
+caught = sorted(float(t) for t, _, _ in rows if t != "-")
+med = f"{statistics.median(caught):.1f}" if caught else "-"
+worst = f"{max(caught):.1f}" if len(caught) == len(rows) else "not caught in every seed"
+rounds = statistics.median(int(n) for _, n, _ in rows)
+causes = ",".join(sorted({c.replace("_", " ") for t, _, c in rows if t != "-"})) or "-"
+print(f"| {mutant} | {len(caught)}/{len(rows)} | {med} | {worst} | {rounds:g} | {causes} |")
 PY
 done
