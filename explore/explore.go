@@ -111,7 +111,11 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 		}
 		s.Rounds = append(s.Rounds, r)
 		s.Tally.Add(p, r.Coverage)
-		s.Verdict = worse(s.Verdict, r.Verdict, len(s.Rounds) == 1)
+		if len(s.Rounds) == 1 {
+			s.Verdict = r.Verdict // an empty session is unknown; its first round says
+		} else {
+			s.Verdict = models.Worse(s.Verdict, r.Verdict)
+		}
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "round %d: %s in %s: %s\n", i+1, r.Verdict, r.Elapsed.Round(time.Second), r.Dir)
 		}
@@ -121,19 +125,6 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	}
 	s.Elapsed = time.Since(start)
 	return s, nil
-}
-
-// worse is the session's verdict after a round's: invalid beats unknown beats valid;
-// the first round's verdict replaces the empty session's unknown.
-func worse(session, round models.Verdict, first bool) models.Verdict {
-	if first {
-		return round
-	}
-	rank := map[models.Verdict]int{models.Valid: 0, models.Unknown: 1, models.Invalid: 2}
-	if rank[round] > rank[session] {
-		return round
-	}
-	return session
 }
 
 // roundConfig is round i's run: the base with the probe's regimes (the fixed knobs in

@@ -139,21 +139,3 @@ func TestRunReportsARoundThatCouldNotRun(t *testing.T) {
 		t.Error("a session without a budget ran")
 	}
 }
-
-func TestWorse(t *testing.T) {
-	for _, tc := range []struct {
-		s, r  models.Verdict
-		first bool
-		want  models.Verdict
-	}{
-		{models.Unknown, models.Valid, true, models.Valid},
-		{models.Valid, models.Unknown, false, models.Unknown},
-		{models.Unknown, models.Invalid, false, models.Invalid},
-		{models.Invalid, models.Valid, false, models.Invalid},
-		{models.Unknown, models.Valid, false, models.Unknown},
-	} {
-		if got := worse(tc.s, tc.r, tc.first); got != tc.want {
-			t.Errorf("worse(%s, %s, %v) = %s, want %s", tc.s, tc.r, tc.first, got, tc.want)
-		}
-	}
-}

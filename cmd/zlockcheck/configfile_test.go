@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runFlags() (*flag.FlagSet, *runOptions) {
@@ -101,15 +102,18 @@ func TestWorseCodeOrdersErrorInvalidUnknownValid(t *testing.T) {
 	}
 }
 
-// The shipped examples load: a suite of 4 x 2 x 3 runs and a single run.
+// The shipped examples load: explore's nightly job over 4 recipes and a single run.
 func TestExampleRunFilesLoad(t *testing.T) {
-	fs, _ := runFlags()
-	rf, err := loadRunFile("../../examples/nightly.yaml", fs)
+	efs, _, e, _ := exploreFlags(io.Discard)
+	rf, err := loadRunFile("../../examples/nightly.yaml", efs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rf.suite == nil || len(rf.suite.runs()) != 24 {
-		t.Errorf("nightly.yaml: suite %+v, want 24 runs", rf.suite)
+	if err := rf.apply(efs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rf.suite == nil || len(rf.suite.runs()) != 4 || len(rf.suite.Nemesis) != 0 || e.budget != 10*time.Minute {
+		t.Errorf("nightly.yaml: suite %+v, budget %s; want 4 recipes, no nemesis, 10m", rf.suite, e.budget)
 	}
 	fs, o := runFlags()
 	rf, err = loadRunFile("../../examples/single.yaml", fs)

@@ -27,10 +27,80 @@ func exploreChooses() []string {
 }
 
 // exploreCmd is `zlockcheck explore`: rounds of runs within a time budget, each
-// choosing its regime and faults by what the earlier rounds left unexercised.
+// choosing its regime and faults by what the earlier rounds left unexercised. With
+// -f, a run file's suite explores each recipe (and seed) in turn, a budget each.
 func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
-	fs := newFlagSet("explore", stderr)
-	var o runOptions
+	fs, o, e, file := exploreFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitError, err
+	}
+	if fs.NArg() > 0 {
+		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	sessions := []suiteRun{{}}
+	if *file != "" {
+		explicit := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+		rf, err := loadRunFile(*file, fs)
+		if err != nil {
+			return exitError, err
+		}
+		if err := rf.apply(fs, explicit); err != nil {
+			return exitError, fmt.Errorf("%s: %w", *file, err)
+		}
+		if rf.suite != nil {
+			if len(rf.suite.Nemesis) > 0 {
+				return exitError, fmt.Errorf("%s: suite: field \"nemesis\": explore chooses the faults itself; list recipes and seeds", *file)
+			}
+			sessions = rf.suite.runs()
+		}
+	}
+	keep, err := parseKeep(o.keep)
+	if err != nil {
+		return exitError, fmt.Errorf("--keep: %w", err)
+	}
+	o.noteSet(fs)
+	worst := exitValid
+	var sessions2 []explore.Session
+	for i, sr := range sessions {
+		if ctx.Err() != nil {
+			break
+		}
+		if sr.recipe != "" {
+			o.recipe = sr.recipe
+		}
+		if sr.seed != 0 {
+			o.cfg.Seed = sr.seed
+		}
+		if len(sessions) > 1 {
+			fmt.Fprintf(stderr, "[%d/%d] explore %s\n", i+1, len(sessions), o.recipe)
+		}
+		session, code, err := exploreOne(ctx, *o, *e, keep, stdout, stderr)
+		sessions2 = append(sessions2, session)
+		if err != nil {
+			fmt.Fprintf(stderr, "zlockcheck explore: %s: %v\n", o.recipe, err)
+		}
+		worst = worseCode(worst, code)
+	}
+	if o.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		var v any = sessions2
+		if len(sessions2) == 1 {
+			v = sessions2[0]
+		}
+		if err := enc.Encode(v); err != nil {
+			return exitError, err
+		}
+	}
+	return worst, nil
+}
+
+// exploreFlags defines explore's flags: run's, less those explore chooses itself,
+// and its own; file is -f's value.
+func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *exploreOptions, file *string) {
+	fs = newFlagSet("explore", stderr)
+	o, e = &runOptions{}, &exploreOptions{}
 	all := flag.NewFlagSet("run", flag.ContinueOnError)
 	o.register(all)
 	all.VisitAll(func(f *flag.Flag) {
@@ -38,48 +108,46 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			fs.Var(f.Value, f.Name, f.Usage)
 		}
 	})
-	budget := fs.Duration("budget", 10*time.Minute, "the session's time: no round starts once it is spent")
-	round := fs.Duration("round", explore.DefaultRound, "each round's workload time")
-	keepGoing := fs.Bool("keep-going", false, "go on after a round found a violation, to the end of the budget")
-	if err := fs.Parse(args); err != nil {
-		return exitError, err
-	}
-	if fs.NArg() > 0 {
-		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
-	}
-	keep, err := parseKeep(o.keep)
-	if err != nil {
-		return exitError, fmt.Errorf("--keep: %w", err)
-	}
-	o.noteSet(fs)
+	fs.DurationVar(&e.budget, "budget", 10*time.Minute, "each session's time: no round starts once it is spent")
+	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time")
+	fs.BoolVar(&e.keepGoing, "keep-going", false, "go on after a round found a violation, to the end of the budget")
+	file = fs.String("f", "", "read the flags from this YAML file (keys: explore's flags; a suite section lists recipes and seeds, one session each); the command line wins")
+	return fs, o, e, file
+}
+
+// exploreOptions are explore's own flags.
+type exploreOptions struct {
+	budget, round time.Duration
+	keepGoing     bool
+}
+
+// exploreOne is one session: o's recipe explored for the budget.
+func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep keepPolicy, stdout, stderr io.Writer) (explore.Session, int, error) {
 	o.nemesis = "none"
+	o.vary = false
 	base, modelCfg, err := o.plan(ctx, stderr)
 	if err != nil {
-		return exitError, err
+		return explore.Session{}, exitError, err
 	}
 	base.StallAfter = o.cfg.StallAfter // derived from each round's faults, not the base's
-	logw := stderr
-	if o.quiet {
-		logw = nil
+	var logw io.Writer
+	if !o.quiet {
+		logw = stderr
 	}
 	session, err := explore.Run(ctx, explore.Config{
-		Base: base, Budget: *budget, Round: *round, KeepGoing: *keepGoing, Log: logw,
+		Base: base, Budget: e.budget, Round: e.round, KeepGoing: e.keepGoing, Log: logw,
 		Fixed:    o.fixed(),
 		RunRound: roundRunner(modelCfg, keep, stderr),
 	})
+	out := stdout
 	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if jerr := enc.Encode(session); jerr != nil && err == nil {
-			err = jerr
-		}
-	} else {
-		printSession(stdout, session)
+		out = stderr
 	}
+	printSession(out, base.Recipe, session)
 	if err != nil {
-		return exitError, err
+		return session, exitError, err
 	}
-	return verdictCode(session.Verdict), nil
+	return session, verdictCode(session.Verdict), nil
 }
 
 // roundRunner runs and checks one round as `run` does, keeping its directory by keep.
@@ -125,7 +193,7 @@ func (o runOptions) fixed() workloads.Fixed {
 }
 
 // printSession prints a line per round and what the whole session exercised.
-func printSession(w io.Writer, s explore.Session) {
+func printSession(w io.Writer, recipe string, s explore.Session) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "round\tprobe\tseed\tverdict\ttime\trun")
 	for i, r := range s.Rounds {
@@ -147,5 +215,5 @@ func printSession(w io.Writer, s explore.Session) {
 			fmt.Fprintf(w, "  %6d  %s\n", s.Tally.Situations[name], name)
 		}
 	}
-	fmt.Fprintf(w, "\nexplore: %d rounds in %s: %s\n", len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)))
+	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)))
 }
