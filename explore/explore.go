@@ -133,9 +133,13 @@ func roundConfig(base harness.Config, p Probe, fixed workloads.Fixed, i int64, d
 	c := base
 	c.Seed = base.Seed + i
 	c.Duration = d
+	c.EndOnOverlap = true
 	c.Workload.Regimes = workloads.Fix(p.Regimes, fixed)
 	c.Workload.RegimeLength = d / time.Duration(max(1, len(p.Regimes)))
 	c.Workload.KeepAfterInfo = p.KeepWorkers
 	c.Nemesis, c.ServerTargets, c.ClientTargets, c.Shapes = p.Faults, p.ServerTargets, p.ClientTargets, p.Shapes
+	if p.Interval > 0 {
+		c.NemesisInterval = p.Interval
+	}
 	return c
 }

@@ -22,6 +22,8 @@ type Probe struct {
 	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
 	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
 	Shapes        []nemesis.Shape        `json:"shapes,omitempty"`
+	// Interval is the nemesis's mean quiet time between faults (0: the run's).
+	Interval time.Duration `json:"interval_ns,omitempty"`
 	// KeepWorkers keeps a worker whose call ended with an unknown outcome, with its
 	// session, as applications do (workloads.Config.KeepAfterInfo).
 	KeepWorkers bool `json:"keep_workers,omitempty"`
@@ -62,23 +64,26 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 	probes := []Probe{
 		{Name: "queue churn", Regimes: std("full queue", "impatient waiters", "sparse"),
 			Aims: []string{AimTimedOutQueued, AimPredecessorGone, AimUncontended}},
-		{Name: "holders cut off, replies lost", KeepWorkers: true,
-			Regimes: append(std("long holds"), workloads.Regime{Name: "creates in flight",
-				Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
-				Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
-				Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}),
-			Faults:        []nemesis.Class{nemesis.ClassClientPartition, nemesis.ClassReplyLoss},
-			ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder, nemesis.TargetIdle},
-			Aims:          []string{AimFaultHolding, AimLongHold, AimLostHolding, AimFaultAcquiring, AimInfoAcquire}},
-		{Name: "crashing and cut-off clients", Regimes: std("full queue", "impatient waiters"),
+		{Name: "holders cut off", Regimes: []workloads.Regime{{Name: "long holds only",
+			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 20 * time.Second}},
+			Holds:    []workloads.Span{{Weight: 1, Min: 2 * sessionTimeout, Max: 4 * sessionTimeout}}, Active: 0.6}},
+			Faults: []nemesis.Class{nemesis.ClassClientPartition}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
+			Interval: 2 * time.Second, Aims: []string{AimFaultHolding, AimLongHold, AimLostHolding}},
+		{Name: "replies lost", KeepWorkers: true, Regimes: []workloads.Regime{{Name: "creates in flight",
+			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
+			Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
+			Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
+			Faults: []nemesis.Class{nemesis.ClassReplyLoss}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle},
+			Interval: 2 * time.Second, Aims: []string{AimFaultAcquiring, AimInfoAcquire}},
+		{Name: "crashing and cut-off clients", Regimes: std("full queue", "impatient waiters"), Interval: 3 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition, nemesis.ClassClientServerPartition},
 			Aims:   []string{AimFaultAcquiring, AimFaultHolding, AimPredecessorGone}},
-		{Name: "server faults", Regimes: std("full queue", "long holds"),
+		{Name: "server faults", Regimes: std("full queue", "long holds"), Interval: 5 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassPacket},
 			Aims:   []string{AimServerFaultHeld}},
 	}
 	if fenced {
-		probes = append(probes, Probe{Name: "paused and expired holders", Regimes: std("long holds"),
+		probes = append(probes, Probe{Name: "paused and expired holders", Regimes: std("long holds"), Interval: 2 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
 			Aims: []string{AimFaultHolding, AimLongHold}})
 	}

@@ -47,7 +47,7 @@ func (s *status) observe(op histories.Op) {
 			if s.faults[v.Fault]--; s.faults[v.Fault] <= 0 {
 				delete(s.faults, v.Fault)
 			}
-		case "stall", "orphan", "liveness":
+		case "stall", "orphan", "overlap", "liveness":
 			s.lastEvent = fmt.Sprintf("%s at %.1fs", op.F, float64(op.Time)/1e9)
 		}
 		return

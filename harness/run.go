@@ -188,6 +188,9 @@ func (r *runner) startWorkload(ctx context.Context) *workload {
 	if r.orphanWatch() {
 		g.Go(func() error { return r.endOnOrphan(gctx) })
 	}
+	if r.overlapWatch() {
+		g.Go(func() error { return r.endOnOverlap(gctx) })
+	}
 	r.finalsLeft.Add(r.cfg.Workers)
 	for i := range r.cfg.Workers {
 		g.Go(func() error { return r.slot(gctx, i) })

@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"github.com/zlockcheck/zlockcheck/workloads"
+	"sort"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models"
+)
+
+// overlapWatch reports whether the run ends its workload at the first overlap it
+// sees (Config.EndOnOverlap): only for locks whose holders the harness can count
+// (mutex, reentrant, semaphore; not a read-write lock, whose readers share it, nor
+// the counter, whose lock only guards the data that decides its verdict).
+func (r *runner) overlapWatch() bool {
+	switch r.cfg.Workload.Kind.Model() {
+	case models.Mutex, models.Reentrant, models.Semaphore:
+		return r.cfg.EndOnOverlap && r.cfg.FinalPhase
+	}
+	return false
+}
+
+// endOnOverlap is the workload's overlap watch: when more workers hold the lock at
+// once than it admits (each was told ok and has not begun its release), it records
+// a nemesis op (f "overlap") and ends the workload for the final phase. It decides
+// nothing: the checker finds the violation in the history; the watch only spares the
+// rest of a run whose verdict is already in.
+func (r *runner) endOnOverlap(ctx context.Context) error {
+	return everyQuarterSecond(ctx, func() bool {
+		var holders []int
+		for process, v := range r.workerViews() {
+			if v.state == workloads.Holding {
+				holders = append(holders, process)
+			}
+		}
+		if len(holders) <= r.cfg.Workload.Permits {
+			return false
+		}
+		sort.Ints(holders)
+		value, _ := json.Marshal(map[string]any{"holders": holders, "permits": r.cfg.Workload.Permits})
+		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the workload for the final phase", holders, r.cfg.Workload.Permits)
+		r.rec.record(histories.Op{Type: histories.Info, F: "overlap", Process: histories.NemesisProcess, Value: value, Error: msg})
+		r.logf("OVERLAP: %s", msg)
+		return true
+	})
+}
