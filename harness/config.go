@@ -77,9 +77,9 @@ type Config struct {
 	// lock, no fault is active) ends the final phase with a liveness failure (see
 	// orphans.go). Zero picks the session timeout; negative disables it.
 	OrphanAfter time.Duration `json:"orphan_after_ns"`
-	// EndOnOverlap ends the workload early, for the final phase, at the first moment
-	// more workers hold the lock than it admits (see overlap.go): explore's rounds stop
-	// once their verdict is in.
+	// EndOnOverlap ends the run early, with no final phase, at the first moment more
+	// workers hold the lock than it admits (see overlap.go): explore's rounds stop once
+	// their verdict is in.
 	EndOnOverlap bool `json:"end_on_overlap,omitempty"`
 	// Log receives progress lines; nil discards them.
 	Log io.Writer `json:"-"`

@@ -25,9 +25,10 @@ func (r *runner) overlapWatch() bool {
 
 // endOnOverlap is the workload's overlap watch: when more workers hold the lock at
 // once than it admits (each was told ok and has not begun its release), it records
-// a nemesis op (f "overlap") and ends the workload for the final phase. It decides
-// nothing: the checker finds the violation in the history; the watch only spares the
-// rest of a run whose verdict is already in.
+// a nemesis op (f "overlap") and ends the workload, and the run skips its final
+// phase and ends the holds still running. It decides nothing: the checker finds the
+// violation in the history; the watch only spares the rest of a run whose verdict is
+// already in.
 func (r *runner) endOnOverlap(ctx context.Context) error {
 	return everyQuarterSecond(ctx, func() bool {
 		var holders []int
@@ -41,9 +42,10 @@ func (r *runner) endOnOverlap(ctx context.Context) error {
 		}
 		sort.Ints(holders)
 		value, _ := json.Marshal(map[string]any{"holders": holders, "permits": r.cfg.Workload.Permits})
-		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the workload for the final phase", holders, r.cfg.Workload.Permits)
+		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the run", holders, r.cfg.Workload.Permits)
 		r.rec.record(histories.Op{Type: histories.Info, F: "overlap", Process: histories.NemesisProcess, Value: value, Error: msg})
 		r.logf("OVERLAP: %s", msg)
+		r.overlapped.Store(true)
 		return true
 	})
 }

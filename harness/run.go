@@ -227,7 +227,7 @@ func (r *runner) heal() {
 func (r *runner) finalPhase(ctx context.Context, w *workload) {
 	// A slot that broke down (its workers would not start) makes the final phase
 	// meaningless: the run is an error, not a liveness failure.
-	ok := !r.out.Interrupted && r.cfg.FinalPhase && !r.broke.Load()
+	ok := !r.out.Interrupted && r.cfg.FinalPhase && !r.broke.Load() && !r.overlapped.Load()
 	if ok {
 		if r.fail(r.ens.WaitServing(ctx, r.cfg.RecoverBound()), "ensemble did not recover after the faults were healed") != nil {
 			ok = false
@@ -239,6 +239,10 @@ func (r *runner) finalPhase(ctx context.Context, w *workload) {
 		r.skipFinal.Store(true)
 		close(r.final)
 		close(r.judged)
+		if r.overlapped.Load() {
+			// The verdict is in: end the holds and waits still running now.
+			r.hard.close()
+		}
 		return
 	}
 	close(r.final)

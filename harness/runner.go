@@ -55,6 +55,9 @@ type runner struct {
 	finalsLeft sync.WaitGroup
 	// initOK is set once any worker was initialised.
 	initOK atomic.Bool
+	// overlapped is set when the overlap watch saw more holders than the lock admits:
+	// the run skips its final phase (see overlap.go).
+	overlapped atomic.Bool
 	// broke is set when a slot broke down (its workers would not start).
 	broke atomic.Bool
 
