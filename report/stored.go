@@ -16,6 +16,8 @@ type RunConfig struct {
 	// Workers and Duration give the steady-state rate (zero: not known).
 	Workers  int           `json:"workers"`
 	Duration time.Duration `json:"duration_ns"`
+	// SessionTimeout bounds the coverage table's long holds (zero: the default).
+	SessionTimeout time.Duration `json:"session_timeout_ns"`
 }
 
 // Course is how a run went, as results.json keeps it beside the verdict: from the
@@ -41,10 +43,10 @@ func (r Results) Course() Course {
 }
 
 // RunConfig returns what these results say of the run's configuration, for a run
-// directory without config.json: its test, run id, recipe and seed (workers and
-// workload time unknown).
+// directory without config.json: its test, run id, recipe, seed and the session
+// timeout its coverage table used (workers and workload time unknown).
 func (r Results) RunConfig() RunConfig {
-	return RunConfig{Name: r.Test, RunID: r.RunID, Recipe: r.Recipe, Seed: r.Seed}
+	return RunConfig{Name: r.Test, RunID: r.RunID, Recipe: r.Recipe, Seed: r.Seed, SessionTimeout: r.Coverage.SessionTimeout}
 }
 
 // NewRun is the Run that checks run directory d's history: rc is what its
@@ -54,7 +56,7 @@ func (r Results) RunConfig() RunConfig {
 func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
 	return Run{
 		Dir: d.Path(), History: d.HistoryPath(), Test: rc.Name, RunID: rc.RunID, Recipe: rc.Recipe, Seed: rc.Seed,
-		Config: config, Workers: rc.Workers, Workload: rc.Duration,
+		Config: config, Workers: rc.Workers, Workload: rc.Duration, SessionTimeout: rc.SessionTimeout,
 		Interrupted: c.Interrupted, Elapsed: c.Elapsed, ZooKeeperVersion: c.ZooKeeperVersion,
 		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
 	}

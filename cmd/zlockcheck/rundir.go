@@ -93,7 +93,7 @@ func (sr storedRun) reportRun() report.Run {
 
 // runConfig is what the report reads of a harness configuration.
 func runConfig(cfg harness.Config) report.RunConfig {
-	return report.RunConfig{Name: cfg.Name, RunID: cfg.RunID, Recipe: cfg.Recipe, Seed: cfg.Seed, Workers: cfg.Workers, Duration: cfg.Duration}
+	return report.RunConfig{Name: cfg.Name, RunID: cfg.RunID, Recipe: cfg.Recipe, Seed: cfg.Seed, Workers: cfg.Workers, Duration: cfg.Duration, SessionTimeout: cfg.SessionTimeout}
 }
 
 // checkRunDir is `check RUN_DIR`: the stored history re-checked with the run's own
