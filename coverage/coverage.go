@@ -210,12 +210,54 @@ func Compute(h histories.History, opt Options) Table {
 		counts[t.Rows[i].ID] = &t.Rows[i]
 	}
 	s.count(counts, opt)
+	t.flag()
+	return t
+}
+
+// flag sets NotExercised on the rows at 0 that a run must reach to find their bugs.
+func (t Table) flag() {
 	for i, r := range t.Rows {
+		t.Rows[i].NotExercised = ""
 		for _, spec := range catalogue {
 			if spec.id == r.ID && r.Count == 0 && spec.missed != "" {
 				t.Rows[i].NotExercised = "not exercised: the run could not have found " + spec.missed
 			}
 		}
 	}
-	return t
+}
+
+// Sum is the coverage of several runs together (explore's session): counts and
+// splits added, RowContention the largest, a row present if any table has it, the
+// shortest session timeout (a row's situation says the first table's).
+func Sum(tables ...Table) Table {
+	var out Table
+	at := map[string]int{}
+	for _, t := range tables {
+		out.Grants += t.Grants
+		out.Exercised = out.Exercised || t.Exercised
+		if out.SessionTimeout == 0 || (t.SessionTimeout > 0 && t.SessionTimeout < out.SessionTimeout) {
+			out.SessionTimeout = t.SessionTimeout
+		}
+		for _, r := range t.Rows {
+			i, ok := at[r.ID]
+			if !ok {
+				i, at[r.ID] = len(out.Rows), len(out.Rows)
+				out.Rows = append(out.Rows, Row{ID: r.ID, Situation: r.Situation, Bugs: r.Bugs})
+			}
+			sum := &out.Rows[i]
+			if r.ID == RowContention {
+				sum.Count = max(sum.Count, r.Count)
+				continue
+			}
+			sum.Count += r.Count
+			for k, n := range r.By {
+				if sum.By == nil {
+					sum.By = map[string]int{}
+				}
+				sum.By[k] += n
+			}
+		}
+	}
+	out.flag()
+	return out
 }

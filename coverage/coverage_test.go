@@ -199,6 +199,37 @@ func TestKindRows(t *testing.T) {
 	}
 }
 
+func TestSum(t *testing.T) {
+	var a, b hb
+	a.cycle(0, 1, 10)
+	a.call(1, "acquire", 2, histories.Fail, 5)
+	a.clientFault("client-pause", 0, 3)
+	b.cycle(0, 1, 10)
+	b.call(1, "acquire", 2, histories.OK, 11)
+	b.call(2, "acquire", 3, histories.OK, 12)
+	b.clientFault("reply-loss", 0, 4)
+	ta, tb := Compute(a.h, Options{}), Compute(b.h, Options{})
+	sum := Sum(ta, tb, Compute(nil, Options{}))
+	if !sum.Exercised || sum.Grants != ta.Grants+tb.Grants || len(sum.Rows) != len(ta.Rows) {
+		t.Fatalf("sum: exercised %v, %d grants, %d rows", sum.Exercised, sum.Grants, len(sum.Rows))
+	}
+	for id, want := range map[string]int{RowTimedOutQueued: 1, RowFaultHolding: 2, RowContention: 2, RowLost: 0} {
+		r, _ := sum.Row(id)
+		if r.Count != want || (r.NotExercised != "") != (want == 0) {
+			t.Errorf("row %s: %d (%q), want %d", id, r.Count, r.NotExercised, want)
+		}
+	}
+	if r, _ := sum.Row(RowFaultHolding); r.By["client-pause"] != 1 || r.By["reply-loss"] != 1 {
+		t.Errorf("split %v", r.By)
+	}
+	if r, _ := ta.Row(RowFaultHolding); len(r.By) != 1 {
+		t.Errorf("Sum changed its input: %v", r.By)
+	}
+	if Sum().Exercised {
+		t.Error("the sum of nothing exercised something")
+	}
+}
+
 func TestSessionTimeoutInSituation(t *testing.T) {
 	r, _ := Compute(nil, Options{SessionTimeout: 2 * time.Second}).Row(RowLongHold)
 	if !strings.Contains(r.Situation, "(2s)") {
