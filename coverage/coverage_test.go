@@ -255,6 +255,11 @@ func TestWriteText(t *testing.T) {
 	if !strings.Contains(out.String(), NothingExercised) {
 		t.Errorf("an empty history's table does not say it exercised nothing:\n%s", out.String())
 	}
+	out.Reset()
+	_ = WriteText(&out, Table{})
+	if out.Len() != 0 {
+		t.Errorf("a table without rows printed %q", out.String())
+	}
 }
 
 // genHistory draws a well-formed history: processes doing lock cycles with every

@@ -6,8 +6,12 @@ import (
 )
 
 // WriteText prints the table for a terminal: one row a line, its count and
-// situation, and under a row at 0 why that matters.
+// situation, and under a row at 0 why that matters. A table without rows (results
+// written before coverage existed) prints nothing.
 func WriteText(w io.Writer, t Table) error {
+	if len(t.Rows) == 0 {
+		return nil
+	}
 	if _, err := fmt.Fprintf(w, "coverage: what the run exercised (%d of %d situations not exercised)\n", t.NotExercisedCount(), len(t.Rows)); err != nil {
 		return err
 	}
