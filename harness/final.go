@@ -30,7 +30,8 @@ type finalResult struct {
 // Liveness is the verdict of the final phase: after every fault was healed and the
 // ensemble served again, every worker had to acquire and release the lock once within
 // Bound. When one could not, Children lists the lock node's children with their
-// owners, so an orphaned node (one no live worker is waiting on) is named as such.
+// owners, so an orphaned node (one no live worker is waiting on) is named as such, and
+// so is a missed wake-up (the lowest node, whose owner waits and was never granted).
 type Liveness struct {
 	OK       bool          `json:"ok"`
 	Bound    time.Duration `json:"bound_ns"`
@@ -53,8 +54,12 @@ type ChildInfo struct {
 	SessionAlive bool `json:"session_alive"`
 	// Orphan: the node's session is alive but no worker is waiting with it, so the
 	// node blocks every waiter until that session ends (a lost create reply).
-	Orphan bool   `json:"orphan"`
-	Note   string `json:"note,omitempty"`
+	Orphan bool `json:"orphan"`
+	// MissedWakeup: the lowest node, and its owner is a live worker waiting for the
+	// lock with it that was never granted: the recipe missed that its node became the
+	// lowest (no watch set when its predecessor vanished, a lost notification).
+	MissedWakeup bool   `json:"missed_wakeup,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 // watchStall ends the workload (errEndWorkload) when workers have kept trying and
@@ -194,31 +199,55 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 		if p, ok := owners[owner]; ok {
 			info.Process = p
 		}
-		switch {
-		case stat.EphemeralOwner == 0:
-			info.Note = "persistent node: nothing will ever delete it"
-			info.Orphan = true
-		case info.SessionAlive && info.Process >= 0 && !r.isHolding(info.Process):
-			info.Orphan = true
-			info.Note = fmt.Sprintf("owned by live worker process %d, which does not hold the lock", info.Process)
-		case info.SessionAlive && info.Process < 0:
-			info.Orphan = true
-			info.Note = "owned by a live session no current worker reported"
-		}
 		out = append(out, info)
 	}
-	// Two nodes of one live session: all but the newest are orphans.
+	views := r.workerViews()
+	state := func(process int) workloads.State { return views[process].state }
+	return classifyChildren(out, state, r.cfg.Workload.Kind.QueuesBehindLowest()), nil
+}
+
+// persistentOwner is the ephemeral owner of a persistent node.
+const persistentOwner = "0x0"
+
+// classifyChildren labels the lock node's children (sorted, lowest first) by who
+// waits on them: state says where a process stands (Between when it is no current
+// worker). A node of a live session that nobody waits with is an orphan: no current
+// worker owns it, or its worker is not acquiring with it (it holds nothing and asks
+// for nothing, or it waits with a newer node of its own). The node a current worker
+// waits with is no orphan; when it is the lowest and waiters queue behind the lowest
+// (queues), its owner should have been granted: a missed wake-up.
+func classifyChildren(out []ChildInfo, state func(process int) workloads.State, queues bool) []ChildInfo {
 	newest := map[string]string{}
 	for _, c := range out {
 		newest[c.EphemeralOwner] = c.Node
 	}
-	for i, c := range out {
-		if c.SessionAlive && newest[c.EphemeralOwner] != c.Node && !c.Orphan {
-			out[i].Orphan = true
-			out[i].Note = "an older node of a session that has a newer one: a create whose reply was lost"
+	for i := range out {
+		c := &out[i]
+		st := workloads.Between
+		if c.Process >= 0 {
+			st = state(c.Process)
+		}
+		waitsWithIt := st == workloads.Acquiring && newest[c.EphemeralOwner] == c.Node
+		switch {
+		case c.EphemeralOwner == persistentOwner:
+			c.Orphan, c.Note = true, "persistent node: nothing will ever delete it"
+		case !c.SessionAlive:
+		case c.Process < 0:
+			c.Orphan, c.Note = true, "owned by a live session no current worker reported"
+		case newest[c.EphemeralOwner] != c.Node:
+			c.Orphan, c.Note = true, "an older node of a session that has a newer one: a create whose reply was lost"
+		case st == workloads.Holding:
+		case waitsWithIt && i == 0 && queues:
+			c.MissedWakeup = true
+			c.Note = fmt.Sprintf("the lowest node: worker process %d waits for the lock with it and was never granted, a missed wake-up (the recipe did not notice its node became the lowest)", c.Process)
+		case waitsWithIt:
+			c.Note = fmt.Sprintf("worker process %d waits for the lock with it", c.Process)
+		default:
+			c.Orphan = true
+			c.Note = fmt.Sprintf("owned by live worker process %d, which does not hold the lock and does not wait with it", c.Process)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func seqOf(node string) int {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report/plots"
@@ -359,7 +360,7 @@ func BenchmarkTimeline100k(b *testing.B) {
 	var size int
 	for b.Loop() {
 		var cw countingWriter
-		if err := WriteTimeline(&cw, h, res); err != nil {
+		if err := WriteTimeline(&cw, h, res, coverage.Table{}); err != nil {
 			b.Fatal(err)
 		}
 		size = cw.n
@@ -389,7 +390,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func TestTimelineOfEmptyHistory(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteTimeline(&buf, nil, models.Result{Verdict: models.Valid}); err != nil {
+	if err := WriteTimeline(&buf, nil, models.Result{Verdict: models.Valid}, coverage.Table{}); err != nil {
 		t.Fatal(err)
 	}
 	page := buf.String()

@@ -29,6 +29,7 @@ type livenessValue struct {
 		Process        int    `json:"process"`
 		SessionAlive   bool   `json:"session_alive"`
 		Orphan         bool   `json:"orphan"`
+		MissedWakeup   bool   `json:"missed_wakeup"`
 		Note           string `json:"note"`
 	} `json:"children"`
 	Proof string `json:"proof"`
@@ -66,6 +67,11 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 		} else {
 			fmt.Fprintf(&b, "after every fault was healed, not every worker could acquire the lock within %.1fs:\n", float64(v.Bound)/1e9)
 		}
+		for _, ch := range v.Children {
+			if ch.MissedWakeup {
+				fmt.Fprintf(&b, "a missed wake-up, not an orphan: the lowest lock node %s belongs to worker process %d, which was waiting for the lock with it and was never granted\n", ch.Node, ch.Process)
+			}
+		}
 		for _, f := range v.Finals {
 			if f.Reply != "ok" {
 				fmt.Fprintf(&b, "  slot %d, process %d: %s after %.1fs (%s)\n", f.Slot, f.Process, f.Reply, float64(f.WaitedMS)/1e3, f.Error)
@@ -94,8 +100,11 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 				alive = "session alive"
 			}
 			tag := ""
-			if ch.Orphan {
+			switch {
+			case ch.Orphan:
 				tag = "ORPHAN: "
+			case ch.MissedWakeup:
+				tag = "MISSED WAKE-UP: "
 			}
 			fmt.Fprintf(&b, "  %s%s owner %s (%s, %s)", tag, ch.Node, ch.EphemeralOwner, owner, alive)
 			if ch.Note != "" {

@@ -28,7 +28,9 @@ func TestLivenessCheck(t *testing.T) {
 		want  models.Verdict
 		// witness lists what the witness must say; the violation time is 9 s.
 		witness []string
-		err     string
+		// unwanted must not be in the witness.
+		unwanted string
+		err      string
 	}{
 		{name: "no final phase", found: false},
 		{name: "everyone acquired", extra: histories.History{
@@ -47,6 +49,13 @@ func TestLivenessCheck(t *testing.T) {
 			"the lock could never be granted again: the lowest lock node _c_x-lock-0000000003 belongs to the live session 0x1 of worker process 2",
 			"slot 1, process 0: waiting", "ORPHAN:",
 		}},
+		{name: "missed wake-up", extra: histories.History{
+			nemesisOp("liveness", 9e9, `{"ok":false,"bound_ns":5000000000,"finals":[{"slot":1,"process":2,"reply":"waiting","error":"no answer when the final phase was judged"}],"children":[{"node":"_c_x-lock-0000000004","ephemeral_owner":"0x1","process":2,"session_alive":true,"orphan":false,"missed_wakeup":true,"note":"the lowest node: worker process 2 waits for the lock with it and was never granted"},{"node":"_c_x-lock-0000000005","ephemeral_owner":"0x2","process":3,"session_alive":true,"note":"worker process 3 waits for the lock with it"}]}`, ""),
+		}, found: true, want: models.Invalid, witness: []string{
+			"a missed wake-up, not an orphan: the lowest lock node _c_x-lock-0000000004 belongs to worker process 2, which was waiting for the lock with it and was never granted",
+			"MISSED WAKE-UP: _c_x-lock-0000000004 owner 0x1 (worker process 2, session alive)",
+			"\n  _c_x-lock-0000000005 owner 0x2 (worker process 3, session alive): worker process 3 waits",
+		}, unwanted: "ORPHAN"},
 		{name: "not json", extra: histories.History{nemesisOp("liveness", 9e9, `{"ok":`, "")}, err: `field "value": liveness value`},
 		{name: "wrong type", extra: histories.History{nemesisOp("liveness", 9e9, `{"ok":"yes"}`, "")}, err: `field "value": liveness value`},
 	} {
@@ -76,6 +85,9 @@ func TestLivenessCheck(t *testing.T) {
 			}
 			if tc.want == models.Invalid && (c.FirstViolationSeconds == nil || *c.FirstViolationSeconds != 9) {
 				t.Errorf("first violation %v, want 9 s", c.FirstViolationSeconds)
+			}
+			if tc.unwanted != "" && strings.Contains(c.Witness, tc.unwanted) {
+				t.Errorf("witness says %q:\n%s", tc.unwanted, c.Witness)
 			}
 			for _, w := range tc.witness {
 				if !strings.Contains(c.Witness, w) {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report/plots"
@@ -42,8 +43,9 @@ type Run struct {
 	// the steady-state rate (zero: not known).
 	Workers  int
 	Workload time.Duration
-	// Cause is what sorting a violation into its cause class needs (a zero session
-	// timeout: no cause is given).
+	// Cause is the run's timing settings: what sorting a violation into its cause
+	// class needs (a zero session timeout: no cause is given) and the session timeout
+	// that bounds the coverage table's long holds (zero: the default).
 	Cause cause.Params
 }
 
@@ -79,6 +81,8 @@ type Results struct {
 	ToolVersion           string            `json:"tool_version"`
 	Config                any               `json:"config,omitempty"`
 	Files                 map[string]string `json:"files"`
+	// Coverage is what the run exercised: the situations that matter for locks.
+	Coverage coverage.Table `json:"coverage"`
 }
 
 // Check is one key's verdict.
@@ -124,6 +128,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		out.CyclesPerSecond = float64(out.Counts[histories.FRelease]["ok"]) / run.Elapsed.Seconds()
 	}
 	out.SteadyCyclesPerSecond = SteadyCyclesPerSecond(h, run.Workers, run.Workload)
+	out.Coverage = Coverage(h, cfg, run.Cause.SessionTimeout)
 	for _, k := range res.Keys {
 		c := Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness}
 		if k.FirstViolation >= 0 && k.Verdict == models.Invalid {
@@ -143,6 +148,9 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	if found {
 		out.Checks = append(out.Checks, live)
 	}
+	if c, nothing := ExercisedCheck(out.Coverage); nothing {
+		out.Checks = append(out.Checks, c)
+	}
 	out.Checks, out.Verdict = Verdict(out.Checks)
 	d := rundir.Dir(run.Dir)
 	out.Files["history"] = rundir.History
@@ -150,7 +158,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		return out, err
 	}
 	out.Files["nemesis"] = rundir.Nemesis
-	if err := writeFile(d.File(rundir.Timeline), func(w io.Writer) error { return WriteTimeline(w, h, res) }); err != nil {
+	if err := writeFile(d.File(rundir.Timeline), func(w io.Writer) error { return WriteTimeline(w, h, res, out.Coverage) }); err != nil {
 		return out, err
 	}
 	out.Files["timeline"] = rundir.Timeline
@@ -270,6 +278,7 @@ func Summary(w io.Writer, r Results) {
 	printCounts(w, r.Counts)
 	fmt.Fprintf(w, "  %.1f lock cycles per second\n", r.CyclesPerSecond)
 	printVerdict(w, r.Verdict, r.Checks)
+	_ = coverage.WriteText(w, r.Coverage)
 	fmt.Fprintf(w, "run:      %s\n", r.Dir)
 	names := make([]string, 0, len(r.Files))
 	for k := range r.Files {
@@ -293,10 +302,11 @@ func causeOf(h histories.History, c Check, kind models.Kind, p cause.Params) *ca
 	return nil
 }
 
-// PrintCheck prints the outcome of checking a history file: the model's verdict per
-// key, and the run's liveness verdict if the history records one. It returns the
-// overall verdict.
-func PrintCheck(w io.Writer, path string, h histories.History, res models.Result) (models.Verdict, error) {
+// PrintCheck prints the outcome of checking a history file with cfg: the model's
+// verdict per key, the run's liveness verdict if the history records one, and the
+// coverage table (its session timeout the default: a bare file does not say). It
+// returns the overall verdict.
+func PrintCheck(w io.Writer, path string, h histories.History, res models.Result, cfg models.Config) (models.Verdict, error) {
 	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, len(h), len(res.Keys), res.Duration.Round(time.Millisecond))
 	var checks []Check
 	for _, k := range res.Keys {
@@ -309,9 +319,34 @@ func PrintCheck(w io.Writer, path string, h histories.History, res models.Result
 	if found {
 		checks = append(checks, live)
 	}
+	cov := Coverage(h, cfg, 0)
+	if c, nothing := ExercisedCheck(cov); nothing {
+		checks = append(checks, c)
+	}
 	checks, verdict := Verdict(checks)
 	printVerdict(w, verdict, checks)
-	return verdict, nil
+	return verdict, coverage.WriteText(w, cov)
+}
+
+// CoverageKey names the check that a history exercised something among the per-key
+// checks.
+const CoverageKey = "coverage"
+
+// Coverage is the coverage table of h checked with cfg, whose run had the given
+// session timeout (zero: not known, the default).
+func Coverage(h histories.History, cfg models.Config, sessionTimeout time.Duration) coverage.Table {
+	return coverage.Compute(h, coverage.Options{Kind: string(cfg.Kind), Permits: cfg.Permits, SessionTimeout: sessionTimeout})
+}
+
+// ExercisedCheck is the check that fails, as unknown, a history that exercised
+// nothing (no acquire completed ok, or no op at all): it cannot be valid, since it
+// could not have shown any bug. nothing is false (and c empty) when it did exercise
+// something.
+func ExercisedCheck(t coverage.Table) (c Check, nothing bool) {
+	if t.Exercised {
+		return Check{}, false
+	}
+	return Check{Key: CoverageKey, Verdict: models.Unknown, Checker: "coverage", Witness: coverage.NothingExercised}, true
 }
 
 // Verdict marks advisory checks and returns the overall verdict, the worst of the
@@ -326,7 +361,7 @@ func Verdict(checks []Check) ([]Check, models.Verdict) {
 	}
 	v := models.Valid
 	for i, c := range checks {
-		lockCheck := c.Key != LivenessKey && !strings.Contains(c.Checker, "register") && !strings.Contains(c.Checker, "final-value")
+		lockCheck := c.Key != LivenessKey && c.Key != CoverageKey && !strings.Contains(c.Checker, "register") && !strings.Contains(c.Checker, "final-value")
 		checks[i].Advisory = data && lockCheck
 		if !checks[i].Advisory {
 			v = models.Worse(v, c.Verdict)

@@ -17,8 +17,9 @@ type RunConfig struct {
 	// Workers and Duration give the steady-state rate (zero: not known).
 	Workers  int           `json:"workers"`
 	Duration time.Duration `json:"duration_ns"`
-	// SessionTimeout, Tick and SyncLimit are what a violation's cause class needs
-	// (zero: not known, no cause is given).
+	// SessionTimeout, Tick and SyncLimit are what a violation's cause class and the
+	// coverage table need (zero: not known: no cause is given, coverage assumes the
+	// default session timeout).
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
 	Tick           time.Duration `json:"tick_ns"`
 	SyncLimit      int           `json:"sync_limit"`
@@ -47,10 +48,10 @@ func (r Results) Course() Course {
 }
 
 // RunConfig returns what these results say of the run's configuration, for a run
-// directory without config.json: its test, run id, recipe and seed (workers and
-// workload time unknown).
+// directory without config.json: its test, run id, recipe, seed and the session
+// timeout its coverage table used (workers and workload time unknown).
 func (r Results) RunConfig() RunConfig {
-	return RunConfig{Name: r.Test, RunID: r.RunID, Recipe: r.Recipe, Seed: r.Seed}
+	return RunConfig{Name: r.Test, RunID: r.RunID, Recipe: r.Recipe, Seed: r.Seed, SessionTimeout: r.Coverage.SessionTimeout}
 }
 
 // NewRun is the Run that checks run directory d's history: rc is what its

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report/plots"
@@ -76,8 +77,9 @@ type timelineCounts struct {
 // each violation's window is shaded red with its ops outlined, and a red line marks
 // its first violation. The page zooms (buttons, keys + and -, ctrl+wheel) and
 // scrolls, and shows an op's details under the pointer. It states in text the op
-// counts by type and function, the faults and the violations.
-func WriteTimeline(w io.Writer, h histories.History, res models.Result) error {
+// counts by type and function, the faults, the coverage table cov (what the history
+// exercised) and the violations.
+func WriteTimeline(w io.Writer, h histories.History, res models.Result, cov coverage.Table) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	data, cols, counts := timelineOf(h, res)
 	meta, err := json.Marshal(data)
@@ -85,6 +87,7 @@ func WriteTimeline(w io.Writer, h histories.History, res models.Result) error {
 		return err
 	}
 	writeTimelineHead(bw, h, res, data, counts)
+	writeCoverageTable(bw, cov)
 	bw.WriteString(`<script id="meta" type="application/json">`)
 	bw.Write(meta)
 	bw.WriteString("</script>\n<script id=\"bars\" type=\"application/json\">")
@@ -288,6 +291,7 @@ table{border-collapse:collapse;margin:4px 0}td,th{border:1px solid #ddd;padding:
 .violation{color:#b00}
 pre{background:#f8f8f8;padding:4px;max-height:12em;overflow:auto;white-space:pre-wrap}
 details{margin:4px 0}
+tr.not-exercised td{background:#fff4e0}
 </style></head><body>
 <h3>Timeline: %d ops by %d processes on %d lanes, verdict %s</h3>
 `, len(h), c.processes, len(d.Lanes), esc(string(res.Verdict)))
@@ -410,3 +414,28 @@ fit();
 document.documentElement.dataset.readyMs=Math.round(performance.now());
 })();
 `
+
+// writeCoverageTable writes the coverage table as a folded HTML table beside the
+// timeline's other tables: a row at 0 is marked and says what the run could not
+// have found.
+func writeCoverageTable(w *bufio.Writer, cov coverage.Table) {
+	esc := html.EscapeString
+	fmt.Fprintf(w, `<details open><summary>coverage: what the run exercised (%d of %d situations not exercised)</summary>`, cov.NotExercisedCount(), len(cov.Rows))
+	if !cov.Exercised {
+		fmt.Fprintf(w, `<p class="violation" id="nothing-exercised">%s</p>`, esc(coverage.NothingExercised))
+	}
+	w.WriteString(`<table id="coverage"><tr><th>situation</th><th>count</th><th>what bugs live here</th></tr>` + "\n")
+	for _, r := range cov.Rows {
+		cls, bugs := "", r.Bugs
+		if r.NotExercised != "" {
+			cls, bugs = ` class="not-exercised"`, r.NotExercised
+		}
+		by := ""
+		if t := r.ByText(); t != "" {
+			by = " (" + esc(t) + ")"
+		}
+		fmt.Fprintf(w, `<tr%s data-row="%s"><td>%s%s</td><td data-count="%s">%d</td><td style="text-align:left">%s</td></tr>`+"\n",
+			cls, esc(r.ID), esc(r.Situation), by, esc(r.ID), r.Count, esc(bugs))
+	}
+	w.WriteString("</table></details>\n")
+}

@@ -3,6 +3,8 @@ package web
 import (
 	"fmt"
 	"html/template"
+
+	"github.com/zlockcheck/zlockcheck/coverage"
 )
 
 // funcMap holds the helpers of the page templates.
@@ -10,6 +12,8 @@ func funcMap() template.FuncMap {
 	return template.FuncMap{
 		"verdictClass": verdictClass,
 		"size":         humanSize,
+		// nothingExercised says why a history that exercised nothing has no verdict.
+		"nothingExercised": func() string { return coverage.NothingExercised },
 	}
 }
 
@@ -104,7 +108,15 @@ const runHTML = `<!DOCTYPE html>
 <tbody>{{range .Counts}}<tr><td>{{.F}}</td><td class="num">{{.Invoke}}</td><td class="num">{{.OK}}</td><td class="num">{{.Fail}}</td><td class="num">{{.Info}}</td></tr>
 {{end}}</tbody>
 </table>
-{{end}}<h2 id="files">Files</h2>
+{{end}}{{with .Run.Results.Coverage}}{{if .Rows}}<h2 id="coverage">Coverage</h2>
+<p>What the run exercised: {{.NotExercisedCount}} of {{len .Rows}} situations not exercised (a situation at 0 means the run could not have found the bugs that live there).</p>
+{{if not .Exercised}}<p class="error" id="nothing-exercised">{{nothingExercised}}</p>
+{{end}}<table class="coverage">
+<thead><tr><th>situation</th><th>count</th><th>what bugs live here</th></tr></thead>
+<tbody>{{range .Rows}}<tr class="coverage-row{{if .NotExercised}} not-exercised{{end}}" data-row="{{.ID}}"><td>{{.Situation}}{{with .ByText}} ({{.}}){{end}}</td><td class="num">{{.Count}}</td><td>{{if .NotExercised}}{{.NotExercised}}{{else}}{{.Bugs}}{{end}}</td></tr>
+{{end}}</tbody>
+</table>
+{{end}}{{end}}<h2 id="files">Files</h2>
 {{with .FilesErr}}<p class="error">Could not list every file: {{.}}</p>{{end}}
 <table class="files">
 <tbody>{{range .Files}}<tr><td><a class="file" href="{{.URL}}">{{.Path}}</a></td><td class="num">{{size .Size}}</td><td><a class="download" href="{{.URL}}?download=1">download</a></td></tr>
@@ -130,6 +142,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .error { color: #a0221e; }
 .note { color: #666; }
 .advisory { color: #666; font-style: italic; }
+tr.not-exercised td { background: #fff4e0; }
 pre { background: #f6f6f6; padding: 6px; margin: 0; max-width: 900px; overflow-x: auto; white-space: pre-wrap; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }
 figure { margin: 0; }

@@ -73,7 +73,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitError, fmt.Errorf("%s: %w", path, err)
 	}
-	verdict, err := report.PrintCheck(stdout, path, h, res)
+	verdict, err := report.PrintCheck(stdout, path, h, res, cfg)
 	if err != nil {
 		return exitError, err
 	}

@@ -33,6 +33,12 @@ const doubleGrant = `{"index":0,"type":"invoke","f":"acquire","process":0,"time"
 {"index":5,"type":"ok","f":"release","process":0,"time":40}
 `
 
+// Every acquire timed out: the history exercised nothing, so it has no verdict.
+const nothingGranted = `{"index":0,"type":"invoke","f":"acquire","process":0,"time":10}
+{"index":1,"type":"fail","f":"acquire","process":0,"time":20,"error":"timeout"}
+{"index":2,"type":"info","f":"start","process":"nemesis","time":25,"value":{"fault":"kill","servers":["s1"]}}
+`
+
 // The second line has an unknown type: the error must name line 2 and the field.
 const malformed = `{"index":0,"type":"invoke","f":"acquire","process":0,"time":10}
 {"index":1,"type":"okk","f":"acquire","process":0,"time":20}
@@ -55,6 +61,10 @@ func TestCheckExitCodes(t *testing.T) {
 		{"double grant is fine for 2 permits", []string{"check", "--model", "semaphore", "--permits", "2", writeFile(t, "bad.jsonl", doubleGrant)}, exitValid, "VALID"},
 		{"jepsen etcd history", []string{"check", "--model", "knossos-mutex", edn}, exitInvalid, "INVALID"},
 		{"stored run dir is reported again", []string{"check", filepath.Dir(writeFile(t, "history.jsonl", doubleGrant))}, exitInvalid, "junit.xml"},
+		{"an empty file exercised nothing", []string{"check", writeFile(t, "empty.jsonl", "")}, exitUnknown, "exercised nothing"},
+		{"no acquire granted exercised nothing", []string{"check", writeFile(t, "none.jsonl", nothingGranted)}, exitUnknown, "UNKNOWN"},
+		{"a run dir that exercised nothing", []string{"check", filepath.Dir(writeFile(t, "history.jsonl", nothingGranted))}, exitUnknown, "exercised nothing"},
+		{"check prints the coverage table", []string{"check", writeFile(t, "ok.jsonl", validHistory)}, exitValid, "coverage: what the run exercised"},
 		{"malformed line", []string{"check", writeFile(t, "m.jsonl", malformed)}, exitError, "m.jsonl:2"},
 		{"missing file", []string{"check", "/nonexistent/history.jsonl"}, exitError, "no such file"},
 		{"unknown model", []string{"check", "--model", "paxos", writeFile(t, "ok.jsonl", validHistory)}, exitError, "--model"},
