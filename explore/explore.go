@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -59,8 +60,8 @@ type Round struct {
 	// Verdict is the round's verdict; Cause a violation's cause class, if known.
 	Verdict models.Verdict `json:"verdict"`
 	Cause   string         `json:"cause,omitempty"`
-	// Coverage is what the round's history exercised: situation -> count.
-	Coverage map[string]int `json:"coverage,omitempty"`
+	// Coverage is what the round's history exercised.
+	Coverage coverage.Table `json:"coverage"`
 	// Elapsed is the round's wall time, set-up to check.
 	Elapsed time.Duration `json:"elapsed_ns"`
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -44,6 +45,15 @@ func TestProbesLeaveOutUnfencedOnlyFaults(t *testing.T) {
 	}
 }
 
+// table is a coverage table with these counts.
+func table(counts map[string]int) coverage.Table {
+	var t coverage.Table
+	for id, n := range counts {
+		t.Rows = append(t.Rows, coverage.Row{ID: id, Count: n})
+	}
+	return t
+}
+
 func TestChooseVisitsEachProbeThenTheLeastCovered(t *testing.T) {
 	menu := []Probe{{Name: "a", Aims: []string{"x"}}, {Name: "b", Aims: []string{"y", "z"}}, {Name: "c", Aims: []string{"x", "y"}}}
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -52,16 +62,16 @@ func TestChooseVisitsEachProbeThenTheLeastCovered(t *testing.T) {
 	for range 3 {
 		p := Choose(menu, tally, rng)
 		order = append(order, p.Name)
-		tally.Add(p, map[string]int{"x": 5, "y": 5, "z": 5})
+		tally.Add(p, table(map[string]int{"x": 5, "y": 5, "z": 5}))
 	}
 	if !slices.Equal(order, []string{"a", "b", "c"}) {
 		t.Fatalf("first pass %v, want the menu's order", order)
 	}
-	tally.Situations["z"] = 0 // only b aims at z
+	tally.Coverage = table(map[string]int{"x": 15, "y": 15, "z": 0}) // only b aims at z
 	if p := Choose(menu, tally, rng); p.Name != "b" {
 		t.Errorf("chose %q, want b (its aim z was never exercised)", p.Name)
 	}
-	tally.Situations["z"] = 50
+	tally.Coverage = table(map[string]int{"x": 5, "y": 5, "z": 50})
 	tally.Runs["a"] = 9 // a and c both reach x at 5 (or y): c ran fewer rounds
 	if p := Choose(menu, tally, rng); p.Name != "c" {
 		t.Errorf("chose %q, want c (as little covered as a, fewer rounds)", p.Name)
@@ -95,7 +105,7 @@ func fakeRounds(verdicts ...models.Verdict) (func(context.Context, harness.Confi
 	return func(_ context.Context, c harness.Config) (Round, error) {
 		seen = append(seen, c)
 		v := verdicts[min(len(seen), len(verdicts))-1]
-		return Round{Verdict: v, Coverage: map[string]int{AimTimedOutQueued: 1}}, nil
+		return Round{Verdict: v, Coverage: table(map[string]int{coverage.RowTimedOutQueued: 1})}, nil
 	}, &seen
 }
 
@@ -108,8 +118,8 @@ func TestRunStopsAtTheFirstViolation(t *testing.T) {
 	if len(s.Rounds) != 3 || len(*seen) != 3 || s.Verdict != models.Invalid {
 		t.Fatalf("%d rounds, verdict %s; want 3, invalid", len(s.Rounds), s.Verdict)
 	}
-	if s.Tally.Situations[AimTimedOutQueued] != 3 {
-		t.Errorf("tally %v, want the rounds' coverage summed", s.Tally.Situations)
+	if n := s.Tally.count(coverage.RowTimedOutQueued); n != 3 {
+		t.Errorf("tally %d, want the rounds' coverage summed (3)", n)
 	}
 }
 

@@ -2,6 +2,8 @@ package explore
 
 import (
 	"math/rand/v2"
+
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"slices"
 	"time"
 
@@ -27,24 +29,10 @@ type Probe struct {
 	// KeepWorkers keeps a worker whose call ended with an unknown outcome, with its
 	// session, as applications do (workloads.Config.KeepAfterInfo).
 	KeepWorkers bool `json:"keep_workers,omitempty"`
-	// Aims are the coverage situations the probe exists to reach; the feedback sends
-	// rounds to the probe whose aims are least covered.
+	// Aims are the coverage rows (coverage.Row*) the probe exists to reach; the
+	// feedback sends rounds to the probe whose aims are least covered.
 	Aims []string `json:"aims"`
 }
-
-// Situations explore aims at. They are the names of coverage rows: a probe's aims
-// are counted by the coverage of the rounds it ran.
-const (
-	AimTimedOutQueued  = "acquire timed out while queued"
-	AimPredecessorGone = "waiter's predecessor vanished while it waited"
-	AimUncontended     = "acquire granted with nobody waiting"
-	AimFaultHolding    = "client fault landed on a holder"
-	AimFaultAcquiring  = "client fault landed on an acquiring worker"
-	AimLongHold        = "hold longer than the session timeout"
-	AimInfoAcquire     = "acquire ended with an unknown outcome"
-	AimLostHolding     = "holder told it lost the lock"
-	AimServerFaultHeld = "server fault while the lock was held"
-)
 
 // Probes is explore's menu for workers with this session timeout. Faults whose only
 // possible overlaps are unfenced ones (a paused holder, a session expired under a
@@ -63,49 +51,53 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 	ms := time.Millisecond
 	probes := []Probe{
 		{Name: "queue churn", Regimes: std("full queue", "impatient waiters", "sparse"),
-			Aims: []string{AimTimedOutQueued, AimPredecessorGone, AimUncontended}},
+			Aims: []string{coverage.RowTimedOutQueued, coverage.RowPredecessorGone}},
 		{Name: "holders cut off", Regimes: []workloads.Regime{{Name: "long holds only",
 			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 20 * time.Second}},
 			Holds:    []workloads.Span{{Weight: 1, Min: 2 * sessionTimeout, Max: 4 * sessionTimeout}}, Active: 0.6}},
 			Faults: []nemesis.Class{nemesis.ClassClientPartition}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
-			Interval: 2 * time.Second, Aims: []string{AimFaultHolding, AimLongHold, AimLostHolding}},
+			Interval: 2 * time.Second, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold, coverage.RowLost}},
 		{Name: "replies lost", KeepWorkers: true, Regimes: []workloads.Regime{{Name: "creates in flight",
 			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
 			Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
 			Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
 			Faults: []nemesis.Class{nemesis.ClassReplyLoss}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle},
-			Interval: 2 * time.Second, Aims: []string{AimFaultAcquiring, AimInfoAcquire}},
+			Interval: 2 * time.Second, Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo}},
 		{Name: "crashing and cut-off clients", Regimes: std("full queue", "impatient waiters"), Interval: 3 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition, nemesis.ClassClientServerPartition},
-			Aims:   []string{AimFaultAcquiring, AimFaultHolding, AimPredecessorGone}},
+			Aims:   []string{coverage.RowFaultAcquiring, coverage.RowFaultHolding, coverage.RowPredecessorGone}},
 		{Name: "server faults", Regimes: std("full queue", "long holds"), Interval: 5 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassPacket},
-			Aims:   []string{AimServerFaultHeld}},
+			Aims:   []string{coverage.RowServerFaultHeld}},
 	}
 	if fenced {
 		probes = append(probes, Probe{Name: "paused and expired holders", Regimes: std("long holds"), Interval: 2 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
-			Aims: []string{AimFaultHolding, AimLongHold}})
+			Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}})
 	}
 	return probes
 }
 
-// Tally is what a session has exercised so far: each situation's count over its
-// rounds, and how many rounds each probe ran.
+// Tally is what a session has exercised so far: the sum of its rounds' coverage
+// tables, and how many rounds each probe ran.
 type Tally struct {
-	Situations map[string]int `json:"situations"`
-	Runs       map[string]int `json:"probe_rounds"`
+	Coverage coverage.Table `json:"coverage"`
+	Runs     map[string]int `json:"probe_rounds"`
 }
 
 // NewTally is an empty tally.
-func NewTally() Tally { return Tally{Situations: map[string]int{}, Runs: map[string]int{}} }
+func NewTally() Tally { return Tally{Runs: map[string]int{}} }
 
 // Add counts one round of probe p that exercised covered.
-func (t Tally) Add(p Probe, covered map[string]int) {
+func (t *Tally) Add(p Probe, covered coverage.Table) {
 	t.Runs[p.Name]++
-	for name, n := range covered {
-		t.Situations[name] += n
-	}
+	t.Coverage = coverage.Sum(t.Coverage, covered)
+}
+
+// count is how often the session reached the situation of coverage row id.
+func (t Tally) count(id string) int {
+	r, _ := t.Coverage.Row(id)
+	return r.Count
 }
 
 // Choose picks the next round's probe: first every probe once, in menu order (the
@@ -120,7 +112,7 @@ func Choose(menu []Probe, t Tally, rng *rand.Rand) Probe {
 	least := func(p Probe) int {
 		m := -1
 		for _, a := range p.Aims {
-			if n := t.Situations[a]; m < 0 || n < m {
+			if n := t.count(a); m < 0 || n < m {
 				m = n
 			}
 		}

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/explore"
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
@@ -158,7 +158,7 @@ func roundRunner(modelCfg models.Config, keep keepPolicy, stderr io.Writer) func
 		if err != nil && res.Dir == "" {
 			return explore.Round{}, err
 		}
-		r := explore.Round{Dir: res.Dir, Verdict: res.Verdict}
+		r := explore.Round{Dir: res.Dir, Verdict: res.Verdict, Coverage: res.Coverage}
 		for _, c := range res.Checks {
 			if c.Cause != nil && r.Cause == "" {
 				r.Cause = string(c.Cause.Class)
@@ -204,15 +204,10 @@ func printSession(w io.Writer, recipe string, s explore.Session) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", i+1, r.Probe, r.Seed, verdict, r.Elapsed.Round(time.Second), r.Dir)
 	}
 	tw.Flush()
-	if len(s.Tally.Situations) > 0 {
+	if s.Tally.Coverage.Exercised {
 		fmt.Fprintln(w, "\nexercised over the session:")
-		names := make([]string, 0, len(s.Tally.Situations))
-		for name := range s.Tally.Situations {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			fmt.Fprintf(w, "  %6d  %s\n", s.Tally.Situations[name], name)
+		if err := coverage.WriteText(w, s.Tally.Coverage); err != nil {
+			fmt.Fprintf(w, "  (coverage: %v)\n", err)
 		}
 	}
 	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)))
