@@ -249,11 +249,6 @@ func (r *runner) workerViews() map[int]workerView {
 	return views
 }
 
-// isHolding reports whether process is a current worker that certainly holds the lock.
-func (r *runner) isHolding(process int) bool {
-	return r.workerViews()[process].state == workloads.Holding
-}
-
 func (r *runner) newProcess() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
