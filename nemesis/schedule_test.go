@@ -501,3 +501,24 @@ func TestLongestHoldBoundsEveryDrawnHold(t *testing.T) {
 		t.Errorf("no classes: LongestHold %s, want 0", got)
 	}
 }
+
+// Each catalogue entry draws a fault of its own class, aimed at the side it says.
+func TestCatalogueDrawsItsOwnClass(t *testing.T) {
+	for _, c := range Classes() {
+		st := newSteps(Schedule{Classes: []Class{c}, Interval: time.Second, SessionTimeout: time.Second, Seed: 3,
+			ClientTargets: []ClientTarget{TargetRandomClient}})
+		step := st.next()
+		fc := newFakeCluster(3, 2)
+		p, _ := step.fault.plan(context.Background(), fc, step.rng)
+		if got := p.value["fault"]; got != string(c) {
+			t.Errorf("class %s drew a %T whose value says fault %v", c, step.fault, got)
+		}
+		_, aimsAtServers := p.value["servers"]
+		if aimsAtServers != c.ServerFault() && c != ClassPartition {
+			t.Errorf("class %s: ServerFault %t, but its fault's value %v", c, c.ServerFault(), p.value)
+		}
+	}
+	if Class("bogus").ServerFault() {
+		t.Error("an unknown class is a server fault")
+	}
+}
