@@ -79,12 +79,12 @@ func (s *Server) ClientAddr() string {
 	return netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
 }
 
-// Ensemble is a running set of ZooKeeper servers.
+// Ensemble is a running set of ZooKeeper servers. Everything done to a server goes
+// through its Host; the harness reaches the servers' client ports from its own
+// namespace on net.
 type Ensemble struct {
-	cfg       EnsembleConfig
-	classpath string
-	net       *netns.Network
-	Servers   []*Server
+	net     *netns.Network
+	Servers []*Server
 }
 
 // ServerAddr is the address of server id (from 1) on the run network.
@@ -155,7 +155,7 @@ func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) 
 	if err != nil {
 		return nil, err
 	}
-	e := &Ensemble{cfg: cfg, classpath: cp, net: net}
+	e := &Ensemble{net: net}
 	var peers []string
 	for id := 1; id <= cfg.Nodes; id++ {
 		peers = append(peers, fmt.Sprintf("server.%d=%s:%d:%d", id, ServerAddr(id), quorumPort, electionPort))
