@@ -39,7 +39,7 @@ func (c *cluster) setWorker(slot int, w *worker) {
 func (c *cluster) Servers() []nemesis.Server {
 	out := make([]nemesis.Server, len(c.ens.Servers))
 	for i, s := range c.ens.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Netns: s.Host.Netns, Addr: s.Host.Addr}
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
 	}
 	return out
 }
@@ -49,24 +49,6 @@ func (c *cluster) Leader(ctx context.Context) (int, bool) {
 		return s.ID, true
 	}
 	return 0, false
-}
-
-func (c *cluster) ServerPid(id int) int {
-	if id < 1 || id > len(c.ens.Servers) {
-		return 0
-	}
-	return c.ens.Servers[id-1].Pid()
-}
-
-func (c *cluster) KillServer(id int) error {
-	if id >= 1 && id <= len(c.ens.Servers) {
-		c.ens.Servers[id-1].Kill()
-	}
-	return nil
-}
-
-func (c *cluster) RestartServer(_ context.Context, id int) error {
-	return c.ens.Restart(id)
 }
 
 func (c *cluster) client(w *worker) nemesis.Client {

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
 // ZooKeeper defaults. The tick is small so sessions expire in seconds; syncLimit keeps
@@ -62,31 +61,30 @@ type EnsembleConfig struct {
 	NoForceSync bool
 }
 
-// Server is one ZooKeeper server: its namespace and address, files and process.
+// Server is one ZooKeeper server of the ensemble: its id, where it runs, its files.
 type Server struct {
 	// ID is the server's myid, from 1.
-	ID   int
-	Host netns.Host
-	Dir  string
-	Cfg  string
-	Log  string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	ID int
+	// Host is where the server runs: starting, killing and signalling it, changing
+	// its network and reading its log all go through it (today a namespace, nsHost).
+	Host nemesis.ServerHost
+	// Dir holds the server's zoo.cfg (Cfg), data and log (Log) in the run directory.
+	Dir string
+	Cfg string
+	Log string
 }
 
 // ClientAddr is the server's client address, host:port.
 func (s *Server) ClientAddr() string {
-	return netip.AddrPortFrom(s.Host.Addr, clientPort).String()
+	return netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
 }
 
-// Ensemble is a running set of ZooKeeper servers.
+// Ensemble is a running set of ZooKeeper servers. Everything done to a server goes
+// through its Host; the harness reaches the servers' client ports from its own
+// namespace on net.
 type Ensemble struct {
-	cfg       EnsembleConfig
-	classpath string
-	net       *netns.Network
-	Servers   []*Server
+	net     *netns.Network
+	Servers []*Server
 }
 
 // ServerAddr is the address of server id (from 1) on the run network.
@@ -157,26 +155,20 @@ func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) 
 	if err != nil {
 		return nil, err
 	}
-	e := &Ensemble{cfg: cfg, classpath: cp, net: net}
+	e := &Ensemble{net: net}
 	var peers []string
 	for id := 1; id <= cfg.Nodes; id++ {
 		peers = append(peers, fmt.Sprintf("server.%d=%s:%d:%d", id, ServerAddr(id), quorumPort, electionPort))
 	}
 	for id := 1; id <= cfg.Nodes; id++ {
-		host, err := net.AddHost(ctx, fmt.Sprintf("s%d", id), ServerAddr(id))
+		s, err := addServer(ctx, net, cfg, cp, id, peers)
 		if err != nil {
-			return e, err
-		}
-		s := &Server{ID: id, Host: host, Dir: filepath.Join(cfg.Dir, host.Name)}
-		s.Cfg = filepath.Join(s.Dir, "zoo.cfg")
-		s.Log = filepath.Join(s.Dir, "server.log")
-		if err := writeServerFiles(s, cfg, peers); err != nil {
 			return e, err
 		}
 		e.Servers = append(e.Servers, s)
 	}
 	for _, s := range e.Servers {
-		if err := s.start(cfg, cp); err != nil {
+		if err := s.Host.Start(ctx); err != nil {
 			return e, err
 		}
 	}
@@ -186,6 +178,23 @@ func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) 
 	return e, nil
 }
 
+// addServer makes server id's namespace on net and writes its files.
+func addServer(ctx context.Context, net *netns.Network, cfg EnsembleConfig, classpath string, id int, peers []string) (*Server, error) {
+	ns, err := net.AddHost(ctx, fmt.Sprintf("s%d", id), ServerAddr(id))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{ID: id, Dir: filepath.Join(cfg.Dir, ns.Name)}
+	s.Cfg = filepath.Join(s.Dir, "zoo.cfg")
+	s.Log = filepath.Join(s.Dir, "server.log")
+	if err := writeServerFiles(s, cfg, peers); err != nil {
+		return nil, err
+	}
+	s.Host = newNSHost(id, ns, serverCommand(s, cfg, classpath), s.Log)
+	return s, nil
+}
+
+// writeServerFiles writes s's myid and zoo.cfg (s listens on ServerAddr(s.ID)).
 func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 	data := filepath.Join(s.Dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -201,7 +210,7 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 		fmt.Sprintf("initLimit=%d", cfg.InitLimit),
 		fmt.Sprintf("syncLimit=%d", cfg.SyncLimit),
 		"dataDir=" + data,
-		fmt.Sprintf("clientPortAddress=%s", s.Host.Addr),
+		fmt.Sprintf("clientPortAddress=%s", ServerAddr(s.ID)),
 		fmt.Sprintf("clientPort=%d", clientPort),
 		fmt.Sprintf("minSessionTimeout=%d", 2*tick),
 		fmt.Sprintf("maxSessionTimeout=%d", cfg.MaxSessionTimeout.Milliseconds()),
@@ -219,81 +228,18 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 	return os.WriteFile(s.Cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
 
-func (s *Server) start(cfg EnsembleConfig, classpath string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	logf, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
+// serverCommand is the command line that runs server s.
+func serverCommand(s *Server, cfg EnsembleConfig, classpath string) []string {
 	jit := "-XX:TieredStopAtLevel=1"
 	if cfg.FullJIT {
 		jit = "-XX:TieredStopAtLevel=4"
 	}
-	cmd := s.Host.Command(cfg.Java,
-		"-Xms64m", "-Xmx"+cfg.Heap, "-XX:+UseSerialGC", jit,
-		"-Dzookeeper.log.dir="+s.Dir,
+	return []string{cfg.Java,
+		"-Xms64m", "-Xmx" + cfg.Heap, "-XX:+UseSerialGC", jit,
+		"-Dzookeeper.log.dir=" + s.Dir,
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
-		"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.Cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start server %d: %w", s.ID, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	s.cmd, s.done = cmd, done
-	return nil
-}
-
-// Pid is the server's process id, or 0 when it is not running.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.exited() {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
-
-func (s *Server) exited() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Kill SIGKILLs the server (resuming it first does not matter: SIGKILL ends a stopped
-// process too) and waits for it to exit.
-func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-// Restart starts server id (from 1) again with its config and data dir, after Kill.
-// It does not wait for the server to serve.
-func (e *Ensemble) Restart(id int) error {
-	if id < 1 || id > len(e.Servers) {
-		return fmt.Errorf("no server %d", id)
-	}
-	s := e.Servers[id-1]
-	if s.Pid() != 0 {
-		return fmt.Errorf("server %d is still running", id)
-	}
-	return s.start(e.cfg, e.classpath)
+		"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.Cfg}
 }
 
 // Status is what a server's srvr four-letter word reported.
@@ -393,12 +339,12 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 			return nil
 		}
 		for _, s := range e.Servers {
-			if s.exited() {
-				return e.notServing(sts, fmt.Sprintf("server %d exited", s.ID))
+			if s.Host.Pid() == 0 {
+				return e.notServing(ctx, sts, fmt.Sprintf("server %d exited", s.ID))
 			}
 		}
 		if time.Now().After(deadline) {
-			return e.notServing(sts, fmt.Sprintf("no quorum within %s", timeout))
+			return e.notServing(ctx, sts, fmt.Sprintf("no quorum within %s", timeout))
 		}
 		select {
 		case <-ctx.Done():
@@ -408,7 +354,7 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 	}
 }
 
-func (e *Ensemble) notServing(sts []Status, why string) error {
+func (e *Ensemble) notServing(ctx context.Context, sts []Status, why string) error {
 	var b strings.Builder
 	b.WriteString("ensemble not serving: " + why)
 	for _, st := range sts {
@@ -416,8 +362,12 @@ func (e *Ensemble) notServing(sts []Status, why string) error {
 			continue
 		}
 		s := e.Servers[st.ID-1]
-		fmt.Fprintf(&b, "\n  server %d (%s, %s): %s; last lines of %s:\n", s.ID, s.ClientAddr(), s.Host.Netns, st.Error, s.Log)
-		for _, l := range tailLines(s.Log, 8) {
+		fmt.Fprintf(&b, "\n  server %d (%s, %s): %s; last lines of %s:\n", s.ID, s.ClientAddr(), s.Host, st.Error, s.Log)
+		lines, err := s.Host.LogTail(ctx, 8)
+		if err != nil {
+			lines = []string{"(" + err.Error() + ")"}
+		}
+		for _, l := range lines {
 			b.WriteString("    " + l + "\n")
 		}
 	}
@@ -436,20 +386,8 @@ func (e *Ensemble) Connect() string {
 // Stop kills every server.
 func (e *Ensemble) Stop() {
 	for _, s := range e.Servers {
-		s.Kill()
+		_ = s.Host.Kill(context.Background())
 	}
-}
-
-func tailLines(path string, n int) []string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return []string{"(" + err.Error() + ")"}
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
 }
 
 // Version asks a server which ZooKeeper version it runs ("" if none answers).

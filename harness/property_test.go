@@ -217,7 +217,7 @@ func TestPropEnvLeavesNothingBehind(t *testing.T) {
 			pids = append(pids, c.w.Pid())
 		}
 		for _, s := range env.ens.Servers {
-			pids = append(pids, s.Pid())
+			pids = append(pids, s.Host.Pid())
 		}
 		t.Skip("leaving early with the ensemble and two workers running")
 	})

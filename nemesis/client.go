@@ -28,15 +28,11 @@ var (
 	_ fault = (*WatchesOnly)(nil)
 )
 
-// DefaultSessionTimeout is the session timeout assumed when none is given (the
-// harness's default).
-const DefaultSessionTimeout = 4 * time.Second
-
 func serverAddrs(c Cluster) []netip.Addr {
 	ss := sortedServers(c)
 	out := make([]netip.Addr, len(ss))
 	for i, s := range ss {
-		out[i] = s.Addr
+		out[i] = s.Host.Addr()
 	}
 	return out
 }
@@ -78,15 +74,15 @@ func workerTablePlan(ctx context.Context, c Cluster, rng *rand.Rand, class Class
 	if err != nil {
 		return plan{value: v}, err
 	}
-	ns := cl.Netns
+	ns := workerNet(cl.Netns)
 	cs := chains(set)
 	return plan{
 		value: v,
-		netns: []string{ns},
+		nets:  []netHost{ns},
 		apply: func(ctx context.Context) error {
 			return nftReplace(ctx, ns, table, cs...)
 		},
-		undo: deleteTables([]string{ns}, table),
+		undo: deleteTables([]netHost{ns}, table),
 	}, nil
 }
 
@@ -101,8 +97,8 @@ type SessionExpire struct {
 	Target ClientTarget
 	// HolderWait bounds the wait for a lock holder (0: DefaultHolderWait).
 	HolderWait time.Duration
-	// SessionTimeout is the timeout sent when attaching to the session
-	// (0: DefaultSessionTimeout).
+	// SessionTimeout is the timeout sent when attaching to the session: the workers'
+	// session timeout (required; the schedule gives its own).
 	SessionTimeout time.Duration
 }
 
@@ -133,7 +129,7 @@ func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pla
 	}
 	timeout := f.SessionTimeout
 	if timeout <= 0 {
-		timeout = DefaultSessionTimeout
+		return plan{value: v}, fmt.Errorf("session-expire: no session timeout to attach to worker %d's session with", cl.Process)
 	}
 	ss := sortedServers(c)
 	rng.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
@@ -142,10 +138,10 @@ func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pla
 		apply: func(ctx context.Context) error {
 			var errs []error
 			for _, s := range ss {
-				if err := checkAddr(s.Addr); err != nil {
+				if err := checkAddr(s.Host.Addr()); err != nil {
 					return err
 				}
-				addr := netip.AddrPortFrom(s.Addr, clientPort).String()
+				addr := netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
 				conn, err := c.Dial(ctx, addr, 2*time.Second)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
@@ -266,15 +262,10 @@ func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Ra
 	if note != "" {
 		v["note"] = note
 	}
-	ss := sortedServers(c)
-	var nss []string
-	for _, id := range ids {
-		s, _ := serverByID(ss, id)
-		nss = append(nss, s.Netns)
-	}
+	nss := serverHosts(serversByID(c, ids))
 	return plan{
 		value: v,
-		netns: nss,
+		nets:  nss,
 		apply: func(ctx context.Context) error {
 			for _, ns := range nss {
 				if err := nftReplace(ctx, ns, tableClientCut,

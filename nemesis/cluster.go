@@ -2,26 +2,81 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
 // Server is one ZooKeeper server as the nemesis sees it.
 type Server struct {
 	// ID is the server's myid, from 1.
 	ID int
-	// Netns is the server's network namespace (its name starts with "zlc").
-	Netns string
-	// Addr is the server's address on the run network.
-	Addr netip.Addr
+	// Host is where the server runs; every fault on a server goes through it.
+	Host ServerHost
 }
 
-// Client is one live worker process.
+// ServerHost is where one ZooKeeper server runs: everything the nemesis, and the
+// harness, do to a server (start it, kill it, signal it, change its network, read its
+// log) goes through it. The harness implements it with a network namespace of this
+// machine; a host of another kind (a node reached over SSH) implements the same
+// methods, and neither the faults nor the run change.
+type ServerHost interface {
+	// String says where the server runs, for messages and as the host's key (e.g. its
+	// namespace's name).
+	String() string
+	// Addr is the server's address on the run network: its peers and clients reach it
+	// there.
+	Addr() netip.Addr
+	// Pid is the server's process id (the leader of its process group), 0 when it is
+	// not running.
+	Pid() int
+	// Start starts the server with its config and data dir, after Kill (or for the
+	// first time). It does not wait for it to serve; starting a running server is an
+	// error.
+	Start(ctx context.Context) error
+	// Kill SIGKILLs the server and waits for it to exit; a server that is not running
+	// is left alone.
+	Kill(ctx context.Context) error
+	// Signal sends sig (SIGSTOP, SIGCONT) to the server's process group; when the
+	// server is not running the error wraps ErrNotRunning.
+	Signal(ctx context.Context, sig syscall.Signal) error
+	// Exec runs argv in the server's network (nft, tc), feeding it stdin, and returns
+	// its combined output. When the host no longer exists the error wraps ErrHostGone.
+	Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error)
+	// TablePrefix starts the name of every nftables table the nemesis makes on the
+	// host ("zlc_" in a namespace of the run's own; a host shared with other runs adds
+	// the run's id), so that HealAll removes exactly those.
+	TablePrefix() string
+	// LogTail returns the last n lines of the server's log.
+	LogTail(ctx context.Context, n int) ([]string, error)
+}
+
+// ErrHostGone is what a host's Exec error wraps when the host no longer exists (a
+// namespace deleted at the end of a run): there is nothing left to undo on it.
+var ErrHostGone = netns.ErrGone
+
+// ErrNotRunning is what ServerHost.Signal's error wraps when the server is not
+// running.
+var ErrNotRunning = errors.New("server not running")
+
+// netHost is a network the nemesis changes with nft and tc: a server's host, or a
+// worker slot's namespace (workerNet).
+type netHost interface {
+	String() string
+	Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error)
+	TablePrefix() string
+}
+
+// Client is one live worker process. Workers always run on this machine, each in a
+// network namespace of the run, so client faults reach them directly.
 type Client struct {
 	// Process is the worker's history process id.
 	Process int
@@ -39,18 +94,13 @@ type Client struct {
 	Passwd string
 }
 
-// Cluster is the run as the nemesis needs it; the harness implements it.
+// Cluster is the run as the nemesis needs it; the harness implements it. The servers
+// themselves are reached through their hosts (Server.Host).
 type Cluster interface {
 	// Servers lists every server of the ensemble, running or not.
 	Servers() []Server
 	// Leader asks the servers (srvr) which one leads.
 	Leader(ctx context.Context) (id int, ok bool)
-	// ServerPid is server id's process id (its process group's), 0 when not running.
-	ServerPid(id int) int
-	// KillServer SIGKILLs server id; the harness knows it is down.
-	KillServer(id int) error
-	// RestartServer starts server id again with the same data dir.
-	RestartServer(ctx context.Context, id int) error
 	// Clients lists the live worker processes.
 	Clients() []Client
 	// Holder returns a worker that certainly holds the lock right now.
@@ -98,9 +148,10 @@ type plan struct {
 	// undo takes back whatever apply did; it must be idempotent and work after a
 	// partial apply or none.
 	undo func(ctx context.Context) error
-	// netns are the namespaces the fault writes nftables tables into.
-	netns []string
-	// pids are the process groups the fault may stop.
+	// nets are the hosts and namespaces the fault writes nftables tables (or a netem
+	// qdisc) into.
+	nets []netHost
+	// pids are the workers' process groups the fault may stop.
 	pids []int
 }
 
@@ -213,6 +264,27 @@ func serverByID(ss []Server, id int) (Server, bool) {
 		}
 	}
 	return Server{}, false
+}
+
+// serversByID returns the cluster's servers with the given ids, in that order.
+func serversByID(c Cluster, ids []int) []Server {
+	ss := sortedServers(c)
+	out := make([]Server, 0, len(ids))
+	for _, id := range ids {
+		if s, ok := serverByID(ss, id); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// serverHosts returns the servers' hosts, as networks to change.
+func serverHosts(ss []Server) []netHost {
+	out := make([]netHost, len(ss))
+	for i, s := range ss {
+		out[i] = s.Host
+	}
+	return out
 }
 
 func majority(n int) int { return n/2 + 1 }

@@ -139,7 +139,7 @@ var _ nemesis.Cluster = (*cluster)(nil)
 func (c *cluster) Servers() []nemesis.Server {
 	var out []nemesis.Server
 	for _, s := range c.e.ens.Servers {
-		out = append(out, nemesis.Server{ID: s.ID, Netns: s.Host.Netns, Addr: s.Host.Addr})
+		out = append(out, nemesis.Server{ID: s.ID, Host: s.Host})
 	}
 	return out
 }
@@ -150,15 +150,6 @@ func (c *cluster) Leader(ctx context.Context) (int, bool) {
 	}
 	return 0, false
 }
-
-func (c *cluster) ServerPid(id int) int { return c.e.ens.Servers[id-1].Pid() }
-
-func (c *cluster) KillServer(id int) error {
-	c.e.ens.Servers[id-1].Kill()
-	return nil
-}
-
-func (c *cluster) RestartServer(_ context.Context, id int) error { return c.e.ens.Restart(id) }
 
 func (c *cluster) Clients() []nemesis.Client {
 	c.e.mu.Lock()
@@ -281,7 +272,7 @@ func TestIntegration(t *testing.T) {
 		if a.Value["leader"] != fmt.Sprintf("s%d", old.ID) {
 			t.Fatalf("value names leader %v, the leader is s%d", a.Value["leader"], old.ID)
 		}
-		out, err := netns.Exec(ctx, old.Host.Netns, nil, "nft", "list", "table", "inet", "zlc_partition")
+		out, err := netns.Exec(ctx, old.Host.String(), nil, "nft", "list", "table", "inet", "zlc_partition")
 		if err != nil || strings.Count(string(out), "10.77.1.") != 2 {
 			t.Fatalf("old leader's table: %v\n%s", err, out)
 		}
@@ -339,7 +330,7 @@ func TestIntegration(t *testing.T) {
 			peer = e.ens.Servers[1]
 		}
 		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181", harness.ServerAddr(serverID(t, cut)))
-		if _, err := netns.Exec(ctx, peer.Host.Netns, nil, "timeout", "1", "bash", "-c", probe); err == nil {
+		if _, err := netns.Exec(ctx, peer.Host.String(), nil, "timeout", "1", "bash", "-c", probe); err == nil {
 			t.Fatalf("peer s%d still reaches the cut follower %s", peer.ID, cut)
 		}
 		t.Logf("observed: follower %s cut off from its peers (s%d cannot connect to it) still answers a client: Mode: follower", cut, peer.ID)
@@ -386,7 +377,7 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		killed := serverID(t, a.Value["servers"].([]string)[0])
-		if pid := c.ServerPid(killed); pid != 0 {
+		if pid := e.ens.Servers[killed-1].Host.Pid(); pid != 0 {
 			t.Fatalf("killed s%d still has pid %d", killed, pid)
 		}
 		start := time.Now()
@@ -406,7 +397,7 @@ func TestIntegration(t *testing.T) {
 		if err := a.Undo(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if c.ServerPid(killed) == 0 {
+		if e.ens.Servers[killed-1].Host.Pid() == 0 {
 			t.Fatalf("s%d not restarted", killed)
 		}
 		e.assertHealed(t)
@@ -421,11 +412,11 @@ func TestIntegration(t *testing.T) {
 		id := serverID(t, a.Value["servers"].([]string)[0])
 		s := e.ens.Servers[id-1]
 		const sent = 2000
-		script := fmt.Sprintf("for i in $(seq %d); do echo x >/dev/udp/%s/9; done", sent, s.Host.Addr)
+		script := fmt.Sprintf("for i in $(seq %d); do echo x >/dev/udp/%s/9; done", sent, s.Host.Addr())
 		if out, err := netns.Exec(ctx, e.nw.HubNetns(), nil, "bash", "-c", script); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
-		out, err := netns.Exec(ctx, s.Host.Netns, nil, "nft", "list", "chain", "inet", "zlc_packet", "input")
+		out, err := netns.Exec(ctx, s.Host.String(), nil, "nft", "list", "chain", "inet", "zlc_packet", "input")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -457,7 +448,7 @@ func TestIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range e.ens.Servers {
-			out, _ := netns.Exec(ctx, s.Host.Netns, nil, "tc", "qdisc", "show", "dev", "eth0")
+			out, _ := netns.Exec(ctx, s.Host.String(), nil, "tc", "qdisc", "show", "dev", "eth0")
 			if strings.Contains(string(out), "netem") {
 				t.Fatalf("netem left on s%d: %s", s.ID, out)
 			}
@@ -518,7 +509,7 @@ func TestIntegration(t *testing.T) {
 			t.Fatalf("worker never learned its session expired: %v", h.states())
 		}
 		t.Logf("observed: the still-running worker then saw %v", h.states())
-		_, err = nemesis.SessionExpire{Target: nemesis.TargetRandomClient}.Apply(ctx, c, rng)
+		_, err = nemesis.SessionExpire{Target: nemesis.TargetRandomClient, SessionTimeout: testSessionTimeout}.Apply(ctx, c, rng)
 		if err == nil || !strings.Contains(err.Error(), "expired or the password is wrong") {
 			t.Fatalf("expiring an expired session: %v", err)
 		}
@@ -680,7 +671,7 @@ func TestIntegration(t *testing.T) {
 			classes[events[i].Fault] = true
 		}
 		for _, s := range e.ens.Servers {
-			if pid := s.Pid(); pid != 0 && procState(pid) == "T" {
+			if pid := s.Host.Pid(); pid != 0 && procState(pid) == "T" {
 				t.Fatalf("s%d still stopped", s.ID)
 			}
 		}

@@ -58,9 +58,9 @@ type Nemesis struct {
 	done       chan struct{} // closed by the first HealAll
 	stepCancel context.CancelFunc
 	cur        *active
-	leftover   []*active // faults whose undo failed
-	touched    map[string]bool
-	stopped    map[int]bool
+	leftover   []*active          // faults whose undo failed
+	touched    map[string]netHost // by name: every network a fault changed
+	stopped    map[int]bool       // workers' process groups a fault stopped
 }
 
 // active is a fault that was started.
@@ -82,7 +82,7 @@ func New(s Schedule, c Cluster, record func(Event)) (*Nemesis, error) {
 		return nil, errors.New("nemesis: no cluster")
 	}
 	return &Nemesis{sched: s.withDefaults(), c: c, record: record, done: make(chan struct{}),
-		touched: map[string]bool{}, stopped: map[int]bool{}}, nil
+		touched: map[string]netHost{}, stopped: map[int]bool{}}, nil
 }
 
 // Run injects the schedule's faults, one at a time, until ctx ends or HealAll is
@@ -170,8 +170,8 @@ func (n *Nemesis) step(ctx context.Context, s step) {
 		return
 	}
 	n.cur = a
-	for _, ns := range p.netns {
-		n.touched[ns] = true
+	for _, h := range p.nets {
+		n.touched[h.String()] = h
 	}
 	for _, pid := range p.pids {
 		n.stopped[pid] = true
@@ -238,14 +238,14 @@ func (n *Nemesis) emit(ev Event) {
 }
 
 // HealAll stops the schedule for good, undoes the fault that is on and any whose undo
-// failed before, and then, belt and braces, deletes every zlc_* nftables table (and
-// netem qdisc) in every namespace the nemesis touched and every server's and live
-// worker's namespace, and sends SIGCONT to every server's and worker's process group
-// and every group the nemesis stopped. It is meant for every exit path of a run
-// (including errors and panics), is safe concurrently with Run, after it, or without
-// it, and may be called again. It returns what it could not heal. It calls back into
-// the Cluster (Servers, Clients, ServerPid, and the undos' RestartServer), so the
-// caller must not hold a lock those need.
+// failed before, and then, belt and braces, deletes every nemesis nftables table (and
+// netem qdisc) on every host and namespace the nemesis touched and every server's host
+// and live worker's namespace, and sends SIGCONT to every server and every worker's
+// process group, and every group the nemesis stopped. It is meant for every exit path
+// of a run (including errors and panics), is safe concurrently with Run, after it, or
+// without it, and may be called again. It returns what it could not heal. It calls
+// back into the Cluster (Servers, Clients) and the servers' hosts (Signal, Exec, and
+// the undos' Start), so the caller must not hold a lock those need.
 func (n *Nemesis) HealAll(ctx context.Context) error {
 	n.healMu.Lock()
 	defer n.healMu.Unlock()
@@ -261,7 +261,7 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 	n.cur = nil
 	left := n.leftover
 	n.leftover = nil
-	touched := slices.Sorted(maps.Keys(n.touched))
+	touched := maps.Clone(n.touched)
 	stopped := slices.Sorted(maps.Keys(n.stopped))
 	n.mu.Unlock()
 
@@ -279,48 +279,56 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 			n.mu.Unlock()
 		}
 	}
-
-	nss := map[string]bool{}
-	for _, ns := range touched {
-		nss[ns] = true
-	}
 	servers := n.c.Servers()
 	clients := n.c.Clients()
+	errs = append(errs, healNetworks(ctx, touched, servers, clients))
+	errs = append(errs, resumeAll(ctx, stopped, servers, clients))
+	return errors.Join(errs...)
+}
+
+// healNetworks deletes every nemesis table on the networks touched, the servers' hosts
+// and the workers' namespaces, and every netem qdisc on those touched.
+func healNetworks(ctx context.Context, touched map[string]netHost, servers []Server, clients []Client) error {
+	nets := maps.Clone(touched)
 	for _, s := range servers {
-		nss[s.Netns] = true
+		nets[s.Host.String()] = s.Host
 	}
 	for _, cl := range clients {
-		nss[cl.Netns] = true
-	}
-	for _, ns := range slices.Sorted(maps.Keys(nss)) {
-		if ns == "" {
-			continue
-		}
-		if err := nftDeleteAll(ctx, ns); err != nil {
-			errs = append(errs, fmt.Errorf("heal %s: %w", ns, err))
+		if cl.Netns != "" {
+			nets[cl.Netns] = workerNet(cl.Netns)
 		}
 	}
-	for _, ns := range touched {
-		if err := netemDelete(ctx, ns); err != nil {
-			errs = append(errs, fmt.Errorf("heal %s: %w", ns, err))
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(nets)) {
+		if err := nftDeleteAll(ctx, nets[name]); err != nil {
+			errs = append(errs, fmt.Errorf("heal %s: %w", name, err))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(touched)) {
+		if err := netemDelete(ctx, touched[name]); err != nil {
+			errs = append(errs, fmt.Errorf("heal %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
 
+// resumeAll sends SIGCONT to every server, every live worker and every worker process
+// group in stopped.
+func resumeAll(ctx context.Context, stopped []int, servers []Server, clients []Client) error {
+	var errs []error
+	for _, s := range servers {
+		errs = append(errs, resumeHost(ctx, s.Host))
+	}
 	pids := map[int]bool{}
 	for _, pid := range stopped {
 		pids[pid] = true
-	}
-	for _, s := range servers {
-		pids[n.c.ServerPid(s.ID)] = true
 	}
 	for _, cl := range clients {
 		pids[cl.Pid] = true
 	}
 	for _, pid := range slices.Sorted(maps.Keys(pids)) {
 		if pid > 1 {
-			if err := resumeGroup(pid); err != nil {
-				errs = append(errs, err)
-			}
+			errs = append(errs, resumeGroup(pid))
 		}
 	}
 	return errors.Join(errs...)

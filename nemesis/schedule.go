@@ -8,92 +8,6 @@ import (
 	"time"
 )
 
-// Class is a kind of fault the schedule can pick.
-type Class string
-
-// Fault classes.
-const (
-	// ClassKill kills servers (Kill), restarting them at the end.
-	ClassKill Class = "kill"
-	// ClassPause pauses servers (Pause).
-	ClassPause Class = "pause"
-	// ClassPartition partitions the servers (Partition, any shape).
-	ClassPartition Class = "partition"
-	// ClassPacket drops a share of servers' packets (Packet, loss only).
-	ClassPacket Class = "packet"
-	// ClassClientPartition cuts a worker off from every server (ClientPartition).
-	ClassClientPartition Class = "client-partition"
-	// ClassSessionExpire expires a worker's session (SessionExpire).
-	ClassSessionExpire Class = "session-expire"
-	// ClassClientPause pauses a worker (ClientPause).
-	ClassClientPause Class = "client-pause"
-	// ClassClientKill kills a worker (ClientKill).
-	ClassClientKill Class = "client-kill"
-	// ClassClientServerPartition cuts a server's clients off (ClientServerPartition).
-	ClassClientServerPartition Class = "client-server-partition"
-	// ClassReplyLoss drops the replies to a worker (ReplyLoss).
-	ClassReplyLoss Class = "reply-loss"
-)
-
-// Classes lists every fault class, in a fixed order.
-func Classes() []Class {
-	return []Class{ClassKill, ClassPause, ClassPartition, ClassPacket, ClassClientPartition,
-		ClassSessionExpire, ClassClientPause, ClassClientKill, ClassClientServerPartition, ClassReplyLoss}
-}
-
-// OnClients reports whether the class's faults land on workers (their network,
-// process, session, replies, or their connections to one server) rather than on the
-// servers themselves.
-func (c Class) OnClients() bool {
-	switch c {
-	case ClassClientPartition, ClassSessionExpire, ClassClientPause, ClassClientKill, ClassReplyLoss, ClassClientServerPartition:
-		return true
-	}
-	return false
-}
-
-// ParseClasses reads a comma-separated list of class names, e.g.
-// "kill,partition,client-pause". "none" or an empty string means no faults, "all"
-// every class; duplicates are dropped. An unknown name is an error that lists the
-// valid ones.
-func ParseClasses(s string) ([]Class, error) {
-	var out []Class
-	seen := map[Class]bool{}
-	add := func(c Class) {
-		if !seen[c] {
-			seen[c] = true
-			out = append(out, c)
-		}
-	}
-	for _, name := range strings.Split(s, ",") {
-		name = strings.ToLower(strings.TrimSpace(name))
-		switch name {
-		case "", "none":
-			continue
-		case "all":
-			for _, c := range Classes() {
-				add(c)
-			}
-			continue
-		}
-		known := false
-		for _, c := range Classes() {
-			if string(c) == name {
-				add(c)
-				known = true
-			}
-		}
-		if !known {
-			valid := []string{"none", "all"}
-			for _, c := range Classes() {
-				valid = append(valid, string(c))
-			}
-			return nil, fmt.Errorf("unknown nemesis fault %q; valid: %s", name, strings.Join(valid, ", "))
-		}
-	}
-	return out, nil
-}
-
 // DefaultInterval is the mean quiet time between two faults.
 const DefaultInterval = 10 * time.Second
 
@@ -102,7 +16,7 @@ const DefaultInterval = 10 * time.Second
 // One fault is on at a time. Before each, the nemesis waits a random quiet time,
 // uniform in [Interval/2, 3·Interval/2). It then picks a class uniformly among
 // Classes and the fault's parameters (target, shape, loss), and holds the fault for a
-// class-dependent time:
+// class-dependent time (each class's entry in the catalogue, classes.go):
 //
 //   - kill, pause, partition, packet, client-server-partition: uniform in
 //     [Interval/2, 3·Interval/2);
@@ -120,7 +34,8 @@ type Schedule struct {
 	Classes []Class
 	// Interval is the mean quiet time between faults (0: DefaultInterval).
 	Interval time.Duration
-	// SessionTimeout is the workers' session timeout (0: DefaultSessionTimeout).
+	// SessionTimeout is the workers' session timeout (required with Classes): the
+	// client faults' holds and session-expire's attach derive from it.
 	SessionTimeout time.Duration
 	// Seed seeds every random choice.
 	Seed int64
@@ -145,16 +60,14 @@ func (s Schedule) withDefaults() Schedule {
 	if s.Interval <= 0 {
 		s.Interval = DefaultInterval
 	}
-	if s.SessionTimeout <= 0 {
-		s.SessionTimeout = DefaultSessionTimeout
-	}
 	return s
 }
 
-// Validate reports a schedule that cannot run: an unknown class.
+// Validate reports a schedule that cannot run: an unknown class, target or shape, or
+// faults without a session timeout.
 func (s Schedule) Validate() error {
 	for _, c := range s.Classes {
-		if !slices.Contains(Classes(), c) {
+		if _, ok := c.spec(); !ok {
 			return fmt.Errorf("schedule: unknown fault class %q", c)
 		}
 	}
@@ -175,6 +88,9 @@ func (s Schedule) Validate() error {
 	}
 	if s.Interval < 0 || s.SessionTimeout < 0 {
 		return fmt.Errorf("schedule: negative interval or session timeout")
+	}
+	if len(s.Classes) > 0 && s.SessionTimeout == 0 {
+		return fmt.Errorf("schedule: no session timeout (the workers'; client faults are timed by it)")
 	}
 	return nil
 }
@@ -209,66 +125,15 @@ func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 func (st *steps) next() step {
 	s, rng := st.s, st.rng
-	iv, sess := s.Interval, s.SessionTimeout
 	var out step
-	out.gap = uniform(rng, iv/2, iv*3/2)
+	out.gap = uniform(rng, s.Interval/2, s.Interval*3/2)
 	out.class = s.Classes[rng.IntN(len(s.Classes))]
-	serverTarget := func() Target { return s.ServerTargets[rng.IntN(len(s.ServerTargets))] }
-	clientTarget := func() ClientTarget { return s.ClientTargets[rng.IntN(len(s.ClientTargets))] }
-	serverHold := func() time.Duration {
-		lo, hi := serverHoldRange(iv)
-		return uniform(rng, lo, hi)
-	}
-	clientHold := func() time.Duration {
-		lo, hi := clientHoldRange(sess)
-		return uniform(rng, lo, hi)
-	}
-	switch out.class {
-	case ClassKill:
-		out.fault, out.hold = Kill{Target: serverTarget()}, serverHold()
-	case ClassPause:
-		out.fault, out.hold = Pause{Target: serverTarget()}, serverHold()
-	case ClassPartition:
-		out.fault = Partition{Shape: s.Shapes[rng.IntN(len(s.Shapes))]}
-		out.hold = serverHold()
-	case ClassPacket:
-		out.fault = Packet{Target: serverTarget(), Loss: 10 + rng.IntN(41)}
-		out.hold = serverHold()
-	case ClassClientPartition:
-		out.fault, out.hold = ClientPartition{Target: clientTarget()}, clientHold()
-	case ClassSessionExpire:
-		out.fault = SessionExpire{Target: clientTarget(), SessionTimeout: sess}
-	case ClassClientPause:
-		out.fault, out.hold = ClientPause{Target: clientTarget()}, clientHold()
-	case ClassClientKill:
-		out.fault = ClientKill{Target: clientTarget()}
-	case ClassClientServerPartition:
-		t := serverTarget()
-		if t != TargetLeader {
-			t = TargetOne // a client-server partition cuts the clients of one server
-		}
-		out.fault, out.hold = ClientServerPartition{Target: t}, serverHold()
-	case ClassReplyLoss:
-		out.fault = ReplyLoss{Target: clientTarget()}
-		out.hold = replyLossHold(sess)
-	}
+	spec, _ := out.class.spec()
+	out.fault = spec.draw(drawer{s: s, rng: rng})
+	lo, hi := spec.hold(s)
+	out.hold = uniform(rng, lo, hi)
 	out.rng = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 	return out
-}
-
-// serverHoldRange is how long a server-side fault lasts: around the mean interval.
-func serverHoldRange(interval time.Duration) (lo, hi time.Duration) {
-	return interval / 2, interval * 3 / 2
-}
-
-// clientHoldRange is how long a client partition or pause lasts: about twice the
-// session timeout, so that the session certainly expires meanwhile.
-func clientHoldRange(sessionTimeout time.Duration) (lo, hi time.Duration) {
-	return time.Duration(1.75 * float64(sessionTimeout)), time.Duration(2.25 * float64(sessionTimeout))
-}
-
-func replyLossHold(sessionTimeout time.Duration) time.Duration {
-	return time.Duration(ReplyLossFraction * float64(sessionTimeout))
 }
 
 // LongestHold is the longest a single fault of this schedule stays on (0 for a
@@ -277,16 +142,10 @@ func (s Schedule) LongestHold() time.Duration {
 	s = s.withDefaults()
 	var longest time.Duration
 	for _, c := range s.Classes {
-		var hold time.Duration
-		switch c {
-		case ClassKill, ClassPause, ClassPartition, ClassPacket, ClassClientServerPartition:
-			_, hold = serverHoldRange(s.Interval)
-		case ClassClientPartition, ClassClientPause:
-			_, hold = clientHoldRange(s.SessionTimeout)
-		case ClassReplyLoss:
-			hold = replyLossHold(s.SessionTimeout)
+		if spec, ok := c.spec(); ok {
+			_, hi := spec.hold(s)
+			longest = max(longest, hi)
 		}
-		longest = max(longest, hold)
 	}
 	return longest
 }

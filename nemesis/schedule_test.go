@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,9 +103,9 @@ func TestStepsDeterministic(t *testing.T) {
 }
 
 // fakeCluster is a FAKE cluster for unit tests: it touches no process and no network.
-// Its namespaces ("zlc-fake-...") do not exist, so every nftables fault fails to apply
-// (deterministically) without running nft; its pids are 0, so nothing is signalled;
-// Dial always fails.
+// Its hosts and namespaces ("zlc-fake-...") do not exist, so every nftables fault fails
+// to apply (deterministically) without running nft; its servers have no pid, so
+// nothing is signalled; Dial always fails.
 type fakeCluster struct {
 	mu      sync.Mutex
 	n       int
@@ -135,7 +136,7 @@ func (f *fakeCluster) log(format string, args ...any) {
 func (f *fakeCluster) Servers() []Server {
 	var out []Server
 	for id := f.n; id >= 1; id-- { // deliberately unsorted
-		out = append(out, Server{ID: id, Netns: fmt.Sprintf("zlc-fake-s%d", id), Addr: netip.AddrFrom4([4]byte{10, 77, 1, byte(id)})})
+		out = append(out, Server{ID: id, Host: &fakeHost{f: f, id: id}})
 	}
 	return out
 }
@@ -151,23 +152,46 @@ func (f *fakeCluster) Leader(context.Context) (int, bool) {
 	return 0, false
 }
 
-func (f *fakeCluster) ServerPid(int) int { return 0 }
+// fakeHost is a FAKE server host of a fakeCluster: it keeps track of kills and
+// restarts; it has no process (Pid 0) and its network is gone.
+type fakeHost struct {
+	f  *fakeCluster
+	id int
+}
 
-func (f *fakeCluster) KillServer(id int) error {
-	f.log("kill %d", id)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.down[id] = true
+var _ ServerHost = (*fakeHost)(nil)
+
+func (h *fakeHost) String() string   { return fmt.Sprintf("zlc-fake-s%d", h.id) }
+func (h *fakeHost) Addr() netip.Addr { return netip.AddrFrom4([4]byte{10, 77, 1, byte(h.id)}) }
+func (h *fakeHost) Pid() int         { return 0 }
+
+func (h *fakeHost) Start(context.Context) error {
+	h.f.log("restart %d", h.id)
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	delete(h.f.down, h.id)
 	return nil
 }
 
-func (f *fakeCluster) RestartServer(_ context.Context, id int) error {
-	f.log("restart %d", id)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.down, id)
+func (h *fakeHost) Kill(context.Context) error {
+	h.f.log("kill %d", h.id)
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	h.f.down[h.id] = true
 	return nil
 }
+
+func (h *fakeHost) Signal(context.Context, syscall.Signal) error {
+	return fmt.Errorf("%s: %w", h, ErrNotRunning)
+}
+
+func (h *fakeHost) Exec(context.Context, []byte, ...string) ([]byte, error) {
+	return nil, fmt.Errorf("fake host %s does not exist: %w", h, ErrHostGone)
+}
+
+func (h *fakeHost) TablePrefix() string { return TablePrefix }
+
+func (h *fakeHost) LogTail(context.Context, int) ([]string, error) { return nil, nil }
 
 func (f *fakeCluster) Clients() []Client { return append([]Client(nil), f.clients...) }
 
@@ -269,7 +293,7 @@ func TestHealAllConcurrentWithRun(t *testing.T) {
 	fc := newFakeCluster(3, 2)
 	var mu sync.Mutex
 	var events []string
-	nem, err := New(Schedule{Classes: []Class{ClassKill}, Interval: time.Millisecond, Seed: 1}, fc, func(ev Event) {
+	nem, err := New(Schedule{Classes: []Class{ClassKill}, Interval: time.Millisecond, SessionTimeout: time.Second, Seed: 1}, fc, func(ev Event) {
 		b, _ := json.Marshal(ev)
 		mu.Lock()
 		events = append(events, string(b))
@@ -380,8 +404,8 @@ func TestSignalGuards(t *testing.T) {
 			t.Errorf("signalGroup(%d) accepted", pid)
 		}
 	}
-	if err := checkNetns("myns"); err == nil {
-		t.Error("checkNetns accepted a namespace the run did not make")
+	if _, err := workerNet("myns").Exec(context.Background(), nil, "true"); err == nil {
+		t.Error("a worker namespace the run did not make was accepted")
 	}
 	if err := checkTable("filter"); err == nil {
 		t.Error("checkTable accepted a foreign table")
@@ -395,7 +419,7 @@ func TestRunUndoesWhenContextEnds(t *testing.T) {
 	fc := newFakeCluster(3, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var events []Event
-	nem, err := New(Schedule{Classes: []Class{ClassKill}, Interval: 200 * time.Millisecond, Seed: 5}, fc, func(ev Event) {
+	nem, err := New(Schedule{Classes: []Class{ClassKill}, Interval: 200 * time.Millisecond, SessionTimeout: time.Second, Seed: 5}, fc, func(ev Event) {
 		events = append(events, ev)
 		if ev.Phase == PhaseStart {
 			cancel() // end the run while the kill is on
@@ -475,5 +499,26 @@ func TestLongestHoldBoundsEveryDrawnHold(t *testing.T) {
 	}
 	if got := (Schedule{}).LongestHold(); got != 0 {
 		t.Errorf("no classes: LongestHold %s, want 0", got)
+	}
+}
+
+// Each catalogue entry draws a fault of its own class, aimed at the side it says.
+func TestCatalogueDrawsItsOwnClass(t *testing.T) {
+	for _, c := range Classes() {
+		st := newSteps(Schedule{Classes: []Class{c}, Interval: time.Second, SessionTimeout: time.Second, Seed: 3,
+			ClientTargets: []ClientTarget{TargetRandomClient}})
+		step := st.next()
+		fc := newFakeCluster(3, 2)
+		p, _ := step.fault.plan(context.Background(), fc, step.rng)
+		if got := p.value["fault"]; got != string(c) {
+			t.Errorf("class %s drew a %T whose value says fault %v", c, step.fault, got)
+		}
+		_, aimsAtServers := p.value["servers"]
+		if aimsAtServers != c.ServerFault() && c != ClassPartition {
+			t.Errorf("class %s: ServerFault %t, but its fault's value %v", c, c.ServerFault(), p.value)
+		}
+	}
+	if Class("bogus").ServerFault() {
+		t.Error("an unknown class is a server fault")
 	}
 }

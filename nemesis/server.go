@@ -22,8 +22,8 @@ var (
 	_ fault = (*Packet)(nil)
 )
 
-// Kill SIGKILLs servers through Cluster.KillServer; Undo restarts those of them that
-// are still down with Cluster.RestartServer (same data dir).
+// Kill SIGKILLs servers through their hosts (ServerHost.Kill); Undo starts those of
+// them that are still down again (ServerHost.Start, same data dir).
 type Kill struct {
 	// Target says which servers.
 	Target Target
@@ -44,25 +44,26 @@ func (f Kill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error)
 	if note != "" {
 		v["note"] = note
 	}
+	ss := serversByID(c, ids)
 	return plan{
 		value: v,
-		apply: func(context.Context) error {
+		apply: func(ctx context.Context) error {
 			var errs []error
-			for _, id := range ids {
-				if err := c.KillServer(id); err != nil {
-					errs = append(errs, fmt.Errorf("kill server %d: %w", id, err))
+			for _, s := range ss {
+				if err := s.Host.Kill(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("kill server %d: %w", s.ID, err))
 				}
 			}
 			return errors.Join(errs...)
 		},
 		undo: func(ctx context.Context) error {
 			var errs []error
-			for _, id := range ids {
-				if c.ServerPid(id) != 0 {
+			for _, s := range ss {
+				if s.Host.Pid() != 0 {
 					continue
 				}
-				if err := c.RestartServer(ctx, id); err != nil {
-					errs = append(errs, fmt.Errorf("restart server %d: %w", id, err))
+				if err := s.Host.Start(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("restart server %d: %w", s.ID, err))
 				}
 			}
 			return errors.Join(errs...)
@@ -89,14 +90,14 @@ func (f Pause) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error
 	}
 	v["servers"] = serverNames(ids)
 	pids := map[string]int{}
-	var groups []int
+	var hosts []ServerHost
 	var down []string
-	for _, id := range ids {
-		if pid := c.ServerPid(id); pid > 0 {
-			pids[serverName(id)] = pid
-			groups = append(groups, pid)
+	for _, s := range serversByID(c, ids) {
+		if pid := s.Host.Pid(); pid > 0 {
+			pids[serverName(s.ID)] = pid
+			hosts = append(hosts, s.Host)
 		} else {
-			down = append(down, serverName(id))
+			down = append(down, serverName(s.ID))
 		}
 	}
 	v["pids"] = pids
@@ -106,7 +107,7 @@ func (f Pause) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error
 	if len(down) > 0 {
 		v["not_running"] = down
 	}
-	return plan{value: v, apply: stopGroups(groups), undo: resumeGroups(groups), pids: groups}, nil
+	return plan{value: v, apply: signalHosts(hosts, syscall.SIGSTOP), undo: resumeHosts(hosts)}, nil
 }
 
 func stopGroups(pids []int) func(context.Context) error {
@@ -169,32 +170,32 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	}
 	v["grudge"] = grudgeValue(g)
 	type rule struct {
-		ns    string
+		host  ServerHost
 		drops []netip.Addr
 	}
 	var rules []rule
-	var touched []string
+	var touched []netHost
 	for _, s := range ss {
 		var drops []netip.Addr
 		for _, id := range g[s.ID] {
 			peer, _ := serverByID(ss, id)
-			drops = append(drops, peer.Addr)
+			drops = append(drops, peer.Host.Addr())
 		}
 		if len(drops) > 0 {
-			rules = append(rules, rule{s.Netns, drops})
-			touched = append(touched, s.Netns)
+			rules = append(rules, rule{s.Host, drops})
+			touched = append(touched, s.Host)
 		}
 	}
 	return plan{
 		value: v,
-		netns: touched,
+		nets:  touched,
 		apply: func(ctx context.Context) error {
 			for _, r := range rules {
 				set, err := addrSet(r.drops)
 				if err != nil {
 					return err
 				}
-				if err := nftReplace(ctx, r.ns, tablePartition, chain("input", "ip saddr "+set+" drop")); err != nil {
+				if err := nftReplace(ctx, r.host, tablePartition, chain("input", "ip saddr "+set+" drop")); err != nil {
 					return err
 				}
 			}
@@ -204,11 +205,11 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	}, nil
 }
 
-func deleteTables(nss []string, table string) func(context.Context) error {
+func deleteTables(hosts []netHost, kind string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var errs []error
-		for _, ns := range nss {
-			errs = append(errs, nftDelete(ctx, ns, table))
+		for _, h := range hosts {
+			errs = append(errs, nftDelete(ctx, h, kind))
 		}
 		return errors.Join(errs...)
 	}
@@ -252,12 +253,7 @@ func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, erro
 	if err != nil {
 		return plan{value: v}, err
 	}
-	ss := sortedServers(c)
-	var nss []string
-	for _, id := range ids {
-		s, _ := serverByID(ss, id)
-		nss = append(nss, s.Netns)
-	}
+	nss := serverHosts(serversByID(c, ids))
 	v["servers"] = serverNames(ids)
 	if note != "" {
 		v["note"] = note
@@ -272,7 +268,7 @@ func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, erro
 		}
 		return plan{
 			value: v,
-			netns: nss,
+			nets:  nss,
 			apply: func(ctx context.Context) error {
 				for _, ns := range nss {
 					if err := nftReplace(ctx, ns, tablePacket,
@@ -297,7 +293,7 @@ func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, erro
 	}
 	return plan{
 		value: v,
-		netns: nss,
+		nets:  nss,
 		apply: func(ctx context.Context) error {
 			for _, ns := range nss {
 				if err := netemReplace(ctx, ns, args); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -15,8 +14,10 @@ import (
 
 // Network conventions of a run (see internal/netns and harness).
 const (
-	// tablePrefix starts the name of every nftables table the nemesis creates.
-	tablePrefix = "zlc_"
+	// TablePrefix starts the name of every nftables table the nemesis creates: it is
+	// the ServerHost.TablePrefix of a namespace of the run's own, and starts every
+	// host's.
+	TablePrefix = "zlc_"
 	// link is the interface of a host namespace facing the run's bridge.
 	link = "eth0"
 	// clientPort is the ZooKeeper servers' client port.
@@ -27,34 +28,30 @@ const (
 	clientSubnet = "10.77.2.0/24"
 )
 
-// The nftables tables, one per kind of fault, so that faults never clobber each other.
+// The nftables tables, one per kind of fault, so that faults never clobber each other;
+// each host names them with its TablePrefix (zlc_partition, zlc_packet, ...).
 const (
-	tablePartition = tablePrefix + "partition" // server netns: drop from peer servers
-	tablePacket    = tablePrefix + "packet"    // server netns: random loss on its link
-	tableClientCut = tablePrefix + "clientcut" // server netns: drop its clients
-	tableIsolate   = tablePrefix + "isolate"   // worker netns: drop all servers
-	tableReplyLoss = tablePrefix + "replyloss" // worker netns: drop the servers' replies
+	tablePartition = "partition" // server: drop from peer servers
+	tablePacket    = "packet"    // server: random loss on its link
+	tableClientCut = "clientcut" // server: drop its clients
+	tableIsolate   = "isolate"   // worker netns: drop all servers
+	tableReplyLoss = "replyloss" // worker netns: drop the servers' replies
 	// worker netns: drop the servers' replies but watch notifications
-	tableWatchesOnly = tablePrefix + "watchesonly"
+	tableWatchesOnly = "watchesonly"
 )
 
-// checkNetns refuses namespaces the run did not make and ones that do not exist.
-func checkNetns(ns string) error {
-	if !strings.HasPrefix(ns, netns.Prefix) {
-		return fmt.Errorf("refusing to touch namespace %q: its name does not start with %q", ns, netns.Prefix)
-	}
-	if strings.ContainsAny(ns, "/\x00") || ns == "." || ns == ".." {
-		return fmt.Errorf("bad namespace name %q", ns)
-	}
-	if !netnsExists(ns) {
-		return fmt.Errorf("namespace %s does not exist", ns)
-	}
-	return nil
-}
+// workerNet is a worker slot's network namespace, where client faults add their
+// tables.
+type workerNet string
 
-func netnsExists(ns string) bool {
-	_, err := os.Stat(filepath.Join("/run/netns", ns))
-	return err == nil
+var _ netHost = workerNet("")
+
+func (ns workerNet) String() string      { return string(ns) }
+func (ns workerNet) TablePrefix() string { return TablePrefix }
+
+// Exec runs argv in the namespace; one that does not exist gives ErrHostGone.
+func (ns workerNet) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
+	return netns.Exec(ctx, string(ns), stdin, argv...)
 }
 
 // checkAddr refuses addresses outside the run's subnet.
@@ -91,42 +88,38 @@ func chain(hook string, rules ...string) string {
 	return b.String()
 }
 
-// nftReplace atomically replaces table (family inet) in ns with the given chains.
-func nftReplace(ctx context.Context, ns, table string, chains ...string) error {
+// nftReplace atomically replaces h's table of the given kind (family inet) with the
+// given chains.
+func nftReplace(ctx context.Context, h netHost, kind string, chains ...string) error {
+	table := h.TablePrefix() + kind
 	if err := checkTable(table); err != nil {
-		return err
-	}
-	if err := checkNetns(ns); err != nil {
 		return err
 	}
 	script := fmt.Sprintf("table inet %[1]s {}\ndelete table inet %[1]s\ntable inet %[1]s {\n%[2]s}\n",
 		table, strings.Join(chains, ""))
-	if _, err := netns.Exec(ctx, ns, []byte(script), "nft", "-f", "-"); err != nil {
+	if _, err := h.Exec(ctx, []byte(script), "nft", "-f", "-"); err != nil {
+		if errors.Is(err, ErrHostGone) {
+			return err
+		}
 		return fmt.Errorf("nft: %w", err)
 	}
 	return nil
 }
 
-// nftDelete removes table (family inet) from ns if it is there. A namespace that no
-// longer exists has nothing to remove.
-func nftDelete(ctx context.Context, ns, table string) error {
-	return nftDeleteFamily(ctx, ns, "inet", table)
+// nftDelete removes h's table of the given kind (family inet) if it is there. A host
+// that no longer exists has nothing to remove.
+func nftDelete(ctx context.Context, h netHost, kind string) error {
+	return nftDeleteTable(ctx, h, "inet", h.TablePrefix()+kind)
 }
 
-func nftDeleteFamily(ctx context.Context, ns, family, table string) error {
+func nftDeleteTable(ctx context.Context, h netHost, family, table string) error {
 	if err := checkTable(table); err != nil {
-		return err
-	}
-	if !netnsExists(ns) {
-		return nil
-	}
-	if err := checkNetns(ns); err != nil {
 		return err
 	}
 	// Declaring the table first makes the delete succeed whether or not it existed.
 	script := fmt.Sprintf("table %[1]s %[2]s {}\ndelete table %[1]s %[2]s\n", family, table)
-	if _, err := netns.Exec(ctx, ns, []byte(script), "nft", "-f", "-"); err != nil {
-		if !netnsExists(ns) {
+	if _, err := h.Exec(ctx, []byte(script), "nft", "-f", "-"); err != nil {
+		if errors.Is(err, ErrHostGone) {
 			return nil
 		}
 		return fmt.Errorf("nft: %w", err)
@@ -134,17 +127,12 @@ func nftDeleteFamily(ctx context.Context, ns, family, table string) error {
 	return nil
 }
 
-// nftDeleteAll removes every zlc_* table from ns (of any family).
-func nftDeleteAll(ctx context.Context, ns string) error {
-	if !netnsExists(ns) {
-		return nil
-	}
-	if err := checkNetns(ns); err != nil {
-		return err
-	}
-	out, err := netns.Exec(ctx, ns, nil, "nft", "list", "tables")
+// nftDeleteAll removes every table of h whose name starts with its TablePrefix (of any
+// family).
+func nftDeleteAll(ctx context.Context, h netHost) error {
+	out, err := h.Exec(ctx, nil, "nft", "list", "tables")
 	if err != nil {
-		if !netnsExists(ns) {
+		if errors.Is(err, ErrHostGone) {
 			return nil
 		}
 		return fmt.Errorf("nft: %w", err)
@@ -152,15 +140,15 @@ func nftDeleteAll(ctx context.Context, ns string) error {
 	var errs []error
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && strings.HasPrefix(f[2], tablePrefix) {
-			errs = append(errs, nftDeleteFamily(ctx, ns, f[1], f[2]))
+		if len(f) == 3 && f[0] == "table" && strings.HasPrefix(f[2], h.TablePrefix()) {
+			errs = append(errs, nftDeleteTable(ctx, h, f[1], f[2]))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 func checkTable(table string) error {
-	if !strings.HasPrefix(table, tablePrefix) || strings.ContainsAny(table, " \t\n{};") {
+	if !strings.HasPrefix(table, TablePrefix) || strings.ContainsAny(table, " \t\n{};") {
 		return fmt.Errorf("refusing nftables table %q: not a nemesis table", table)
 	}
 	return nil
@@ -177,6 +165,36 @@ func signalGroup(pid int, sig syscall.Signal) error {
 	}
 	if err := syscall.Kill(-pid, sig); err != nil {
 		return fmt.Errorf("signal %s to process group %d: %w", sig, pid, err)
+	}
+	return nil
+}
+
+// signalHosts sends sig to the servers on hosts.
+func signalHosts(hosts []ServerHost, sig syscall.Signal) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, h := range hosts {
+			errs = append(errs, h.Signal(ctx, sig))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// resumeHosts sends SIGCONT to the servers on hosts; a server no longer running is
+// resumed.
+func resumeHosts(hosts []ServerHost) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, h := range hosts {
+			errs = append(errs, resumeHost(ctx, h))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+func resumeHost(ctx context.Context, h ServerHost) error {
+	if err := h.Signal(ctx, syscall.SIGCONT); err != nil && !errors.Is(err, ErrNotRunning) {
+		return err
 	}
 	return nil
 }
@@ -202,14 +220,14 @@ func (e *NetemUnavailableError) Error() string {
 		strings.TrimSpace(e.Output) + "); use packet loss, which is done with nftables"
 }
 
-// netemReplace sets a netem root qdisc on the namespace's link.
-func netemReplace(ctx context.Context, ns string, args []string) error {
-	if err := checkNetns(ns); err != nil {
-		return err
-	}
+// netemReplace sets a netem root qdisc on the host's link.
+func netemReplace(ctx context.Context, h netHost, args []string) error {
 	argv := append([]string{"tc", "qdisc", "replace", "dev", link, "root", "netem"}, args...)
-	out, err := netns.Exec(ctx, ns, nil, argv...)
+	out, err := h.Exec(ctx, nil, argv...)
 	if err != nil {
+		if errors.Is(err, ErrHostGone) {
+			return err
+		}
 		if strings.Contains(string(out), "qdisc kind is unknown") {
 			return &NetemUnavailableError{Output: string(out)}
 		}
@@ -218,22 +236,19 @@ func netemReplace(ctx context.Context, ns string, args []string) error {
 	return nil
 }
 
-// netemDelete removes a netem root qdisc from the namespace's link, if there is one.
-func netemDelete(ctx context.Context, ns string) error {
-	if !netnsExists(ns) {
+// netemDelete removes a netem root qdisc from the host's link, if there is one.
+func netemDelete(ctx context.Context, h netHost) error {
+	out, err := h.Exec(ctx, nil, "tc", "qdisc", "show", "dev", link, "root")
+	if errors.Is(err, ErrHostGone) {
 		return nil
 	}
-	if err := checkNetns(ns); err != nil {
-		return err
-	}
-	out, err := netns.Exec(ctx, ns, nil, "tc", "qdisc", "show", "dev", link, "root")
 	if err != nil {
 		return fmt.Errorf("tc: %w", err)
 	}
 	if !strings.Contains(string(out), "netem") {
 		return nil
 	}
-	if _, err := netns.Exec(ctx, ns, nil, "tc", "qdisc", "del", "dev", link, "root"); err != nil {
+	if _, err := h.Exec(ctx, nil, "tc", "qdisc", "del", "dev", link, "root"); err != nil && !errors.Is(err, ErrHostGone) {
 		return fmt.Errorf("tc: %w", err)
 	}
 	return nil

@@ -335,11 +335,41 @@ func ipBatch(ctx context.Context, ns, script string) error {
 	return ipCmd(ctx, []byte(script), "-n", ns, "-batch", "-")
 }
 
-// Exec runs argv inside the named namespace (which must be one the tool made, i.e.
-// start with Prefix), feeding it stdin, and returns its combined output.
-func Exec(ctx context.Context, ns string, stdin []byte, argv ...string) ([]byte, error) {
+// ErrGone is what Exec's error wraps when the namespace does not exist (any more).
+var ErrGone = errors.New("namespace gone")
+
+// goneError says which namespace does not exist; it is ErrGone.
+type goneError struct{ ns string }
+
+func (e goneError) Error() string        { return "namespace " + e.ns + " does not exist" }
+func (e goneError) Is(target error) bool { return target == ErrGone }
+
+// Exists reports whether the named namespace exists.
+func Exists(ns string) bool {
+	_, err := os.Stat(filepath.Join("/run/netns", ns))
+	return err == nil
+}
+
+// checkName refuses namespace names the tool did not make.
+func checkName(ns string) error {
 	if !strings.HasPrefix(ns, Prefix) {
-		return nil, fmt.Errorf("refusing to run in namespace %q: not made by zlockcheck", ns)
+		return fmt.Errorf("refusing to run in namespace %q: not made by zlockcheck", ns)
+	}
+	if strings.ContainsAny(ns, "/\x00") {
+		return fmt.Errorf("bad namespace name %q", ns)
+	}
+	return nil
+}
+
+// Exec runs argv inside the named namespace (which must be one the tool made, i.e.
+// start with Prefix), feeding it stdin, and returns its combined output. When the
+// namespace does not exist, before or after the command, the error wraps ErrGone.
+func Exec(ctx context.Context, ns string, stdin []byte, argv ...string) ([]byte, error) {
+	if err := checkName(ns); err != nil {
+		return nil, err
+	}
+	if !Exists(ns) {
+		return nil, goneError{ns}
 	}
 	cmd := commandIn(ns, argv...)
 	if stdin != nil {
@@ -348,6 +378,9 @@ func Exec(ctx context.Context, ns string, stdin []byte, argv ...string) ([]byte,
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := runCtx(ctx, cmd); err != nil {
+		if !Exists(ns) {
+			return out.Bytes(), goneError{ns}
+		}
 		return out.Bytes(), fmt.Errorf("%s in %s: %w: %s", strings.Join(argv, " "), ns, err, strings.TrimSpace(out.String()))
 	}
 	return out.Bytes(), nil

@@ -1,0 +1,157 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// nsHost is a server's host in a network namespace of this machine, on the run's own
+// network (internal/netns): today the only kind of nemesis.ServerHost. The server is a
+// child process of the harness, in its own process group; its files are in the run
+// directory.
+type nsHost struct {
+	id   int
+	ns   netns.Host
+	argv []string // the server's command line
+	log  string   // the server's log file; every start appends to it
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+var _ nemesis.ServerHost = (*nsHost)(nil)
+
+func newNSHost(id int, ns netns.Host, argv []string, log string) *nsHost {
+	return &nsHost{id: id, ns: ns, argv: argv, log: log}
+}
+
+// String is the namespace's name.
+func (h *nsHost) String() string { return h.ns.Netns }
+
+// Addr is the namespace's address on the run's bridge.
+func (h *nsHost) Addr() netip.Addr { return h.ns.Addr }
+
+// TablePrefix: the namespace is the run's own, so the nemesis's tables need no more.
+func (h *nsHost) TablePrefix() string { return nemesis.TablePrefix }
+
+// Start starts the server in the namespace, its output appended to its log.
+func (h *nsHost) Start(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd != nil && !h.exited() {
+		return fmt.Errorf("server %d is still running", h.id)
+	}
+	logf, err := os.OpenFile(h.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := h.ns.Command(h.argv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start server %d: %w", h.id, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	h.cmd, h.done = cmd, done
+	return nil
+}
+
+// Pid is the server's process id, or 0 when it is not running.
+func (h *nsHost) Pid() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd == nil || h.exited() {
+		return 0
+	}
+	return h.cmd.Process.Pid
+}
+
+func (h *nsHost) exited() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill SIGKILLs the server's process group (a stopped process dies of SIGKILL too)
+// and waits for it to exit.
+func (h *nsHost) Kill(context.Context) error {
+	h.mu.Lock()
+	cmd, done := h.cmd, h.done
+	h.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	return nil
+}
+
+// Signal sends sig to the server's process group.
+func (h *nsHost) Signal(_ context.Context, sig syscall.Signal) error {
+	pid := h.Pid()
+	if pid == 0 {
+		return fmt.Errorf("server %d: %w", h.id, nemesis.ErrNotRunning)
+	}
+	if pid <= 1 || pid == os.Getpid() || pid == syscall.Getpgrp() {
+		return fmt.Errorf("refusing to signal process group %d", pid)
+	}
+	if err := syscall.Kill(-pid, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("server %d: %w", h.id, nemesis.ErrNotRunning)
+		}
+		return fmt.Errorf("signal %s to process group %d: %w", sig, pid, err)
+	}
+	return nil
+}
+
+// Exec runs argv in the namespace; a namespace that is gone gives nemesis.ErrHostGone
+// (netns.ErrGone).
+func (h *nsHost) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
+	return netns.Exec(ctx, h.ns.Netns, stdin, argv...)
+}
+
+// LogTail reads the last n lines of the server's log file.
+func (h *nsHost) LogTail(_ context.Context, n int) ([]string, error) {
+	return readTail(h.log, n)
+}
+
+// readTail returns the last n lines of a file.
+func readTail(path string, n int) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines, nil
+}
+
+// tailLines is readTail for a message: an error becomes the one line.
+func tailLines(path string, n int) []string {
+	lines, err := readTail(path, n)
+	if err != nil {
+		return []string{"(" + err.Error() + ")"}
+	}
+	return lines
+}

@@ -1,0 +1,183 @@
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Class is a kind of fault the schedule can pick.
+type Class string
+
+// Fault classes.
+const (
+	// ClassKill kills servers (Kill), restarting them at the end.
+	ClassKill Class = "kill"
+	// ClassPause pauses servers (Pause).
+	ClassPause Class = "pause"
+	// ClassPartition partitions the servers (Partition, any shape).
+	ClassPartition Class = "partition"
+	// ClassPacket drops a share of servers' packets (Packet, loss only).
+	ClassPacket Class = "packet"
+	// ClassClientPartition cuts a worker off from every server (ClientPartition).
+	ClassClientPartition Class = "client-partition"
+	// ClassSessionExpire expires a worker's session (SessionExpire).
+	ClassSessionExpire Class = "session-expire"
+	// ClassClientPause pauses a worker (ClientPause).
+	ClassClientPause Class = "client-pause"
+	// ClassClientKill kills a worker (ClientKill).
+	ClassClientKill Class = "client-kill"
+	// ClassClientServerPartition cuts a server's clients off (ClientServerPartition).
+	ClassClientServerPartition Class = "client-server-partition"
+	// ClassReplyLoss drops the replies to a worker (ReplyLoss).
+	ClassReplyLoss Class = "reply-loss"
+)
+
+// classSpec is one fault class of the catalogue: everything the schedule knows about
+// it.
+type classSpec struct {
+	class Class
+	// server is set for a fault done to the servers' hosts (ServerHost), clear for
+	// one done to a worker.
+	server bool
+	// draw makes a fault of the class, drawing its parameters (targets, shape, loss)
+	// from the schedule's random choices.
+	draw func(d drawer) fault
+	// hold is how long the schedule holds a fault of the class: uniform in [lo, hi);
+	// lo == hi is a fixed time, 0 an instantaneous fault.
+	hold func(s Schedule) (lo, hi time.Duration)
+}
+
+// catalogue lists every fault class, in a fixed order: the one place a class is
+// added. Classes, the schedule's draws and LongestHold all read it. Each draw takes
+// its parameters from the generator in the order written, and before the hold: a
+// seed's schedule depends on that order.
+func catalogue() []classSpec {
+	return []classSpec{
+		{ClassKill, true, func(d drawer) fault { return Kill{Target: d.serverTarget()} }, serverHold},
+		{ClassPause, true, func(d drawer) fault { return Pause{Target: d.serverTarget()} }, serverHold},
+		{ClassPartition, true, func(d drawer) fault { return Partition{Shape: d.shape()} }, serverHold},
+		{ClassPacket, true, func(d drawer) fault {
+			return Packet{Target: d.serverTarget(), Loss: 10 + d.rng.IntN(41)}
+		}, serverHold},
+		{ClassClientPartition, false, func(d drawer) fault { return ClientPartition{Target: d.clientTarget()} }, clientHold},
+		{ClassSessionExpire, false, func(d drawer) fault {
+			return SessionExpire{Target: d.clientTarget(), SessionTimeout: d.s.SessionTimeout}
+		}, noHold},
+		{ClassClientPause, false, func(d drawer) fault { return ClientPause{Target: d.clientTarget()} }, clientHold},
+		{ClassClientKill, false, func(d drawer) fault { return ClientKill{Target: d.clientTarget()} }, noHold},
+		{ClassClientServerPartition, true, func(d drawer) fault {
+			t := d.serverTarget()
+			if t != TargetLeader {
+				t = TargetOne // a client-server partition cuts the clients of one server
+			}
+			return ClientServerPartition{Target: t}
+		}, serverHold},
+		{ClassReplyLoss, false, func(d drawer) fault { return ReplyLoss{Target: d.clientTarget()} }, replyLossHold},
+	}
+}
+
+// drawer draws a fault's parameters for the schedule s.
+type drawer struct {
+	s   Schedule
+	rng *rand.Rand
+}
+
+func (d drawer) serverTarget() Target { return d.s.ServerTargets[d.rng.IntN(len(d.s.ServerTargets))] }
+
+func (d drawer) clientTarget() ClientTarget {
+	return d.s.ClientTargets[d.rng.IntN(len(d.s.ClientTargets))]
+}
+
+func (d drawer) shape() Shape { return d.s.Shapes[d.rng.IntN(len(d.s.Shapes))] }
+
+// serverHold: a server-side fault lasts around the mean interval.
+func serverHold(s Schedule) (lo, hi time.Duration) {
+	return s.Interval / 2, s.Interval * 3 / 2
+}
+
+// clientHold: a client partition or pause lasts about twice the session timeout, so
+// that the session certainly expires meanwhile.
+func clientHold(s Schedule) (lo, hi time.Duration) {
+	return time.Duration(1.75 * float64(s.SessionTimeout)), time.Duration(2.25 * float64(s.SessionTimeout))
+}
+
+// replyLossHold: see ReplyLossFraction.
+func replyLossHold(s Schedule) (lo, hi time.Duration) {
+	d := time.Duration(ReplyLossFraction * float64(s.SessionTimeout))
+	return d, d
+}
+
+// noHold: the fault is over once applied.
+func noHold(Schedule) (lo, hi time.Duration) { return 0, 0 }
+
+// spec returns c's entry in the catalogue.
+func (c Class) spec() (classSpec, bool) {
+	for _, s := range catalogue() {
+		if s.class == c {
+			return s, true
+		}
+	}
+	return classSpec{}, false
+}
+
+// ServerFault reports whether faults of class c are done to the servers (through
+// their ServerHost) rather than to workers: a run whose servers the harness does not
+// manage cannot have them.
+func (c Class) ServerFault() bool {
+	s, _ := c.spec()
+	return s.server
+}
+
+// OnClients reports whether the class's faults can cut a running worker off from its
+// session (a fault on the worker itself, or a client-server partition that cuts a
+// server's clients off): a holder then may outlive its session, which a workload
+// that varies itself must give the time to show (workloads.StandardRegimes).
+func (c Class) OnClients() bool { return !c.ServerFault() || c == ClassClientServerPartition }
+
+// Classes lists every fault class, in a fixed order.
+func Classes() []Class {
+	specs := catalogue()
+	out := make([]Class, len(specs))
+	for i, s := range specs {
+		out[i] = s.class
+	}
+	return out
+}
+
+// ParseClasses reads a comma-separated list of class names, e.g.
+// "kill,partition,client-pause". "none" or an empty string means no faults, "all"
+// every class; duplicates are dropped. An unknown name is an error that lists the
+// valid ones.
+func ParseClasses(s string) ([]Class, error) {
+	var out []Class
+	seen := map[Class]bool{}
+	add := func(c Class) {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		switch name {
+		case "", "none":
+			continue
+		case "all":
+			for _, c := range Classes() {
+				add(c)
+			}
+			continue
+		}
+		if _, known := Class(name).spec(); !known {
+			valid := []string{"none", "all"}
+			for _, c := range Classes() {
+				valid = append(valid, string(c))
+			}
+			return nil, fmt.Errorf("unknown nemesis fault %q; valid: %s", name, strings.Join(valid, ", "))
+		}
+		add(Class(name))
+	}
+	return out, nil
+}
