@@ -86,6 +86,10 @@ type fault struct {
 	process     int
 	shape       string
 	start, stop int64
+	// holder and server: a partition aimed at the follower the lock holder was
+	// connected to names them (holder -1 otherwise).
+	holder int
+	server string
 }
 
 // Classify finds the first overlap of two holders of key and says its cause; false
@@ -119,8 +123,12 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 	}
 	if cut, found := followerCut(faults, a, b); found && p.SyncWindow() > p.SessionTimeout {
 		f.Class = Configuration
-		f.Why = fmt.Sprintf("process %d had no fault of its own while a partition (%s, from %s) cut a follower off from the quorum; with a sync window of %s past the session timeout %s, that follower may serve a session the leader expired; process %d was granted at %s",
-			a.process, cut.shape, at(cut.start), p.SyncWindow(), p.SessionTimeout, b.process, at(b.start))
+		follower := "a follower"
+		if cut.server != "" {
+			follower = "its follower " + cut.server
+		}
+		f.Why = fmt.Sprintf("process %d had no fault of its own while a partition (%s, from %s) cut %s off from the quorum; with a sync window of %s past the session timeout %s, the follower kept serving a session the leader had expired; process %d was granted at %s",
+			a.process, cut.shape, at(cut.start), follower, p.SyncWindow(), p.SessionTimeout, b.process, at(b.start))
 		f.Fix = fmt.Sprintf("a sync window of at most half the session timeout %s: --sync-limit %d (now %d) with tickTime %s",
 			p.SessionTimeout, max(1, int(p.SessionTimeout/2/p.Tick)), p.SyncLimit, p.Tick)
 		return f, true
@@ -155,7 +163,8 @@ func followerCut(faults []fault, a, b hold) (fault, bool) {
 		}
 	}
 	for _, x := range faults {
-		if x.class == "partition" && x.shape == "isolate-follower-quorum" && x.start <= b.start && x.stop >= a.start {
+		aimedElsewhere := x.holder >= 0 && x.holder != a.process
+		if x.class == "partition" && x.shape == "isolate-follower-quorum" && !aimedElsewhere && x.start <= b.start && x.stop >= a.start {
 			return x, true
 		}
 	}
@@ -218,9 +227,11 @@ func faults(h histories.History) []fault {
 			continue
 		}
 		var v struct {
-			Fault   string `json:"fault"`
-			Process *int   `json:"process"`
-			Shape   string `json:"shape"`
+			Fault        string `json:"fault"`
+			Process      *int   `json:"process"`
+			Shape        string `json:"shape"`
+			Holder       *int   `json:"holder"`
+			HolderServer string `json:"holder_server"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
 			continue
@@ -230,7 +241,11 @@ func faults(h histories.History) []fault {
 			proc = *v.Process
 		}
 		if op.F == "start" {
-			out = append(out, fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64})
+			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer}
+			if v.Holder != nil {
+				f.holder = *v.Holder
+			}
+			out = append(out, f)
 			continue
 		}
 		for i := len(out) - 1; i >= 0; i-- {

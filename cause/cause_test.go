@@ -72,6 +72,8 @@ func TestClassifyRule(t *testing.T) {
 	pause := []histories.Op{nem("start", 2*s, `{"fault":"client-pause","process":1}`), nem("stop", 7*s, `{"fault":"client-pause","process":1}`)}
 	expire := []histories.Op{nem("start", 3*s, `{"fault":"session-expire","process":1}`)}
 	cut := []histories.Op{nem("start", 2*s, `{"fault":"client-partition","process":1}`), nem("stop", 7*s, `{"fault":"client-partition","process":1}`)}
+	aimed := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`)}
+	elsewhere := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`)}
 	follower := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`)}
 	long := Params{SessionTimeout: 2 * time.Second, Tick: 500 * time.Millisecond, SyncLimit: 10}
 	for _, tc := range []struct {
@@ -88,6 +90,8 @@ func TestClassifyRule(t *testing.T) {
 		{"no fault", overlap(nil, 0), params, RecipeBug},
 		{"isolated follower, long sync window", overlap(follower, 0), long, Configuration},
 		{"isolated follower, short sync window", overlap(follower, 0), params, RecipeBug},
+		{"the holder's follower isolated", overlap(aimed, 0), long, Configuration},
+		{"another holder's follower isolated", overlap(elsewhere, 0), long, RecipeBug},
 	} {
 		f, ok := Classify(tc.h, "l0", tc.p)
 		if !ok || f.Class != tc.want {

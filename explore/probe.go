@@ -49,12 +49,15 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 		return out
 	}
 	ms := time.Millisecond
+	// Every hold outlives a session: a holder cut off mid-hold must learn it lost the
+	// lock before the next is granted.
+	longHoldsOnly := []workloads.Regime{{Name: "long holds only",
+		Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 20 * time.Second}},
+		Holds:    []workloads.Span{{Weight: 1, Min: 2 * sessionTimeout, Max: 4 * sessionTimeout}}, Active: 0.6}}
 	probes := []Probe{
 		{Name: "queue churn", Regimes: std("full queue", "impatient waiters", "sparse"),
 			Aims: []string{coverage.RowTimedOutQueued, coverage.RowPredecessorGone}},
-		{Name: "holders cut off", Regimes: []workloads.Regime{{Name: "long holds only",
-			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 20 * time.Second}},
-			Holds:    []workloads.Span{{Weight: 1, Min: 2 * sessionTimeout, Max: 4 * sessionTimeout}}, Active: 0.6}},
+		{Name: "holders cut off", Regimes: longHoldsOnly,
 			Faults: []nemesis.Class{nemesis.ClassClientPartition}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
 			Interval: 2 * time.Second, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold, coverage.RowLost}},
 		{Name: "replies lost", KeepWorkers: true, Regimes: []workloads.Regime{{Name: "creates in flight",
@@ -63,6 +66,9 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 			Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
 			Faults: []nemesis.Class{nemesis.ClassReplyLoss}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle},
 			Interval: 2 * time.Second, Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo}},
+		{Name: "holder's follower cut off", Regimes: longHoldsOnly, Interval: 3 * time.Second,
+			Faults: []nemesis.Class{nemesis.ClassPartition}, Shapes: []nemesis.Shape{nemesis.IsolateFollowerQuorum},
+			Aims: []string{coverage.RowServerFaultHeld, coverage.RowLost}},
 		{Name: "crashing and cut-off clients", Regimes: std("full queue", "impatient waiters"), Interval: 3 * time.Second,
 			Faults: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition, nemesis.ClassClientServerPartition},
 			Aims:   []string{coverage.RowFaultAcquiring, coverage.RowFaultHolding, coverage.RowPredecessorGone}},

@@ -51,6 +51,10 @@ func (c *cluster) Leader(ctx context.Context) (int, bool) {
 	return 0, false
 }
 
+func (c *cluster) ServerOf(ctx context.Context, cl nemesis.Client) (int, bool) {
+	return c.ens.ServerOf(ctx, cl.Addr)
+}
+
 func (c *cluster) client(w *worker) nemesis.Client {
 	id, passwd := w.Session()
 	return nemesis.Client{Process: w.Process(), Slot: w.slot, Netns: w.host.Netns, Addr: w.host.Addr,

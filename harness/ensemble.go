@@ -314,6 +314,18 @@ func (e *Ensemble) fourLetter(ctx context.Context, s *Server, word string) (stri
 	return b.String(), nil
 }
 
+// ServerOf returns the server a client at addr is connected to: the first whose
+// client connections (cons) list addr.
+func (e *Ensemble) ServerOf(ctx context.Context, addr netip.Addr) (int, bool) {
+	needle := "/" + addr.String() + ":"
+	for _, s := range e.Servers {
+		if text, err := e.fourLetter(ctx, s, "cons"); err == nil && strings.Contains(text, needle) {
+			return s.ID, true
+		}
+	}
+	return 0, false
+}
+
 // Leader returns the server that reports itself leader, or nil.
 func (e *Ensemble) Leader(ctx context.Context) *Server {
 	for _, st := range e.Statuses(ctx) {

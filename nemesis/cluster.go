@@ -108,6 +108,9 @@ type Cluster interface {
 	// Idle returns a worker between two lock cycles: no request in flight, holding
 	// nothing, so its next request will be an acquire.
 	Idle() (Client, bool)
+	// ServerOf returns the server the worker's session is connected to, when the
+	// servers say (their client connections).
+	ServerOf(ctx context.Context, cl Client) (id int, ok bool)
 	// Dial opens a TCP connection from the harness's namespace to addr on the run
 	// network.
 	Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)

@@ -186,6 +186,9 @@ func (c *cluster) Idle() (nemesis.Client, bool) {
 	return cs[0], true
 }
 
+// ServerOf: the helpers' connections are not looked up.
+func (c *cluster) ServerOf(context.Context, nemesis.Client) (int, bool) { return 0, false }
+
 func (c *cluster) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
 	return c.e.nw.Dial(ctx, addr, timeout)
 }

@@ -113,6 +113,8 @@ type fakeCluster struct {
 	clients []Client
 	holder  bool
 	calls   []string
+	// holderServer is the server every client is connected to (0: unknown).
+	holderServer int
 }
 
 var _ Cluster = (*fakeCluster)(nil)
@@ -204,6 +206,11 @@ func (f *fakeCluster) Holder() (Client, bool) {
 
 // Idle: the fake has no lock cycles; nobody is idle.
 func (f *fakeCluster) Idle() (Client, bool) { return Client{}, false }
+
+// ServerOf: every client of the fake is connected to server holderServer (none when 0).
+func (f *fakeCluster) ServerOf(context.Context, Client) (int, bool) {
+	return f.holderServer, f.holderServer > 0
+}
 
 func (f *fakeCluster) Dial(context.Context, string, time.Duration) (net.Conn, error) {
 	return nil, errors.New("fake cluster: no network")
@@ -520,5 +527,38 @@ func TestCatalogueDrawsItsOwnClass(t *testing.T) {
 	}
 	if Class("bogus").ServerFault() {
 		t.Error("an unknown class is a server fault")
+	}
+}
+
+// isolate-follower-quorum cuts off the follower the lock holder is connected to, when
+// the holder is on a follower; otherwise a random follower.
+func TestIsolateFollowerQuorumAimsAtTheHoldersFollower(t *testing.T) {
+	rng := newSteps(Schedule{Classes: Classes(), SessionTimeout: time.Second}).next().rng
+	for _, tc := range []struct {
+		holderServer int
+		want         string
+	}{{2, "s2"}, {3, "s3"}} {
+		fc := newFakeCluster(3, 2)
+		fc.holderServer = tc.holderServer
+		p, err := Partition{Shape: IsolateFollowerQuorum}.plan(context.Background(), fc, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.value["holder_server"] != tc.want {
+			t.Fatalf("holder on %s: value %v", tc.want, p.value)
+		}
+		g := p.value["grudge"]
+		if s := fmt.Sprint(g); !strings.Contains(s, tc.want+":[") {
+			t.Errorf("holder on %s: grudge %v does not cut it off", tc.want, g)
+		}
+	}
+	fc := newFakeCluster(3, 2)
+	fc.holderServer = 1 // the leader: no follower to aim at
+	p, err := Partition{Shape: IsolateFollowerQuorum}.plan(context.Background(), fc, rng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, aimed := p.value["holder_server"]; aimed {
+		t.Errorf("holder on the leader: aimed anyway: %v", p.value)
 	}
 }

@@ -164,8 +164,11 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 			v["note"] = "no leader: cut off a random server"
 		}
 	}
-	g, err := Grudge(shape, ids, leader, rng)
-	if err != nil {
+	var g map[int][]int
+	var err error
+	if f, ok := holdersFollower(ctx, c, shape, leader, v); ok {
+		g = complete(ids, []int{f}, without(ids, f))
+	} else if g, err = Grudge(shape, ids, leader, rng); err != nil {
 		return plan{value: v}, err
 	}
 	v["grudge"] = grudgeValue(g)
@@ -203,6 +206,26 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 		},
 		undo: deleteTables(touched, tablePartition),
 	}, nil
+}
+
+// holdersFollower aims an isolate-follower-quorum partition at the follower the lock
+// holder is connected to, when there is a holder on a follower: the zombie-holder
+// case (that follower goes on answering the holder for syncLimit x tickTime while the
+// leader expires its session). It notes the holder in v.
+func holdersFollower(ctx context.Context, c Cluster, shape Shape, leader int, v map[string]any) (int, bool) {
+	if shape != IsolateFollowerQuorum || leader == 0 {
+		return 0, false
+	}
+	h, ok := c.Holder()
+	if !ok {
+		return 0, false
+	}
+	id, ok := c.ServerOf(ctx, h)
+	if !ok || id == leader {
+		return 0, false
+	}
+	v["holder"], v["holder_server"] = h.Process, serverName(id)
+	return id, true
 }
 
 func deleteTables(hosts []netHost, kind string) func(context.Context) error {
