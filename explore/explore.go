@@ -44,7 +44,9 @@ type Config struct {
 	// Menu is the probes to choose from (Probes for the base's session timeout and
 	// fencing when nil).
 	Menu []Probe
-	// RunRound runs and checks one round's configuration.
+	// RunRound runs and checks one round's configuration. An error (a round that could
+	// not run, or broke down on the way: its workers would not start) ends the session;
+	// a Round with a Dir is kept with it.
 	RunRound func(ctx context.Context, cfg harness.Config) (Round, error)
 	// Log receives a line per round (nil: none).
 	Log io.Writer
@@ -107,6 +109,9 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 		r, err := cfg.RunRound(ctx, rc)
 		r.Probe, r.Seed, r.Elapsed = p.Name, rc.Seed, time.Since(t)
 		if err != nil {
+			if r.Dir != "" {
+				s.Rounds = append(s.Rounds, r)
+			}
 			s.Elapsed = time.Since(start)
 			return s, fmt.Errorf("round %d (%s): %w", i+1, p.Name, err)
 		}

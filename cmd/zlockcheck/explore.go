@@ -159,13 +159,16 @@ func roundRunner(modelCfg models.Config, keep keepPolicy, stderr io.Writer) func
 			return explore.Round{}, err
 		}
 		r := explore.Round{Dir: res.Dir, Verdict: res.Verdict, Coverage: res.Coverage}
+		if err != nil {
+			// The round broke down (its workers would not start, a fault would not
+			// heal): the next would too.
+			r.Verdict = models.Unknown
+			return r, err
+		}
 		for _, c := range res.Checks {
 			if c.Cause != nil && r.Cause == "" {
 				r.Cause = string(c.Cause.Class)
 			}
-		}
-		if err != nil {
-			r.Verdict = models.Unknown
 		}
 		if keep == keepFailed && res.Verdict == models.Valid {
 			if err := rundir.Remove(cfg.Store, cfg.Name, rundir.Dir(res.Dir)); err != nil {
