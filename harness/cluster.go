@@ -88,6 +88,26 @@ func (c *cluster) Holder() (nemesis.Client, bool) {
 	return c.client(holders[0]), true
 }
 
+func (c *cluster) Waiter() (nemesis.Client, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var waiters []*worker
+	releasing := false
+	for _, w := range c.workers {
+		switch w.State() {
+		case workloads.Acquiring:
+			waiters = append(waiters, w)
+		case workloads.Releasing:
+			releasing = true
+		}
+	}
+	if !releasing || len(waiters) == 0 {
+		return nemesis.Client{}, false
+	}
+	sort.Slice(waiters, func(i, j int) bool { return waiters[i].slot < waiters[j].slot })
+	return c.client(waiters[0]), true
+}
+
 func (c *cluster) Idle() (nemesis.Client, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -266,6 +266,7 @@ type aimed struct {
 func (a aimed) Clients() []nemesis.Client      { return []nemesis.Client{a.target} }
 func (a aimed) Holder() (nemesis.Client, bool) { return a.target, true }
 func (a aimed) Idle() (nemesis.Client, bool)   { return a.target, true }
+func (a aimed) Waiter() (nemesis.Client, bool) { return a.target, true }
 
 // recipe returns how to start the named recipe's workers, building what they need;
 // it skips t when Java or Python's kazoo is missing (fails under

@@ -108,6 +108,8 @@ type Cluster interface {
 	// Idle returns a worker between two lock cycles: no request in flight, holding
 	// nothing, so its next request will be an acquire.
 	Idle() (Client, bool)
+	// Waiter returns a worker waiting for the lock while its holder releases it.
+	Waiter() (Client, bool)
 	// ServerOf returns the server the worker's session is connected to, when the
 	// servers say (their client connections).
 	ServerOf(ctx context.Context, cl Client) (id int, ok bool)
@@ -233,11 +235,15 @@ const (
 	// node's create); if none is idle within the fault's HolderWait, a random worker.
 	// Workers idle only with a think time between cycles (run --think-max).
 	TargetIdle ClientTarget = "idle"
+	// TargetWaiter is a worker waiting for the lock while the holder releases it: the
+	// waiter about to be woken (if none within the fault's HolderWait, a random
+	// worker).
+	TargetWaiter ClientTarget = "waiter"
 )
 
 // ClientTargets lists every client target.
 func ClientTargets() []ClientTarget {
-	return []ClientTarget{TargetRandomClient, TargetHolder, TargetIdle}
+	return []ClientTarget{TargetRandomClient, TargetHolder, TargetIdle, TargetWaiter}
 }
 
 // DefaultHolderWait is how long a fault aimed at the lock holder waits for one.
@@ -332,14 +338,17 @@ func pickServers(ctx context.Context, c Cluster, t Target, rng *rand.Rand) (ids 
 // pickClient chooses a worker. picked says how: "holder" or "random".
 func pickClient(ctx context.Context, c Cluster, t ClientTarget, wait time.Duration, rng *rand.Rand) (cl Client, picked string, err error) {
 	switch t {
-	case TargetHolder, TargetIdle:
+	case TargetHolder, TargetIdle, TargetWaiter:
 		if wait <= 0 {
 			wait = DefaultHolderWait
 		}
 		find, poll := c.Holder, 50*time.Millisecond
-		if t == TargetIdle {
+		switch t {
+		case TargetIdle:
 			// Idle moments are short: look often.
 			find, poll = c.Idle, 2*time.Millisecond
+		case TargetWaiter:
+			find, poll = c.Waiter, 2*time.Millisecond
 		}
 		deadline := time.Now().Add(wait)
 		for {

@@ -207,6 +207,9 @@ func (f *fakeCluster) Holder() (Client, bool) {
 // Idle: the fake has no lock cycles; nobody is idle.
 func (f *fakeCluster) Idle() (Client, bool) { return Client{}, false }
 
+// Waiter: the fake has no lock cycles; nobody waits.
+func (f *fakeCluster) Waiter() (Client, bool) { return Client{}, false }
+
 // ServerOf: every client of the fake is connected to server holderServer (none when 0).
 func (f *fakeCluster) ServerOf(context.Context, Client) (int, bool) {
 	return f.holderServer, f.holderServer > 0
