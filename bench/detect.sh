@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=bin/zlockcheck
 go build -o "$bin" ./cmd/zlockcheck
+# ZLC_LOCK=FILE runs each run under flock FILE (a machine shared with other suites).
+locked() { if [ -n "${ZLC_LOCK:-}" ]; then flock "$ZLC_LOCK" "$@"; else "$@"; fi; }
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 seeds=${SEEDS:-5}
@@ -32,7 +34,7 @@ for c in "${cases[@]}"; do
   times=()
   for seed in $(seq 1 "$seeds"); do
     # shellcheck disable=SC2086
-    "$bin" run --quiet --allow-mutants --recipe "$mutant" --time "$time" --seed "$seed" --store "$store" $args >/dev/null || true
+    locked "$bin" run --quiet --allow-mutants --recipe "$mutant" --time "$time" --seed "$seed" --store "$store" $args >/dev/null || true
     t=$(python3 - "$store/latest/results.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -64,7 +66,7 @@ printf '| mutant | caught | median (s) | worst (s) | rounds (median) | cause |\n
 for mutant in mutant-off-by-one mutant-no-recheck mutant-delete-lowest mutant-ignore-lost mutant-unprotected-create; do
   out=()
   for seed in $(seq 1 "$seeds"); do
-    "$bin" explore --quiet --json --allow-mutants --recipe "$mutant" --budget "$budget" --seed "$seed" --store "$store" > "$store/session.json" || true
+    locked "$bin" explore --quiet --json --allow-mutants --recipe "$mutant" --budget "$budget" --seed "$seed" --store "$store" > "$store/session.json" || true
     out+=("$(python3 - "$store/session.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
