@@ -81,6 +81,9 @@ type Config struct {
 	// workers hold the lock than it admits (see overlap.go): explore's rounds stop once
 	// their verdict is in.
 	EndOnOverlap bool `json:"end_on_overlap,omitempty"`
+	// Site, when set, is where the run happens: a network and ensemble that outlive
+	// it (StartSite). Unset, the run makes its own and removes it at the end.
+	Site *Site `json:"-"`
 	// Log receives progress lines; nil discards them.
 	Log io.Writer `json:"-"`
 	// Progress, when set, is called about every second while the workload runs (and

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zlockcheck/zlockcheck/histories"
-	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
@@ -102,24 +101,13 @@ func newRunner(cfg Config) (*runner, error) {
 // setUp builds the run's network, starts the ensemble, opens the history and makes
 // the workers' namespaces. What it made is undone by tearDown, also when it fails.
 func (r *runner) setUp(ctx context.Context) error {
-	start := time.Now()
-	var err error
-	if r.network, err = netns.Create(ctx, r.cfg.RunID); err != nil {
-		return fmt.Errorf("create network: %w", err)
-	}
-	r.ens, err = StartEnsemble(ctx, r.network, EnsembleConfig{
-		Nodes: r.cfg.Nodes, ZKHome: r.cfg.ZKHome, Dir: r.dir.ServersDir(),
-		Tick: r.cfg.Tick, InitLimit: r.cfg.InitLimit, SyncLimit: r.cfg.SyncLimit, NoForceSync: r.cfg.NoForceSync,
-		Heap: r.cfg.ServerHeap, FullJIT: r.cfg.ServerFullJIT, MaxSessionTimeout: r.cfg.MaxSessionTimeout(),
-	})
-	if err != nil {
+	if err := r.useSite(ctx); err != nil {
 		return err
 	}
-	r.out.Timings.Quorum = time.Since(start)
-	r.out.ZooKeeperVersion = r.ens.Version(ctx)
+	r.network, r.ens, r.hosts = r.site.network, r.site.ens, r.site.hosts
+	r.out.Timings.Quorum, r.out.ZooKeeperVersion = r.site.quorum, r.site.version
 	r.connect = r.ens.Connect()
 	r.cluster = newCluster(r.ens)
-	r.logf("ensemble of %d serving after %s (%s)", r.cfg.Nodes, time.Since(start).Round(time.Millisecond), r.connect)
 
 	r.out.History = r.dir.HistoryPath()
 	w, err := histories.NewWriter(r.out.History)
@@ -127,12 +115,6 @@ func (r *runner) setUp(ctx context.Context) error {
 		return err
 	}
 	r.rec = &recorder{w: w, start: time.Now()}
-	r.hosts = make([]netns.Host, r.cfg.Workers)
-	for i := range r.hosts {
-		if r.hosts[i], err = r.network.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1)); err != nil {
-			return err
-		}
-	}
 	if err := os.MkdirAll(r.dir.WorkersDir(), 0o755); err != nil {
 		return err
 	}
@@ -144,6 +126,25 @@ func (r *runner) setUp(ctx context.Context) error {
 		return err
 	}
 	return r.prepareCounter(ctx)
+}
+
+// useSite makes the run's own site, or checks that the one it was given fits and
+// serves (the run before it may have restarted servers).
+func (r *runner) useSite(ctx context.Context) error {
+	if r.cfg.Site == nil {
+		site, err := newSite(ctx, r.cfg, r.cfg.RunID, r.dir.ServersDir(), r.logf)
+		r.site, r.ownSite = site, true
+		return err
+	}
+	r.site = r.cfg.Site
+	if err := r.site.fits(r.cfg); err != nil {
+		return err
+	}
+	if err := r.site.ens.WaitServing(ctx, r.cfg.RecoverBound()); err != nil {
+		return fmt.Errorf("the site's ensemble does not serve: %w", err)
+	}
+	r.logf("on the site's ensemble (%s)", r.site.ens.Connect())
+	return nil
 }
 
 // workload is the workload phase in progress: one errgroup for the worker slots (which
@@ -342,11 +343,12 @@ func (r *runner) tearDown() {
 	if r.rec != nil {
 		r.fail(r.rec.w.Close(), "close history")
 	}
-	if r.ens != nil {
-		r.ens.Stop()
-	}
-	if r.network != nil {
-		r.fail(r.network.Destroy(), "teardown")
+	switch {
+	case r.site == nil:
+	case r.ownSite:
+		r.fail(r.site.Close(), "teardown")
+	default:
+		r.fail(r.site.clear(), "teardown")
 	}
 	r.out.Timings.Teardown = time.Since(start)
 	// For benchmarks (bench/run.sh): how long set-up and teardown took.

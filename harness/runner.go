@@ -33,6 +33,9 @@ type runner struct {
 	logf     func(string, ...any)
 
 	// Set up by setUp.
+	// site is where the run happens; ownSite says the run made it (and removes it).
+	site    *Site
+	ownSite bool
 	network *netns.Network
 	ens     *Ensemble
 	connect string

@@ -263,6 +263,16 @@ type Entry struct {
 // runs).
 const matrixStampLayout = "20060102T150405Z"
 
+// ExploreDir is where `zlockcheck explore` keeps a session's own files (its rounds are
+// stored as runs): STORE/explore/STAMP, holding the servers' directories of the
+// ensemble every round ran on (Servers) and the session's summary (Session).
+func ExploreDir(store string, now time.Time) string {
+	return filepath.Join(store, "explore", now.UTC().Format(matrixStampLayout))
+}
+
+// Session is an explore session's summary in its ExploreDir.
+const Session = "session.json"
+
 // MatrixDir is where `zlockcheck matrix` keeps its tables unless told otherwise:
 // STORE/matrix/STAMP for a matrix started at now.
 func MatrixDir(store string, now time.Time) string {

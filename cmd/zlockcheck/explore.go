@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -130,6 +131,18 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep keepPo
 		return explore.Session{}, exitError, err
 	}
 	base.StallAfter = o.cfg.StallAfter // derived from each round's faults, not the base's
+	// One ensemble for the whole session: every round runs on it.
+	dir := rundir.ExploreDir(base.Store, time.Now())
+	site, err := harness.StartSite(ctx, base, filepath.Join(dir, rundir.Servers))
+	if err != nil {
+		return explore.Session{}, exitError, err
+	}
+	defer func() {
+		if cerr := site.Close(); cerr != nil {
+			fmt.Fprintf(stderr, "zlockcheck explore: removing the ensemble: %v\n", cerr)
+		}
+	}()
+	base.Site = site
 	var logw io.Writer
 	if !o.quiet {
 		logw = stderr
@@ -144,6 +157,10 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep keepPo
 		out = stderr
 	}
 	printSession(out, base.Recipe, session)
+	if werr := rundir.Dir(dir).WriteJSON(rundir.Session, session); werr != nil && err == nil {
+		err = werr
+	}
+	fmt.Fprintf(out, "session: %s\n", filepath.Join(dir, rundir.Session))
 	if err != nil {
 		return session, exitError, err
 	}

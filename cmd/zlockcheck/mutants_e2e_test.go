@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
 // exposure is a mutant of zlc-mutex and the run that exposes its bug.
@@ -72,6 +74,7 @@ func TestEveryMutantIsCaught(t *testing.T) {
 		t.Run(e.mutant, func(t *testing.T) {
 			for seed := 1; seed <= seeds; seed++ {
 				store := t.TempDir()
+				before := zlcNamespaces(t)
 				code, stdout, stderr := zlockcheck(t, "explore", "--allow-mutants", "--recipe", e.mutant, "--budget", "4m",
 					"--seed", strconv.Itoa(seed), "--store", store, "--quiet")
 				if code != exitInvalid {
@@ -101,9 +104,23 @@ func TestEveryMutantIsCaught(t *testing.T) {
 				}
 				t.Logf("seed %d: caught by %v, first violation at %.1fs of its round\n%s", seed, caught, first, stdout)
 				assertNothingLeft(t, store)
+				if left := slices.DeleteFunc(zlcNamespaces(t), func(n string) bool { return slices.Contains(before, n) }); len(left) > 0 {
+					t.Errorf("seed %d: explore left namespaces behind: %v", seed, left)
+				}
 			}
 		})
 	}
+}
+
+// zlcNamespaces lists the namespaces the tool may have made (explore's ensemble is
+// named by its own id, not a round's).
+func zlcNamespaces(t *testing.T) []string {
+	t.Helper()
+	names, err := netns.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
 }
 
 // checkOutput is `check` of the latest run in store: its summary and witness.

@@ -296,6 +296,21 @@ func pidsIn(ns string) []int {
 	return pids
 }
 
+// KillAll kills every process in namespace ns and waits (up to 5 s) for them to go.
+func KillAll(ns string) error {
+	for _, pid := range pidsIn(ns) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pidsIn(ns)) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s: processes %v outlived SIGKILL for 5s", ns, pidsIn(ns))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
 func destroy(names []string) error {
 	var errs []error
 	// Kill first everywhere (a stopped process dies of SIGKILL too), then wait for the

@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+)
+
+// Site is where runs happen: a private network, the ensemble serving on it, and one
+// namespace per worker slot. Run makes one for itself and removes it at its end. A
+// caller that runs many short runs on one ensemble (explore's rounds) starts one with
+// StartSite, passes it in Config.Site, and closes it when done: the ensemble is then
+// started once, and each run leaves the site as it found it (faults healed, its
+// workers gone, the ensemble serving).
+type Site struct {
+	network *netns.Network
+	ens     *Ensemble
+	hosts   []netns.Host
+	// version is what the servers report; quorum how long they took to serve.
+	version string
+	quorum  time.Duration
+	// nodes and workers are what the site was made for: a run must match them.
+	nodes, workers int
+}
+
+// StartSite builds the network, starts the ensemble (its servers' directories under
+// serversDir) and makes the worker slots' namespaces for cfg (Defaults applied). On
+// error, what was made is removed.
+func StartSite(ctx context.Context, cfg Config, serversDir string) (*Site, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newSite(ctx, cfg, randomID(), serversDir, func(string, ...any) {})
+}
+
+// newSite builds a site named runID (its namespaces are zlc<runID>...).
+func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf func(string, ...any)) (s *Site, err error) {
+	start := time.Now()
+	s = &Site{nodes: cfg.Nodes, workers: cfg.Workers}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Close())
+			s = nil
+		}
+	}()
+	if s.network, err = netns.Create(ctx, runID); err != nil {
+		return s, fmt.Errorf("create network: %w", err)
+	}
+	s.ens, err = StartEnsemble(ctx, s.network, EnsembleConfig{
+		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: serversDir,
+		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
+		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT, MaxSessionTimeout: cfg.MaxSessionTimeout(),
+	})
+	if err != nil {
+		return s, err
+	}
+	s.quorum = time.Since(start)
+	s.version = s.ens.Version(ctx)
+	logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.ens.Connect())
+	s.hosts = make([]netns.Host, cfg.Workers)
+	for i := range s.hosts {
+		if s.hosts[i], err = s.network.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1)); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// fits reports why a run of cfg cannot use the site, if it cannot.
+func (s *Site) fits(cfg Config) error {
+	if cfg.Nodes != s.nodes || cfg.Workers != s.workers {
+		return fmt.Errorf("site: made for %d nodes and %d workers, the run wants %d and %d", s.nodes, s.workers, cfg.Nodes, cfg.Workers)
+	}
+	return nil
+}
+
+// clear ends every process a run left in the worker slots' namespaces (a worker still
+// stopped by a fault, a child of one), so that the next run starts from none.
+func (s *Site) clear() error {
+	var errs []error
+	for _, h := range s.hosts {
+		errs = append(errs, netns.KillAll(h.Netns))
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops the servers and removes the network, the namespaces and the links.
+func (s *Site) Close() error {
+	if s.ens != nil {
+		s.ens.Stop()
+	}
+	if s.network != nil {
+		return s.network.Destroy()
+	}
+	return nil
+}
