@@ -2,11 +2,10 @@ package explore
 
 import (
 	"math/rand/v2"
-
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"slices"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )

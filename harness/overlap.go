@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/zlockcheck/zlockcheck/workloads"
 	"sort"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // overlapWatch reports whether the run ends its workload at the first overlap it

@@ -1,13 +1,13 @@
 package report
 
 import (
-	"github.com/zlockcheck/zlockcheck/cause"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/cause"
 	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"

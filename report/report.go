@@ -6,7 +6,6 @@ package report
 
 import (
 	"fmt"
-	"github.com/zlockcheck/zlockcheck/cause"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/cause"
 	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"

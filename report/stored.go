@@ -1,9 +1,9 @@
 package report
 
 import (
-	"github.com/zlockcheck/zlockcheck/cause"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/cause"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 

@@ -36,6 +36,24 @@ type suiteSpec struct {
 	Seeds   []int64
 }
 
+// applyRunFile sets fs's flags from the run file at path (none when path is empty);
+// the flags given on the command line win. It returns the file's suite, if any.
+func applyRunFile(fs *flag.FlagSet, path string) (*suiteSpec, error) {
+	if path == "" {
+		return nil, nil
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	rf, err := loadRunFile(path, fs)
+	if err != nil {
+		return nil, err
+	}
+	if err := rf.apply(fs, explicit); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return rf.suite, nil
+}
+
 // loadRunFile reads and validates path against the flags of fs (without setting
 // them): an unknown key, a value of the wrong kind or a malformed suite is an error
 // naming the file, the line and the key.

@@ -39,22 +39,15 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
 	sessions := []suiteRun{{}}
-	if *file != "" {
-		explicit := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-		rf, err := loadRunFile(*file, fs)
-		if err != nil {
-			return exitError, err
+	suite, err := applyRunFile(fs, *file)
+	if err != nil {
+		return exitError, err
+	}
+	if suite != nil {
+		if len(suite.Nemesis) > 0 {
+			return exitError, fmt.Errorf("%s: suite: field \"nemesis\": explore chooses the faults itself; list recipes and seeds", *file)
 		}
-		if err := rf.apply(fs, explicit); err != nil {
-			return exitError, fmt.Errorf("%s: %w", *file, err)
-		}
-		if rf.suite != nil {
-			if len(rf.suite.Nemesis) > 0 {
-				return exitError, fmt.Errorf("%s: suite: field \"nemesis\": explore chooses the faults itself; list recipes and seeds", *file)
-			}
-			sessions = rf.suite.runs()
-		}
+		sessions = suite.runs()
 	}
 	keep, err := parseKeep(o.keep)
 	if err != nil {

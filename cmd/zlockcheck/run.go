@@ -257,18 +257,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if fs.NArg() > 0 {
 		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	var suite *suiteSpec
-	if *file != "" {
-		explicit := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-		rf, err := loadRunFile(*file, fs)
-		if err != nil {
-			return exitError, err
-		}
-		if err := rf.apply(fs, explicit); err != nil {
-			return exitError, fmt.Errorf("%s: %w", *file, err)
-		}
-		suite = rf.suite
+	suite, err := applyRunFile(fs, *file)
+	if err != nil {
+		return exitError, err
 	}
 	keep, err := parseKeep(o.keep)
 	if err != nil {
