@@ -141,7 +141,7 @@ func TestMissingJVMSaysWhatToInstall(t *testing.T) {
 		t.Fatal("Command without a JVM succeeded")
 	}
 	for _, want := range []string{"recipe curator-mutex", "javac (not on $PATH)", "slf4j-simple.jar",
-		"apt-get install default-jdk-headless libcurator-recipes-java", "libslf4j-java"} {
+		"apt-get install default-jdk-headless libcurator-recipes-java libslf4j-java"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

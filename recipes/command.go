@@ -132,10 +132,12 @@ func (rt Runtime) needs() []need {
 			{command: "javac", pkg: "default-jdk-headless"},
 			{command: "jar", pkg: "default-jdk-headless"},
 		}
+		// libcurator-recipes-java depends on the rest (as the Makefile's setup
+		// installs it); slf4j-simple, the worker's logger, is libslf4j-java's.
 		for _, j := range []struct{ jar, pkg string }{
-			{"curator-recipes", "libcurator-recipes-java"}, {"curator-framework", "libcurator-framework-java"},
-			{"curator-client", "libcurator-client-java"}, {"zookeeper", "libzookeeper-java"},
-			{"zookeeper-jute", "libzookeeper-java"}, {"guava", "libguava-java"},
+			{"curator-recipes", "libcurator-recipes-java"}, {"curator-framework", "libcurator-recipes-java"},
+			{"curator-client", "libcurator-recipes-java"}, {"zookeeper", "libcurator-recipes-java"},
+			{"zookeeper-jute", "libcurator-recipes-java"}, {"guava", "libcurator-recipes-java"},
 			{"slf4j-api", "libslf4j-java"}, {"slf4j-simple", "libslf4j-java"},
 		} {
 			list = append(list, need{file: j.jar + ".jar", pkg: j.pkg})

@@ -78,7 +78,7 @@ func TestCheckExitCodes(t *testing.T) {
 }
 
 func TestRecipeVersionNamesTheLibrary(t *testing.T) {
-	for name, prefix := range map[string]string{"gozk": "go-zookeeper v", "zlc-mutex": "zlockcheck "} {
+	for name, prefix := range map[string]string{"gozk": "go-zookeeper v", "zlc-mutex": "zlockcheck ", "mutant-off-by-one": "zlockcheck "} {
 		if got := recipeVersion(name); !strings.HasPrefix(got, prefix) {
 			t.Errorf("recipeVersion(%q) = %q, want it to start with %q", name, got, prefix)
 		}

@@ -159,17 +159,9 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		if err != nil {
 			return exitError, fmt.Errorf("%s: field \"recipe\": %w", sr.dir.File(rundir.Config), err)
 		}
-		self, err := os.Executable()
-		if err != nil {
+		if cfg.WorkerArgv, err = workerArgv(ctx, r, stderr); err != nil {
 			return exitError, err
 		}
-		root := projectRoot()
-		if r.prepare != nil {
-			if err := r.prepare(ctx, root, stderr); err != nil {
-				return exitError, err
-			}
-		}
-		cfg.WorkerArgv = r.argv(self, root)
 	}
 	if !*quiet {
 		cfg.Log = stderr
