@@ -42,6 +42,9 @@ func unpack(cacheDir, name string, files fs.FS, build func(dir string) error) (u
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
 	defer os.RemoveAll(tmp) // nothing left once renamed
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
+		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
+	}
 	if err := writeFiles(files, tmp); err != nil {
 		return unpacked{}, fmt.Errorf("%s worker: unpack into %s: %w", name, tmp, err)
 	}

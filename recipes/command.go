@@ -200,5 +200,6 @@ func (rt Runtime) check(env CommandEnv) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("its %s worker needs %s: apt-get install %s", rt, strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	worker := map[Runtime]string{Java: "the Curator worker (Java)", Python: "the Kazoo worker (Python)"}[rt]
+	return fmt.Errorf("%s needs %s: apt-get install %s", worker, strings.Join(missing, ", "), strings.Join(pkgs, " "))
 }
