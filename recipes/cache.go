@@ -41,7 +41,7 @@ func unpack(cacheDir, name string, files fs.FS, build func(dir string) error) (u
 	if err != nil {
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
+	defer os.RemoveAll(tmp)                      // nothing left once renamed
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
