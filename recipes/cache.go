@@ -41,8 +41,9 @@ func unpack(cacheDir, name string, files fs.FS, build func(dir string) error) (u
 	if err != nil {
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
-	defer os.RemoveAll(tmp)                      // nothing left once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it private
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	// MkdirTemp makes it private; the workers may run as another user.
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
 	if err := writeFiles(files, tmp); err != nil {
