@@ -120,3 +120,19 @@ func TestCheckRunDirTakesTheRunsModel(t *testing.T) {
 		})
 	}
 }
+
+// TestREADMEListsTheCatalogue: the README's recipes table is `zlockcheck recipes
+// --markdown`, rendered from the one catalogue (package recipes).
+func TestREADMEListsTheCatalogue(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, table, stderr := zlockcheck(t, "recipes", "--markdown")
+	if code != 0 || table != recipesMarkdown(false) {
+		t.Fatalf("recipes --markdown: exit %d, %s", code, stderr)
+	}
+	if !strings.Contains(string(readme), table) {
+		t.Errorf("README.md lacks the catalogue's table; paste in the output of `zlockcheck recipes --markdown`:\n%s", table)
+	}
+}
