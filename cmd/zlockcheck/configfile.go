@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/zlockcheck/zlockcheck/recipes"
 )
 
 // runFile is a run configuration read from a YAML file (`run -f FILE`): its keys are
@@ -163,7 +165,7 @@ func checkRecipeName(name string) error {
 	if name == "exec" {
 		return nil
 	}
-	_, err := findRecipe(name)
+	_, err := recipes.Find(name)
 	return err
 }
 

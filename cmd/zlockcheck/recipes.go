@@ -13,9 +13,6 @@ import (
 // execDoc describes --recipe exec, which is the harness's, not a catalogue entry.
 const execDoc = "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1"
 
-// findRecipe looks a --recipe name up in the catalogue (package recipes).
-func findRecipe(name string) (recipes.Entry, error) { return recipes.Find(name) }
-
 // realRecipeNames lists the catalogue's recipes without the mutants, for help texts
 // and the matrix.
 func realRecipeNames() []string {

@@ -114,7 +114,7 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 			return cfg, models.Config{}, usageError{"--worker-cmd goes with --recipe exec"}
 		}
 		var err error
-		if r, err = findRecipe(o.recipe); err != nil {
+		if r, err = recipes.Find(o.recipe); err != nil {
 			return cfg, models.Config{}, fmt.Errorf("--recipe: %w", err)
 		}
 		if r.Mutant && !o.mutants {
