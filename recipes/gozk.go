@@ -49,10 +49,10 @@ import (
 // time by its ephemeral owner (an acquire that cannot find exactly one is info), so
 // gozk can fence. A missing counter node is created empty and the write retried.
 func NewGoZK(ctx context.Context, cfg Config) (Recipe, error) {
-	if cfg.Kind != KindMutex && cfg.Kind != KindCounter {
+	if !supports("gozk", cfg.Kind) {
 		return nil, Fail(fmt.Errorf("recipe gozk does not support kind %s", cfg.Kind))
 	}
-	if cfg.Kind == KindCounter && cfg.CounterPath == "" {
+	if cfg.Kind.HasCounter() && cfg.CounterPath == "" {
 		return nil, Fail(errors.New("recipe gozk: kind counter needs a counter path"))
 	}
 	if cfg.Permits > 1 {

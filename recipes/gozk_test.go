@@ -72,14 +72,14 @@ func (e *recordedEvents) counts() (lost, sessions int) {
 
 func newTestGoZK(t *testing.T, servers []string, path string, worker int) (*goZK, *recordedEvents) {
 	t.Helper()
-	return newTestGoZKWith(t, Config{Servers: servers, Path: path, Kind: KindMutex, Worker: worker})
+	return newTestGoZKWith(t, Config{Servers: servers, Path: path, Kind: workloads.Mutex, Worker: worker})
 }
 
 // newFencedTestGoZK is a gozk worker of a fenced counter run: its acquires find
 // their lock node and report its czxid as the token.
 func newFencedTestGoZK(t *testing.T, servers []string, path string, worker int) (*goZK, *recordedEvents) {
 	t.Helper()
-	return newTestGoZKWith(t, Config{Servers: servers, Path: path, Kind: KindCounter, Fenced: true,
+	return newTestGoZKWith(t, Config{Servers: servers, Path: path, Kind: workloads.Counter, Fenced: true,
 		CounterPath: path + "-counter", Worker: worker})
 }
 
@@ -357,7 +357,7 @@ func TestGoZKInitFailsWithoutServer(t *testing.T) {
 	ln.Close() // nothing listens there now
 	start := time.Now()
 	_, err = NewGoZK(context.Background(), Config{
-		Servers: []string{addr}, SessionTimeout: 300 * time.Millisecond, Path: "/x", Kind: KindMutex,
+		Servers: []string{addr}, SessionTimeout: 300 * time.Millisecond, Path: "/x", Kind: workloads.Mutex,
 		Log: newTestLog(t),
 	})
 	typ, msg := Classify(err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // Recipe is one worker's handle on one lock. Serve calls its methods one at a time.
@@ -58,8 +55,9 @@ type Config struct {
 	SessionTimeout time.Duration
 	// Path is the lock's znode path, used by this lock only.
 	Path string
-	// Kind is the lock kind, e.g. "mutex".
-	Kind string
+	// Kind is the workload, e.g. mutex; a recipe refuses kinds it does not speak
+	// (its catalogue entry's Kinds).
+	Kind workloads.Kind
 	// Permits is the semaphore size; 0 or 1 for a mutex.
 	Permits int
 	// Worker is the worker's number, for logs.
@@ -99,75 +97,3 @@ var ErrNoCounter = errors.New("recipe does not support the counter workload")
 // Constructor builds a recipe. It returns once the recipe is ready for Acquire; its
 // errors are classified like an operation's (e.g. Fail for an unsupported kind).
 type Constructor func(ctx context.Context, cfg Config) (Recipe, error)
-
-// Lock kinds known to the recipes.
-const (
-	KindMutex = "mutex"
-	// KindCounter is a mutex whose holder reads and writes the counter znode
-	// (Config.CounterPath) while holding; see Counter.
-	KindCounter = "counter"
-)
-
-// builtin is one built-in recipe.
-type builtin struct {
-	name        string
-	description string
-	mutant      bool
-	new         Constructor
-}
-
-// builtins lists the built-in recipes, sorted by name.
-func builtins() []builtin {
-	list := []builtin{
-		{name: "gozk", new: NewGoZK,
-			description: "go-zookeeper's own zk.Lock, used as its users use it; lost only after a session expiry is seen"},
-		{name: zlcmutex.MutantNone.String(), new: NewZLC(zlcmutex.MutantNone),
-			description: zlcmutex.MutantNone.Description()},
-	}
-	for _, m := range zlcmutex.Mutants() {
-		list = append(list, builtin{name: m.String(), description: m.Description(), mutant: true, new: NewZLC(m)})
-	}
-	slices.SortFunc(list, func(a, b builtin) int { return strings.Compare(a.name, b.name) })
-	return list
-}
-
-func findBuiltin(name string) (builtin, bool) {
-	for _, b := range builtins() {
-		if b.name == name {
-			return b, true
-		}
-	}
-	return builtin{}, false
-}
-
-// Lookup returns the constructor of the named built-in recipe.
-func Lookup(name string) (Constructor, error) {
-	b, ok := findBuiltin(name)
-	if !ok {
-		return nil, fmt.Errorf("unknown recipe %q (known: %s)", name, strings.Join(Names(), ", "))
-	}
-	return b.new, nil
-}
-
-// Names lists the built-in recipes, sorted.
-func Names() []string {
-	var names []string
-	for _, b := range builtins() {
-		names = append(names, b.name)
-	}
-	return names
-}
-
-// Describe returns a one-line description of the named built-in recipe, or "" for
-// an unknown name.
-func Describe(name string) string {
-	b, _ := findBuiltin(name)
-	return b.description
-}
-
-// IsMutant reports whether the named built-in recipe is a deliberately broken
-// variant, which a test run is expected to find invalid (or stuck).
-func IsMutant(name string) bool {
-	b, _ := findBuiltin(name)
-	return b.mutant
-}

@@ -263,7 +263,7 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 		Servers:        servers,
 		SessionTimeout: time.Duration(req.SessionTimeoutMS) * time.Millisecond,
 		Path:           req.Path,
-		Kind:           req.Kind,
+		Kind:           workloads.Kind(req.Kind),
 		Permits:        req.Permits,
 		Worker:         req.Worker,
 		CounterPath:    req.CounterPath,

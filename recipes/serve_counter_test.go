@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // fakeCounterRecipe is a fake, for testing Serve's counter ops: a fakeRecipe with an
@@ -55,7 +57,7 @@ func TestServeCounterOps(t *testing.T) {
 	w := startWorker(t, context.Background(), ServeConfig{New: newRecipe})
 	w.send(counterInit)
 	w.expectReply(0, "ok", "")
-	if built.cfg.CounterPath != "/zlc/run/counter" || !built.cfg.Fenced || built.cfg.Kind != KindCounter {
+	if built.cfg.CounterPath != "/zlc/run/counter" || !built.cfg.Fenced || built.cfg.Kind != workloads.Counter {
 		t.Errorf("config = %+v", built.cfg)
 	}
 	w.send(`{"id":1,"op":"read"}`)

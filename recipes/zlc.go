@@ -52,13 +52,13 @@ var (
 func newZLC(ctx context.Context, cfg Config, m zlcmutex.Mutant) (Recipe, error) {
 	name := m.String()
 	switch {
-	case cfg.Kind != KindMutex && cfg.Kind != KindCounter:
+	case !supports(name, cfg.Kind):
 		return nil, Fail(fmt.Errorf("recipe %s does not support kind %s", name, cfg.Kind))
 	case cfg.Permits > 1:
 		return nil, Fail(fmt.Errorf("recipe %s: a mutex has one permit, got permits %d", name, cfg.Permits))
 	case len(cfg.Servers) == 0 || cfg.SessionTimeout <= 0 || cfg.Path == "":
 		return nil, Fail(fmt.Errorf("recipe %s: Config needs Servers, SessionTimeout and Path", name))
-	case cfg.Kind == KindCounter && cfg.CounterPath == "":
+	case cfg.Kind.HasCounter() && cfg.CounterPath == "":
 		return nil, Fail(fmt.Errorf("recipe %s: kind counter needs a counter path", name))
 	}
 	logw := cfg.Log

@@ -23,7 +23,7 @@ func newTestZLC(t *testing.T, name string, servers []string, cfg Config) (*zlcRe
 		cfg.SessionTimeout = 2 * time.Second
 	}
 	if cfg.Kind == "" {
-		cfg.Kind = KindMutex
+		cfg.Kind = workloads.Mutex
 	}
 	newRecipe, err := Lookup(name)
 	if err != nil {
@@ -122,8 +122,8 @@ func TestZLCCounterFenced(t *testing.T) {
 	path := testLockPath(t)
 	counter := strings.TrimSuffix(path, "/l0") + "/counter"
 	ctx := context.Background()
-	a, aEvents := newTestZLC(t, "zlc-mutex", servers, Config{Path: path, Kind: KindCounter, CounterPath: counter, Fenced: true, Worker: 1})
-	u, _ := newTestZLC(t, "zlc-mutex", servers, Config{Path: path, Kind: KindCounter, CounterPath: counter, Worker: 2})
+	a, aEvents := newTestZLC(t, "zlc-mutex", servers, Config{Path: path, Kind: workloads.Counter, CounterPath: counter, Fenced: true, Worker: 1})
+	u, _ := newTestZLC(t, "zlc-mutex", servers, Config{Path: path, Kind: workloads.Counter, CounterPath: counter, Worker: 2})
 	raw := rawConn(t, servers)
 	testCounterFenced(t, a, u, aEvents, raw.Delete, path)
 	expectOutcome(t, "a release after its node was deleted", a.Release(ctx), workloads.ReplyFail, "not held: the lock was lost")
@@ -137,9 +137,9 @@ func TestGoZKCounterFenced(t *testing.T) {
 	path := testLockPath(t)
 	counter := strings.TrimSuffix(path, "/l0") + "/counter"
 	a, aEvents := newTestGoZK(t, servers, path, 1)
-	a.cfg.Kind, a.cfg.CounterPath, a.cfg.Fenced = KindCounter, counter, true
+	a.cfg.Kind, a.cfg.CounterPath, a.cfg.Fenced = workloads.Counter, counter, true
 	u, _ := newTestGoZK(t, servers, path, 2)
-	u.cfg.Kind, u.cfg.CounterPath = KindCounter, counter
+	u.cfg.Kind, u.cfg.CounterPath = workloads.Counter, counter
 	raw := rawConn(t, servers)
 	testCounterFenced(t, a, u, aEvents, raw.Delete, path)
 }

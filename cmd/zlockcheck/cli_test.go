@@ -88,7 +88,7 @@ func TestCheckExitCodes(t *testing.T) {
 }
 
 func TestRecipeVersionNamesTheLibrary(t *testing.T) {
-	for name, prefix := range map[string]string{"gozk": "go-zookeeper v", "zlc-mutex": "zlockcheck "} {
+	for name, prefix := range map[string]string{"gozk": "go-zookeeper v", "zlc-mutex": "zlockcheck ", "mutant-off-by-one": "zlockcheck "} {
 		if got := recipeVersion(name); !strings.HasPrefix(got, prefix) {
 			t.Errorf("recipeVersion(%q) = %q, want it to start with %q", name, got, prefix)
 		}
@@ -128,5 +128,21 @@ func TestCheckRunDirTakesTheRunsModel(t *testing.T) {
 				t.Errorf("exit %d, want %d with the report rewritten\nstdout: %s\nstderr: %s", code, c.want, stdout, stderr)
 			}
 		})
+	}
+}
+
+// TestREADMEListsTheCatalogue: the README's recipes table is `zlockcheck recipes
+// --markdown`, rendered from the one catalogue (package recipes).
+func TestREADMEListsTheCatalogue(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, table, stderr := zlockcheck(t, "recipes", "--markdown")
+	if code != 0 || table != recipesMarkdown(false) {
+		t.Fatalf("recipes --markdown: exit %d, %s", code, stderr)
+	}
+	if !strings.Contains(string(readme), table) {
+		t.Errorf("README.md lacks the catalogue's table; paste in the output of `zlockcheck recipes --markdown`:\n%s", table)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/zlockcheck/zlockcheck/recipes"
 )
 
 // runFile is a run configuration read from a YAML file (`run -f FILE`): its keys are
@@ -102,6 +104,11 @@ func loadRunFile(path string, fs *flag.FlagSet) (runFile, error) {
 		if err := checkFlagValue(fs.Lookup(f.name), f.value); err != nil {
 			return rf, fmt.Errorf("%s:%d: field %q: %v", path, f.line, f.name, err)
 		}
+		if f.name == "recipe" {
+			if err := checkRecipeName(f.value); err != nil {
+				return rf, fmt.Errorf("%s:%d: field %q: %v", path, f.line, f.name, err)
+			}
+		}
 	}
 	return rf, nil
 }
@@ -148,6 +155,11 @@ func parseSuite(path string, n *yaml.Node) (suiteSpec, error) {
 		}
 		switch key.Value {
 		case "recipes":
+			for j, it := range items {
+				if err := checkRecipeName(it); err != nil {
+					return s, fmt.Errorf("%s:%d: field \"suite.recipes\": %v", path, val.Content[j].Line, err)
+				}
+			}
 			s.Recipes = items
 		case "nemesis":
 			s.Nemesis = items
@@ -164,6 +176,15 @@ func parseSuite(path string, n *yaml.Node) (suiteSpec, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkRecipeName reports whether name is exec or in the recipe catalogue.
+func checkRecipeName(name string) error {
+	if name == "exec" {
+		return nil
+	}
+	_, err := recipes.Find(name)
+	return err
 }
 
 // apply sets the file's flags on fs, except those given on the command line

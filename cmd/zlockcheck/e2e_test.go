@@ -22,13 +22,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// The binary lives outside the checkout and carries its Java and Python workers.
 	binary = filepath.Join(dir, "zlockcheck")
-	// The binary lives outside the checkout: tell it where recipes/ is.
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv("ZLC_HOME", root)
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic("build zlockcheck: " + err.Error() + "\n" + string(out))
 	}
@@ -280,20 +275,36 @@ func TestSIGKILLThenCleanupLeavesNothing(t *testing.T) {
 	}
 }
 
-// TestCuratorAndKazooSmoke: one Curator and one Kazoo recipe run for real and are valid.
+// TestCuratorAndKazooSmoke: one Curator and one Kazoo recipe run for real and are
+// valid, the binary started outside the checkout with an empty cache: it unpacks its
+// embedded workers (and compiles the Curator one) there on first use.
 func TestCuratorAndKazooSmoke(t *testing.T) {
 	requireIntegration(t)
+	cache := t.TempDir()
 	for _, recipe := range []string{"curator-mutex", "kazoo-lock"} {
 		t.Run(recipe, func(t *testing.T) {
 			store := t.TempDir()
-			code, stdout, stderr := zlockcheck(t, "run", "--recipe", recipe, "--time", "10s", "--seed", "2", "--store", store, "--quiet")
-			if code != exitValid {
-				t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			cmd := exec.Command(binary, "run", "--recipe", recipe, "--time", "10s", "--seed", "2", "--store", store, "--quiet")
+			cmd.Dir = t.TempDir()
+			cmd.Env = append(os.Environ(), "ZLC_CACHE_DIR="+cache)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v, want exit 0 (valid)\n%s", err, out)
 			}
 			res := readResults(t, store)
 			ok, _ := res["counts"].(map[string]any)["acquire"].(map[string]any)["ok"].(float64)
 			if ok < 10 {
 				t.Errorf("only %v acquires succeeded in 10 s", ok)
+			}
+			data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg struct {
+				WorkerArgv []string `json:"worker_argv"`
+			}
+			if err := json.Unmarshal(data, &cfg); err != nil || len(cfg.WorkerArgv) < 2 || !strings.HasPrefix(cfg.WorkerArgv[1], cache+"/") {
+				t.Errorf("worker command %q (%v), want the worker from the cache %s", cfg.WorkerArgv, err, cache)
 			}
 			assertNothingLeft(t, store)
 		})

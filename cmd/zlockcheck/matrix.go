@@ -63,11 +63,7 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	o.quiet = true
 	var names []string
 	if *recipesF == "" {
-		for _, r := range catalogue() {
-			if !r.mutant {
-				names = append(names, r.name)
-			}
-		}
+		names = realRecipeNames()
 	} else {
 		names = splitList(*recipesF)
 	}

@@ -5,192 +5,96 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime/debug"
-	"slices"
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/recipes"
-	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// recipe is one lock implementation the harness can test: how to start its worker
-// and which workloads it speaks.
-type recipe struct {
-	name        string
-	description string
-	mutant      bool
-	kinds       []workloads.Kind
-	// argv is the worker command line, given the zlockcheck binary and the project
-	// root (which holds recipes/ and build/).
-	argv func(self, root string) []string
-	// prepare builds what the worker needs (the Java classes), if missing.
-	prepare func(ctx context.Context, root string, log io.Writer) error
-}
+// execDoc describes --recipe exec, which is the harness's, not a catalogue entry.
+const execDoc = "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1"
 
-// catalogue lists every recipe: the Go ones served by `zlockcheck worker`, the Curator
-// worker (Java, Debian's libcurator-recipes-java) and the Kazoo worker (Python,
-// Debian's python3-kazoo).
-func catalogue() []recipe {
-	var list []recipe
-	for _, name := range recipes.Names() {
-		kinds := []workloads.Kind{workloads.Mutex, workloads.Counter}
-		list = append(list, recipe{name: name, description: recipes.Describe(name), mutant: recipes.IsMutant(name), kinds: kinds,
-			argv: func(self, _ string) []string { return []string{self, "worker", "--recipe", name} }})
-	}
-	curator := []struct {
-		name, what string
-		kinds      []workloads.Kind
-	}{
-		{"curator-mutex", "Curator's InterProcessMutex; SUSPENDED or LOST while holding reports lost", []workloads.Kind{workloads.Mutex, workloads.Counter}},
-		{"curator-semaphore", "Curator's InterProcessSemaphoreV2 (leases)", []workloads.Kind{workloads.Semaphore}},
-		{"curator-rwlock", "Curator's InterProcessReadWriteLock", []workloads.Kind{workloads.RWLock}},
-		{"curator-reentrant", "Curator's InterProcessMutex acquired twice, released twice", []workloads.Kind{workloads.Reentrant, workloads.Mutex}},
-	}
-	for _, c := range curator {
-		list = append(list, recipe{name: c.name, description: c.what, kinds: c.kinds,
-			argv: func(_, root string) []string {
-				return []string{filepath.Join(root, "recipes/curator/run.sh"), filepath.Join(root, "build/curator"), c.name}
-			},
-			prepare: prepareCurator})
-	}
-	kazoo := []struct {
-		name, what string
-		kinds      []workloads.Kind
-	}{
-		{"kazoo-lock", "Kazoo's Lock; SUSPENDED or LOST while holding reports lost", []workloads.Kind{workloads.Mutex, workloads.Counter}},
-		{"kazoo-semaphore", "Kazoo's Semaphore", []workloads.Kind{workloads.Semaphore}},
-		{"kazoo-rwlock", "Kazoo's ReadLock / WriteLock", []workloads.Kind{workloads.RWLock}},
-	}
-	for _, k := range kazoo {
-		list = append(list, recipe{name: k.name, description: k.what, kinds: k.kinds,
-			argv: func(_, root string) []string {
-				return []string{"/usr/bin/python3", filepath.Join(root, "recipes/kazoo/kazoo_worker.py"), k.name}
-			}})
-	}
-	slices.SortStableFunc(list, func(a, b recipe) int {
-		if a.mutant != b.mutant {
-			if a.mutant {
-				return 1
-			}
-			return -1
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	return list
-}
-
-func findRecipe(name string) (recipe, error) {
+// realRecipeNames lists the catalogue's recipes without the mutants, for help texts
+// and the matrix.
+func realRecipeNames() []string {
 	var names []string
-	for _, r := range catalogue() {
-		if r.name == name {
-			return r, nil
-		}
-		if !r.mutant {
-			names = append(names, r.name)
+	for _, r := range recipes.Catalog() {
+		if !r.Mutant {
+			names = append(names, r.Name)
 		}
 	}
-	return recipe{}, fmt.Errorf("unknown recipe %q (want exec or one of %s; `zlockcheck recipes` lists them)", name, strings.Join(names, ", "))
+	return names
 }
 
-// projectRoot finds the directory holding recipes/ (the Curator and Kazoo workers):
-// $ZLC_HOME, else the parent of the binary's directory (bin/zlockcheck), else the
-// current directory.
-func projectRoot() string {
-	candidates := []string{os.Getenv("ZLC_HOME")}
-	if self, err := os.Executable(); err == nil {
-		candidates = append(candidates, filepath.Dir(filepath.Dir(self)))
+// workerArgv builds the worker command line of recipe r: the Java and Python workers
+// are unpacked (and the Curator worker compiled) into $ZLC_CACHE_DIR, by default the
+// user's cache directory, on first use.
+func workerArgv(ctx context.Context, r recipes.Entry, stderr io.Writer) ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
 	}
-	if wd, err := os.Getwd(); err == nil {
-		candidates = append(candidates, wd)
-	}
-	for _, c := range candidates {
-		if c == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(c, "recipes", "kazoo", "kazoo_worker.py")); err == nil {
-			return c
+	env := recipes.CommandEnv{Self: self, JavaDir: os.Getenv("ZLC_JAVA_DIR"), Log: stderr}
+	if r.Runtime != recipes.InProcess {
+		if env.CacheDir, err = recipes.CacheDir(os.Getenv("ZLC_CACHE_DIR")); err != nil {
+			return nil, err
 		}
 	}
-	return "."
-}
-
-// prepareCurator compiles the Curator worker unless its class is newer than its source.
-func prepareCurator(ctx context.Context, root string, log io.Writer) error {
-	src := filepath.Join(root, "recipes/curator/ZlcCuratorWorker.java")
-	class := filepath.Join(root, "build/curator/ZlcCuratorWorker.class")
-	si, err := os.Stat(src)
-	if err != nil {
-		return fmt.Errorf("curator worker source: %w (set ZLC_HOME to the zlockcheck checkout)", err)
-	}
-	if ci, err := os.Stat(class); err == nil && ci.ModTime().After(si.ModTime()) {
-		return nil
-	}
-	fmt.Fprintln(log, "compiling the Curator worker")
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "recipes/curator/build.sh"), filepath.Join(root, "build/curator"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("compile the Curator worker (needs javac and libcurator-recipes-java: make setup): %w\n%s", err, out)
-	}
-	return nil
+	return r.Command(ctx, env)
 }
 
 func recipesCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("recipes", stderr)
 	all := fs.Bool("allow-mutants", false, "also list the deliberately broken mutants")
+	markdown := fs.Bool("markdown", false, "print the list as the README's Markdown table")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
-	for _, r := range catalogue() {
-		if r.mutant && !*all {
+	if *markdown {
+		fmt.Fprint(stdout, recipesMarkdown(*all))
+		return 0, nil
+	}
+	for _, r := range recipes.Catalog() {
+		if r.Mutant && !*all {
 			continue
 		}
-		var kinds []string
-		for _, k := range r.kinds {
-			kinds = append(kinds, string(k))
-		}
-		fmt.Fprintf(stdout, "%-28s %-26s %s\n", r.name, strings.Join(kinds, ","), r.description)
+		fmt.Fprintf(stdout, "%-28s %-26s %s\n", r.Name, kindList(r, ","), r.Doc)
 	}
-	fmt.Fprintf(stdout, "%-28s %-26s %s\n", "exec", "any", "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1")
+	fmt.Fprintf(stdout, "%-28s %-26s %s\n", "exec", "any", execDoc)
 	return 0, nil
 }
 
-// recipeVersion names the library a recipe tests and its installed version, for
-// results.json: the Debian package's version for Curator and Kazoo, the module's for
-// go-zookeeper, the tool's own for zlc-mutex and its mutants; "" when unknown.
-func recipeVersion(name string) string {
-	deb := func(label, pkg string) string {
-		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", pkg).Output()
-		if err != nil || len(out) == 0 {
-			return ""
+// recipesMarkdown renders the catalogue as the README's recipes table.
+func recipesMarkdown(mutants bool) string {
+	var b strings.Builder
+	b.WriteString("| recipe | workloads | runs on | what it is |\n|---|---|---|---|\n")
+	for _, r := range recipes.Catalog() {
+		if r.Mutant && !mutants {
+			continue
 		}
-		return label + " " + string(out) + " (Debian " + pkg + ")"
+		on := "the zlockcheck binary"
+		if pkgs := r.Packages(); len(pkgs) > 0 {
+			on = "`" + strings.Join(pkgs, "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Name, kindList(r, ", "), on, r.Doc)
 	}
-	module := func(label, path string) string {
-		bi, ok := debug.ReadBuildInfo()
-		if !ok {
-			return ""
-		}
-		if path == "" {
-			return label + " " + bi.Main.Version
-		}
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return label + " " + d.Version
-			}
-		}
+	b.WriteString("| `exec` | any | whatever your worker needs | your own worker: `--worker-cmd \"CMD ARGS\"` speaking protocol v1 |\n")
+	return b.String()
+}
+
+func kindList(r recipes.Entry, sep string) string {
+	var kinds []string
+	for _, k := range r.Kinds {
+		kinds = append(kinds, string(k))
+	}
+	return strings.Join(kinds, sep)
+}
+
+// recipeVersion names the library a recipe tests and its installed version, for
+// results.json; "" for exec or when unknown.
+func recipeVersion(name string) string {
+	r, err := recipes.Find(name)
+	if err != nil {
 		return ""
 	}
-	switch {
-	case strings.HasPrefix(name, "curator-"):
-		return deb("Curator", "libcurator-recipes-java")
-	case strings.HasPrefix(name, "kazoo-"):
-		return deb("Kazoo", "python3-kazoo")
-	case name == "gozk":
-		return module("go-zookeeper", "github.com/go-zookeeper/zk")
-	case name == "zlc-mutex" || strings.HasPrefix(name, "mutant-"):
-		return module("zlockcheck", "")
-	}
-	return ""
+	return r.Version()
 }

@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -59,7 +61,7 @@ type runOptions struct {
 func (o *runOptions) register(fs *flag.FlagSet) {
 	def := harness.DefaultConfig()
 	wl := def.Workload
-	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test (zlockcheck recipes lists them), or exec with --worker-cmd")
+	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test: "+strings.Join(realRecipeNames(), ", ")+" (zlockcheck recipes describes them), or exec with --worker-cmd")
 	fs.BoolVar(&o.mutants, "allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
 	fs.BoolVar(&o.fenced, "fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
 	fs.StringVar(&o.workerCmd, "worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1)")
@@ -107,7 +109,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config, models.Config, error) {
 	cfg := o.cfg
 	cfg.Recipe = o.recipe
-	var r recipe
+	var r recipes.Entry
 	if o.recipe == "exec" {
 		if o.workerCmd == "" {
 			return cfg, models.Config{}, usageError{"--recipe exec needs --worker-cmd"}
@@ -120,18 +122,18 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 			return cfg, models.Config{}, usageError{"--worker-cmd goes with --recipe exec"}
 		}
 		var err error
-		if r, err = findRecipe(o.recipe); err != nil {
+		if r, err = recipes.Find(o.recipe); err != nil {
 			return cfg, models.Config{}, fmt.Errorf("--recipe: %w", err)
 		}
-		if r.mutant && !o.mutants {
-			return cfg, models.Config{}, fmt.Errorf("--recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.name)
+		if r.Mutant && !o.mutants {
+			return cfg, models.Config{}, fmt.Errorf("--recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.Name)
 		}
 	}
 	workload := o.workload
 	if workload == "" {
 		workload = string(workloads.Mutex)
-		if len(r.kinds) > 0 {
-			workload = string(r.kinds[0])
+		if len(r.Kinds) > 0 {
+			workload = string(r.Kinds[0])
 		}
 		if o.fenced {
 			workload = string(workloads.Counter)
@@ -141,25 +143,17 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	if err != nil {
 		return cfg, models.Config{}, fmt.Errorf("--workload: %w", err)
 	}
-	if r.name != "" && !slices.Contains(r.kinds, kind) {
-		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.name, kind, r.kinds)
+	if r.Name != "" && !r.Supports(kind) {
+		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.Name, kind, r.Kinds)
 	}
 	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced, WriteRetry: o.writeRetry, KeepAfterInfo: o.keepWorkers}
-	if r.name != "" {
-		self, err := os.Executable()
-		if err != nil {
+	if r.Name != "" {
+		if cfg.WorkerArgv, err = workerArgv(ctx, r, stderr); err != nil {
 			return cfg, models.Config{}, err
 		}
-		root := projectRoot()
-		if r.prepare != nil {
-			if err := r.prepare(ctx, root, stderr); err != nil {
-				return cfg, models.Config{}, err
-			}
-		}
-		cfg.WorkerArgv = r.argv(self, root)
 		if o.workerCPUProfile != "" {
-			if len(cfg.WorkerArgv) < 2 || cfg.WorkerArgv[1] != "worker" {
-				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: recipe %s is not served by zlockcheck worker (only Go recipes are profiled)", r.name)
+			if r.Runtime != recipes.InProcess {
+				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: recipe %s is not served by zlockcheck worker (only Go recipes are profiled)", r.Name)
 			}
 			if err := os.MkdirAll(o.workerCPUProfile, 0o755); err != nil {
 				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
@@ -156,21 +157,13 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	// The worker command is rebuilt from the recipe's name (the binary may have moved);
 	// an exec worker keeps its stored command line.
 	if cfg.Recipe != "exec" {
-		r, err := findRecipe(cfg.Recipe)
+		r, err := recipes.Find(cfg.Recipe)
 		if err != nil {
 			return exitError, fmt.Errorf("%s: field \"recipe\": %w", sr.dir.File(rundir.Config), err)
 		}
-		self, err := os.Executable()
-		if err != nil {
+		if cfg.WorkerArgv, err = workerArgv(ctx, r, stderr); err != nil {
 			return exitError, err
 		}
-		root := projectRoot()
-		if r.prepare != nil {
-			if err := r.prepare(ctx, root, stderr); err != nil {
-				return exitError, err
-			}
-		}
-		cfg.WorkerArgv = r.argv(self, root)
 	}
 	if !*quiet {
 		cfg.Log = stderr

@@ -6,10 +6,9 @@
 #
 # OUTDIR receives the classes (what classpath.sh puts on the classpath) and, for a
 # faster start, zlc-curator.jar plus zlc-curator.jsa, a class-data-sharing archive of
-# the classes a worker loads (made by one training run that inits against 127.0.0.1:1,
-# where nothing listens, and exits). run.sh uses the two when they are there; a JVM
-# that cannot use the archive (another JDK build, changed jars) just starts without it.
-# ZLC_NO_CDS=1 skips them.
+# the classes a worker loads, made by cds.sh (see there). run.sh uses the two when they
+# are there; a JVM that cannot use the archive (another JDK build, changed jars) just
+# starts without it. ZLC_NO_CDS=1 skips them.
 #
 # Then run a worker with recipes/curator/run.sh OUTDIR RECIPE (see classpath.sh for the
 # java command line and its flags).
@@ -28,21 +27,6 @@ javac --release 17 -sourcepath "$here" -implicit:none -Xlint:all,-serial,-proces
 	-encoding UTF-8 -cp "$cp" -d "$out" "$here/ZlcCuratorWorker.java"
 echo "built $out/ZlcCuratorWorker.class" >&2
 
-if [ "${ZLC_NO_CDS:-}" = 1 ]; then
-	exit 0
-fi
-(cd "$out" && jar cf zlc-curator.jar ZlcCuratorWorker*.class)
-jcp=$("$here/classpath.sh" "$out/zlc-curator.jar")
-printf '%s\n' \
-	'{"id":0,"op":"init","connect":"127.0.0.1:1","session_timeout_ms":200,"path":"/zlc/cds/l0","kind":"mutex","permits":1,"worker":0}' \
-	'{"id":1,"op":"close"}' |
-	java -XX:ArchiveClassesAtExit="$out/zlc-curator.jsa" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-		-Xlog:disable -Xlog:all=warning:stderr -Dorg.slf4j.simpleLogger.defaultLogLevel=off \
-		-cp "$jcp" ZlcCuratorWorker curator-mutex >/dev/null 2>"$out/cds-training.log" || true
-if [ -s "$out/zlc-curator.jsa" ]; then
-	rm -f "$out/cds-training.log"
-	echo "built $out/zlc-curator.jar and its class-data-sharing archive zlc-curator.jsa" >&2
-else
-	rm -f "$out/zlc-curator.jar" "$out/zlc-curator.jsa"
-	echo "no class-data-sharing archive (see $out/cds-training.log); run.sh starts without one" >&2
+if [ "${ZLC_NO_CDS:-}" != 1 ]; then
+	"$here/cds.sh" "$out"
 fi

@@ -1,0 +1,234 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/fstest"
+
+	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
+)
+
+func TestUnpackNamesItsDirectoryByContent(t *testing.T) {
+	cache := t.TempDir()
+	files := fstest.MapFS{
+		"w.py":     {Data: []byte("print(1)\n")},
+		"build.sh": {Data: []byte("#!/bin/sh\n")},
+	}
+	builds := 0
+	build := func(dir string) error {
+		builds++
+		return os.WriteFile(filepath.Join(dir, "built"), nil, 0o644)
+	}
+	first, err := unpack(cache, "w", files, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^w-[0-9a-f]{32}$`).MatchString(filepath.Base(first.Dir)) || filepath.Dir(first.Dir) != cache || !first.Fresh {
+		t.Errorf("first unpack = %+v, want a fresh %s/w-<hash>", first, cache)
+	}
+	if data, err := os.ReadFile(filepath.Join(first.Dir, "w.py")); err != nil || string(data) != "print(1)\n" {
+		t.Errorf("w.py = %q, %v", data, err)
+	}
+	if fi, err := os.Stat(filepath.Join(first.Dir, "build.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("build.sh: %v, %v: want it executable", fi.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(first.Dir, "built")); err != nil {
+		t.Errorf("what build made is missing: %v", err)
+	}
+
+	again, err := unpack(cache, "w", files, build)
+	if err != nil || again.Dir != first.Dir || again.Fresh || builds != 1 {
+		t.Errorf("second unpack = %+v, %v after %d builds; want the same directory, not fresh, one build", again, err, builds)
+	}
+
+	files["w.py"] = &fstest.MapFile{Data: []byte("print(2)\n")}
+	changed, err := unpack(cache, "w", files, build)
+	if err != nil || changed.Dir == first.Dir || !changed.Fresh {
+		t.Errorf("unpack of changed files = %+v, %v; want a new directory", changed, err)
+	}
+}
+
+// TestUnpackConcurrently: first uses at once (goroutines here; separate processes take
+// the same path, a temporary directory each and one rename) all get the same complete
+// directory, built by whoever renamed first, and leave no temporary directory behind.
+func TestUnpackConcurrently(t *testing.T) {
+	cache := t.TempDir()
+	files := fstest.MapFS{"w.py": {Data: []byte("pass\n")}}
+	var builds, fresh atomic.Int32
+	const n = 8
+	dirs := make([]string, n)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start.Wait()
+			u, err := unpack(cache, "w", files, func(dir string) error {
+				builds.Add(1)
+				// A slow build with several files, so that the others overlap it.
+				for j := range 50 {
+					if err := os.WriteFile(filepath.Join(dir, "part"+string(rune('a'+j%26))+strings.Repeat("x", j/26)), []byte("data"), 0o644); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if u.Fresh {
+				fresh.Add(1)
+			}
+			dirs[i] = u.Dir
+		}()
+	}
+	start.Done()
+	wg.Wait()
+	if fresh.Load() != 1 {
+		t.Errorf("%d unpacks were fresh, want exactly one (%d builds)", fresh.Load(), builds.Load())
+	}
+	for _, d := range dirs {
+		if d != dirs[0] {
+			t.Fatalf("unpacks returned %v, want one directory", dirs)
+		}
+	}
+	entries, err := os.ReadDir(dirs[0])
+	if err != nil || len(entries) != 51 {
+		t.Errorf("%s has %d entries (%v), want w.py and 50 built files", dirs[0], len(entries), err)
+	}
+	left, _ := os.ReadDir(cache)
+	if len(left) != 1 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("cache holds %v, want only %s", names, filepath.Base(dirs[0]))
+	}
+}
+
+func TestUnpackFailedBuildLeavesNothing(t *testing.T) {
+	cache := t.TempDir()
+	boom := errors.New("boom")
+	_, err := unpack(cache, "w", fstest.MapFS{"w.py": {Data: []byte("x")}}, func(string) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Errorf("unpack = %v, want the build's error", err)
+	}
+	if left, _ := os.ReadDir(cache); len(left) != 0 {
+		t.Errorf("a failed build left %d entries in the cache", len(left))
+	}
+}
+
+// TestMissingJVMSaysWhatToInstall runs the Java check against a fake machine: an
+// empty $PATH (no java, javac or jar) and an empty jar directory.
+func TestMissingJVMSaysWhatToInstall(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	r, err := Find("curator-mutex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Command(context.Background(), CommandEnv{Self: "zlockcheck", CacheDir: t.TempDir(), JavaDir: t.TempDir()})
+	if err == nil {
+		t.Fatal("Command without a JVM succeeded")
+	}
+	for _, want := range []string{"recipe curator-mutex", "javac (not on $PATH)", "slf4j-simple.jar",
+		"apt-get install default-jdk-headless libcurator-recipes-java libslf4j-java"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	// The same fake machine with a (fake) JDK on $PATH and (empty, fake) jars passes.
+	bin, jars := t.TempDir(), t.TempDir()
+	for _, c := range []string{"java", "javac", "jar"} {
+		if err := os.WriteFile(filepath.Join(bin, c), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range Java.needs() {
+		if n.file != "" {
+			if err := os.WriteFile(filepath.Join(jars, n.file), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Setenv("PATH", bin)
+	if err := Java.check(CommandEnv{JavaDir: jars}); err != nil {
+		t.Errorf("check with everything present: %v", err)
+	}
+}
+
+func TestInProcessCommand(t *testing.T) {
+	r, err := Find("zlc-mutex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, err := r.Command(context.Background(), CommandEnv{Self: "/bin/zlockcheck"})
+	if err != nil || strings.Join(argv, " ") != "/bin/zlockcheck worker --recipe zlc-mutex" {
+		t.Errorf("Command = %q, %v", argv, err)
+	}
+}
+
+// TestKazooCommandUnpacksTheWorker needs Debian's python3-kazoo.
+func TestKazooCommandUnpacksTheWorker(t *testing.T) {
+	if err := Python.check(CommandEnv{}); err != nil {
+		t.Skip(err)
+	}
+	r, err := Find("kazoo-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	argv, err := r.Command(context.Background(), CommandEnv{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(argv) != 3 || argv[0] != python || !strings.HasPrefix(argv[1], cache+"/kazoo-") || argv[2] != "kazoo-lock" {
+		t.Fatalf("Command = %q", argv)
+	}
+	got, err := os.ReadFile(argv[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := fs.ReadFile(kazoo.Files(), "kazoo_worker.py")
+	if string(got) != string(want) {
+		t.Error("the unpacked worker differs from the embedded one")
+	}
+}
+
+// TestCuratorCommandBuildsTheWorker compiles the embedded Curator worker into a new
+// cache (javac, jar and a class-data-sharing training run: several seconds).
+func TestCuratorCommandBuildsTheWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the Curator worker")
+	}
+	if err := Java.check(CommandEnv{}); err != nil {
+		t.Skip(err)
+	}
+	r, err := Find("curator-semaphore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	argv, err := r.Command(context.Background(), CommandEnv{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(argv) != 3 || filepath.Base(argv[0]) != "run.sh" || argv[2] != "curator-semaphore" {
+		t.Fatalf("Command = %q", argv)
+	}
+	for _, f := range []string{"ZlcCuratorWorker.class", "zlc-curator.jar", "zlc-curator.jsa"} {
+		if _, err := os.Stat(filepath.Join(argv[1], f)); err != nil {
+			t.Error(err)
+		}
+	}
+}

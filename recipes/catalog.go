@@ -1,0 +1,168 @@
+package recipes
+
+import (
+	"fmt"
+	"os/exec"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Runtime is what runs a recipe's worker process.
+type Runtime string
+
+// The worker runtimes.
+const (
+	// InProcess recipes are Go code in this module, served by `zlockcheck worker
+	// --recipe NAME` (Serve) in a process of the zlockcheck binary itself.
+	InProcess Runtime = "go"
+	// Java recipes run in ZlcCuratorWorker (package recipes/curator), compiled with
+	// javac against Debian's Curator jars on first use.
+	Java Runtime = "java"
+	// Python recipes run in kazoo_worker.py (package recipes/kazoo) on Debian's
+	// /usr/bin/python3 with python3-kazoo.
+	Python Runtime = "python"
+)
+
+// Library names the library a recipe tests, for the record of a run: its version is
+// the Debian package's (Debian) or the Go module's (Module; "" for this module).
+type Library struct {
+	Name   string
+	Debian string
+	Module string
+}
+
+// Entry is one recipe of the catalogue.
+type Entry struct {
+	// Name is what --recipe takes.
+	Name string
+	// Doc is a one-line description.
+	Doc string
+	// Kinds are the workloads the recipe speaks; the first is its default.
+	Kinds []workloads.Kind
+	// Runtime is what runs its worker.
+	Runtime Runtime
+	// Mutant marks a deliberately broken variant of zlc-mutex, which a run is
+	// expected to find invalid (or stuck).
+	Mutant bool
+	// Library is the library under test.
+	Library Library
+	// New builds an InProcess recipe; nil for the others.
+	New Constructor
+}
+
+// Catalog lists every recipe: the real ones sorted by name, then the mutants sorted
+// by name. It is the one place a recipe is added.
+func Catalog() []Entry {
+	goKinds := []workloads.Kind{workloads.Mutex, workloads.Counter}
+	zlc := Library{Name: "zlockcheck"}
+	curator := Library{Name: "Curator", Debian: "libcurator-recipes-java"}
+	kazoo := Library{Name: "Kazoo", Debian: "python3-kazoo"}
+	list := []Entry{
+		{Name: "gozk", Runtime: InProcess, Kinds: goKinds, New: NewGoZK,
+			Library: Library{Name: "go-zookeeper", Module: "github.com/go-zookeeper/zk"},
+			Doc:     "go-zookeeper's own zk.Lock, used as its users use it; lost only after a session expiry is seen"},
+		{Name: zlcmutex.MutantNone.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
+			New: NewZLC(zlcmutex.MutantNone), Doc: zlcmutex.MutantNone.Description()},
+		{Name: "curator-mutex", Runtime: Java, Library: curator,
+			Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
+			Doc:   "Curator's InterProcessMutex; SUSPENDED or LOST while holding reports lost"},
+		{Name: "curator-semaphore", Runtime: Java, Library: curator,
+			Kinds: []workloads.Kind{workloads.Semaphore},
+			Doc:   "Curator's InterProcessSemaphoreV2 (leases)"},
+		{Name: "curator-rwlock", Runtime: Java, Library: curator,
+			Kinds: []workloads.Kind{workloads.RWLock},
+			Doc:   "Curator's InterProcessReadWriteLock"},
+		{Name: "curator-reentrant", Runtime: Java, Library: curator,
+			Kinds: []workloads.Kind{workloads.Reentrant, workloads.Mutex},
+			Doc:   "Curator's InterProcessMutex acquired twice, released twice"},
+		{Name: "kazoo-lock", Runtime: Python, Library: kazoo,
+			Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
+			Doc:   "Kazoo's Lock; SUSPENDED or LOST while holding reports lost"},
+		{Name: "kazoo-semaphore", Runtime: Python, Library: kazoo,
+			Kinds: []workloads.Kind{workloads.Semaphore},
+			Doc:   "Kazoo's Semaphore"},
+		{Name: "kazoo-rwlock", Runtime: Python, Library: kazoo,
+			Kinds: []workloads.Kind{workloads.RWLock},
+			Doc:   "Kazoo's ReadLock / WriteLock"},
+	}
+	for _, m := range zlcmutex.Mutants() {
+		list = append(list, Entry{Name: m.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
+			Mutant: true, New: NewZLC(m), Doc: m.Description()})
+	}
+	slices.SortStableFunc(list, func(a, b Entry) int {
+		if a.Mutant != b.Mutant {
+			if a.Mutant {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return list
+}
+
+// Find returns the named recipe; the error lists the real recipes.
+func Find(name string) (Entry, error) {
+	var names []string
+	for _, r := range Catalog() {
+		if r.Name == name {
+			return r, nil
+		}
+		if !r.Mutant {
+			names = append(names, r.Name)
+		}
+	}
+	return Entry{}, fmt.Errorf("unknown recipe %q (want exec or one of %s; `zlockcheck recipes` lists them)", name, strings.Join(names, ", "))
+}
+
+// Lookup returns the constructor of the named InProcess recipe.
+func Lookup(name string) (Constructor, error) {
+	r, err := Find(name)
+	if err != nil {
+		return nil, err
+	}
+	if r.New == nil {
+		return nil, fmt.Errorf("recipe %s runs in its own %s worker, not in zlockcheck worker", name, r.Runtime)
+	}
+	return r.New, nil
+}
+
+// Supports reports whether the recipe speaks the workload kind.
+func (r Entry) Supports(k workloads.Kind) bool { return slices.Contains(r.Kinds, k) }
+
+// Version names the library under test and its installed version, e.g. "Curator
+// 5.4.0-1 (Debian libcurator-recipes-java)", for results.json; "" when unknown.
+func (r Entry) Version() string {
+	l := r.Library
+	if l.Debian != "" {
+		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", l.Debian).Output()
+		if err != nil || len(out) == 0 {
+			return ""
+		}
+		return l.Name + " " + string(out) + " (Debian " + l.Debian + ")"
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok || l.Name == "" {
+		return ""
+	}
+	if l.Module == "" {
+		return l.Name + " " + bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == l.Module {
+			return l.Name + " " + d.Version
+		}
+	}
+	return ""
+}
+
+// supports reports whether the named InProcess recipe speaks kind; constructors
+// check their config with it.
+func supports(name string, kind workloads.Kind) bool {
+	r, err := Find(name)
+	return err == nil && r.Supports(kind)
+}

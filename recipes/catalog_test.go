@@ -1,0 +1,65 @@
+package recipes
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+func TestCatalog(t *testing.T) {
+	var names []string
+	for _, r := range Catalog() {
+		names = append(names, r.Name)
+	}
+	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore,zlc-mutex," +
+		"mutant-delete-lowest,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one,mutant-unprotected-create"
+	if got := strings.Join(names, ","); got != want {
+		t.Errorf("Catalog() names = %s, want %s", got, want)
+	}
+	for _, r := range Catalog() {
+		if r.Doc == "" || strings.Contains(r.Doc, "\n") {
+			t.Errorf("%s: Doc = %q, want one line", r.Name, r.Doc)
+		}
+		if r.Mutant != strings.HasPrefix(r.Name, "mutant-") {
+			t.Errorf("%s: Mutant = %v", r.Name, r.Mutant)
+		}
+		if (r.New != nil) != (r.Runtime == InProcess) {
+			t.Errorf("%s: runtime %s with New set %v: only InProcess recipes have a constructor", r.Name, r.Runtime, r.New != nil)
+		}
+		if len(r.Kinds) == 0 {
+			t.Errorf("%s: no workload kinds", r.Name)
+		}
+		for _, k := range r.Kinds {
+			if _, err := workloads.ParseKind(string(k)); err != nil {
+				t.Errorf("%s: %v", r.Name, err)
+			}
+		}
+		if r.Library.Name == "" {
+			t.Errorf("%s: no library named", r.Name)
+		}
+		if got, err := Find(r.Name); err != nil || got.Name != r.Name {
+			t.Errorf("Find(%s) = %s, %v", r.Name, got.Name, err)
+		}
+	}
+	_, err := Find("nope")
+	if err == nil || !strings.Contains(err.Error(), "kazoo-lock") || strings.Contains(err.Error(), "mutant-") {
+		t.Errorf("Find(nope) = %v, want an error listing the real recipes only", err)
+	}
+}
+
+func TestPackages(t *testing.T) {
+	for name, want := range map[string]string{
+		"gozk":          "",
+		"kazoo-rwlock":  "python3 python3-kazoo",
+		"curator-mutex": "default-jdk-headless libcurator-recipes-java libslf4j-java",
+	} {
+		r, err := Find(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(r.Packages(), " "); got != want {
+			t.Errorf("%s: Packages() = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zlockcheck/zlockcheck/recipes/curator"
+	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
+)
+
+// python is the interpreter of the Kazoo worker: Debian's, which has python3-kazoo (a
+// pyenv or venv python3 earlier on the PATH usually has not).
+const python = "/usr/bin/python3"
+
+// CommandEnv is what building a worker command line needs from the caller.
+type CommandEnv struct {
+	// Self is the zlockcheck binary, which serves InProcess recipes (`worker`).
+	Self string
+	// CacheDir receives the unpacked and built Java and Python workers (CacheDir).
+	CacheDir string
+	// JavaDir holds Debian's jars; "" means /usr/share/java. The worker scripts read
+	// the same directory from $ZLC_JAVA_DIR.
+	JavaDir string
+	// Log receives progress (compiling the Curator worker); nil discards it.
+	Log io.Writer
+}
+
+// CacheDir is where the Java and Python workers are unpacked and built: override when
+// set (the CLI passes $ZLC_CACHE_DIR), else zlockcheck under the user's cache
+// directory (e.g. ~/.cache/zlockcheck).
+func CacheDir(override string) (string, error) {
+	if override != "" {
+		return filepath.Abs(override)
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", errNoCacheDir, err)
+	}
+	return filepath.Join(base, "zlockcheck"), nil
+}
+
+// Command returns the command line of one worker of the recipe. For a Java or Python
+// recipe it first checks that what the worker needs is installed (the error names the
+// Debian packages to install) and unpacks the worker into env.CacheDir, compiling the
+// Curator worker on first use.
+func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
+	if err := r.Runtime.check(env); err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
+	}
+	switch r.Runtime {
+	case InProcess:
+		return []string{env.Self, "worker", "--recipe", r.Name}, nil
+	case Java:
+		dir, err := curatorWorker(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		return []string{filepath.Join(dir, "run.sh"), filepath.Join(dir, "build"), r.Name}, nil
+	case Python:
+		if env.CacheDir == "" {
+			return nil, errNoCacheDir
+		}
+		u, err := unpack(env.CacheDir, "kazoo", kazoo.Files(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return []string{python, filepath.Join(u.Dir, "kazoo_worker.py"), r.Name}, nil
+	}
+	return nil, fmt.Errorf("recipe %s: unknown runtime %q", r.Name, r.Runtime)
+}
+
+// curatorWorker unpacks and compiles the Curator worker into the cache (once per
+// content) and returns its directory: run.sh and the other scripts, build/ the classes.
+// The process that put the directory in place then records the class-data-sharing
+// archive there (cds.sh), which must be made where the jar stays.
+func curatorWorker(ctx context.Context, env CommandEnv) (string, error) {
+	if env.CacheDir == "" {
+		return "", errNoCacheDir
+	}
+	logw := env.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	script := func(dir, name string, extraEnv ...string) error {
+		cmd := exec.CommandContext(ctx, filepath.Join(dir, name), filepath.Join(dir, "build"))
+		cmd.Env = append(os.Environ(), extraEnv...)
+		if env.JavaDir != "" {
+			cmd.Env = append(cmd.Env, "ZLC_JAVA_DIR="+env.JavaDir)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("the Curator worker: %s: %w\n%s", name, err, out)
+		}
+		return nil
+	}
+	u, err := unpack(env.CacheDir, "curator", curator.Files(), func(tmp string) error {
+		fmt.Fprintf(logw, "compiling the Curator worker into %s\n", env.CacheDir)
+		return script(tmp, "build.sh", "ZLC_NO_CDS=1")
+	})
+	if err != nil {
+		return "", err
+	}
+	if u.Fresh {
+		// Without the archive a worker starts a little slower; cds.sh never fails the build.
+		if err := script(u.Dir, "cds.sh"); err != nil {
+			fmt.Fprintf(logw, "%v\n", err)
+		}
+	}
+	return u.Dir, nil
+}
+
+// need is one thing a worker runtime needs from the machine and the Debian package
+// that provides it.
+type need struct {
+	// command is looked up on $PATH; file (under the Java directory when relative)
+	// must exist; module is a Python module Debian's python3 must import.
+	command, file, module string
+	pkg                   string
+}
+
+// needs lists what the runtime's workers need, in the order they are checked.
+func (rt Runtime) needs() []need {
+	switch rt {
+	case Java:
+		list := []need{
+			{command: "java", pkg: "default-jdk-headless"},
+			{command: "javac", pkg: "default-jdk-headless"},
+			{command: "jar", pkg: "default-jdk-headless"},
+		}
+		// libcurator-recipes-java depends on the rest (as the Makefile's setup
+		// installs it); slf4j-simple, the worker's logger, is libslf4j-java's.
+		for _, j := range []struct{ jar, pkg string }{
+			{"curator-recipes", "libcurator-recipes-java"}, {"curator-framework", "libcurator-recipes-java"},
+			{"curator-client", "libcurator-recipes-java"}, {"zookeeper", "libcurator-recipes-java"},
+			{"zookeeper-jute", "libcurator-recipes-java"}, {"guava", "libcurator-recipes-java"},
+			{"slf4j-api", "libslf4j-java"}, {"slf4j-simple", "libslf4j-java"},
+		} {
+			list = append(list, need{file: j.jar + ".jar", pkg: j.pkg})
+		}
+		return list
+	case Python:
+		return []need{{file: python, pkg: "python3"}, {module: "kazoo", pkg: "python3-kazoo"}}
+	}
+	return nil
+}
+
+// Packages lists the Debian packages the recipe's worker needs, without duplicates;
+// none for an InProcess recipe.
+func (r Entry) Packages() []string {
+	var pkgs []string
+	for _, n := range r.Runtime.needs() {
+		if !slices.Contains(pkgs, n.pkg) {
+			pkgs = append(pkgs, n.pkg)
+		}
+	}
+	return pkgs
+}
+
+// check reports what the runtime needs and is missing, as one error that says which
+// Debian packages to install.
+func (rt Runtime) check(env CommandEnv) error {
+	javaDir := env.JavaDir
+	if javaDir == "" {
+		javaDir = "/usr/share/java"
+	}
+	var missing, pkgs []string
+	for _, n := range rt.needs() {
+		var what string
+		switch {
+		case n.command != "":
+			if _, err := exec.LookPath(n.command); err != nil {
+				what = n.command + " (not on $PATH)"
+			}
+		case n.file != "":
+			f := n.file
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(javaDir, f)
+			}
+			if _, err := os.Stat(f); err != nil {
+				what = f
+			}
+		case n.module != "":
+			if slices.Contains(pkgs, "python3") || exec.Command(python, "-c", "import "+n.module).Run() != nil {
+				what = "the Python module " + n.module + " (for " + python + ")"
+			}
+		}
+		if what == "" {
+			continue
+		}
+		missing = append(missing, what)
+		if !slices.Contains(pkgs, n.pkg) {
+			pkgs = append(pkgs, n.pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	worker := map[Runtime]string{Java: "the Curator worker (Java)", Python: "the Kazoo worker (Python)"}[rt]
+	return fmt.Errorf("%s needs %s: apt-get install %s", worker, strings.Join(missing, ", "), strings.Join(pkgs, " "))
+}
