@@ -37,17 +37,6 @@ func (t Type) Valid() bool {
 	return false
 }
 
-// Function names used by the lock workloads.
-const (
-	// FAcquire takes a lock; an ok acquire's Value is its fencing token, if any.
-	FAcquire = "acquire"
-	// FRelease gives a lock back.
-	FRelease = "release"
-	// FRead and FWrite are the counter workload's reads and writes of the counter.
-	FRead  = "read"
-	FWrite = "write"
-)
-
 // Lock modes of read-write lock operations.
 const (
 	// ModeRead is the shared mode of a read-write lock.
@@ -110,7 +99,7 @@ type Op struct {
 	Index int64 `json:"index"`
 	// Type is invoke, ok, fail or info.
 	Type Type `json:"type"`
-	// F is the function: acquire, release, or a workload's own.
+	// F is the function: one of the F constants (vocab.go), or a workload's own.
 	F string `json:"f"`
 	// Process performed the op.
 	Process Process `json:"process"`
