@@ -116,8 +116,11 @@ func (f Fault) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON reads an object written by MarshalJSON. It is lenient, as readers of
 // old or hand-made histories need: it fills in every field it can read and then
 // returns the first problem (a value that is not an object, a "fault" or "error"
-// that is not a string).
+// that is not a string). A null leaves f as it is.
 func (f *Fault) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return err
