@@ -58,6 +58,14 @@ type Pairer struct {
 	unit   string // what places are, in messages: "op" (""), "line" or "index"
 	dense  []procState
 	sparse map[int]*procState
+	// dead maps a process and a key on which it completed an op with info to where.
+	dead map[deadKey]int
+}
+
+// deadKey is a process and a key it may not use again.
+type deadKey struct {
+	id  int
+	key string
 }
 
 // procState is what a Pairer knows of one client process.
@@ -66,8 +74,8 @@ type procState struct {
 	at    int   // the place of the open invoke
 	f     string
 	key   string
-	// deadKeys maps the keys on which the process completed an op with info to where.
-	deadKeys map[string]int
+	// dead: the process completed an op with info (Pairer.dead says on which keys).
+	dead bool
 }
 
 const (
@@ -112,8 +120,10 @@ func (t *Pairer) Check(op *Op, at int) *PairError {
 	e := func(r Rule, at int, fld, format string, args ...any) *PairError {
 		return &PairError{Rule: r, At: at, OpenF: s.f, OpenKey: s.key, Field: fld, Msg: fmt.Sprintf(format, args...)}
 	}
-	if dead, ok := s.deadKeys[op.Key]; ok {
-		return e(RuleDeadAfterInfo, dead, "process", "process %d was used again after its info completion on %s %d", id, unit, dead)
+	if s.dead {
+		if dead, ok := t.dead[deadKey{id, op.Key}]; ok {
+			return e(RuleDeadAfterInfo, dead, "process", "process %d was used again after its info completion on %s %d", id, unit, dead)
+		}
 	}
 	switch {
 	case op.Type == Invoke && s.state == open:
@@ -144,10 +154,11 @@ func (t *Pairer) Step(op *Op, at int) (invokedAt int, err *PairError) {
 		s.state, s.at, s.f, s.key = open, at, op.F, op.Key
 		return -1, nil
 	case Info:
-		if s.deadKeys == nil {
-			s.deadKeys = map[string]int{}
+		if t.dead == nil {
+			t.dead = map[deadKey]int{}
 		}
-		s.deadKeys[op.Key] = at
+		t.dead[deadKey{op.Process.ID, op.Key}] = at
+		s.dead = true
 	}
 	s.state = idle
 	return s.at, nil
