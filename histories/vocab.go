@@ -85,8 +85,9 @@ type Fault struct {
 	Phase F `json:"-"`
 	// Class is the fault's class ("partition", "pause", ...).
 	Class string
-	// Detail holds the class's own fields, written beside "fault" and "error" (a
-	// "fault" or "error" among them is overridden by Class or a non-empty Error).
+	// Detail holds the class's own fields, written beside "fault" and "error". As
+	// the harness always wrote it, a "fault" among them wins over Class, and a
+	// non-empty Error over an "error" among them.
 	Detail map[string]any
 	// Error says why choosing, applying or undoing the fault failed; "" if all went well.
 	Error string
