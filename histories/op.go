@@ -5,6 +5,11 @@
 // format). It is the contract between running and checking: nothing else is needed to
 // check a run again. Writer appends to one as a run goes; Load reads one back, Validate
 // checks one built in memory, and ReadEDN and WriteEDN convert from and to Jepsen's EDN.
+//
+// It also owns the history's vocabulary (vocab.go): the names of the ops (F...) and the
+// typed values of the nemesis's and the harness's own ops (Fault, Stall, Orphan,
+// Liveness, CounterFinal), and the one pairing of invokes with their completions
+// (Pairer, Pairs in pair.go), which everything that reads a history uses.
 package histories
 
 import (
