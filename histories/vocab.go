@@ -52,8 +52,9 @@ const (
 	FCounterFinal F = "counter-final"
 )
 
-// Record is the value of a nemesis op: Func names the op it is the value of.
+// Record is the value of a nemesis op.
 type Record interface {
+	// Func names the op whose value this is.
 	Func() F
 }
 
