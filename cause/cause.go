@@ -223,7 +223,7 @@ func lostReport(h histories.History, key string, a hold) (bool, int64) {
 func faults(h histories.History) []fault {
 	var out []fault
 	for _, op := range h {
-		if !op.Process.Nemesis || (op.F != "start" && op.F != "stop") {
+		if !op.Process.Nemesis || (op.F != histories.FStart && op.F != histories.FStop) {
 			continue
 		}
 		var v struct {
@@ -240,7 +240,7 @@ func faults(h histories.History) []fault {
 		if v.Process != nil {
 			proc = *v.Process
 		}
-		if op.F == "start" {
+		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer}
 			if v.Holder != nil {
 				f.holder = *v.Holder

@@ -7,16 +7,16 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 )
 
-// The history's op names and values this package reads. (One place, to be replaced by
-// the histories package's typed names.)
+// The history's op names this package reads (histories' vocabulary) and the values
+// it reads of them.
 const (
-	fAcquire  = "acquire"
-	fRelease  = "release"
-	fRead     = "read"
-	fWrite    = "write"
-	fStart    = "start"    // a nemesis fault's start; its value says {"fault": class, ...}
-	fOrphan   = "orphan"   // the harness's orphan watch saw a blocking orphan
-	fLiveness = "liveness" // the final phase's verdict, with the lock node's children
+	fAcquire  = histories.FAcquire
+	fRelease  = histories.FRelease
+	fRead     = histories.FRead
+	fWrite    = histories.FWrite
+	fStart    = histories.FStart    // a nemesis fault's start; its value is a histories.Fault
+	fOrphan   = histories.FOrphan   // the harness's orphan watch saw a blocking orphan
+	fLiveness = histories.FLiveness // the final phase's verdict, with the lock node's children
 	modeRead  = "read"
 	// The lock kinds (models.Kind's names) whose own rows apply.
 	kindReentrant = "reentrant"

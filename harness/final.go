@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -18,49 +17,15 @@ import (
 )
 
 // finalResult is how one slot's end-of-run lock cycle went.
-type finalResult struct {
-	Slot    int    `json:"slot"`
-	Process int    `json:"process"`
-	Reply   string `json:"reply"`
-	Error   string `json:"error,omitempty"`
-	// WaitedMS is how long the acquire took to answer.
-	WaitedMS int64 `json:"waited_ms"`
-}
+type finalResult = histories.FinalCycle
 
-// Liveness is the verdict of the final phase: after every fault was healed and the
-// ensemble served again, every worker had to acquire and release the lock once within
-// Bound. When one could not, Children lists the lock node's children with their
-// owners, so an orphaned node (one no live worker is waiting on) is named as such, and
-// so is a missed wake-up (the lowest node, whose owner waits and was never granted).
-type Liveness struct {
-	OK       bool          `json:"ok"`
-	Bound    time.Duration `json:"bound_ns"`
-	Finals   []finalResult `json:"finals"`
-	Children []ChildInfo   `json:"children,omitempty"`
-	// Proof, when set, says why the lock could never be granted again: a blocking
-	// orphan outlived its own worker's final acquire (orphans.go), so the final phase
-	// ended before its bound.
-	Proof string `json:"proof,omitempty"`
-	Error string `json:"error,omitempty"`
-}
+// Liveness is the verdict of the final phase (see histories.Liveness, its schema in
+// the history); Proof is set when a blocking orphan (orphans.go) outlived its own
+// worker's final acquire.
+type Liveness histories.Liveness
 
 // ChildInfo is one child of the lock node at the end of a run.
-type ChildInfo struct {
-	Node           string `json:"node"`
-	EphemeralOwner string `json:"ephemeral_owner"`
-	// Process is the worker process whose session owns the node, -1 if none is known.
-	Process int `json:"process"`
-	// SessionAlive says whether the servers still have the owner session.
-	SessionAlive bool `json:"session_alive"`
-	// Orphan: the node's session is alive but no worker is waiting with it, so the
-	// node blocks every waiter until that session ends (a lost create reply).
-	Orphan bool `json:"orphan"`
-	// MissedWakeup: the lowest node, and its owner is a live worker waiting for the
-	// lock with it that was never granted: the recipe missed that its node became the
-	// lowest (no watch set when its predecessor vanished, a lost notification).
-	MissedWakeup bool   `json:"missed_wakeup,omitempty"`
-	Note         string `json:"note,omitempty"`
-}
+type ChildInfo = histories.LockChild
 
 // watchStall ends the workload (errEndWorkload) when workers have kept trying and
 // nobody acquired the lock for Config.StallAfter: the final phase then heals
@@ -71,9 +36,8 @@ func (r *runner) watchStall(ctx context.Context) error {
 		if !tried || since < r.cfg.StallAfter {
 			return false
 		}
-		value, _ := json.Marshal(map[string]any{"since_grant_ns": since, "stall_after_ns": r.cfg.StallAfter})
-		r.rec.record(histories.Op{Type: histories.Info, F: "stall", Process: histories.NemesisProcess, Value: value,
-			Error: fmt.Sprintf("no worker acquired the lock for %s while workers tried: ending the workload for the final phase", since.Round(time.Millisecond))})
+		r.rec.record(histories.NemesisOp(histories.Stall{SinceGrant: since, StallAfter: r.cfg.StallAfter},
+			fmt.Sprintf("no worker acquired the lock for %s while workers tried: ending the workload for the final phase", since.Round(time.Millisecond))))
 		r.logf("STALL: no worker acquired the lock for %s: ending the workload early, the final phase judges", since.Round(time.Millisecond))
 		return true
 	})
@@ -125,7 +89,7 @@ func (s *session) finalCycle() finalResult {
 	res.Reply, res.WaitedMS = reply.Type, time.Since(start).Milliseconds()
 	switch {
 	case !answered:
-		res.Reply, res.Error = "crashed", "worker died or did not answer"
+		res.Reply, res.Error = histories.FinalCrashed, "worker died or did not answer"
 	case reply.Type != workloads.ReplyOK:
 		res.Error = "did not acquire within the final bound"
 	default:
@@ -149,13 +113,13 @@ func (r *runner) judgeLiveness(ctx context.Context) Liveness {
 	reported := len(finals)
 	for process, w := range r.workerViews() {
 		if !slices.ContainsFunc(finals, func(f finalResult) bool { return f.Slot == w.slot+1 }) {
-			finals = append(finals, finalResult{Slot: w.slot + 1, Process: process, Reply: "waiting", Error: "no answer when the final phase was judged"})
+			finals = append(finals, finalResult{Slot: w.slot + 1, Process: process, Reply: histories.FinalWaiting, Error: "no answer when the final phase was judged"})
 		}
 	}
 	sort.Slice(finals, func(i, j int) bool { return finals[i].Slot < finals[j].Slot })
 	l := Liveness{OK: reported == r.cfg.Workers, Bound: r.cfg.FinalBound(), Finals: finals}
 	for _, f := range finals {
-		l.OK = l.OK && f.Reply == workloads.ReplyOK
+		l.OK = l.OK && f.Acquired()
 	}
 	if !l.OK {
 		children, err := r.lockChildren(ctx)
@@ -170,8 +134,7 @@ func (r *runner) judgeLiveness(ctx context.Context) Liveness {
 // record writes the liveness verdict into the history as a nemesis op, so that a
 // later check of the history file alone sees it.
 func (l Liveness) record(rec *recorder) {
-	value, _ := json.Marshal(l)
-	rec.record(histories.Op{Type: histories.Info, F: "liveness", Process: histories.NemesisProcess, Value: value})
+	rec.record(histories.NemesisOp(histories.Liveness(l), ""))
 }
 
 // lockChildren lists the children of the lock's parent path with their owners.

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -31,13 +30,18 @@ import (
 
 // blockingOrphan is one observation of a blocking orphan.
 type blockingOrphan struct {
-	Node    string `json:"node"`
-	Owner   string `json:"ephemeral_owner"`
-	Process int    `json:"process"`
+	Node    string
+	Owner   string
+	Process int
 	// Newer is a newer node of the same session ("" when the worker is idle).
-	Newer string `json:"newer,omitempty"`
+	Newer string
 	// idleSpell tells one thinking spell of the worker from the next.
 	idleSpell int64
+}
+
+// record is the value of the orphan op that reports o.
+func (o blockingOrphan) record() histories.Orphan {
+	return histories.Orphan{Node: o.Node, Owner: o.Owner, Process: o.Process, Newer: o.Newer}
 }
 
 // same reports whether o is the same orphan, in the same situation, as p.
@@ -185,8 +189,8 @@ func (r *runner) watchOrphans(ctx context.Context, tracker orphanTracker, proven
 }
 
 // endOnOrphan is the workload's orphan watch: blocking orphans seen for
-// Config.OrphanAfter while nobody acquired the lock are recorded as a nemesis op (f
-// "orphan") and end the workload (errEndWorkload) for the final phase to judge.
+// Config.OrphanAfter while nobody acquired the lock are recorded as a nemesis op
+// (histories.FOrphan) and end the workload (errEndWorkload) for the final phase to judge.
 func (r *runner) endOnOrphan(ctx context.Context) error {
 	noGrant := func(held time.Duration) bool {
 		since, _ := r.rec.sinceGrant()
@@ -194,10 +198,9 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 	}
 	tracker := orphanTracker{after: r.cfg.OrphanAfter, anyOrphan: true}
 	return r.watchOrphans(ctx, tracker, noGrant, func(o blockingOrphan, held time.Duration) {
-		value, _ := json.Marshal(o)
 		msg := fmt.Sprintf("for %s nobody acquired the lock and the lowest lock node was a blocking orphan; the latest: %s: ending the workload for the final phase",
 			held.Round(100*time.Millisecond), o.describe(0))
-		r.rec.record(histories.Op{Type: histories.Info, F: "orphan", Process: histories.NemesisProcess, Value: value, Error: msg})
+		r.rec.record(histories.NemesisOp(o.record(), msg))
 		r.logf("ORPHAN: %s", msg)
 	})
 }

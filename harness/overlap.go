@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -41,9 +40,8 @@ func (r *runner) endOnOverlap(ctx context.Context) error {
 			return false
 		}
 		sort.Ints(holders)
-		value, _ := json.Marshal(map[string]any{"holders": holders, "permits": r.cfg.Workload.Permits})
 		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the run", holders, r.cfg.Workload.Permits)
-		r.rec.record(histories.Op{Type: histories.Info, F: "overlap", Process: histories.NemesisProcess, Value: value, Error: msg})
+		r.rec.record(histories.NemesisOp(histories.Overlap{Holders: holders, Permits: r.cfg.Workload.Permits}, msg))
 		r.logf("OVERLAP: %s", msg)
 		r.overlapped.Store(true)
 		return true

@@ -33,21 +33,20 @@ type status struct {
 // observe updates the tally with an op just recorded; the recorder's lock is held.
 func (s *status) observe(op histories.Op) {
 	if op.Process.Nemesis {
-		var v struct {
-			Fault string `json:"fault"`
-		}
-		_ = json.Unmarshal(op.Value, &v)
+		var v histories.Fault
 		switch op.F {
-		case "start":
+		case histories.FStart:
+			_ = json.Unmarshal(op.Value, &v)
 			if s.faults == nil {
 				s.faults = map[string]int{}
 			}
-			s.faults[v.Fault]++
-		case "stop":
-			if s.faults[v.Fault]--; s.faults[v.Fault] <= 0 {
-				delete(s.faults, v.Fault)
+			s.faults[v.Class]++
+		case histories.FStop:
+			_ = json.Unmarshal(op.Value, &v)
+			if s.faults[v.Class]--; s.faults[v.Class] <= 0 {
+				delete(s.faults, v.Class)
 			}
-		case "stall", "orphan", "overlap", "liveness":
+		case histories.FStall, histories.FOrphan, histories.FOverlap, histories.FLiveness:
 			s.lastEvent = fmt.Sprintf("%s at %.1fs", op.F, float64(op.Time)/1e9)
 		}
 		return

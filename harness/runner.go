@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -182,29 +181,18 @@ func (r *runner) recordCounterFinal(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("final counter read: %q is not a number", data)
 	}
-	value, _ := json.Marshal(map[string]int64{"value": n})
-	r.rec.record(histories.Op{Type: histories.Info, F: "counter-final", Key: workloads.CounterKey,
-		Process: histories.NemesisProcess, Value: value})
+	op := histories.NemesisOp(histories.CounterFinal{Value: n}, "")
+	op.Key = workloads.CounterKey
+	r.rec.record(op)
 	r.logf("counter: final value %d", n)
 	return nil
 }
 
 // recordNemesis writes a fault's start or stop as a nemesis op.
 func (r *runner) recordNemesis(ev nemesis.Event) {
-	value := map[string]any{"fault": string(ev.Fault)}
-	for k, v := range ev.Value {
-		value[k] = v
-	}
-	if ev.Err != "" {
-		value["error"] = ev.Err
-	}
-	data, err := json.Marshal(value)
-	if err != nil {
-		data, _ = json.Marshal(map[string]string{"fault": string(ev.Fault), "error": err.Error()})
-	}
-	r.rec.record(histories.Op{Type: histories.Info, F: string(ev.Phase), Process: histories.NemesisProcess, Value: data})
-	desc := string(ev.Phase) + " " + string(data)
-	r.logf("nemesis: %s", desc)
+	op := histories.NemesisOp(ev.Record(), "")
+	r.rec.record(op)
+	r.logf("nemesis: %s %s", op.F, op.Value)
 }
 
 // workerStarted and workerEnded keep the nemesis's view of live workers current.
@@ -319,7 +307,7 @@ func (r *runner) finalTurn(sp **session, slot int) {
 	reported := false
 	defer func() {
 		if !reported {
-			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: "none", Error: "the slot ended before the final phase"})
+			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: histories.FinalNone, Error: "the slot ended before the final phase"})
 		}
 	}()
 	select {
@@ -335,7 +323,7 @@ func (r *runner) finalTurn(sp **session, slot int) {
 		*sp = s
 		if err != nil || s == nil {
 			reported = true
-			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: "no worker", Error: fmt.Sprint(err)})
+			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: histories.FinalNoWorker, Error: fmt.Sprint(err)})
 			return
 		}
 	}

@@ -39,7 +39,7 @@ func ReadEDN(r io.Reader, name string) (History, error) {
 	}
 	p := &ednParser{src: src, line: 1, name: name}
 	var h History
-	t := tracker{unit: "line"}
+	t := Pairer{unit: "line"}
 	next := func() error {
 		v, err := p.opMap(1)
 		if err != nil {
@@ -49,8 +49,8 @@ func ReadEDN(r io.Reader, name string) (History, error) {
 		if err != nil {
 			return err
 		}
-		if fld, msg := t.step(&op, v.line); msg != "" {
-			return &ParseError{File: name, Line: v.line, Field: ":" + fld, Msg: msg}
+		if _, e := t.Step(&op, v.line); e != nil {
+			return &ParseError{File: name, Line: v.line, Field: ":" + e.Field, Msg: e.Msg}
 		}
 		h = append(h, op)
 		return nil

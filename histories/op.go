@@ -5,6 +5,11 @@
 // format). It is the contract between running and checking: nothing else is needed to
 // check a run again. Writer appends to one as a run goes; Load reads one back, Validate
 // checks one built in memory, and ReadEDN and WriteEDN convert from and to Jepsen's EDN.
+//
+// It also owns the history's vocabulary (vocab.go): the names of the ops (F...) and the
+// typed values of the nemesis's and the harness's own ops (Fault, Stall, Orphan,
+// Liveness, CounterFinal), and the one pairing of invokes with their completions
+// (Pairer, Pairs in pair.go), which everything that reads a history uses.
 package histories
 
 import (
@@ -36,17 +41,6 @@ func (t Type) Valid() bool {
 	}
 	return false
 }
-
-// Function names used by the lock workloads.
-const (
-	// FAcquire takes a lock; an ok acquire's Value is its fencing token, if any.
-	FAcquire = "acquire"
-	// FRelease gives a lock back.
-	FRelease = "release"
-	// FRead and FWrite are the counter workload's reads and writes of the counter.
-	FRead  = "read"
-	FWrite = "write"
-)
 
 // Lock modes of read-write lock operations.
 const (
@@ -110,7 +104,7 @@ type Op struct {
 	Index int64 `json:"index"`
 	// Type is invoke, ok, fail or info.
 	Type Type `json:"type"`
-	// F is the function: acquire, release, or a workload's own.
+	// F is the function: one of the F constants (vocab.go), or a workload's own.
 	F string `json:"f"`
 	// Process performed the op.
 	Process Process `json:"process"`

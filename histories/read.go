@@ -56,7 +56,7 @@ func read(r io.Reader, name string, size int64) (History, []string, error) {
 		h = make(History, 0, min(size/bytesPerOp+16, 1<<24))
 	}
 	var warnings []string
-	t := tracker{unit: "line"}
+	t := Pairer{unit: "line"}
 	var long []byte
 	for lineNo := 1; ; lineNo++ {
 		line, err := br.ReadSlice('\n')
@@ -96,8 +96,8 @@ func read(r io.Reader, name string, size int64) (History, []string, error) {
 			if !hasIndex {
 				op.Index = int64(len(h) - 1)
 			}
-			if fld, msg := t.step(op, lineNo); msg != "" {
-				return nil, warnings, &ParseError{File: name, Line: lineNo, Field: fld, Msg: msg}
+			if _, e := t.Step(op, lineNo); e != nil {
+				return nil, warnings, &ParseError{File: name, Line: lineNo, Field: e.Field, Msg: e.Msg}
 			}
 		}
 		if !complete {

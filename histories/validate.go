@@ -54,8 +54,7 @@ func (e *ValidationError) Error() string {
 // the lock's key.) Nemesis ops are exempt from the pairing rules. The first
 // violation is returned as a *ValidationError.
 func Validate(h History) error {
-	var t tracker
-	t.unit = "op"
+	var t Pairer
 	for pos := range h {
 		op := &h[pos]
 		if fld, msg := checkOp(op); msg != "" {
@@ -64,8 +63,8 @@ func Validate(h History) error {
 		if len(op.Value) != 0 && !json.Valid(op.Value) {
 			return &ValidationError{Pos: pos, Field: "value", Msg: "not valid JSON"}
 		}
-		if fld, msg := t.step(op, pos); msg != "" {
-			return &ValidationError{Pos: pos, Field: fld, Msg: msg}
+		if _, e := t.Step(op, pos); e != nil {
+			return &ValidationError{Pos: pos, Field: e.Field, Msg: e.Msg}
 		}
 	}
 	return nil
@@ -83,96 +82,6 @@ func checkOp(op *Op) (fld, msg string) {
 		return "time", fmt.Sprintf("must be >= 0, got %d", op.Time)
 	case op.Index < 0:
 		return "index", fmt.Sprintf("must be >= 0, got %d", op.Index)
-	}
-	return "", ""
-}
-
-// procState is what a tracker knows of one client process.
-type procState struct {
-	state uint8 // idle or open
-	at    int   // where the open invoke is
-	f     string
-	key   string
-	// deadKeys maps the keys on which the process completed an op with info to where.
-	deadKeys map[string]int
-}
-
-const (
-	idle uint8 = iota
-	open
-)
-
-// denseProcs is how many process ids a tracker keeps in a slice rather than a map.
-const denseProcs = 1 << 16
-
-// tracker follows the open op of every process to enforce the pairing rules.
-type tracker struct {
-	unit   string // what positions are: "line" or "op"
-	dense  []procState
-	sparse map[int]*procState
-}
-
-func (t *tracker) get(id int) *procState {
-	if id >= 0 && id < denseProcs {
-		if id >= len(t.dense) {
-			n := max(2*len(t.dense), id+1, 16)
-			t.dense = append(t.dense, make([]procState, min(n, denseProcs)-len(t.dense))...)
-		}
-		return &t.dense[id]
-	}
-	if t.sparse == nil {
-		t.sparse = make(map[int]*procState)
-	}
-	s := t.sparse[id]
-	if s == nil {
-		s = new(procState)
-		t.sparse[id] = s
-	}
-	return s
-}
-
-// check reports how op, found at position at, would break the pairing rules, without
-// recording it.
-func (t *tracker) check(op *Op, at int) (fld, msg string) {
-	if op.Process.Nemesis {
-		return "", ""
-	}
-	id := op.Process.ID
-	s := t.get(id)
-	if at, ok := s.deadKeys[op.Key]; ok {
-		return "process", fmt.Sprintf("process %d was used again after its info completion on %s %d", id, t.unit, at)
-	}
-	switch {
-	case op.Type == Invoke && s.state == open:
-		return "process", fmt.Sprintf("process %d invokes %q while its %q invoked on %s %d is still open", id, op.F, s.f, t.unit, s.at)
-	case op.Type != Invoke && s.state != open:
-		return "process", fmt.Sprintf("process %d completes %q (%s) with no open invoke", id, op.F, op.Type)
-	case op.Type != Invoke && s.f != op.F:
-		return "f", fmt.Sprintf("completion of %q does not match the open invoke of %q on %s %d", op.F, s.f, t.unit, s.at)
-	case op.Type != Invoke && s.key != op.Key:
-		return "key", fmt.Sprintf("completion on key %q does not match the open invoke on key %q on %s %d", op.Key, s.key, t.unit, s.at)
-	}
-	return "", ""
-}
-
-// step checks op, found at position at, against the pairing rules and records it if
-// it is fine.
-func (t *tracker) step(op *Op, at int) (fld, msg string) {
-	if fld, msg = t.check(op, at); msg != "" || op.Process.Nemesis {
-		return fld, msg
-	}
-	s := t.get(op.Process.ID)
-	switch op.Type {
-	case Invoke:
-		s.state, s.at, s.f, s.key = open, at, op.F, op.Key
-	case Info:
-		s.state = idle
-		if s.deadKeys == nil {
-			s.deadKeys = map[string]int{}
-		}
-		s.deadKeys[op.Key] = at
-	default:
-		s.state = idle
 	}
 	return "", ""
 }

@@ -31,7 +31,7 @@ type Writer struct {
 	bw     *bufio.Writer
 	line   []byte // scratch for encoding
 	next   int64  // the index of the next op
-	track  tracker
+	track  Pairer
 	dirty  bool  // appended since the last flush
 	closed bool  // Close was called
 	err    error // the first write or fsync error; every later call returns it
@@ -55,7 +55,7 @@ func NewWriter(path string) (*Writer, error) {
 	w := &Writer{
 		f:     f,
 		bw:    bufio.NewWriterSize(f, 64<<10),
-		track: tracker{unit: "index"},
+		track: Pairer{unit: "index"},
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
@@ -82,8 +82,8 @@ func (w *Writer) Append(op Op) (Op, error) {
 	if fld, msg := checkOp(&op); msg != "" {
 		return op, &ValidationError{Pos: pos, Field: fld, Msg: msg}
 	}
-	if fld, msg := w.track.check(&op, pos); msg != "" {
-		return op, &ValidationError{Pos: pos, Field: fld, Msg: msg}
+	if e := w.track.Check(&op, pos); e != nil {
+		return op, &ValidationError{Pos: pos, Field: e.Field, Msg: e.Msg}
 	}
 	line, err := op.AppendJSON(w.line[:0])
 	if err != nil {
@@ -103,7 +103,7 @@ func (w *Writer) Append(op Op) (Op, error) {
 		w.err = fmt.Errorf("histories: writing %s: %w", w.f.Name(), err)
 		return op, w.err
 	}
-	w.track.step(&op, pos)
+	_, _ = w.track.Step(&op, pos) // Check passed above: it records the op
 	w.next++
 	w.dirty = true
 	return op, nil

@@ -26,10 +26,6 @@ const (
 	fnWrite // a register write of its value
 )
 
-// fCounterFinal is the function of the nemesis op that records a counter's
-// final value after the run.
-const fCounterFinal = "counter-final"
-
 // outcome is how a call ended.
 type outcome uint8
 
@@ -86,18 +82,8 @@ type keyClass struct {
 	otherF                 string
 }
 
-type procKey struct {
-	proc int
-	key  int32
-}
-
-type procState struct {
-	open  int32 // the open call, -1 if none
-	lastT int64 // time of the process's last op
-	seen  bool
-}
-
-// parse pairs the client ops of h and checks the history's structure.
+// parse pairs the client ops of h (histories.Pairer) and checks the history's
+// structure.
 func parse(h histories.History, kind Kind) (*parsed, error) {
 	if len(h) > math.MaxInt32 {
 		return nil, fmt.Errorf("history has %d ops, more than this checker handles", len(h))
@@ -150,16 +136,16 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 		}
 		return nil
 	}
-	procs := map[int]*procState{}
-	infoAt := map[procKey]int64{} // process and key -> index of the info op
+	var pairs histories.Pairer
+	lastT := map[int]int64{} // process -> the time of its last op
 	for i := range h {
 		op := &h[i]
 		if op.Process.Nemesis {
-			if op.F != fCounterFinal {
+			if op.F != histories.FCounterFinal {
 				continue
 			}
 			k := keyOf(op.Key)
-			if err := classify(k, fnRead, op.Index, fCounterFinal); err != nil {
+			if err := classify(k, fnRead, op.Index, histories.FCounterFinal); err != nil {
 				return nil, err
 			}
 			if p.final[k] >= 0 {
@@ -177,27 +163,20 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 			return nil, fmt.Errorf("op %d: unknown type %q", op.Index, op.Type)
 		}
 		id := op.Process.ID
-		ps := procs[id]
-		if ps == nil {
-			ps = &procState{open: -1}
-			procs[id] = ps
+		if op.Type == histories.Invoke && op.F == "" {
+			return nil, fmt.Errorf("op %d: invoke without a function", op.Index)
 		}
+		invAt, perr := pairs.Step(op, i)
+		if perr != nil {
+			return nil, pairError(h, op, perr)
+		}
+		last, seen := lastT[id]
+		lastT[id] = op.Time
 		if op.Type == histories.Invoke {
-			if ps.open >= 0 {
-				return nil, fmt.Errorf("op %d: process %d invokes %s while its %s invoked at op %d is still open",
-					op.Index, id, op.F, p.calls[ps.open].fnName(h), h[p.calls[ps.open].inv].Index)
-			}
-			if ps.seen && op.Time < ps.lastT {
-				return nil, fmt.Errorf("op %d: process %d's time goes backwards (%d after %d)", op.Index, id, op.Time, ps.lastT)
-			}
-			if op.F == "" {
-				return nil, fmt.Errorf("op %d: invoke without a function", op.Index)
+			if seen && op.Time < last {
+				return nil, fmt.Errorf("op %d: process %d's time goes backwards (%d after %d)", op.Index, id, op.Time, last)
 			}
 			k := keyOf(op.Key)
-			if at, dead := infoAt[procKey{id, k}]; dead {
-				return nil, fmt.Errorf("op %d: process %d is used again on %s after its op %d completed as info",
-					op.Index, id, keyName(op.Key), at)
-			}
 			c := call{callT: op.Time, retT: op.Time, inv: int32(i), comp: -1, proc: id, key: k, out: outPending, lost: op.Lost}
 			switch op.F {
 			case histories.FAcquire:
@@ -238,27 +217,14 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 				}
 				c.val = v
 			}
-			ps.open = int32(len(p.calls))
-			ps.lastT, ps.seen = op.Time, true
-			p.byKey[k] = append(p.byKey[k], ps.open)
+			p.byKey[k] = append(p.byKey[k], int32(len(p.calls)))
 			p.lines[k]++
 			p.calls = append(p.calls, c)
 			continue
 		}
-		// A completion.
-		if ps.open < 0 {
-			return nil, fmt.Errorf("op %d: %s %s by process %d without an open invoke", op.Index, op.Type, op.F, id)
-		}
-		c := &p.calls[ps.open]
+		// A completion: calls are in the order of their invokes.
+		c := &p.calls[sort.Search(len(p.calls), func(j int) bool { return p.calls[j].inv >= int32(invAt) })]
 		inv := &h[c.inv]
-		if op.F != "" && op.F != inv.F {
-			return nil, fmt.Errorf("op %d: completion of %s by process %d, but its open invoke (op %d) is %s",
-				op.Index, op.F, id, inv.Index, inv.F)
-		}
-		if op.Key != "" && op.Key != inv.Key {
-			return nil, fmt.Errorf("op %d: completion on key %q by process %d, but its invoke (op %d) is on key %q",
-				op.Index, op.Key, id, inv.Index, inv.Key)
-		}
 		if op.Time < c.callT {
 			return nil, fmt.Errorf("op %d: completes at %d, before its invoke (op %d) at %d", op.Index, op.Time, inv.Index, c.callT)
 		}
@@ -291,13 +257,30 @@ func parse(h histories.History, kind Kind) (*parsed, error) {
 			c.out = outFail
 		case histories.Info:
 			c.out = outInfo
-			infoAt[procKey{id, c.key}] = op.Index
 		}
 		p.lines[c.key]++
-		ps.open = -1
-		ps.lastT = op.Time
 	}
 	return p, nil
+}
+
+// pairError words a broken pairing rule the models' way, naming ops by their index.
+func pairError(h histories.History, op *histories.Op, e *histories.PairError) error {
+	id := op.Process.ID
+	switch e.Rule {
+	case histories.RuleDeadAfterInfo:
+		return fmt.Errorf("op %d: process %d is used again on %s after its op %d completed as info",
+			op.Index, id, keyName(op.Key), h[e.At].Index)
+	case histories.RuleOneOpen:
+		return fmt.Errorf("op %d: process %d invokes %s while its %s invoked at op %d is still open",
+			op.Index, id, op.F, e.OpenF, h[e.At].Index)
+	case histories.RuleOpenInvoke:
+		return fmt.Errorf("op %d: %s %s by process %d without an open invoke", op.Index, op.Type, op.F, id)
+	case histories.RuleSameF:
+		return fmt.Errorf("op %d: completion of %s by process %d, but its open invoke (op %d) is %s",
+			op.Index, op.F, id, h[e.At].Index, e.OpenF)
+	}
+	return fmt.Errorf("op %d: completion on key %q by process %d, but its invoke (op %d) is on key %q",
+		op.Index, op.Key, id, h[e.At].Index, e.OpenKey)
 }
 
 // intValue decodes an op's value that must be a JSON integer.
@@ -328,10 +311,6 @@ func finalValue(raw json.RawMessage) (int64, error) {
 		return 0, fmt.Errorf(`%s has no "value"`, s)
 	}
 	return intValue(v)
-}
-
-func (c *call) fnName(h histories.History) string {
-	return h[c.inv].F
 }
 
 // Check checks a history against cfg's lock model, each key on its own. It

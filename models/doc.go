@@ -79,7 +79,8 @@
 // # Structurally bad input
 //
 // Check returns an error, naming the op's index, for a history it cannot
-// interpret: an unknown op type, a completion without an open invoke of its
+// interpret (the pairing rules among these are histories.Pairer's, the same
+// a history file obeys): an unknown op type, a completion without an open invoke of its
 // process (a process has one open op at a time across all keys), an invoke
 // while the process already has an open op, a completion whose function or
 // key differs from its invoke's, a completion earlier than its invoke or an
@@ -154,7 +155,7 @@
 // the counter (an ok read's Value is the integer it returned) and a write of
 // that plus one (the write invoke's Value), on their own key; after the run
 // the harness records the counter's final value as a nemesis op
-// {"f":"counter-final","key":K,"value":{"value":N}}. A register key is
+// {"f":"counter-final","key":K,"value":{"value":N}} (histories.CounterFinal). A register key is
 // checked by two checks, named in KeyResult.Checker ("register",
 // "final-value", or "register+final-value"):
 //

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
 )
 
 // Phase says whether an event starts or stops a fault.
@@ -16,14 +18,13 @@ type Phase string
 // Event phases.
 const (
 	// PhaseStart is recorded before a fault is applied.
-	PhaseStart Phase = "start"
+	PhaseStart = Phase(histories.FStart)
 	// PhaseStop is recorded after a fault is undone.
-	PhaseStop Phase = "stop"
+	PhaseStop = Phase(histories.FStop)
 )
 
-// Event is a fault starting or stopping, for the history (as a nemesis op
-// {"process":"nemesis","type":"info","f":Phase,"value":Value}). Every start is followed
-// by exactly one stop for the same fault.
+// Event is a fault starting or stopping, for the history (as the nemesis op that
+// records Record()). Every start is followed by exactly one stop for the same fault.
 type Event struct {
 	// Phase is PhaseStart or PhaseStop.
 	Phase Phase `json:"phase"`
@@ -36,6 +37,11 @@ type Event struct {
 	// well. A start with an Err means the fault could not even be planned (e.g. no
 	// live workers) and nothing was done; a stop's Err reports apply and undo errors.
 	Err string `json:"error,omitempty"`
+}
+
+// Record is the event as the value of its nemesis op in the history.
+func (ev Event) Record() histories.Fault {
+	return histories.Fault{Phase: histories.F(ev.Phase), Class: string(ev.Fault), Detail: ev.Value, Error: ev.Err}
 }
 
 // undoTimeout bounds the undo of a fault whose run has ended.

@@ -9,45 +9,22 @@ import (
 	"github.com/zlockcheck/zlockcheck/models"
 )
 
-// LivenessKey names the liveness check among the per-key checks.
-const LivenessKey = "liveness"
-
-// livenessValue is the part of the harness's liveness op this package reads.
-type livenessValue struct {
-	OK     bool  `json:"ok"`
-	Bound  int64 `json:"bound_ns"`
-	Finals []struct {
-		Slot     int    `json:"slot"`
-		Process  int    `json:"process"`
-		Reply    string `json:"reply"`
-		Error    string `json:"error"`
-		WaitedMS int64  `json:"waited_ms"`
-	} `json:"finals"`
-	Children []struct {
-		Node           string `json:"node"`
-		EphemeralOwner string `json:"ephemeral_owner"`
-		Process        int    `json:"process"`
-		SessionAlive   bool   `json:"session_alive"`
-		Orphan         bool   `json:"orphan"`
-		MissedWakeup   bool   `json:"missed_wakeup"`
-		Note           string `json:"note"`
-	} `json:"children"`
-	Proof string `json:"proof"`
-	Error string `json:"error"`
-}
+// LivenessKey names the liveness check among the per-key checks: the name of the
+// history's liveness op.
+const LivenessKey = histories.FLiveness
 
 // maxChildrenShown bounds the lock node's children listed in a liveness witness.
 const maxChildrenShown = 10
 
 // LivenessCheck finds the run's final-phase verdict in the history (a nemesis op with
-// f "liveness") and turns it into a check; ok is false when the history has none.
+// f histories.FLiveness) and turns it into a check; ok is false when the history has none.
 func LivenessCheck(h histories.History) (Check, bool, error) {
 	for i := len(h) - 1; i >= 0; i-- {
 		op := h[i]
-		if !op.Process.Nemesis || op.F != "liveness" {
+		if !op.Process.Nemesis || op.F != histories.FLiveness {
 			continue
 		}
-		var v livenessValue
+		var v histories.Liveness
 		if err := json.Unmarshal(op.Value, &v); err != nil {
 			return Check{}, false, fmt.Errorf("op %d: field \"value\": liveness value: %v", op.Index, err)
 		}
@@ -73,7 +50,7 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 			}
 		}
 		for _, f := range v.Finals {
-			if f.Reply != "ok" {
+			if !f.Acquired() {
 				fmt.Fprintf(&b, "  slot %d, process %d: %s after %.1fs (%s)\n", f.Slot, f.Process, f.Reply, float64(f.WaitedMS)/1e3, f.Error)
 			}
 		}
@@ -121,12 +98,12 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 	return Check{}, false, nil
 }
 
-// findStall returns the harness's op that ended the workload early, if any: f "stall"
-// (nobody acquired the lock for too long while workers tried) or f "orphan" (a lock
+// findStall returns the harness's op that ended the workload early, if any: a stall
+// (nobody acquired the lock for too long while workers tried) or an orphan (a lock
 // node blocked every waiter).
 func findStall(h histories.History) (histories.Op, bool) {
 	for _, op := range h {
-		if op.Process.Nemesis && (op.F == "stall" || op.F == "orphan") {
+		if op.Process.Nemesis && (op.F == histories.FStall || op.F == histories.FOrphan) {
 			return op, true
 		}
 	}

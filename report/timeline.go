@@ -120,7 +120,6 @@ func timelineOf(h histories.History, res models.Result) (timelineData, []byte, t
 	procs := make([]int, 0, len(h)/2+1) // each bar's process
 	fIdx := map[string]int{}
 	errIdx := map[string]int{}
-	open := map[int]histories.Op{}
 	n := len(h)/2 + 1
 	s, e, k, ix, errs := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	addBar := func(inv, done histories.Op, typ int) {
@@ -167,30 +166,24 @@ func timelineOf(h histories.History, res models.Result) (timelineData, []byte, t
 		}
 		counts.client++
 		counts.byType[op.Type]++
-		p := op.Process.ID
-		if op.Type == histories.Invoke {
-			open[p] = op
+	}
+	pairs := histories.Pairs(h)
+	var pending []histories.Op
+	for _, p := range pairs {
+		if p.Completion < 0 {
+			pending = append(pending, h[p.Invoke])
 			continue
 		}
-		inv, ok := open[p]
-		if !ok {
-			continue
-		}
-		delete(open, p)
 		typ := barInfo
-		switch op.Type {
+		switch h[p.Completion].Type {
 		case histories.OK:
 			typ = barOK
 		case histories.Fail:
 			typ = barFail
 		}
-		addBar(inv, op, typ)
+		addBar(h[p.Invoke], h[p.Completion], typ)
 	}
-	pending := make([]histories.Op, 0, len(open))
-	for _, inv := range open {
-		pending = append(pending, inv)
-	}
-	sort.Slice(pending, func(i, j int) bool { return pending[i].Index < pending[j].Index })
+	sort.SliceStable(pending, func(i, j int) bool { return pending[i].Index < pending[j].Index })
 	for _, inv := range pending {
 		addBar(inv, histories.Op{Time: end}, barPending)
 	}

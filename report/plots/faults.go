@@ -49,12 +49,12 @@ func Faults(h histories.History) []Fault {
 	var faults []Fault
 	open := map[string][]int{} // class -> positions in faults, oldest first
 	for _, op := range h {
-		if !op.Process.Nemesis || (op.F != "start" && op.F != "stop") {
+		if !op.Process.Nemesis || (op.F != histories.FStart && op.F != histories.FStop) {
 			continue
 		}
 		v := faultValue(op.Value)
 		t := float64(op.Time) / 1e9
-		if op.F == "start" {
+		if op.F == histories.FStart {
 			label := v.name
 			if v.detail != "" {
 				label += " " + v.detail
@@ -87,24 +87,17 @@ type faultFields struct {
 	name, detail, err string
 }
 
-// faultValue reads the class, shape or target, and error of a nemesis op's value,
-// leniently: a value that is not an object is a fault named "fault".
+// faultValue reads the class, shape or target, and error of a nemesis op's value
+// (histories.Fault), leniently: a value that is not an object is a fault named "fault".
 func faultValue(raw json.RawMessage) faultFields {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &m) // lenient: a value that is not an object is a nameless fault
-	str := func(k string) string {
-		var s string
-		if err := json.Unmarshal(m[k], &s); err != nil {
-			return ""
-		}
-		return s
-	}
-	v := faultFields{name: str("fault"), detail: str("shape"), err: str("error")}
+	var f histories.Fault
+	_ = json.Unmarshal(raw, &f) // lenient: what cannot be read is left empty
+	v := faultFields{name: f.Class, detail: f.DetailString("shape"), err: f.Error}
 	if v.name == "" {
 		v.name = "fault"
 	}
 	if v.detail == "" {
-		v.detail = str("target")
+		v.detail = f.DetailString("target")
 	}
 	return v
 }

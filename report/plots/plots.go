@@ -54,28 +54,19 @@ type done struct {
 	latency float64 // seconds from invoke to completion
 }
 
-// completions pairs the client ops of h; it returns the completed ops in completion
-// order and how many invokes were never completed.
+// completions pairs the client ops of h (histories.Pairs); it returns the completed
+// ops in completion order and how many invokes were never completed.
 func completions(h histories.History) ([]done, int) {
-	open := map[int]histories.Op{}
-	ds := make([]done, 0, len(h)/2)
-	for _, op := range h {
-		if op.Process.Nemesis {
+	pairs := histories.Pairs(h)
+	ds := make([]done, 0, len(pairs))
+	for _, p := range pairs {
+		if p.Completion < 0 {
 			continue
 		}
-		p := op.Process.ID
-		if op.Type == histories.Invoke {
-			open[p] = op
-			continue
-		}
-		inv, ok := open[p]
-		if !ok {
-			continue
-		}
-		delete(open, p)
+		inv, op := &h[p.Invoke], &h[p.Completion]
 		ds = append(ds, done{f: inv.F, typ: op.Type, at: float64(op.Time) / 1e9, latency: float64(op.Time-inv.Time) / 1e9})
 	}
-	return ds, len(open)
+	return ds, len(pairs) - len(ds)
 }
 
 // typeColor is the colour of an outcome on every picture.

@@ -95,16 +95,16 @@ func generate(invalid bool) histories.History {
 		lockFree = max(lockFree, done)
 		ready[slot] = done + 20*ms + rng.Int64N(80*ms)
 	}
-	nem := func(f string, t int64, v any) {
+	nem := func(f histories.F, t int64, v any) {
 		add(histories.Op{Type: histories.Info, F: f, Process: histories.NemesisProcess, Time: t, Value: raw(v)})
 	}
 	grudge := map[string][]string{"s1": {"s3"}, "s2": {"s3"}, "s3": {"s1", "s2"}}
-	nem("start", partStart, map[string]any{"fault": "partition", "shape": "isolate-leader", "leader": "s3", "grudge": grudge})
-	nem("stop", partStop, map[string]any{"fault": "partition", "shape": "isolate-leader", "leader": "s3", "grudge": grudge})
-	nem("start", 13000*ms, map[string]any{"fault": "pause", "target": "one", "servers": []string{"s1"}})
+	nem(histories.FStart, partStart, map[string]any{"fault": "partition", "shape": "isolate-leader", "leader": "s3", "grudge": grudge})
+	nem(histories.FStop, partStop, map[string]any{"fault": "partition", "shape": "isolate-leader", "leader": "s3", "grudge": grudge})
+	nem(histories.FStart, 13000*ms, map[string]any{"fault": "pause", "target": "one", "servers": []string{"s1"}})
 	sort.SliceStable(h, func(i, j int) bool { return h[i].Time < h[j].Time })
 	last := h[len(h)-1].Time
-	nem("liveness", last+100*ms, map[string]any{"ok": true, "bound_ns": 5000 * ms, "finals": []map[string]any{{"slot": 1, "process": 0, "reply": "ok", "waited_ms": 12}}})
+	nem(histories.FLiveness, last+100*ms, map[string]any{"ok": true, "bound_ns": 5000 * ms, "finals": []map[string]any{{"slot": 1, "process": 0, "reply": "ok", "waited_ms": 12}}})
 	for i := range h {
 		h[i].Index = int64(i)
 	}
