@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/zlockcheck/zlockcheck/histories"
-	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -15,8 +14,8 @@ import (
 // (mutex, reentrant, semaphore; not a read-write lock, whose readers share it, nor
 // the counter, whose lock only guards the data that decides its verdict).
 func (r *runner) overlapWatch() bool {
-	switch r.cfg.Workload.Kind.Model() {
-	case models.Mutex, models.Reentrant, models.Semaphore:
+	switch r.cfg.Workload.Kind {
+	case workloads.Mutex, workloads.Reentrant, workloads.Semaphore:
 		return r.cfg.EndOnOverlap && r.cfg.FinalPhase
 	}
 	return false
