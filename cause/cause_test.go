@@ -10,6 +10,10 @@ import (
 
 var params = Params{SessionTimeout: 4 * time.Second, Tick: 200 * time.Millisecond, SyncLimit: 5}
 
+// harnessDefaults are the run defaults (4 s sessions, 200 ms ticks, syncLimit 30): a
+// 6 s sync window.
+var harnessDefaults = Params{SessionTimeout: 4 * time.Second, Tick: 200 * time.Millisecond, SyncLimit: 30}
+
 func load(t *testing.T, name string) histories.History {
 	t.Helper()
 	h, _, err := histories.Load("../testdata/histories/" + name)
@@ -35,6 +39,12 @@ func TestRecordedOverlaps(t *testing.T) {
 		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) {
 			t.Errorf("%s: %+v (found %v), want %s saying %q", tc.file, f, ok, tc.want, tc.why)
 		}
+	}
+	// Curator's holder on the follower cut off from the quorum: the configuration,
+	// with the harness's default 6 s sync window and 4 s sessions.
+	f, ok := Classify(load(t, "curator-zombie-follower.jsonl"), "l0", harnessDefaults)
+	if !ok || f.Class != Configuration || !strings.Contains(f.Why, "its follower s2") || !strings.Contains(f.Fix, "--sync-limit 10") {
+		t.Errorf("curator-zombie-follower.jsonl: %+v (found %v), want configuration naming s2 and --sync-limit 10", f, ok)
 	}
 	if f, ok := Classify(load(t, "gozk-server-faults-valid.jsonl"), "l0", params); ok {
 		t.Errorf("a valid history has an overlap: %+v", f)

@@ -20,6 +20,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"gozk-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
 		{"unprotected-create-reply-loss-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ORPHAN"}},
 		{"ignore-lost-vary-client-partition.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"curator-zombie-follower.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"delete-lowest-stall.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ended early at 13.9s", "79 more (79 of them orphans"}},
 	}
 	for _, c := range cases {
