@@ -10,6 +10,24 @@ import (
 	"github.com/zlockcheck/zlockcheck/models"
 )
 
+// keptIfFailed is a store for t's runs, removed at its end unless t failed: a
+// failing round's directory is then there to look at.
+func keptIfFailed(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "zlc-test-store-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept the store for a look: %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // TestExploreFindsNoRecipeBugInRealRecipes is explore's control (make explore, with
 // ZLC_EXPLORE=1; minutes per recipe): the same command that catches every mutant,
 // spent on correct recipes, must not report a recipe bug. An overlap whose cause
@@ -27,7 +45,7 @@ func TestExploreFindsNoRecipeBugInRealRecipes(t *testing.T) {
 	}
 	for _, recipe := range []string{"zlc-mutex", "curator-mutex", "kazoo-lock"} {
 		t.Run(recipe, func(t *testing.T) {
-			store := t.TempDir()
+			store := keptIfFailed(t)
 			code, stdout, stderr := zlockcheck(t, "explore", "--recipe", recipe, "--budget", budget, "--seed", "1",
 				"--store", store, "--quiet", "--json", "--keep-going")
 			var s explore.Session

@@ -73,7 +73,7 @@ func TestEveryMutantIsCaught(t *testing.T) {
 	for _, e := range exposures {
 		t.Run(e.mutant, func(t *testing.T) {
 			for seed := 1; seed <= seeds; seed++ {
-				store := t.TempDir()
+				store := keptIfFailed(t)
 				before := zlcNamespaces(t)
 				code, stdout, stderr := zlockcheck(t, "explore", "--allow-mutants", "--recipe", e.mutant, "--budget", "4m",
 					"--seed", strconv.Itoa(seed), "--store", store, "--quiet")
