@@ -3,12 +3,25 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/cause"
 	"github.com/zlockcheck/zlockcheck/explore"
 	"github.com/zlockcheck/zlockcheck/models"
 )
+
+// knownFindings are the real bugs explore finds in real recipes, by the probe that
+// finds them: true positives, not alarms (README: Exploring). With workers kept after
+// an unknown outcome, a lock node whose create reply was lost stays under the live
+// session and deadlocks the lock: go-zookeeper's orphan, and curator-mutex's when the
+// worker gives up an acquire on a suspended connection while its protected create's
+// reply is lost (found 2026-11-23, `zlockcheck run --recipe curator-mutex
+// --keep-workers --nemesis reply-loss --nemesis-targets idle --nemesis-interval 2s
+// --think-max 200ms --acquire-timeout 8s --time 30s --seed 3`).
+func knownFindings() map[string][]string {
+	return map[string][]string{"gozk": {"replies lost"}, "curator-mutex": {"replies lost"}}
+}
 
 // keptIfFailed is a store for t's runs, removed at its end unless t failed: a
 // failing round's directory is then there to look at.
@@ -54,7 +67,11 @@ func TestExploreFindsNoRecipeBugInRealRecipes(t *testing.T) {
 			}
 			for i, r := range s.Rounds {
 				honest := r.Cause == string(cause.Configuration) || r.Cause == string(cause.Unfenced)
-				if r.Verdict != models.Valid && !(r.Verdict == models.Invalid && honest) {
+				known := r.Verdict == models.Invalid && slices.Contains(knownFindings()[recipe], r.Probe)
+				switch {
+				case known:
+					t.Logf("round %d (%s, seed %d): invalid, a known true positive (see knownFindings): %s", i+1, r.Probe, r.Seed, r.Dir)
+				case r.Verdict != models.Valid && !(r.Verdict == models.Invalid && honest):
 					t.Errorf("round %d (%s, seed %d): %s %s: %s", i+1, r.Probe, r.Seed, r.Verdict, r.Cause, r.Dir)
 				}
 			}
