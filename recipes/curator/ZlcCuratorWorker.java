@@ -27,7 +27,8 @@
 //            lock path (semaphore: the lease node) whose ephemeral owner is our
 //            session. If the connection was suspended during the acquire, the grant
 //            counts only if that node was seen afterwards, in the same session, with
-//            no suspension since; else info. curator-mutex refuses an acquire while
+//            no suspension since; else info (the node goes to the janitor, or, when it
+//            was not found, Curator's own release deletes it). curator-mutex refuses an acquire while
 //            holding (fail: InterProcessMutex would re-enter); curator-reentrant
 //            re-enters (one level more, same node and token), as do semaphore (one
 //            lease more) and rwlock.
@@ -986,6 +987,7 @@ public final class ZlcCuratorWorker {
         // Our node, found after the grant, is owned by the session the acquire ran in,
         // which is still the current one.
         boolean verified = fresh && h.czxid != 0 && currentSessionOr0() == sid0;
+        Reply doubtful = null;
         synchronized (state) {
             // A SUSPENDED (or LOST) during the acquire makes Curator's grant doubtful,
             // unless our node was seen alive in the same session after the grant, with
@@ -1005,10 +1007,17 @@ public final class ZlcCuratorWorker {
                 holds.clear();
                 dirty = true;
                 triggerJanitorLater();
-                return Reply.info("connection suspended during acquire");
+                doubtful = Reply.info("connection suspended during acquire");
+            } else {
+                holds.add(h);
+                lastLoss = "";
             }
-            holds.add(h);
-            lastLoss = "";
+        }
+        if (doubtful != null) {
+            if (h.node == null) {
+                releaseUnfound(h);
+            }
+            return doubtful;
         }
         if (h.node == null) {
             log.warn("acquired, but our lock node under {} was not found (no token)", path);
@@ -1020,6 +1029,25 @@ public final class ZlcCuratorWorker {
             r.token = h.czxid;
         }
         return r;
+    }
+
+    /**
+     * Gives up a doubtful grant whose node we could not find (the janitor cannot delete
+     * what it does not know): Curator knows it, and its release deletes it, retrying in
+     * the background (a guaranteed delete) until the session ends. Without this, a kept
+     * session would keep the node as an orphan that blocks every waiter.
+     */
+    void releaseUnfound(Hold h) {
+        try {
+            if (h.lease != null) {
+                h.lease.close();
+            } else if (h.mutex != null) {
+                h.mutex.release();
+            }
+            log.info("gave up a doubtful grant whose lock node was not found: Curator deletes it");
+        } catch (Exception e) {
+            log.warn("giving up a doubtful grant whose lock node was not found: {}", describe(e));
+        }
     }
 
     long epochNow() {
