@@ -14,13 +14,9 @@ import (
 // knownFindings are the real bugs explore finds in real recipes, by the probe that
 // finds them: true positives, not alarms (README: Exploring). With workers kept after
 // an unknown outcome, a lock node whose create reply was lost stays under the live
-// session and deadlocks the lock: go-zookeeper's orphan, and curator-mutex's when the
-// worker gives up an acquire on a suspended connection while its protected create's
-// reply is lost (found 2026-11-23, `zlockcheck run --recipe curator-mutex
-// --keep-workers --nemesis reply-loss --nemesis-targets idle --nemesis-interval 2s
-// --think-max 200ms --acquire-timeout 8s --time 30s --seed 3`).
+// session and deadlocks the lock: go-zookeeper's orphan.
 func knownFindings() map[string][]string {
-	return map[string][]string{"gozk": {"replies lost"}, "curator-mutex": {"replies lost"}}
+	return map[string][]string{"gozk": {"replies lost"}}
 }
 
 // keptIfFailed is a store for t's runs, removed at its end unless t failed: a
