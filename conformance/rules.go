@@ -175,8 +175,8 @@ func checkReplies(e *env) error {
 		if err := want(err, m, fmt.Sprintf("%s %s (id %d)", w.name, s.req.Op, s.id), workloads.ReplyOK); err != nil {
 			return err
 		}
-		if m, ok := w.quietFor(quiet); !ok {
-			return fmt.Errorf("%s: a second line after the reply to id %d: %+v", w.name, s.id, m)
+		if err := w.quietFor(quiet); err != nil {
+			return fmt.Errorf("after the reply to id %d: %w", s.id, err)
 		}
 	}
 	return nil
@@ -242,8 +242,8 @@ func checkHandover(e *env) error {
 	if err := b.send(e.acquireRequest(b, long)); err != nil {
 		return err
 	}
-	if m, ok := b.quietFor(time.Second); !ok {
-		return fmt.Errorf("B acquire (timeout %s) answered %s %q while A holds the lock", long, m.Type, m.Error)
+	if err := b.quietFor(time.Second); err != nil {
+		return fmt.Errorf("B acquire (timeout %s) while A holds the lock: %w", long, err)
 	}
 	if err := e.release(a); err != nil {
 		return err

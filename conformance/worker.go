@@ -171,17 +171,18 @@ func (w *worker) id() int64 {
 	return id
 }
 
-// quietFor waits d and reports whether no reply came (a reply with no request in
-// flight is a violation the reader records; a reply to a request sent with send but
-// not awaited is returned).
-func (w *worker) quietFor(d time.Duration) (workloads.Message, bool) {
+// quietFor waits d and fails if a line other than an event came: a reply to a
+// request sent with send and not yet awaited, or a violation the reader recorded (a
+// reply with no request in flight, a line that is not a protocol line).
+func (w *worker) quietFor(d time.Duration) error {
 	select {
 	case m := <-w.replies:
-		return m, false
+		return fmt.Errorf("%s answered %s %q", w.name, m.Type, m.Error)
 	case <-w.violated:
-		return workloads.Message{Error: "protocol violation"}, false
+		v := w.Violations()
+		return fmt.Errorf("protocol violation: %s", v[len(v)-1])
 	case <-time.After(d):
-		return workloads.Message{}, true
+		return nil
 	}
 }
 
