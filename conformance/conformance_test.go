@@ -38,8 +38,12 @@ func runFake(t *testing.T, argv []string, only ...string) Report {
 	return rep
 }
 
+// python is Debian's python3: a python3 on the PATH may be a version manager's shim,
+// slow to start (seconds when several start at once).
+const python = "/usr/bin/python3"
+
 func fake(mode string) []string {
-	argv := []string{"python3", "testdata/fake_worker.py"}
+	argv := []string{python, "testdata/fake_worker.py"}
 	if mode != "" {
 		argv = append(argv, mode)
 	}
@@ -69,7 +73,7 @@ func TestEveryRuleCanBreak(t *testing.T) {
 		{"init", fake("init-info"), "want ok, got info"},
 		{"replies", fake("garbage-line"), "not a protocol line"},
 		{"replies", fake("double-reply"), "with no request in flight"},
-		{"replies", append([]string{"python3", "../cmd/zlockcheck/testdata/wrong_release_id.py"}, fake("")...), "carries id 1018, but the request in flight is id 18"},
+		{"replies", append([]string{python, "../cmd/zlockcheck/testdata/wrong_release_id.py"}, fake("")...), "carries id 1018, but the request in flight is id 18"},
 		{"acquire-release", fake("release-fails"), "A release: want ok, got fail"},
 		{"timeout", fake("no-timeout"), "no reply within"},
 		{"timeout", fake("early-fail"), "before its timeout"},

@@ -31,7 +31,7 @@ func Rules() []Rule {
 		{"lost", "a holder whose session expires sends {\"event\":\"lost\"}, and the lock is free for others", checkLost},
 		{"close", "close is answered ok, the worker exits 0 and its session ends (its lock is free at once)", checkClose},
 		{"eof", "EOF on stdin: the worker exits 0 and its session ends (its lock is free at once)", checkEOF},
-		{"bad-request", "a malformed request line makes the worker exit non-zero without replying", checkBadRequest},
+		{"bad-request", "a request line that is malformed or out of order (acquire before init) makes the worker exit non-zero without replying", checkBadRequest},
 		{"refuse", "init with a kind the worker does not support is refused: fail, not ok or info", checkRefuse},
 	}
 }
@@ -320,21 +320,39 @@ func checkEOF(e *env) error {
 	})
 }
 
+// badRequests are request lines no worker may act on: not JSON, not an object, no
+// id, an unknown op, a write without its value, an acquire before init.
+var badRequests = []string{
+	`{"id":0,"op":"init",`,
+	`[1,2]`,
+	`{"op":"acquire"}`,
+	`{"id":0,"op":"frobnicate"}`,
+	`{"id":0,"op":"write"}`,
+	`{"id":0,"op":"acquire","timeout_ms":10}`,
+}
+
+// checkBadRequest sends each bad line to a fresh worker (all started at once).
 func checkBadRequest(e *env) error {
-	for i, line := range []string{`{"id":0,"op":"init",`, `{"id":0,"op":"frobnicate"}`} {
+	var ws []*worker
+	for i := range badRequests {
 		w, err := e.start(fmt.Sprintf("A%d", i+1))
 		if err != nil {
 			return err
 		}
-		if err := w.sendRaw(line); err != nil {
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		if err := w.sendRaw(badRequests[i]); err != nil {
 			return err
 		}
+	}
+	for i, w := range ws {
 		exitErr, exited := w.waitExit(e.exitBound())
 		switch {
 		case !exited:
-			return fmt.Errorf("%s did not exit within %s of the request line %s", w.name, e.exitBound(), line)
+			return fmt.Errorf("%s did not exit within %s of the request line %s", w.name, e.exitBound(), badRequests[i])
 		case exitErr == nil:
-			return fmt.Errorf("%s exited 0 after the request line %s, want a non-zero status", w.name, line)
+			return fmt.Errorf("%s exited 0 after the request line %s, want a non-zero status", w.name, badRequests[i])
 		}
 	}
 	return nil

@@ -155,7 +155,9 @@ def main():
         try:
             req = json.loads(raw)
             rid, op = req["id"], req["op"]
-            if op not in ("init", "acquire", "release", "close"):
+            if op == "write" and "value" not in req:
+                raise ValueError("write without a value")
+            if op not in ("init", "acquire", "release", "close", "read", "write"):
                 raise ValueError("unknown op %r" % op)
             if op != "init" and op != "close" and w.lock is None:
                 raise ValueError("%s before init" % op)
@@ -170,6 +172,8 @@ def main():
             w.acquire(rid, req.get("timeout_ms", 0))
         elif op == "release":
             w.release(rid)
+        elif op in ("read", "write"):
+            emit({"id": rid, "type": "fail", "error": "fake: no counter"})
         else:
             emit({"id": rid, "type": "ok"})
             if MODE == "close-no-exit":
