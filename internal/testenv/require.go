@@ -99,9 +99,19 @@ func Missing(reqs ...Requirement) []Requirement {
 
 // RequireIntegration skips t when the machine lacks any of reqs, unless
 // ZLC_REQUIRE_INTEGRATION is set (as by make test), where their absence fails t. The
-// message names everything missing at once.
+// message names everything missing at once. In -short mode (make test-short: unit
+// tests only) it always skips.
 func RequireIntegration(t testing.TB, reqs ...Requirement) {
 	t.Helper()
+	requireIntegration(t, testing.Short(), reqs)
+}
+
+func requireIntegration(t testing.TB, short bool, reqs []Requirement) {
+	t.Helper()
+	if short {
+		t.Skip("integration test skipped in -short mode")
+		return
+	}
 	missing := Missing(reqs...)
 	if len(missing) == 0 {
 		return

@@ -20,21 +20,30 @@ func TestMissingRequirementSkipsOrFails(t *testing.T) {
 	t.Setenv(ZKConnectVar, "")
 	t.Setenv(RequireIntegrationVar, "")
 	r := &recorder{TB: t}
-	RequireIntegration(r, StandaloneZK)
+	requireIntegration(r, false, []Requirement{StandaloneZK})
 	if !strings.Contains(r.skipped, ZKConnectVar) || r.failed != "" {
 		t.Errorf("without %s: skipped %q, failed %q; want a skip naming it", RequireIntegrationVar, r.skipped, r.failed)
 	}
 	t.Setenv(RequireIntegrationVar, "1")
 	r = &recorder{TB: t}
-	RequireIntegration(r, StandaloneZK)
+	requireIntegration(r, false, []Requirement{StandaloneZK})
 	if !strings.Contains(r.failed, ZKConnectVar) || r.skipped != "" {
 		t.Errorf("with %s: skipped %q, failed %q; want a failure naming it", RequireIntegrationVar, r.skipped, r.failed)
 	}
 	t.Setenv(ZKConnectVar, "127.0.0.1:1")
 	r = &recorder{TB: t}
-	RequireIntegration(r, StandaloneZK)
+	requireIntegration(r, false, []Requirement{StandaloneZK})
 	if r.skipped != "" || r.failed != "" {
 		t.Errorf("with the requirement met: skipped %q, failed %q", r.skipped, r.failed)
+	}
+}
+
+func TestShortModeSkips(t *testing.T) {
+	t.Setenv(RequireIntegrationVar, "1")
+	r := &recorder{TB: t}
+	requireIntegration(r, true, []Requirement{StandaloneZK})
+	if !strings.Contains(r.skipped, "-short") || r.failed != "" {
+		t.Errorf("in -short mode: skipped %q, failed %q; want a skip", r.skipped, r.failed)
 	}
 }
 
