@@ -15,9 +15,6 @@ import (
 // standalone ZooKeeper (zlc-mutex and gozk through zlockcheck worker, Curator's
 // InterProcessMutex through the Java worker, Kazoo's Lock through the Python one).
 func TestConformanceOfRealWorkers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test skipped in -short mode")
-	}
 	testenv.RequireIntegration(t, testenv.ZooKeeper, testenv.JDK, testenv.Curator, testenv.Kazoo)
 	root, err := filepath.Abs("..")
 	if err != nil {

@@ -23,12 +23,9 @@ import (
 // These tests load the pages in a real headless browser: Debian's chromium.
 
 // requireChromium returns the Chromium binary. Without one the test is skipped
-// (fails under ZLC_REQUIRE_INTEGRATION, see testenv).
+// (fails under ZLC_REQUIRE_INTEGRATION; skips in -short mode: see testenv).
 func requireChromium(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
 	testenv.RequireIntegration(t, testenv.Chromium)
 	return testenv.ChromiumPath()
 }

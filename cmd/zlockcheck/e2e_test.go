@@ -40,12 +40,9 @@ func TestMain(m *testing.M) {
 }
 
 // requireIntegration skips tests that need root, network namespaces and ZooKeeper
-// (fails under ZLC_REQUIRE_INTEGRATION, see testenv), and skips them in -short mode.
+// (fails under ZLC_REQUIRE_INTEGRATION; skips in -short mode: see testenv).
 func requireIntegration(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test skipped in -short mode")
-	}
 	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.Python3)
 }
 
