@@ -12,7 +12,7 @@ import (
 
 // Rule is one thing the worker protocol asks of a worker.
 type Rule struct {
-	// Name is short, for --only and the report.
+	// Name is short, for --rules (Config.Only) and the report.
 	Name string
 	// Says is the rule in one sentence.
 	Says  string
