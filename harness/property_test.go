@@ -18,6 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -270,32 +271,21 @@ func (a aimed) Waiter() (nemesis.Client, bool) { return a.target, true }
 
 // recipe returns how to start the named recipe's workers, building what they need;
 // it skips t when Java or Python's kazoo is missing (fails under
-// ZLC_REQUIRE_INTEGRATION).
+// ZLC_REQUIRE_INTEGRATION, see testenv).
 func (e *propEnv) recipe(t *testing.T, name string, info infoPolicy) propRecipe {
 	t.Helper()
-	missing := func(what string) {
-		t.Helper()
-		if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-			t.Fatalf("%s needs %s", name, what)
-		}
-		t.Skipf("%s needs %s", name, what)
-	}
 	rec := propRecipe{Name: name, Info: info}
 	switch {
 	case strings.HasPrefix(name, "curator-"):
-		if _, err := exec.LookPath("javac"); err != nil {
-			missing("javac (default-jdk-headless) and libcurator-recipes-java")
-		}
+		testenv.RequireIntegration(t, testenv.JDK, testenv.Curator)
 		out := filepath.Join(e.dir, "curator")
 		build := exec.Command("sh", filepath.Join(e.root, "recipes/curator/build.sh"), out)
 		if b, err := build.CombinedOutput(); err != nil {
-			missing(fmt.Sprintf("the Curator worker, which did not build: %v\n%s", err, b))
+			t.Fatalf("%s: the Curator worker did not build: %v\n%s", name, err, b)
 		}
 		rec.Argv = []string{filepath.Join(e.root, "recipes/curator/run.sh"), out, name}
 	case strings.HasPrefix(name, "kazoo-"):
-		if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
-			missing("/usr/bin/python3 with python3-kazoo")
-		}
+		testenv.RequireIntegration(t, testenv.Kazoo)
 		rec.Argv = []string{"/usr/bin/python3", filepath.Join(e.root, "recipes/kazoo/kazoo_worker.py"), name}
 	default:
 		if e.bin == "" {

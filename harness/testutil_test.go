@@ -1,35 +1,19 @@
 package harness
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
-// requireIntegration skips tests that need root, network namespaces and ZooKeeper,
-// unless ZLC_REQUIRE_INTEGRATION is set (as in CI), where their absence is a failure.
+// requireIntegration skips tests that need root, network namespaces and ZooKeeper
+// (fails under ZLC_REQUIRE_INTEGRATION, see testenv).
 func requireIntegration(t *testing.T) {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
-		missing = append(missing, "Debian's zookeeper package")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		missing = append(missing, "iproute2")
-	}
-	if len(missing) == 0 {
-		return
-	}
-	if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-		t.Fatalf("integration test needs %s", strings.Join(missing, ", "))
-	}
-	t.Skipf("integration test needs %s (run make test)", strings.Join(missing, ", "))
+	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.IPRoute2)
 }
 
 // assertNothingLeft fails if any zlc namespace or ZooKeeper process remains.

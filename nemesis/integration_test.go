@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,31 +20,16 @@ import (
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // requireIntegration skips tests that need root, network namespaces, nftables and
-// ZooKeeper, unless ZLC_REQUIRE_INTEGRATION is set, where their absence is a failure.
+// ZooKeeper (fails under ZLC_REQUIRE_INTEGRATION, see testenv).
 func requireIntegration(t *testing.T) {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
-		missing = append(missing, "Debian's zookeeper package")
-	}
-	for _, tool := range []string{"ip", "nft", "tc", "bash", "timeout"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-		t.Fatalf("integration test needs %s", strings.Join(missing, ", "))
-	}
-	t.Skipf("integration test needs %s (run make test)", strings.Join(missing, ", "))
+	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.IPRoute2,
+		testenv.NFTables, testenv.TrafficControl, testenv.Bash, testenv.Timeout)
 }
 
 // testSessionTimeout is the helpers' session timeout: short, so tests are quick.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/zlockcheck/zlockcheck/workloads"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // These tests need a ZooKeeper; they run only when ZLC_ZK_CONNECT names one
@@ -24,14 +25,7 @@ import (
 
 func zkServers(t *testing.T) []string {
 	t.Helper()
-	c := os.Getenv("ZLC_ZK_CONNECT")
-	if c == "" {
-		if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-			t.Fatal("ZLC_REQUIRE_INTEGRATION is set but ZLC_ZK_CONNECT is not: run under scripts/with-zk.sh (make test does)")
-		}
-		t.Skip("set ZLC_ZK_CONNECT=host:port[,...] (or run under scripts/with-zk.sh) to run the tests against a real ZooKeeper")
-	}
-	return strings.Split(c, ",")
+	return testenv.ZKServers(t)
 }
 
 // testLockPath returns a lock path no other test run uses.

@@ -16,29 +16,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // These tests load the pages in a real headless browser: Debian's chromium.
 
-// requireChromium returns the Chromium binary. Without one the test is skipped,
-// unless ZLC_REQUIRE_INTEGRATION is set (as by make test), where that is a failure.
+// requireChromium returns the Chromium binary. Without one the test is skipped
+// (fails under ZLC_REQUIRE_INTEGRATION; skips in -short mode: see testenv).
 func requireChromium(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
-	path, err := exec.LookPath("/usr/bin/chromium")
-	if err != nil {
-		path, err = exec.LookPath("chromium")
-	}
-	if err == nil {
-		return path
-	}
-	if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-		t.Fatalf("browser test needs Debian's chromium package: %v", err)
-	}
-	t.Skipf("browser test needs Debian's chromium package (apt-get install chromium): %v", err)
-	return ""
+	testenv.RequireIntegration(t, testenv.Chromium)
+	return testenv.ChromiumPath()
 }
 
 // chromium runs headless Chromium with args (after the common ones) and returns its

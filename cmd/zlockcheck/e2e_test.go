@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // binary is the zlockcheck binary built once for the end-to-end tests.
@@ -32,30 +34,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireIntegration skips tests that need root, network namespaces and ZooKeeper,
-// unless ZLC_REQUIRE_INTEGRATION is set (as by make test), where their absence fails.
+// requireIntegration skips tests that need root, network namespaces and ZooKeeper
+// (fails under ZLC_REQUIRE_INTEGRATION; skips in -short mode: see testenv).
 func requireIntegration(t *testing.T) {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
-		missing = append(missing, "Debian's zookeeper package")
-	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		missing = append(missing, "python3")
-	}
-	if len(missing) == 0 {
-		if testing.Short() {
-			t.Skip("integration test skipped in -short mode")
-		}
-		return
-	}
-	if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-		t.Fatalf("integration test needs %s", strings.Join(missing, ", "))
-	}
-	t.Skipf("integration test needs %s (run make test)", strings.Join(missing, ", "))
+	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.Python3)
 }
 
 // zlockcheck runs the binary and returns its exit code, stdout and stderr.

@@ -37,6 +37,7 @@ commands:
   serve    browse the stored runs in a web browser
   cleanup  remove every zlc namespace, link and process a killed harness left
   worker   serve the worker protocol on stdin/stdout (started by run)
+  conformance  hold a worker command to the worker protocol, rule by rule
 
 Run 'zlockcheck <command> -h' for a command's flags.
 Exit codes (run, check): 0 valid, 1 invalid, 2 unknown, 3 error.
@@ -83,6 +84,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = cleanupCmd(args[1:], stdout, stderr)
 	case "worker":
 		code, err = workerCmd(ctx, args[1:], stderr)
+	case "conformance":
+		code, err = conformanceCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -7,17 +7,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-		t.Fatal("needs root for network namespaces")
-	}
-	t.Skip("needs root for network namespaces")
+	testenv.RequireIntegration(t, testenv.Root)
 }
 
 func TestNetworkConnectsHostsAndCleansUp(t *testing.T) {

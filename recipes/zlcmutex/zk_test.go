@@ -4,12 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 func TestZKErrorMapping(t *testing.T) {
@@ -43,14 +44,7 @@ func TestZKErrorMapping(t *testing.T) {
 // one) and waits for the session.
 func dialTestZK(t *testing.T) *ZKClient {
 	t.Helper()
-	servers := os.Getenv("ZLC_ZK_CONNECT")
-	if servers == "" {
-		if os.Getenv("ZLC_REQUIRE_INTEGRATION") != "" {
-			t.Fatal("ZLC_REQUIRE_INTEGRATION is set but ZLC_ZK_CONNECT is not: run under scripts/with-zk.sh (make test does)")
-		}
-		t.Skip("set ZLC_ZK_CONNECT=host:port[,...] (or run under scripts/with-zk.sh) to run the tests against a real ZooKeeper")
-	}
-	c, err := DialZK(ZKConfig{Servers: strings.Split(servers, ","), SessionTimeout: 2 * time.Second})
+	c, err := DialZK(ZKConfig{Servers: testenv.ZKServers(t), SessionTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

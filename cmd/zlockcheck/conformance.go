@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/zlockcheck/zlockcheck/conformance"
+	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Exit codes of conformance.
+const (
+	exitConforms = 0
+	exitBroken   = 1
+)
+
+// conformanceCmd holds a worker command to the worker protocol, rule by rule, on a
+// private standalone ZooKeeper: exit 0 when every rule passed, 1 when one was broken,
+// 3 when the suite could not run.
+func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("conformance", stderr)
+	workerCmd := fs.String("worker-cmd", "", "the worker program and its arguments, as run --recipe exec takes them (required)")
+	kind := fs.String("kind", string(workloads.Mutex), "the workload kind sent in init: "+kindNames())
+	sessionTimeout := fs.Duration("session-timeout", harness.DefaultSessionTimeout, "the session timeout sent in init; the rules' bounds derive from it")
+	zkHome := fs.String("zk-home", "", "a ZooKeeper install for the private server (default: Debian's zookeeper package)")
+	rules := fs.String("rules", "", "comma-separated rules to run (default all: "+strings.Join(ruleNames(), ", ")+")")
+	if err := fs.Parse(args); err != nil {
+		return exitError, err
+	}
+	if fs.NArg() > 0 {
+		return exitError, usageError{fmt.Sprintf("unexpected arguments %q (quote the worker command in --worker-cmd)", fs.Args())}
+	}
+	if *workerCmd == "" {
+		return exitError, usageError{"--worker-cmd is required"}
+	}
+	k, err := workloads.ParseKind(*kind)
+	if err != nil {
+		return exitError, usageError{"--kind: " + err.Error()}
+	}
+	cfg := conformance.Config{
+		// As run does: the shell splits the command; exec keeps the worker's pid.
+		Argv: []string{"/bin/sh", "-c", "exec " + *workerCmd},
+		Kind: k, SessionTimeout: *sessionTimeout, ZKHome: *zkHome, Progress: stderr,
+	}
+	if *rules != "" {
+		cfg.Only = strings.Split(*rules, ",")
+	}
+	rep, err := conformance.Run(ctx, cfg)
+	rep.Write(stdout)
+	if err != nil {
+		return exitError, err
+	}
+	if !rep.OK() {
+		return exitBroken, nil
+	}
+	return exitConforms, nil
+}
+
+func kindNames() string {
+	var names []string
+	for _, k := range workloads.Kinds() {
+		names = append(names, string(k))
+	}
+	return strings.Join(names, ", ")
+}
+
+func ruleNames() []string {
+	var names []string
+	for _, r := range conformance.Rules() {
+		names = append(names, r.Name)
+	}
+	return names
+}

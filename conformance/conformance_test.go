@@ -1,0 +1,123 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeServer is the FAKE ZooKeeper of testdata/fake_worker.py (a fake worker, not a
+// recipe): a directory holding the fake's lock files; expiring a session writes a file
+// the fake watches for.
+type fakeServer struct{ dir string }
+
+func (f fakeServer) Connect() string { return f.dir }
+
+func (f fakeServer) Expire(_ context.Context, id, _ string) error {
+	return os.WriteFile(filepath.Join(f.dir, "expired-"+id), nil, 0o644)
+}
+
+var _ Server = fakeServer{}
+
+// runFake runs the rules named in only against the fake worker in mode ("" keeps
+// every rule), with a short session timeout so the bounds are short too.
+func runFake(t *testing.T, argv []string, only ...string) Report {
+	t.Helper()
+	if _, err := exec.LookPath(python); err != nil {
+		t.Skipf("the fake worker needs %s: %v", python, err)
+	}
+	rep, err := Run(context.Background(), Config{
+		Argv: argv, SessionTimeout: time.Second, Server: fakeServer{t.TempDir()}, Only: only,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// python is Debian's python3: a python3 on the PATH may be a version manager's shim,
+// slow to start (seconds when several start at once).
+const python = "/usr/bin/python3"
+
+func fake(mode string) []string {
+	argv := []string{python, "testdata/fake_worker.py"}
+	if mode != "" {
+		argv = append(argv, mode)
+	}
+	return argv
+}
+
+// TestFakeThatKeepsEveryRulePasses: the suite itself raises no false alarm.
+func TestFakeThatKeepsEveryRulePasses(t *testing.T) {
+	t.Parallel()
+	rep := runFake(t, fake(""))
+	var b strings.Builder
+	rep.Write(&b)
+	if !rep.OK() || len(rep.Results) != len(Rules()) {
+		t.Fatalf("the fake that keeps every rule did not pass them all:\n%s", b.String())
+	}
+}
+
+// TestEveryRuleCanBreak runs each rule against a fake worker that breaks it (and only
+// that rule, so each case is quick), and wants it reported broken with the exchange.
+func TestEveryRuleCanBreak(t *testing.T) {
+	cases := []struct {
+		rule string
+		argv []string
+		// problem is a piece of the expected problem text.
+		problem string
+	}{
+		{"init", fake("init-info"), "want ok, got info"},
+		{"replies", fake("garbage-line"), "not a protocol line"},
+		{"replies", fake("double-reply"), "with no request in flight"},
+		{"replies", append([]string{python, "../cmd/zlockcheck/testdata/wrong_release_id.py"}, fake("")...), "carries id 1018, but the request in flight is id 18"},
+		{"acquire-release", fake("release-fails"), "A release: want ok, got fail"},
+		{"timeout", fake("no-timeout"), "no reply within"},
+		{"timeout", fake("early-fail"), "before its timeout"},
+		{"timeout", fake("leak-on-timeout"), "leave a waiter behind"},
+		{"handover", fake("deaf-waiter"), "once A released"},
+		{"lost", fake("no-lost"), `no {"event":"lost"}`},
+		{"close", fake("close-no-exit"), "did not exit"},
+		{"eof", fake("eof-exit-1"), "want status 0"},
+		{"bad-request", fake("ignore-bad-lines"), "did not exit"},
+		{"refuse", fake("accept-any-kind"), "want fail, got ok"},
+	}
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		seen[tc.rule] = true
+		t.Run(tc.rule+"/"+tc.argv[len(tc.argv)-1], func(t *testing.T) {
+			t.Parallel()
+			rep := runFake(t, tc.argv, tc.rule)
+			var b strings.Builder
+			rep.Write(&b)
+			res := rep.Results[0]
+			if res.Passed || rep.OK() {
+				t.Fatalf("rule %s passed a fake that breaks it:\n%s", tc.rule, b.String())
+			}
+			if !strings.Contains(res.Problem, tc.problem) {
+				t.Errorf("problem %q does not say %q", res.Problem, tc.problem)
+			}
+			if len(res.Exchange) == 0 || !strings.Contains(b.String(), " > ") {
+				t.Errorf("no exchange in the report:\n%s", b.String())
+			}
+		})
+	}
+	for _, r := range Rules() {
+		if !seen[r.Name] {
+			t.Errorf("no fake breaks rule %s", r.Name)
+		}
+	}
+}
+
+func TestUnknownRuleAndEmptyCommand(t *testing.T) {
+	if _, err := Run(context.Background(), Config{Argv: []string{"true"}, Only: []string{"nonesuch"}, Server: fakeServer{}}); err == nil || !strings.Contains(err.Error(), `no rule "nonesuch"`) {
+		t.Errorf("unknown rule: err %v", err)
+	}
+	if _, err := Run(context.Background(), Config{Server: fakeServer{}}); err == nil {
+		t.Error("no worker command: no error")
+	}
+}

@@ -1,0 +1,63 @@
+package conformance
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
+)
+
+// TestConformanceOfRealWorkers: the project's own workers keep every rule on a real
+// standalone ZooKeeper (zlc-mutex and gozk through zlockcheck worker, Curator's
+// InterProcessMutex through the Java worker, Kazoo's Lock through the Python one).
+func TestConformanceOfRealWorkers(t *testing.T) {
+	testenv.RequireIntegration(t, testenv.ZooKeeper, testenv.JDK, testenv.Curator, testenv.Kazoo)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "zlockcheck")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
+		t.Fatalf("build zlockcheck: %v\n%s", err, out)
+	}
+	curator := filepath.Join(dir, "curator")
+	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
+		t.Fatalf("build the Curator worker: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	zk, err := harness.StartStandalone(ctx, harness.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zk.Stop)
+	server := private{s: zk, timeout: harness.DefaultSessionTimeout}
+
+	workers := []struct {
+		name string
+		argv []string
+	}{
+		{"zlc-mutex", []string{bin, "worker", "--recipe", "zlc-mutex"}},
+		{"gozk", []string{bin, "worker", "--recipe", "gozk"}},
+		{"curator-mutex", []string{filepath.Join(root, "recipes/curator/run.sh"), curator, "curator-mutex"}},
+		{"kazoo-lock", []string{"/usr/bin/python3", filepath.Join(root, "recipes/kazoo/kazoo_worker.py"), "kazoo-lock"}},
+	}
+	for _, w := range workers {
+		t.Run(w.name, func(t *testing.T) {
+			rep, err := Run(ctx, Config{Argv: w.argv, Server: server})
+			var b strings.Builder
+			rep.Write(&b)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, b.String())
+			}
+			if !rep.OK() {
+				t.Errorf("%s broke the protocol:\n%s", w.name, b.String())
+			}
+			t.Logf("\n%s", b.String())
+		})
+	}
+}

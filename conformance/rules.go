@@ -1,0 +1,368 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Rule is one thing the worker protocol asks of a worker.
+type Rule struct {
+	// Name is short, for --rules (Config.Only) and the report.
+	Name string
+	// Says is the rule in one sentence.
+	Says  string
+	check func(*env) error
+}
+
+// Rules is every rule, in the order they run: the basics first, so that a worker
+// that breaks them is told that before anything that builds on them.
+func Rules() []Rule {
+	return []Rule{
+		{"init", "init is answered ok, with its id, within the harness's init limit", checkInit},
+		{"replies", "every stdout line is a reply or an event; a reply carries the id of the request in flight, once", checkReplies},
+		{"acquire-release", "acquire of a free lock is ok, release of the held lock is ok, twice over", checkAcquireRelease},
+		{"timeout", "an acquire of a held lock answers fail, not before its timeout_ms nor long after, and leaves nothing behind", checkTimeout},
+		{"handover", "a waiter is not granted while the lock is held, and is granted soon after the holder releases", checkHandover},
+		{"lost", "a holder whose session expires sends {\"event\":\"lost\"}, and the lock is free for others", checkLost},
+		{"close", "close is answered ok, the worker exits 0 and its session ends (its lock is free at once)", checkClose},
+		{"eof", "EOF on stdin: the worker exits 0 and its session ends (its lock is free at once)", checkEOF},
+		{"bad-request", "a request line that is malformed or out of order (acquire before init) makes the worker exit non-zero without replying", checkBadRequest},
+		{"refuse", "init with a kind the worker does not support is refused: fail, not ok or info", checkRefuse},
+	}
+}
+
+// skipped is a rule that could not be checked, and why.
+type skipped string
+
+func (s skipped) Error() string { return "skipped: " + string(s) }
+
+func asSkip(err error, s *skipped) bool { return errors.As(err, s) }
+
+// quiet is how long a rule watches for a second reply after each reply.
+const quiet = 300 * time.Millisecond
+
+// env is one rule's run: its workers, its lock path and its bounds.
+type env struct {
+	ctx     context.Context
+	cfg     Config
+	log     *transcript
+	path    string
+	workers []*worker
+}
+
+// bounds are the harness's own, for the session timeout sent in init.
+func (e *env) bounds() harness.Config { return harness.Config{SessionTimeout: e.cfg.SessionTimeout} }
+
+// exitBound is how long a worker may take to exit after close, EOF or a bad line.
+func (e *env) exitBound() time.Duration { return 2*e.cfg.SessionTimeout + 2*time.Second }
+
+// start starts worker name; it runs until the rule ends.
+func (e *env) start(name string) (*worker, error) {
+	w, err := startWorker(name, e.cfg.Argv, e.log)
+	if err != nil {
+		return nil, err
+	}
+	e.workers = append(e.workers, w)
+	return w, nil
+}
+
+// ready starts the named workers (their runtimes boot together) and inits each.
+func (e *env) ready(names ...string) ([]*worker, error) {
+	var ws []*worker
+	for _, n := range names {
+		w, err := e.start(n)
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		m, err := w.call(e.ctx, e.initRequest(w, string(e.cfg.Kind), i+1), e.bounds().InitReplyLimit())
+		if err := want(err, m, w.name+" init", workloads.ReplyOK); err != nil {
+			return nil, err
+		}
+	}
+	return ws, nil
+}
+
+func (e *env) stopAll() {
+	for _, w := range e.workers {
+		w.kill()
+	}
+}
+
+// initRequest is the harness's init for this rule's lock.
+func (e *env) initRequest(w *worker, kind string, slot int) workloads.Request {
+	req := workloads.Request{ID: w.id(), Op: workloads.OpInit, Connect: e.cfg.Server.Connect(),
+		SessionTimeoutMS: e.cfg.SessionTimeout.Milliseconds(), Path: e.path, Kind: kind, Permits: 1, Worker: slot}
+	if workloads.Kind(kind).HasCounter() {
+		req.CounterPath = e.path + "-counter"
+	}
+	return req
+}
+
+// acquireRequest asks for the lock (a write hold for rwlock).
+func (e *env) acquireRequest(w *worker, timeout time.Duration) workloads.Request {
+	req := workloads.Request{ID: w.id(), Op: workloads.OpAcquire, TimeoutMS: timeout.Milliseconds()}
+	if e.cfg.Kind == workloads.RWLock {
+		req.Mode = "write"
+	}
+	return req
+}
+
+// acquire acquires and wants replyType.
+func (e *env) acquire(w *worker, timeout time.Duration, replyType string) error {
+	m, err := w.call(e.ctx, e.acquireRequest(w, timeout), e.bounds().ReplyLimit(timeout))
+	return want(err, m, fmt.Sprintf("%s acquire (timeout %s)", w.name, timeout), replyType)
+}
+
+// release releases and wants ok.
+func (e *env) release(w *worker) error {
+	m, err := w.call(e.ctx, workloads.Request{ID: w.id(), Op: workloads.OpRelease}, e.bounds().ReplyLimit(0))
+	return want(err, m, w.name+" release", workloads.ReplyOK)
+}
+
+// want turns a reply (or the error waiting for it) into a rule's verdict.
+func want(err error, m workloads.Message, what, replyType string) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if m.Type != replyType {
+		return fmt.Errorf("%s: want %s, got %s %q", what, replyType, m.Type, m.Error)
+	}
+	return nil
+}
+
+// acquireTimeout is the harness's default acquire timeout.
+const acquireTimeout = 2 * time.Second
+
+func checkInit(e *env) error {
+	_, err := e.ready("A")
+	return err
+}
+
+// checkReplies sends ids that are neither 0.. nor in order, and watches after each
+// reply for a second one.
+func checkReplies(e *env) error {
+	w, err := e.start("A")
+	if err != nil {
+		return err
+	}
+	w.nextID = 5
+	steps := []struct {
+		id  int64
+		req workloads.Request
+	}{
+		{5, e.initRequest(w, string(e.cfg.Kind), 1)},
+		{17, e.acquireRequest(w, acquireTimeout)},
+		{18, workloads.Request{Op: workloads.OpRelease}},
+		{40, e.acquireRequest(w, acquireTimeout)},
+		{3, workloads.Request{Op: workloads.OpRelease}},
+		{41, workloads.Request{Op: workloads.OpClose}},
+	}
+	for _, s := range steps {
+		s.req.ID = s.id
+		limit := e.bounds().ReplyLimit(acquireTimeout)
+		if s.req.Op == workloads.OpInit {
+			limit = e.bounds().InitReplyLimit()
+		}
+		m, err := w.call(e.ctx, s.req, limit)
+		if err := want(err, m, fmt.Sprintf("%s %s (id %d)", w.name, s.req.Op, s.id), workloads.ReplyOK); err != nil {
+			return err
+		}
+		if err := w.quietFor(quiet); err != nil {
+			return fmt.Errorf("after the reply to id %d: %w", s.id, err)
+		}
+	}
+	return nil
+}
+
+func checkAcquireRelease(e *env) error {
+	ws, err := e.ready("A")
+	if err != nil {
+		return err
+	}
+	a := ws[0]
+	for range 2 {
+		if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
+			return err
+		}
+		if err := e.release(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTimeout: B times out behind A; once A releases, C must get the lock, which it
+// cannot if B's failed attempt left a waiter (a lock node) behind.
+func checkTimeout(e *env) error {
+	ws, err := e.ready("A", "B", "C")
+	if err != nil {
+		return err
+	}
+	a, b, c := ws[0], ws[1], ws[2]
+	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
+		return err
+	}
+	timeout := time.Second
+	start := time.Now()
+	m, err := b.call(e.ctx, e.acquireRequest(b, timeout), timeout+e.cfg.SessionTimeout)
+	took := time.Since(start)
+	if err := want(err, m, fmt.Sprintf("B acquire (timeout %s) while A holds", timeout), workloads.ReplyFail); err != nil {
+		return err
+	}
+	if took < timeout*9/10 {
+		return fmt.Errorf("B acquire (timeout %s) while A holds: failed after %s, before its timeout", timeout, took.Round(time.Millisecond))
+	}
+	if err := e.release(a); err != nil {
+		return err
+	}
+	if err := e.acquire(c, acquireTimeout, workloads.ReplyOK); err != nil {
+		return fmt.Errorf("after B's timed-out acquire and A's release: %w (did B's attempt leave a waiter behind?)", err)
+	}
+	return nil
+}
+
+func checkHandover(e *env) error {
+	ws, err := e.ready("A", "B")
+	if err != nil {
+		return err
+	}
+	a, b := ws[0], ws[1]
+	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
+		return err
+	}
+	long := 3*e.cfg.SessionTimeout + 10*time.Second
+	if err := b.send(e.acquireRequest(b, long)); err != nil {
+		return err
+	}
+	if err := b.quietFor(time.Second); err != nil {
+		return fmt.Errorf("B acquire (timeout %s) while A holds the lock: %w", long, err)
+	}
+	if err := e.release(a); err != nil {
+		return err
+	}
+	m, err := b.await(e.ctx, e.cfg.SessionTimeout)
+	return want(err, m, "B's waiting acquire, once A released", workloads.ReplyOK)
+}
+
+func checkLost(e *env) error {
+	ws, err := e.ready("A", "B")
+	if err != nil {
+		return err
+	}
+	a, b := ws[0], ws[1]
+	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
+		return err
+	}
+	id, passwd := a.session()
+	if id == "" || passwd == "" {
+		return skipped(`A sent no {"event":"session"} with session_id and passwd, so its session cannot be expired (the session-expire fault needs them too)`)
+	}
+	e.log.add("suite", "--", "expire A's session "+id)
+	if err := e.cfg.Server.Expire(e.ctx, id, passwd); err != nil {
+		return fmt.Errorf("expire A's session %s: %w", id, err)
+	}
+	limit := e.bounds().ReplyLimit(0)
+	select {
+	case <-a.lost:
+	case <-time.After(limit):
+		return fmt.Errorf(`A held the lock and its session %s expired: no {"event":"lost"} within %s`, id, limit)
+	}
+	return e.acquire(b, acquireTimeout, workloads.ReplyOK)
+}
+
+// checkEnd ends A while it holds the lock (end sends close or closes stdin), wants
+// exit status 0, then B must get the lock sooner than A's session could expire.
+func checkEnd(e *env, how string, end func(a *worker) error) error {
+	ws, err := e.ready("A", "B")
+	if err != nil {
+		return err
+	}
+	a, b := ws[0], ws[1]
+	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
+		return err
+	}
+	if err := end(a); err != nil {
+		return err
+	}
+	exitErr, exited := a.waitExit(e.exitBound())
+	if !exited {
+		return fmt.Errorf("A did not exit within %s of %s", e.exitBound(), how)
+	}
+	if exitErr != nil {
+		return fmt.Errorf("A exited with %s after %s, want status 0", exitText(exitErr), how)
+	}
+	free := e.cfg.SessionTimeout / 2
+	if err := e.acquire(b, free, workloads.ReplyOK); err != nil {
+		return fmt.Errorf("after A's %s: %w (A's session was not ended: its lock waits for the session to expire)", how, err)
+	}
+	return nil
+}
+
+func checkClose(e *env) error {
+	return checkEnd(e, "close", func(a *worker) error {
+		m, err := a.call(e.ctx, workloads.Request{ID: a.id(), Op: workloads.OpClose}, e.bounds().ReplyLimit(0))
+		return want(err, m, "A close", workloads.ReplyOK)
+	})
+}
+
+func checkEOF(e *env) error {
+	return checkEnd(e, "EOF on its stdin", func(a *worker) error {
+		e.log.add(a.name, "--", "stdin closed")
+		return a.in.Close()
+	})
+}
+
+// badRequests are request lines no worker may act on: not JSON, not an object, no
+// id, an unknown op, a write without its value, an acquire before init.
+var badRequests = []string{
+	`{"id":0,"op":"init",`,
+	`[1,2]`,
+	`{"op":"acquire"}`,
+	`{"id":0,"op":"frobnicate"}`,
+	`{"id":0,"op":"write"}`,
+	`{"id":0,"op":"acquire","timeout_ms":10}`,
+}
+
+// checkBadRequest sends each bad line to a fresh worker (all started at once).
+func checkBadRequest(e *env) error {
+	var ws []*worker
+	for i := range badRequests {
+		w, err := e.start(fmt.Sprintf("A%d", i+1))
+		if err != nil {
+			return err
+		}
+		ws = append(ws, w)
+	}
+	for i, w := range ws {
+		if err := w.sendRaw(badRequests[i]); err != nil {
+			return err
+		}
+	}
+	for i, w := range ws {
+		exitErr, exited := w.waitExit(e.exitBound())
+		switch {
+		case !exited:
+			return fmt.Errorf("%s did not exit within %s of the request line %s", w.name, e.exitBound(), badRequests[i])
+		case exitErr == nil:
+			return fmt.Errorf("%s exited 0 after the request line %s, want a non-zero status", w.name, badRequests[i])
+		}
+	}
+	return nil
+}
+
+func checkRefuse(e *env) error {
+	w, err := e.start("A")
+	if err != nil {
+		return err
+	}
+	m, err := w.call(e.ctx, e.initRequest(w, "no-such-kind", 1), e.bounds().InitReplyLimit())
+	return want(err, m, `A init with kind "no-such-kind"`, workloads.ReplyFail)
+}

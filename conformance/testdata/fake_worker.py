@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""A FAKE worker for the conformance suite's unit tests (conformance_test.go), not a
+lock recipe: it speaks the worker protocol over a lock that is an flock'd file, with no
+ZooKeeper. init's "connect" is a directory (the test's fake server); the lock is a file
+in it named after init's path; a session ends when a file expired-<session id> appears
+in it (the fake server's Expire writes it).
+
+Without an argument it keeps every rule. With a MODE it breaks one on purpose:
+
+  init-info         answers init with info                        (rule init)
+  garbage-line      writes a line that is not JSON first          (rule replies)
+  double-reply      answers every acquire twice                   (rule replies)
+  release-fails     answers every release with fail               (rule acquire-release)
+  no-timeout        an acquire of a held lock waits forever       (rule timeout)
+  early-fail        an acquire of a held lock fails at once       (rule timeout)
+  leak-on-timeout   a timed-out acquire keeps waiting and takes
+                    the lock later, for good (an orphan waiter)   (rule timeout)
+  deaf-waiter       a waiter never sees the release               (rule handover)
+  no-lost           says nothing when its session ends            (rule lost)
+  close-no-exit     answers close, keeps running                  (rule close)
+  eof-exit-1        exits 1 on EOF                                (rule eof)
+  ignore-bad-lines  skips request lines it cannot parse           (rule bad-request)
+  accept-any-kind   answers ok to init of any kind                (rule refuse)
+
+Standard library only.
+"""
+
+import base64
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "good"
+KINDS = ("mutex", "semaphore", "rwlock", "reentrant", "counter")
+out = threading.Lock()
+
+
+def emit(obj):
+    with out:
+        sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+
+class FileLock(object):
+    def __init__(self, directory, path):
+        self.file = os.path.join(directory, hashlib.sha1(path.encode()).hexdigest() + ".lock")
+        self.fd = None
+
+    def try_lock(self):
+        # An orphan waiter of another live process queues ahead of everyone (as a
+        # lock node left behind would in ZooKeeper): see Worker.orphan.
+        try:
+            with open(self.file + ".orphan") as f:
+                pid = int(f.read())
+            if pid != os.getpid():
+                os.kill(pid, 0)
+                return False
+        except (OSError, ValueError):
+            pass
+        fd = os.open(self.file, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def unlock(self):
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor drops the flock
+            self.fd = None
+
+
+class Worker(object):
+    def __init__(self):
+        self.lock = None
+        self.directory = None
+        self.session = "0x%x" % os.getpid()
+        self.mu = threading.Lock()
+
+    def init(self, rid, req):
+        if MODE == "init-info":
+            return emit({"id": rid, "type": "info", "error": "fake: init-info"})
+        if req.get("kind") not in KINDS and MODE != "accept-any-kind":
+            return emit({"id": rid, "type": "fail", "error": "unsupported kind %r" % req.get("kind")})
+        self.directory = req["connect"]
+        self.lock = FileLock(self.directory, req["path"])
+        emit({"event": "session", "session_id": self.session,
+              "passwd": base64.b64encode(b"fake").decode("ascii")})
+        threading.Thread(target=self.watch_session, daemon=True).start()
+        emit({"id": rid, "type": "ok"})
+
+    def watch_session(self):
+        expired = os.path.join(self.directory, "expired-" + self.session)
+        while not os.path.exists(expired):
+            time.sleep(0.02)
+        with self.mu:
+            held = self.lock.fd is not None
+            self.lock.unlock()
+        if held and MODE != "no-lost":
+            emit({"event": "lost", "error": "fake: session expired"})
+
+    def acquire(self, rid, timeout_ms):
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        first = True
+        while True:
+            with self.mu:
+                if self.lock.try_lock():
+                    emit({"id": rid, "type": "ok"})
+                    if MODE == "double-reply":
+                        emit({"id": rid, "type": "ok"})
+                    return
+            if first and MODE == "early-fail":
+                break
+            if first and MODE == "deaf-waiter":
+                time.sleep(timeout_ms / 1000.0)
+                break
+            first = False
+            if time.monotonic() >= deadline and MODE != "no-timeout":
+                break
+            time.sleep(0.01)
+        if MODE == "leak-on-timeout":
+            # Queued for good (as a lock node left behind would be): a marker every
+            # fake's try_lock honours while this process lives, written before the
+            # reply; then it takes the lock once free and never lets it go.
+            with open(self.lock.file + ".orphan", "w") as f:
+                f.write(str(os.getpid()))
+            threading.Thread(target=self.orphan, daemon=True).start()
+        emit({"id": rid, "type": "fail", "error": "timeout"})
+
+    def orphan(self):
+        fd = os.open(self.lock.file, os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def release(self, rid):
+        if MODE == "release-fails":
+            return emit({"id": rid, "type": "fail", "error": "fake: release-fails"})
+        with self.mu:
+            held = self.lock is not None and self.lock.fd is not None
+            if held:
+                self.lock.unlock()
+        emit({"id": rid, "type": "ok"} if held else {"id": rid, "type": "fail", "error": "not held"})
+
+
+def main():
+    if MODE == "garbage-line":
+        print("ready", flush=True)
+    w = Worker()
+    for raw in sys.stdin:
+        try:
+            req = json.loads(raw)
+            rid, op = req["id"], req["op"]
+            if op == "write" and "value" not in req:
+                raise ValueError("write without a value")
+            if op not in ("init", "acquire", "release", "close", "read", "write"):
+                raise ValueError("unknown op %r" % op)
+            if op != "init" and op != "close" and w.lock is None:
+                raise ValueError("%s before init" % op)
+        except (ValueError, KeyError, TypeError) as e:
+            if MODE == "ignore-bad-lines":
+                continue
+            sys.stderr.write("fake worker: bad request %r: %s\n" % (raw, e))
+            sys.exit(1)
+        if op == "init":
+            w.init(rid, req)
+        elif op == "acquire":
+            w.acquire(rid, req.get("timeout_ms", 0))
+        elif op == "release":
+            w.release(rid)
+        elif op in ("read", "write"):
+            emit({"id": rid, "type": "fail", "error": "fake: no counter"})
+        else:
+            emit({"id": rid, "type": "ok"})
+            if MODE == "close-no-exit":
+                continue
+            sys.exit(0)
+    sys.exit(1 if MODE == "eof-exit-1" else 0)
+
+
+if __name__ == "__main__":
+    main()

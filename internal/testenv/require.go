@@ -1,0 +1,150 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A Requirement is one thing an integration test needs from the machine.
+type Requirement int
+
+// The requirements. Each names, in a skip or failure message, what to install.
+const (
+	// Root: network namespaces, signals to other users' processes.
+	Root Requirement = iota
+	// ZooKeeper: Debian's zookeeper package (/usr/share/java/zookeeper.jar).
+	ZooKeeper
+	// IPRoute2: the ip command (namespaces, links).
+	IPRoute2
+	// NFTables: the nft command (the nemesis's partitions).
+	NFTables
+	// TrafficControl: the tc command (the nemesis's delays and losses).
+	TrafficControl
+	// Bash and Timeout: the shell and coreutils' timeout, for commands run in a namespace.
+	Bash
+	Timeout
+	// Python3: a python3 on the PATH (the fake and broken workers in testdata).
+	Python3
+	// Kazoo: /usr/bin/python3 that can import kazoo (the Kazoo worker).
+	Kazoo
+	// JDK: javac (the Curator worker is compiled on first use).
+	JDK
+	// Curator: Debian's Curator jars (the Curator worker's classpath).
+	Curator
+	// Chromium: Debian's chromium (the results browser's tests).
+	Chromium
+	// StandaloneZK: a standalone ZooKeeper named by ZLC_ZK_CONNECT
+	// (scripts/with-zk.sh starts one; make test runs go test under it).
+	StandaloneZK
+)
+
+// requirement is one row of the catalogue: what to tell the user, and whether the
+// machine has it.
+type requirement struct {
+	what    string
+	present func() bool
+}
+
+// catalogue is every Requirement, in one place.
+func catalogue() map[Requirement]requirement {
+	return map[Requirement]requirement{
+		Root:           {"root", func() bool { return os.Geteuid() == 0 }},
+		ZooKeeper:      {"Debian's zookeeper package", fileExists("/usr/share/java/zookeeper.jar")},
+		IPRoute2:       {"iproute2 (ip)", onPath("ip")},
+		NFTables:       {"nftables (nft)", onPath("nft")},
+		TrafficControl: {"iproute2's tc", onPath("tc")},
+		Bash:           {"bash", onPath("bash")},
+		Timeout:        {"coreutils' timeout", onPath("timeout")},
+		Python3:        {"python3", onPath("python3")},
+		Kazoo: {"/usr/bin/python3 with python3-kazoo", func() bool {
+			return exec.Command("/usr/bin/python3", "-c", "import kazoo").Run() == nil
+		}},
+		JDK:      {"javac (default-jdk-headless)", onPath("javac")},
+		Curator:  {"libcurator-recipes-java", fileExists("/usr/share/java/curator-recipes.jar")},
+		Chromium: {"Debian's chromium package", func() bool { return ChromiumPath() != "" }},
+		StandaloneZK: {"a standalone ZooKeeper in " + ZKConnectVar + " (run under scripts/with-zk.sh; make test does)",
+			func() bool { return os.Getenv(ZKConnectVar) != "" }},
+	}
+}
+
+func fileExists(path string) func() bool {
+	return func() bool { _, err := os.Stat(path); return err == nil }
+}
+
+func onPath(name string) func() bool {
+	return func() bool { _, err := exec.LookPath(name); return err == nil }
+}
+
+// String is what the requirement's absence message names.
+func (r Requirement) String() string {
+	if c, ok := catalogue()[r]; ok {
+		return c.what
+	}
+	return "unknown requirement"
+}
+
+// Missing returns the requirements among reqs that this machine lacks.
+func Missing(reqs ...Requirement) []Requirement {
+	cat := catalogue()
+	var missing []Requirement
+	for _, r := range reqs {
+		if c, ok := cat[r]; !ok || !c.present() {
+			missing = append(missing, r)
+		}
+	}
+	return missing
+}
+
+// RequireIntegration skips t when the machine lacks any of reqs, unless
+// ZLC_REQUIRE_INTEGRATION is set (as by make test), where their absence fails t. The
+// message names everything missing at once. In -short mode (make test-short: unit
+// tests only) it always skips.
+func RequireIntegration(t testing.TB, reqs ...Requirement) {
+	t.Helper()
+	requireIntegration(t, testing.Short(), reqs)
+}
+
+func requireIntegration(t testing.TB, short bool, reqs []Requirement) {
+	t.Helper()
+	if short {
+		t.Skip("integration test skipped in -short mode")
+		return
+	}
+	missing := Missing(reqs...)
+	if len(missing) == 0 {
+		return
+	}
+	names := make([]string, len(missing))
+	for i, r := range missing {
+		names[i] = r.String()
+	}
+	msg := "integration test needs " + strings.Join(names, ", ")
+	if Strict() {
+		t.Fatal(msg + " (" + RequireIntegrationVar + " is set)")
+		return
+	}
+	t.Skip(msg + " (run make test)")
+}
+
+// Strict reports whether ZLC_REQUIRE_INTEGRATION is set: a missing requirement fails.
+func Strict() bool { return os.Getenv(RequireIntegrationVar) != "" }
+
+// ZKServers returns the standalone ZooKeeper's addresses from ZLC_ZK_CONNECT,
+// skipping (or failing, see RequireIntegration) t without one.
+func ZKServers(t testing.TB) []string {
+	t.Helper()
+	RequireIntegration(t, StandaloneZK)
+	return strings.Split(os.Getenv(ZKConnectVar), ",")
+}
+
+// ChromiumPath is Debian's chromium binary, or "" without one.
+func ChromiumPath() string {
+	for _, name := range []string{"/usr/bin/chromium", "chromium"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
