@@ -21,7 +21,7 @@ import (
 )
 
 // DefaultRound is how long one round's workload runs, unless the session says.
-const DefaultRound = 30 * time.Second
+const DefaultRound = 20 * time.Second
 
 // minRound is the shortest round worth starting when the budget runs out.
 const minRound = 10 * time.Second
