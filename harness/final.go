@@ -61,6 +61,18 @@ func everyQuarterSecond(ctx context.Context, look func() (done bool)) error {
 	}
 }
 
+// pause waits d, unless the run ends hard first (false).
+func (s *session) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.hard():
+		return false
+	}
+}
+
 func (r *runner) setFinal(slot int, res finalResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -73,19 +85,35 @@ func (r *runner) setFinal(slot int, res finalResult) {
 	}
 }
 
-// finalCycle acquires the lock with the final bound and releases it at once.
+// finalRetryPause is how long a worker whose final acquire was refused waits before it
+// asks again.
+const finalRetryPause = 250 * time.Millisecond
+
+// finalCycle acquires the lock within the final bound and releases it at once. A
+// refusal (fail) that leaves time in the bound is retried, as an application would:
+// a worker between two sessions (its old one expired under a fault) may refuse at once
+// and be granted a moment later. Liveness asks that every worker acquire once within
+// the bound, not at its first try.
 func (s *session) finalCycle() finalResult {
 	bound := s.r.cfg.FinalBound()
 	res := finalResult{Slot: s.w.slot + 1, Process: s.w.Process()}
-	s.cycle = s.r.cfg.Workload.FinalCycle(bound)
 	defer func() {
 		s.cycle = nil
 		s.publish()
 	}()
-	acquire, _ := s.cycle.Next()
-	s.publish()
 	start := time.Now()
-	reply, answered := s.do(acquire, s.r.cfg.ReplyLimit(bound))
+	var reply workloads.Message
+	var answered bool
+	for {
+		left := bound - time.Since(start)
+		s.cycle = s.r.cfg.Workload.FinalCycle(max(left, time.Millisecond))
+		acquire, _ := s.cycle.Next()
+		s.publish()
+		reply, answered = s.do(acquire, s.r.cfg.ReplyLimit(left))
+		if !answered || reply.Type != workloads.ReplyFail || time.Since(start)+finalRetryPause >= bound || !s.pause(finalRetryPause) {
+			break
+		}
+	}
 	res.Reply, res.WaitedMS = reply.Type, time.Since(start).Milliseconds()
 	switch {
 	case !answered:
