@@ -229,13 +229,22 @@ func checkTimeout(e *env) error {
 	return nil
 }
 
-func checkHandover(e *env) error {
+// aHolds starts workers A and B and has A acquire the lock: how the rules that need
+// a holder and a second client begin.
+func (e *env) aHolds() (a, b *worker, err error) {
 	ws, err := e.ready("A", "B")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	a, b := ws[0], ws[1]
-	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
+	if err := e.acquire(ws[0], acquireTimeout, workloads.ReplyOK); err != nil {
+		return nil, nil, err
+	}
+	return ws[0], ws[1], nil
+}
+
+func checkHandover(e *env) error {
+	a, b, err := e.aHolds()
+	if err != nil {
 		return err
 	}
 	long := 3*e.cfg.SessionTimeout + 10*time.Second
@@ -253,12 +262,8 @@ func checkHandover(e *env) error {
 }
 
 func checkLost(e *env) error {
-	ws, err := e.ready("A", "B")
+	a, b, err := e.aHolds()
 	if err != nil {
-		return err
-	}
-	a, b := ws[0], ws[1]
-	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
 		return err
 	}
 	id, passwd := a.session()
@@ -281,12 +286,8 @@ func checkLost(e *env) error {
 // checkEnd ends A while it holds the lock (end sends close or closes stdin), wants
 // exit status 0, then B must get the lock sooner than A's session could expire.
 func checkEnd(e *env, how string, end func(a *worker) error) error {
-	ws, err := e.ready("A", "B")
+	a, b, err := e.aHolds()
 	if err != nil {
-		return err
-	}
-	a, b := ws[0], ws[1]
-	if err := e.acquire(a, acquireTimeout, workloads.ReplyOK); err != nil {
 		return err
 	}
 	if err := end(a); err != nil {
