@@ -152,10 +152,14 @@ func TestZlcMutexSurvivesTheExposures(t *testing.T) {
 }
 
 // TestFencingKeepsTheCounterRight: go-zookeeper's lock with a paused or cut-off
-// holder loses increments when the write is a plain set, and none when it is fenced,
-// under the same seed. (A cut-off holder's write is retried after its session
-// expired, as Curator's and Kazoo's retrying operations would; holds of up to 1 s let
-// the fault land between the read and the write.)
+// holder loses increments when the write is a plain set, and none when it is fenced.
+// (A cut-off holder's write is retried after its session expired, as Curator's and
+// Kazoo's retrying operations would; holds of up to 1 s let the fault land between the
+// read and the write.) Whether a given seed's fault lands between a read and its write
+// depends on real timing: an unfenced run may overlap holders whose writes still come
+// out in order (the holds checker shows the overlap, the counter stays right), so the
+// unfenced case searches up to three seeds for a lost update, as a nightly run would;
+// every fenced seed must be valid.
 func TestFencingKeepsTheCounterRight(t *testing.T) {
 	requireIntegration(t)
 	for _, fault := range [][]string{
@@ -164,22 +168,38 @@ func TestFencingKeepsTheCounterRight(t *testing.T) {
 	} {
 		for _, fenced := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/fenced=%v", fault[1], fenced), func(t *testing.T) {
-				store := t.TempDir()
-				args := append([]string{"run", "--recipe", "gozk", "--workload", "counter",
-					"--fenced=" + strconv.FormatBool(fenced), "--nemesis-targets", "holder",
-					"--nemesis-interval", "2s", "--time", "40s", "--seed", "1", "--store", store, "--quiet"}, fault...)
-				code, stdout, stderr := zlockcheck(t, args...)
-				want := exitInvalid
-				if fenced {
-					want = exitValid
+				seeds := []int{1}
+				if !fenced {
+					seeds = []int{1, 2, 3}
 				}
-				if code != want {
-					t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, want, stdout, stderr)
+				var tried []string
+				for _, seed := range seeds {
+					store := t.TempDir()
+					args := append([]string{"run", "--recipe", "gozk", "--workload", "counter",
+						"--fenced=" + strconv.FormatBool(fenced), "--nemesis-targets", "holder",
+						"--nemesis-interval", "2s", "--time", "40s", "--seed", strconv.Itoa(seed),
+						"--store", store, "--quiet"}, fault...)
+					code, stdout, stderr := zlockcheck(t, args...)
+					assertNothingLeft(t, store)
+					if fenced {
+						if code != exitValid {
+							t.Fatalf("seed %d: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", seed, code, exitValid, stdout, stderr)
+						}
+						return
+					}
+					if code == exitInvalid {
+						if !strings.Contains(stdout, "lost update") && !strings.Contains(stdout, "were acknowledged") {
+							t.Errorf("seed %d: the unfenced run's witness does not show lost updates:\n%s", seed, stdout)
+						}
+						t.Logf("seed %d: lost updates found (after %d seeds without)", seed, len(tried))
+						return
+					}
+					if code != exitValid {
+						t.Fatalf("seed %d: exit %d, want %d or %d\nstdout:\n%s\nstderr:\n%s", seed, code, exitInvalid, exitValid, stdout, stderr)
+					}
+					tried = append(tried, fmt.Sprintf("seed %d: exit %d\n%s", seed, code, stdout))
 				}
-				if !fenced && !strings.Contains(stdout, "lost update") && !strings.Contains(stdout, "were acknowledged") {
-					t.Errorf("the unfenced run's witness does not show lost updates:\n%s", stdout)
-				}
-				assertNothingLeft(t, store)
+				t.Fatalf("no unfenced seed lost an update:\n%s", strings.Join(tried, "\n"))
 			})
 		}
 	}
