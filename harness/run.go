@@ -183,6 +183,7 @@ func (r *runner) startWorkload(ctx context.Context) *workload {
 		return r.fail(r.nem.Run(gctx), "nemesis")
 	})
 	g.Go(func() error { r.reportProgress(gctx); return nil })
+	g.Go(func() error { return r.watchHerd(gctx) })
 	if r.cfg.StallAfter > 0 && r.cfg.FinalPhase {
 		g.Go(func() error { return r.watchStall(gctx) })
 	}

@@ -32,6 +32,10 @@ const (
 	Nemesis = "nemesis.jsonl"
 	// Timings is the set-up and teardown costs, for benchmarks.
 	Timings = "timings.json"
+	// Herd is the servers' watch tables and request counters sampled during the
+	// workload, one JSON line per sample (package herd): what the herd record of
+	// results.json is computed from.
+	Herd = "herd.jsonl"
 	// Timeline is the HTML timeline of the history.
 	Timeline = "timeline.html"
 	// Linearizability is porcupine's visualization of a violation (invalid runs).

@@ -1,0 +1,88 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/herd"
+	"github.com/zlockcheck/zlockcheck/rundir"
+)
+
+// herdInterval is how often the herd watch samples the servers' watch tables and
+// request counters: often enough to see a queue of waiters whose holds last tens of
+// milliseconds many times over a run, cheap enough (two four-letter words per server)
+// not to load the servers the run measures.
+const herdInterval = 300 * time.Millisecond
+
+// watchHerd samples every server's watches (wchc) and request counters (mntr) every
+// herdInterval until ctx ends, appending each sample to the run's herd.jsonl (package
+// herd reads them). A server that does not answer is counted, not an error: a fault
+// may have killed or cut it off. Only a file that cannot be written fails the run.
+func (r *runner) watchHerd(ctx context.Context) error {
+	f, err := os.Create(r.dir.File(rundir.Herd))
+	if err != nil {
+		return r.fail(err, "herd samples")
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	t := time.NewTicker(herdInterval)
+	defer t.Stop()
+	for {
+		s := r.herdSample(ctx)
+		if ctx.Err() != nil {
+			return nil // cut short by the workload's end: the servers may not have answered
+		}
+		if err := enc.Encode(s); err != nil {
+			return r.fail(err, "herd samples")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// herdSample asks every server, in parallel, for its watches and counters.
+func (r *runner) herdSample(ctx context.Context) herd.Sample {
+	at := time.Since(r.rec.start).Nanoseconds()
+	type answer struct {
+		watches  []herd.Watch
+		counters *herd.Counters
+	}
+	answers := make([]answer, len(r.ens.Servers))
+	var wg sync.WaitGroup
+	for i, s := range r.ens.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if text, err := r.ens.fourLetter(ctx, s, "wchc"); err == nil {
+				answers[i].watches, err = herd.ParseWchc(text)
+				if err != nil {
+					r.logf("herd: server %d: %v", s.ID, err)
+				}
+			}
+			if text, err := r.ens.fourLetter(ctx, s, "mntr"); err == nil {
+				if n, ok := herd.ParseMntr(text)[herd.PacketsReceived]; ok {
+					answers[i].counters = &herd.Counters{ID: s.ID, Packets: n}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var watches []herd.Watch
+	var counters []herd.Counters
+	unanswered := 0
+	for _, a := range answers {
+		watches = append(watches, a.watches...)
+		if a.counters == nil {
+			unanswered++
+			continue
+		}
+		counters = append(counters, *a.counters)
+	}
+	return herd.NewSample(at, r.lockPath, watches, counters, unanswered)
+}

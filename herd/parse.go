@@ -1,0 +1,57 @@
+package herd
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Watch is one watch a server lists: a session and the path it watches.
+type Watch struct {
+	// Session is the session id as the server prints it (0x...).
+	Session string
+	Path    string
+}
+
+// ParseWchc parses a server's answer to wchc: each session (a line "0x...") followed
+// by the paths it watches (one a line, indented by a tab). ZooKeeper 3.8 prints its
+// data watches (getData, exists) and then its child watches (getChildren) in the same
+// form, one table after the other with nothing between them, so a session may appear
+// twice and a watch's kind cannot be told from the answer (see Classify for how the
+// paths are read). The error names the line that is neither.
+func ParseWchc(text string) ([]Watch, error) {
+	var out []Watch
+	session := ""
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "0x"):
+			session = strings.TrimSpace(line)
+		case strings.HasPrefix(line, "\t") && session != "":
+			out = append(out, Watch{Session: session, Path: strings.TrimSpace(line)})
+		default:
+			return nil, fmt.Errorf("wchc line %d: %q is neither a session (0x...) nor a watched path under one", n, line)
+		}
+	}
+	return out, sc.Err()
+}
+
+// ParseMntr parses a server's answer to mntr: one "name<TAB>value" a line. Only the
+// integer values are kept (zk_version, zk_server_state and the averages are not).
+func ParseMntr(text string) map[string]int64 {
+	out := map[string]int64{}
+	for _, line := range strings.Split(text, "\n") {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
