@@ -50,8 +50,8 @@ func (r *runner) watchHerd(ctx context.Context) error {
 func (r *runner) herdSample(ctx context.Context) herd.Sample {
 	at := time.Since(r.rec.start).Nanoseconds()
 	type answer struct {
-		watches  []herd.Watch
-		counters *herd.Counters
+		watches []herd.Watch
+		server  *herd.Server
 	}
 	answers := make([]answer, len(r.ens.Servers))
 	var wg sync.WaitGroup
@@ -59,30 +59,51 @@ func (r *runner) herdSample(ctx context.Context) herd.Sample {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if text, err := r.ens.fourLetter(ctx, s, "wchc"); err == nil {
-				answers[i].watches, err = herd.ParseWchc(text)
-				if err != nil {
-					r.logf("herd: server %d: %v", s.ID, err)
-				}
-			}
-			if text, err := r.ens.fourLetter(ctx, s, "mntr"); err == nil {
-				if n, ok := herd.ParseMntr(text)[herd.PacketsReceived]; ok {
-					answers[i].counters = &herd.Counters{ID: s.ID, Packets: n}
-				}
-			}
+			answers[i].watches, answers[i].server = r.herdServer(ctx, s)
 		}()
 	}
 	wg.Wait()
 	var watches []herd.Watch
-	var counters []herd.Counters
+	var servers []herd.Server
 	unanswered := 0
 	for _, a := range answers {
-		watches = append(watches, a.watches...)
-		if a.counters == nil {
+		if a.server == nil {
 			unanswered++
 			continue
 		}
-		counters = append(counters, *a.counters)
+		watches = append(watches, a.watches...)
+		servers = append(servers, *a.server)
 	}
-	return herd.NewSample(at, r.lockPath, watches, counters, unanswered)
+	return herd.NewSample(at, r.lockPath, watches, servers, unanswered)
+}
+
+// herdServer asks server s for mntr, wchc and mntr again, up to three times until
+// its watch count did not move in between (herd.NewServer); nil when s did not
+// answer.
+func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd.Server) {
+	var srv herd.Server
+	var watches []herd.Watch
+	for range 3 {
+		before, err := r.ens.fourLetter(ctx, s, "mntr")
+		if err != nil {
+			return nil, nil
+		}
+		text, err := r.ens.fourLetter(ctx, s, "wchc")
+		if err != nil {
+			return nil, nil
+		}
+		if watches, err = herd.ParseWchc(text); err != nil {
+			r.logf("herd: server %d: %v", s.ID, err)
+			return nil, nil
+		}
+		after, err := r.ens.fourLetter(ctx, s, "mntr")
+		if err != nil {
+			return nil, nil
+		}
+		srv = herd.NewServer(s.ID, watches, herd.ParseMntr(before), herd.ParseMntr(after))
+		if srv.ChildWatches >= 0 {
+			break
+		}
+	}
+	return watches, &srv
 }

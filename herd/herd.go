@@ -1,10 +1,23 @@
 package herd
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
+)
+
+// The mntr counters a sample keeps (ZooKeeper 3.8's names).
+const (
+	// PacketsReceived counts every request a server's clients sent it: reads,
+	// writes, session pings.
+	PacketsReceived = "zk_packets_received"
+	// WatchCount counts the watches a server holds, data and child watches together
+	// (path and session pairs).
+	WatchCount = "zk_watch_count"
+	// ZLCReads counts the read requests (getData, exists, getChildren) a server
+	// served on paths under /zlc, where every run keeps its nodes: ZooKeeper's
+	// per-namespace read summary (its namespace is a path's first component).
+	ZLCReads = "zk_cnt_zlc_read_per_namespace"
 )
 
 // Sample is one look at every server during the workload: one line of the run
@@ -16,42 +29,58 @@ type Sample struct {
 	// Lock is the run's lock node (/zlc/<run>/<key>): the node whose children are the
 	// waiters' queue.
 	Lock string `json:"lock"`
-	// Watches maps each session that watches the lock node or a node under it to the
-	// paths it watches there (sorted, each once), merged from every server that
-	// answered wchc. Watches elsewhere (other runs, other keys) are not kept.
-	Watches map[string][]string `json:"watches"`
-	// Servers are the request counters of every server that answered mntr.
-	Servers []Counters `json:"servers"`
-	// Unanswered counts the servers whose counters are missing: they did not answer
-	// mntr (killed, paused, cut off by a fault).
+	// DataWatches maps each session with a data watch (getData, exists) on the lock
+	// node or a node under it to those paths (sorted, each once), merged from every
+	// server that answered wchc. Watches elsewhere (other runs, other keys) are not
+	// kept.
+	DataWatches map[string][]string `json:"data_watches"`
+	// Servers are what each server that answered said of itself.
+	Servers []Server `json:"servers"`
+	// Unanswered counts the servers that did not answer (killed, paused, cut off by
+	// a fault).
 	Unanswered int `json:"unanswered,omitempty"`
 }
 
-// PacketsReceived is the mntr counter of the requests a server received.
-const PacketsReceived = "zk_packets_received"
-
-// Counters are one server's request counters from mntr, cumulative since it started.
-type Counters struct {
+// Server is one server's part of a sample: its child watches and its request
+// counters (cumulative since it started).
+type Server struct {
 	// ID is the server's myid.
 	ID int `json:"id"`
-	// Packets is zk_packets_received: every request the server's clients sent it
-	// (reads, writes, watches set, session pings).
+	// ChildWatches is the server's getChildren watches: its zk_watch_count less the
+	// data watches its wchc listed; -1 when the count changed while it was read
+	// (watches fired or were set between the two answers), so it is not known.
+	ChildWatches int `json:"child_watches"`
+	// Packets is its PacketsReceived, Reads its ZLCReads.
 	Packets int64 `json:"packets_received"`
+	Reads   int64 `json:"zlc_reads"`
 }
 
-// NewSample builds a sample at t from the wchc answers' watches and the mntr
-// counters, keeping only the watches on lock or under it.
-func NewSample(t int64, lock string, watches []Watch, servers []Counters, unanswered int) Sample {
-	s := Sample{T: t, Lock: lock, Watches: map[string][]string{}, Servers: servers, Unanswered: unanswered}
+// NewServer builds server id's part of a sample from its wchc answer's watches and
+// its mntr counters before (mntr) and after (again) the wchc: the child watches are
+// known only when the watch count did not move meanwhile.
+func NewServer(id int, watches []Watch, mntr, again map[string]int64) Server {
+	s := Server{ID: id, ChildWatches: -1, Packets: again[PacketsReceived], Reads: again[ZLCReads]}
+	before, ok1 := mntr[WatchCount]
+	after, ok2 := again[WatchCount]
+	if ok1 && ok2 && before == after {
+		s.ChildWatches = max(0, int(after)-len(watches))
+	}
+	return s
+}
+
+// NewSample builds a sample at t from every answering server's wchc watches and its
+// part, keeping only the data watches on lock or under it.
+func NewSample(t int64, lock string, watches []Watch, servers []Server, unanswered int) Sample {
+	s := Sample{T: t, Lock: lock, DataWatches: map[string][]string{}, Servers: servers, Unanswered: unanswered}
 	for _, w := range watches {
 		if !under(w.Path, lock) {
 			continue
 		}
-		if !slices.Contains(s.Watches[w.Session], w.Path) {
-			s.Watches[w.Session] = append(s.Watches[w.Session], w.Path)
+		if !slices.Contains(s.DataWatches[w.Session], w.Path) {
+			s.DataWatches[w.Session] = append(s.DataWatches[w.Session], w.Path)
 		}
 	}
-	for _, paths := range s.Watches {
+	for _, paths := range s.DataWatches {
 		sort.Strings(paths)
 	}
 	return s
@@ -62,167 +91,55 @@ func under(path, lock string) bool {
 	return path == lock || strings.HasPrefix(path, lock+"/")
 }
 
-// Classified is one sample read as waiters: every session with a watch on the lock
-// node or under it is a waiter.
+// Classified is one sample read as waiters.
 type Classified struct {
-	// Waiters is the number of sessions watching the lock node or nodes under it.
+	// Known is false when a server's child watches were not known: the sample does
+	// not count.
+	Known bool
+	// Waiters is the number of waiting sessions: those with a data watch on a node
+	// under the lock node, plus one per child watch.
 	Waiters int
-	// OnLock is how many of them watch the lock node itself.
+	// OnLock is how many of them watch the lock node's children.
 	OnLock int
-	// OnOneSibling is how many watch exactly one node under the lock node and not the
-	// lock node: the predecessor-watch recipe.
+	// OnOneSibling is how many watch exactly one node under the lock node: the
+	// predecessor-watch recipe.
 	OnOneSibling int
-	// Watches is the number of watched paths summed over the waiters.
+	// Watches is the number of watches summed over the waiters.
 	Watches int
 }
 
-// Classify reads a sample. A watch on the lock node's own path counts as a watch on
-// its children: wchc does not say whether a path's watch is a data or a child watch
-// (ParseWchc), and a lock recipe has no reason to watch its lock node's data, while
-// getChildren with a watch (the herd) lists exactly that path. A watch on a path
-// under the lock node is a data or exists watch on one contender's node (a recipe has
-// no reason to list a queue node's children). A waiter may watch more than one node
-// (an exists watch left on a predecessor that was already gone stays registered until
-// that path is created again): those count as waiters, not on one sibling.
+// Classify reads a sample. ZooKeeper 3.8 lists data watches by session and path
+// (wchc) but child watches only as a count (ParseWchc), so:
+//
+//   - each child watch counts as one waiter watching the lock node's children (the
+//     herd). A run's ensemble serves that run alone and the harness sets no watch,
+//     so every child watch is a worker's; a lock recipe lists the children of its
+//     lock node and of nothing else, so a child watch is on the lock node.
+//   - each session with a data watch (getData, exists) on a node under the lock node
+//     is a waiter watching that node: the predecessor, for a recipe without the
+//     herd. One that watches more than one (an exists watch left on a predecessor
+//     that was gone already stays until that path is created again) is a waiter, but
+//     not on one sibling. A data watch on the lock node itself (exists) fires only
+//     when the lock node is deleted: it wakes nobody on a release, and is not the
+//     herd.
+//
+// A session that has both a child watch and data watches is counted twice.
 func Classify(s Sample) Classified {
-	var c Classified
-	for _, paths := range s.Watches {
+	c := Classified{Known: true}
+	for _, srv := range s.Servers {
+		if srv.ChildWatches < 0 {
+			c.Known = false
+			continue
+		}
+		c.OnLock += srv.ChildWatches
+	}
+	c.Waiters, c.Watches = c.OnLock, c.OnLock
+	for _, paths := range s.DataWatches {
 		c.Waiters++
 		c.Watches += len(paths)
-		switch {
-		case slices.Contains(paths, s.Lock):
-			c.OnLock++
-		case len(paths) == 1:
+		if len(paths) == 1 && paths[0] != s.Lock {
 			c.OnOneSibling++
 		}
 	}
 	return c
-}
-
-// Verdict is the herd check's outcome.
-type Verdict string
-
-// The verdicts.
-const (
-	// Herd: in some sample at least two waiters watched the lock node itself, so one
-	// release woke them all.
-	Herd Verdict = "herd"
-	// NoHerd: there were at least two waiters at once, and never two watching the
-	// lock node.
-	NoHerd Verdict = "no herd"
-	// NotExercised: never two waiters at once (or no sample at all): a herd could not
-	// have shown.
-	NotExercised Verdict = "not exercised"
-)
-
-// Report is a run's herd record (results.json's "herd").
-type Report struct {
-	Verdict Verdict `json:"verdict"`
-	// Line is the plain verdict line, e.g. "herd: 4 of 4 waiters watch /zlc/ab12/l0".
-	Line string `json:"line"`
-	// Lock is the lock node the samples looked at.
-	Lock string `json:"lock"`
-	// Samples is how many samples were taken; Contended how many saw two waiters or
-	// more.
-	Samples   int `json:"samples"`
-	Contended int `json:"contended_samples"`
-	// MaxWaiters is the most waiters one sample saw; MeanWaiters the mean over the
-	// contended samples.
-	MaxWaiters  int     `json:"max_waiters"`
-	MeanWaiters float64 `json:"mean_waiters"`
-	// OnLock is the most waiters one sample saw watching the lock node itself, and
-	// OnLockOf the number of waiters in that sample.
-	OnLock   int `json:"waiters_on_lock_node"`
-	OnLockOf int `json:"waiters_on_lock_node_of"`
-	// OnLockShare is the share of the waiters, over the contended samples, that
-	// watched the lock node (0: none ever did; 1: all always did).
-	OnLockShare float64 `json:"waiters_on_lock_node_share"`
-	// WatchesPerWaiter is the mean number of watched paths per waiter over the
-	// contended samples (about 1 for both recipes: the difference is what is watched).
-	WatchesPerWaiter float64 `json:"watches_per_waiter"`
-	// Requests is the requests the servers received from the first sample to the
-	// last (a restarted server's counter counted from its restart), Grants the
-	// acquires granted meanwhile, RequestsPerGrant the one over the other (0 when no
-	// grant).
-	Requests         int64   `json:"requests"`
-	Grants           int     `json:"grants"`
-	RequestsPerGrant float64 `json:"requests_per_grant"`
-}
-
-// Analyze turns a run's samples (in time order) and the times of its grants (the
-// acquires completed ok, in the history's clock) into its Report.
-func Analyze(samples []Sample, grants []int64) Report {
-	r := Report{Samples: len(samples)}
-	var waiters, onLock, watches int
-	for _, s := range samples {
-		r.Lock = s.Lock
-		c := Classify(s)
-		r.MaxWaiters = max(r.MaxWaiters, c.Waiters)
-		if c.OnLock > r.OnLock || (c.OnLock == r.OnLock && c.OnLock > 0 && c.Waiters > r.OnLockOf) {
-			r.OnLock, r.OnLockOf = c.OnLock, c.Waiters
-		}
-		if c.Waiters >= 2 {
-			r.Contended++
-			waiters += c.Waiters
-			onLock += c.OnLock
-			watches += c.Watches
-		}
-	}
-	if r.Contended > 0 {
-		r.MeanWaiters = float64(waiters) / float64(r.Contended)
-		r.OnLockShare = float64(onLock) / float64(waiters)
-		r.WatchesPerWaiter = float64(watches) / float64(waiters)
-	}
-	r.Requests = Requests(samples)
-	if len(samples) > 0 {
-		first, last := samples[0].T, samples[len(samples)-1].T
-		for _, t := range grants {
-			if t >= first && t <= last {
-				r.Grants++
-			}
-		}
-	}
-	if r.Grants > 0 {
-		r.RequestsPerGrant = float64(r.Requests) / float64(r.Grants)
-	}
-	r.Verdict, r.Line = r.verdict()
-	return r
-}
-
-// verdict is the report's verdict and its plain line.
-func (r Report) verdict() (Verdict, string) {
-	switch {
-	case r.OnLock >= 2:
-		return Herd, fmt.Sprintf("herd: %d of %d waiters watch %s", r.OnLock, r.OnLockOf, r.Lock)
-	case r.Contended == 0:
-		why := "never two waiters at once"
-		if r.Samples == 0 {
-			why = "no sample of the servers' watches"
-		}
-		return NotExercised, "herd: not exercised (" + why + ")"
-	default:
-		return NoHerd, "no herd: each waiter watches its predecessor"
-	}
-}
-
-// Requests sums, over the servers, the growth of their request counters from the
-// first sample to the last. A counter that went down belongs to a server that
-// restarted: what it counted since then is added.
-func Requests(samples []Sample) int64 {
-	last := map[int]int64{}
-	var n int64
-	for _, s := range samples {
-		for _, c := range s.Servers {
-			prev, seen := last[c.ID]
-			switch {
-			case !seen:
-			case c.Packets >= prev:
-				n += c.Packets - prev
-			default:
-				n += c.Packets
-			}
-			last[c.ID] = c.Packets
-		}
-	}
-	return n
 }

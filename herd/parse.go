@@ -15,11 +15,12 @@ type Watch struct {
 }
 
 // ParseWchc parses a server's answer to wchc: each session (a line "0x...") followed
-// by the paths it watches (one a line, indented by a tab). ZooKeeper 3.8 prints its
-// data watches (getData, exists) and then its child watches (getChildren) in the same
-// form, one table after the other with nothing between them, so a session may appear
-// twice and a watch's kind cannot be told from the answer (see Classify for how the
-// paths are read). The error names the line that is neither.
+// by the paths it watches (one a line, indented by a tab). ZooKeeper 3.8 lists only
+// its data watches there (getData and exists; wchp and wchs too): a getChildren watch
+// is missing from all three, and counted only in mntr's zk_watch_count (data and
+// child watches together). testdata/wchc-standalone.txt shows it: four sessions, one
+// of them with a child watch on /zlc/run1/l0, and wchc lists two (Classify says how
+// the child watches are counted). The error names the line that is neither.
 func ParseWchc(text string) ([]Watch, error) {
 	var out []Watch
 	session := ""
