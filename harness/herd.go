@@ -15,7 +15,7 @@ import (
 // request counters: often enough to see a queue of waiters whose holds last tens of
 // milliseconds many times over a run, cheap enough (two four-letter words per server)
 // not to load the servers the run measures.
-const herdInterval = 300 * time.Millisecond
+const herdInterval = 400 * time.Millisecond
 
 // watchHerd samples every server's watches (wchc) and request counters (mntr) every
 // herdInterval until ctx ends, appending each sample to the run's herd.jsonl (package

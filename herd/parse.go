@@ -2,7 +2,10 @@ package herd
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -55,4 +58,30 @@ func ParseMntr(text string) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// ReadSamples decodes herd.jsonl: one Sample a line, in time order. A line that is
+// not a sample is an error naming the line (and the field, for an unknown one); the
+// caller adds the file's name.
+func ReadSamples(r io.Reader) ([]Sample, error) {
+	var out []Sample
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var s Sample
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if s.Lock == "" {
+			return nil, fmt.Errorf("line %d: field lock: missing", n)
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
 }

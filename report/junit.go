@@ -94,6 +94,9 @@ func JUnit(r Results, at time.Time) JUnitSuites {
 	if r.Interrupted {
 		prop("interrupted", "true")
 	}
+	if r.Herd != nil {
+		prop("herd", r.Herd.Line)
+	}
 	modelOps := 0
 	for _, c := range r.Checks {
 		if c.Key != LivenessKey {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/cause"
 	"github.com/zlockcheck/zlockcheck/coverage"
+	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report/plots"
@@ -83,6 +84,9 @@ type Results struct {
 	Files                 map[string]string `json:"files"`
 	// Coverage is what the run exercised: the situations that matter for locks.
 	Coverage coverage.Table `json:"coverage"`
+	// Herd says whether a release woke every waiter, from the servers' watches
+	// (package herd); nil when the run has no herd.jsonl.
+	Herd *herd.Report `json:"herd,omitempty"`
 }
 
 // Check is one key's verdict.
@@ -129,6 +133,11 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	}
 	out.SteadyCyclesPerSecond = SteadyCyclesPerSecond(h, run.Workers, run.Workload)
 	out.Coverage = Coverage(h, cfg, run.Cause.SessionTimeout)
+	d := rundir.Dir(run.Dir)
+	if out.Herd, err = Herd(d, h); err != nil {
+		// The herd figure is not part of the verdict: say what went wrong.
+		out.Warnings = append(out.Warnings, err.Error())
+	}
 	for _, k := range res.Keys {
 		c := Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness}
 		if k.FirstViolation >= 0 && k.Verdict == models.Invalid {
@@ -152,7 +161,6 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		out.Checks = append(out.Checks, c)
 	}
 	out.Checks, out.Verdict = Verdict(out.Checks)
-	d := rundir.Dir(run.Dir)
 	out.Files["history"] = rundir.History
 	if err := writeFile(d.File(rundir.Nemesis), func(w io.Writer) error { return histories.WriteJSONL(w, NemesisOps(h)) }); err != nil {
 		return out, err
@@ -279,6 +287,9 @@ func Summary(w io.Writer, r Results) {
 	fmt.Fprintf(w, "  %.1f lock cycles per second\n", r.CyclesPerSecond)
 	printVerdict(w, r.Verdict, r.Checks)
 	_ = coverage.WriteText(w, r.Coverage)
+	if r.Herd != nil {
+		fmt.Fprintf(w, "%s\n  %s\n", r.Herd.Line, r.Herd.Figures())
+	}
 	fmt.Fprintf(w, "run:      %s\n", r.Dir)
 	names := make([]string, 0, len(r.Files))
 	for k := range r.Files {

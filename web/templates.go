@@ -116,7 +116,10 @@ const runHTML = `<!DOCTYPE html>
 <tbody>{{range .Rows}}<tr class="coverage-row{{if .NotExercised}} not-exercised{{end}}" data-row="{{.ID}}"><td>{{.Situation}}{{with .ByText}} ({{.}}){{end}}</td><td class="num">{{.Count}}</td><td>{{if .NotExercised}}{{.NotExercised}}{{else}}{{.Bugs}}{{end}}</td></tr>
 {{end}}</tbody>
 </table>
-{{end}}{{end}}<h2 id="files">Files</h2>
+{{end}}{{end}}{{with .Run.Results.Herd}}<h2 id="herd">Herd effect</h2>
+<p class="herd-verdict" data-verdict="{{.Verdict}}"><b>{{.Line}}</b></p>
+<p class="herd-figures">{{.Figures}}</p>
+{{end}}<h2 id="files">Files</h2>
 {{with .FilesErr}}<p class="error">Could not list every file: {{.}}</p>{{end}}
 <table class="files">
 <tbody>{{range .Files}}<tr><td><a class="file" href="{{.URL}}">{{.Path}}</a></td><td class="num">{{size .Size}}</td><td><a class="download" href="{{.URL}}?download=1">download</a></td></tr>
