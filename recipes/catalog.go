@@ -46,7 +46,8 @@ type Entry struct {
 	// Runtime is what runs its worker.
 	Runtime Runtime
 	// Mutant marks a deliberately broken variant of zlc-mutex, which a run is
-	// expected to find invalid (or stuck).
+	// expected to find invalid (or stuck); mutant-herd, safe and live, is expected to
+	// be flagged by the herd check.
 	Mutant bool
 	// Library is the library under test.
 	Library Library
@@ -89,7 +90,7 @@ func Catalog() []Entry {
 			Kinds: []workloads.Kind{workloads.RWLock},
 			Doc:   "Kazoo's ReadLock / WriteLock"},
 	}
-	for _, m := range zlcmutex.Mutants() {
+	for _, m := range append(zlcmutex.Mutants(), zlcmutex.MutantHerd) {
 		list = append(list, Entry{Name: m.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
 	}

@@ -13,7 +13,7 @@ func TestCatalog(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore,zlc-mutex," +
-		"mutant-delete-lowest,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one,mutant-unprotected-create"
+		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one,mutant-unprotected-create"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("Catalog() names = %s, want %s", got, want)
 	}

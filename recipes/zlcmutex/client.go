@@ -41,6 +41,14 @@ type Client interface {
 	Session() (Session, <-chan struct{})
 }
 
+// ChildWatcher is what MutantHerd needs of its Client besides Client: Children that
+// also leaves a one-shot watch on the node's children, which fires once when a child
+// is added or removed, or when the watch is dropped (the session ended). The correct
+// recipe never watches the children, so Client does not have it.
+type ChildWatcher interface {
+	ChildrenW(path string) ([]string, <-chan Event, error)
+}
+
 // CreateFlags select the kind of node Create makes; zero is a persistent node.
 type CreateFlags int
 

@@ -87,6 +87,9 @@ func New(cfg Config) (*Lock, error) {
 	if cfg.CounterPath != "" && strings.HasPrefix(cfg.CounterPath+"/", cfg.Path+"/") {
 		return nil, fmt.Errorf("zlcmutex: counter path %q must not be under the lock path %q", cfg.CounterPath, cfg.Path)
 	}
+	if _, ok := cfg.Client.(ChildWatcher); cfg.Mutant == MutantHerd && !ok {
+		return nil, fmt.Errorf("zlcmutex: %s needs a Client that can watch children (ChildWatcher)", cfg.Mutant)
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -263,7 +266,7 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 		if ctx.Err() != nil {
 			return Grant{}, false, l.abandon(ctx, node)
 		}
-		children, err := c.Children(l.cfg.Path)
+		children, childWatch, err := l.children()
 		switch {
 		case errors.Is(err, ErrNoNode):
 			l.cfg.Logf("lock path %s is gone, and with it %s", l.cfg.Path, node)
@@ -282,6 +285,10 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 			return Grant{}, true, nil
 		}
 		holds := i == 0 || (l.cfg.Mutant == MutantOffByOne && i == 1)
+		if !holds && childWatch != nil {
+			l.awaitChildren(ctx, childWatch)
+			continue
+		}
 		if !holds {
 			pred := l.cfg.Path + "/" + queue[i-1]
 			_, changed := c.Session()
@@ -312,6 +319,28 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 			continue
 		}
 		return g, again, err
+	}
+}
+
+// children reads the lock node's children; mutant-herd also watches them (a nil
+// channel otherwise).
+func (l *Lock) children() ([]string, <-chan Event, error) {
+	if l.cfg.Mutant == MutantHerd {
+		return l.cfg.Client.(ChildWatcher).ChildrenW(l.cfg.Path)
+	}
+	children, err := l.cfg.Client.Children(l.cfg.Path)
+	return children, nil, err
+}
+
+// awaitChildren is mutant-herd's wait: until the children watch fires (any waiter's
+// node came or went: every waiter wakes), the session changes or ctx ends.
+func (l *Lock) awaitChildren(ctx context.Context, watch <-chan Event) {
+	_, changed := l.cfg.Client.Session()
+	select {
+	case e := <-watch:
+		l.cfg.Logf("woken: %s %s", e.Path, e.Type)
+	case <-changed:
+	case <-ctx.Done():
 	}
 }
 

@@ -579,7 +579,7 @@ func TestSortQueue(t *testing.T) {
 
 func TestMutantNames(t *testing.T) {
 	seen := map[string]bool{}
-	for _, m := range append([]Mutant{MutantNone}, Mutants()...) {
+	for _, m := range append([]Mutant{MutantNone, MutantHerd}, Mutants()...) {
 		if seen[m.String()] || m.Description() == "" || strings.HasPrefix(m.String(), "mutant(") {
 			t.Errorf("mutant %d: name %q, description %q", int(m), m.String(), m.Description())
 		}
@@ -594,6 +594,7 @@ func TestNewValidates(t *testing.T) {
 		{Client: c, Path: "l0"},
 		{Client: c, Path: lockPath, CounterPath: lockPath + "/c"},
 		{Client: c, Path: lockPath, CounterPath: "c"},
+		{Client: c, Path: lockPath, Mutant: MutantHerd}, // the fake cannot watch children
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New(%+v) succeeded", cfg)

@@ -27,9 +27,15 @@ const (
 	// MutantIgnoreLost never reports a lost lock: a holder whose connection dropped or
 	// whose session expired goes on believing it holds.
 	MutantIgnoreLost
+	// MutantHerd lists the children with a watch and waits for that watch instead of
+	// watching its predecessor: every change of the queue wakes every waiter, and each
+	// reads the children again (the herd effect). It is still safe and live: not in
+	// Mutants(), whose every member breaks one of the two; the herd check flags it.
+	MutantHerd
 )
 
-// Mutants lists every mutant, MutantNone excluded.
+// Mutants lists every mutant that breaks safety or liveness (MutantNone and
+// MutantHerd excluded).
 func Mutants() []Mutant {
 	return []Mutant{MutantNoRecheck, MutantUnprotectedCreate, MutantDeleteLowest, MutantOffByOne, MutantIgnoreLost}
 }
@@ -49,6 +55,8 @@ func (m Mutant) String() string {
 		return "mutant-off-by-one"
 	case MutantIgnoreLost:
 		return "mutant-ignore-lost"
+	case MutantHerd:
+		return "mutant-herd"
 	}
 	return fmt.Sprintf("mutant(%d)", int(m))
 }
@@ -68,6 +76,8 @@ func (m Mutant) Description() string {
 		return "zlc-mutex in which the first two children both count as holding the lock"
 	case MutantIgnoreLost:
 		return "zlc-mutex that never reports a lost lock (disconnect or session expiry)"
+	case MutantHerd:
+		return "zlc-mutex whose waiters watch the lock node's children, not their predecessor (herd effect; safe)"
 	}
 	return ""
 }

@@ -37,7 +37,10 @@ type ZKClient struct {
 	closed  bool
 }
 
-var _ Client = (*ZKClient)(nil)
+var (
+	_ Client       = (*ZKClient)(nil)
+	_ ChildWatcher = (*ZKClient)(nil)
+)
 
 // DialZK starts a go-zookeeper connection. It returns at once; the session comes
 // later (watch Session for StateConnected).
@@ -198,6 +201,11 @@ func (c *ZKClient) GetW(path string) ([]byte, Stat, <-chan Event, error) {
 	if err != nil {
 		return nil, Stat{}, nil, c.mapErr(err)
 	}
+	return data, mapStat(st), forward(zch, path), nil
+}
+
+// forward turns go-zookeeper's watch channel on path into this package's.
+func forward(zch <-chan zk.Event, path string) <-chan Event {
 	ch := make(chan Event, 1)
 	go func() {
 		ev, ok := <-zch
@@ -207,7 +215,7 @@ func (c *ZKClient) GetW(path string) ([]byte, Stat, <-chan Event, error) {
 		}
 		ch <- Event{Type: mapEventType(ev.Type), Path: ev.Path}
 	}()
-	return data, mapStat(st), ch, nil
+	return ch
 }
 
 func mapEventType(t zk.EventType) EventType {
@@ -231,6 +239,15 @@ func (c *ZKClient) Children(path string) ([]string, error) {
 		return nil, c.mapErr(err)
 	}
 	return children, nil
+}
+
+// ChildrenW implements ChildWatcher.
+func (c *ZKClient) ChildrenW(path string) ([]string, <-chan Event, error) {
+	children, _, zch, err := c.conn.ChildrenW(path)
+	if err != nil {
+		return nil, nil, c.mapErr(err)
+	}
+	return children, forward(zch, path), nil
 }
 
 // Set implements Client.
