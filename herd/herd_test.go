@@ -115,3 +115,21 @@ func TestReadSamples(t *testing.T) {
 		t.Errorf("ReadSamples = %v, want an error naming line 2 and the field", err)
 	}
 }
+
+// Samples recorded by the harness on a 3-server ensemble (8 workers, 12 s, no faults).
+func TestAnalyzeRecordedRuns(t *testing.T) {
+	for file, want := range map[string]Verdict{"mutant-herd.jsonl": Herd, "zlc-mutex.jsonl": NoHerd} {
+		f, err := os.Open(filepath.Join("testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		samples, err := ReadSamples(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if r := Analyze(samples, nil); r.Verdict != want {
+			t.Errorf("%s: %s, want %s\n%s", file, r.Line, want, r.Figures())
+		}
+	}
+}

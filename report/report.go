@@ -162,6 +162,9 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	}
 	out.Checks, out.Verdict = Verdict(out.Checks)
 	out.Files["history"] = rundir.History
+	if out.Herd != nil {
+		out.Files["herd"] = rundir.Herd
+	}
 	if err := writeFile(d.File(rundir.Nemesis), func(w io.Writer) error { return histories.WriteJSONL(w, NemesisOps(h)) }); err != nil {
 		return out, err
 	}
