@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -48,6 +49,8 @@ type matrixCell struct {
 	Dir                   string   `json:"dir,omitempty"`
 	Error                 string   `json:"error,omitempty"`
 	Witness               string   `json:"witness,omitempty"`
+	// Herd is the run's herd record (nil when it has none): the matrix's herd column.
+	Herd *herd.Report `json:"herd,omitempty"`
 }
 
 func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -120,7 +123,7 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		if err == nil {
 			var res report.Results
 			res, err = execute(ctx, cfg, modelCfg, io.Discard)
-			cell.Verdict, cell.Ops, cell.Dir = res.Verdict, res.Ops, res.Dir
+			cell.Verdict, cell.Ops, cell.Dir, cell.Herd = res.Verdict, res.Ops, res.Dir, res.Herd
 			for _, c := range res.Checks {
 				if c.Verdict == models.Invalid && (cell.FirstViolationSeconds == nil || (c.FirstViolationSeconds != nil && *c.FirstViolationSeconds < *cell.FirstViolationSeconds)) {
 					cell.FirstViolationSeconds, cell.Witness = c.FirstViolationSeconds, c.Witness
@@ -188,6 +191,27 @@ func describeCell(c matrixCell) string {
 	return s
 }
 
+// herdCell is the herd column of recipe's row: the herd verdict and reads per grant
+// of its run without faults, else of its first run that has a herd record.
+func herdCell(recipe string, cells []matrixCell) string {
+	var pick *herd.Report
+	for _, c := range cells {
+		if c.Recipe != recipe || c.Herd == nil {
+			continue
+		}
+		if pick == nil || c.Fault == "none" {
+			pick = c.Herd
+		}
+	}
+	switch {
+	case pick == nil:
+		return ""
+	case pick.Verdict == herd.NotExercised:
+		return string(pick.Verdict)
+	}
+	return fmt.Sprintf("%s, %.1f reads/grant", pick.Verdict, pick.ReadsPerGrant)
+}
+
 // writeMatrix writes matrix.json and matrix.md with the cells so far.
 func writeMatrix(dir string, recipes []string, classes []faultClass, cells []matrixCell, o runOptions) error {
 	doc := map[string]any{
@@ -207,11 +231,11 @@ func writeMatrix(dir string, recipes []string, classes []faultClass, cells []mat
 	for _, c := range classes {
 		fmt.Fprintf(&b, " %s |", c.Name)
 	}
-	b.WriteString("\n|---|")
+	b.WriteString(" herd |\n|---|")
 	for range classes {
 		b.WriteString("---|")
 	}
-	b.WriteString("\n")
+	b.WriteString("---|\n")
 	for _, r := range recipes {
 		fmt.Fprintf(&b, "| %s |", r)
 		for _, c := range classes {
@@ -227,9 +251,10 @@ func writeMatrix(dir string, recipes []string, classes []faultClass, cells []mat
 			}
 			fmt.Fprintf(&b, " %s |", text)
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, " %s |\n", herdCell(r, cells))
 	}
 	fmt.Fprintf(&b, "\nEach cell: verdict (time from the start to the first violation), ops recorded; %s per run, %d servers, %d workers, session timeout %s.\n",
 		o.cfg.Duration, o.cfg.Nodes, o.cfg.Workers, o.cfg.SessionTimeout)
+	b.WriteString("herd: whether a release wakes every waiter (waiters watching the lock node's children, from the servers' watch tables) and the servers' reads per grant, from the recipe's run without faults (else its first run).\n")
 	return os.WriteFile(filepath.Join(dir, "matrix.md"), []byte(b.String()), 0o644)
 }
