@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning property clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning bench-herd property clean cleanup
 
 all: build
 
@@ -84,6 +84,11 @@ bench-detect: build
 # about 6 minutes).
 bench-tuning: build
 	bash bench/tuning.sh
+
+# What the herd effect costs: zlc-mutex against mutant-herd with 5, 20 and 50 workers
+# (bench/herd.sh, six runs of 20 s, about 4 minutes).
+bench-herd: build
+	bash bench/herd.sh
 
 # The lock property on a real ensemble (rapid over worker processes; about 8 minutes):
 # the open searches (every recipe, go-zookeeper's orphan) plus the short tests that
