@@ -1,6 +1,7 @@
 package zlcmutex
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -144,5 +145,66 @@ func TestZKClientAgainstZooKeeper(t *testing.T) {
 	}
 	if _, err := c.Children(root); !errors.Is(err, ErrClosed) {
 		t.Fatalf("children after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestMutantHerdAgainstZooKeeper: ChildrenW's watch fires on a new child, and
+// mutant-herd, whose waiter waits on that watch, still hands the lock over on release.
+func TestMutantHerdAgainstZooKeeper(t *testing.T) {
+	a, b := dialTestZK(t), dialTestZK(t)
+	var r [6]byte
+	rand.Read(r[:])
+	root := "/zlc-test/" + hex.EncodeToString(r[:])
+	if err := createAll(a, root, nil); err != nil {
+		t.Fatal(err)
+	}
+	kids, ev, err := a.ChildrenW(root)
+	if err != nil || len(kids) != 0 {
+		t.Fatalf("ChildrenW = %v, %v", kids, err)
+	}
+	if _, err := b.Create(root+"/x", nil, FlagEphemeral); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-ev:
+		if e.Type != EventNodeChildrenChanged || e.Path != root {
+			t.Errorf("watch event %+v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the children watch did not fire")
+	}
+	if err := b.Delete(root+"/x", -1); err != nil {
+		t.Fatal(err)
+	}
+	lock := root + "/lock"
+	la, err := New(Config{Client: a, Path: lock, Mutant: MutantHerd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := New(Config{Client: b, Path: lock, Mutant: MutantHerd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := la.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := lb.Acquire(ctx); got <- err }()
+	time.Sleep(300 * time.Millisecond) // b queues and watches the children
+	select {
+	case err := <-got:
+		t.Fatalf("b acquired while a held (%v)", err)
+	default:
+	}
+	if err := la.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("b's acquire after a's release: %v", err)
+	}
+	if err := lb.Release(); err != nil {
+		t.Fatal(err)
 	}
 }
