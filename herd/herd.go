@@ -123,7 +123,9 @@ type Classified struct {
 //     when the lock node is deleted: it wakes nobody on a release, and is not the
 //     herd.
 //
-// A session that has both a child watch and data watches is counted twice.
+// A session that has both a child watch and data watches is counted twice, and a
+// holder that still has the child watch it set while it queued (the herd recipe's
+// watch stays until the next change of the queue) counts as a waiter until then.
 func Classify(s Sample) Classified {
 	c := Classified{Known: true}
 	for _, srv := range s.Servers {
