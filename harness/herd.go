@@ -78,8 +78,9 @@ func (r *runner) herdSample(ctx context.Context) herd.Sample {
 }
 
 // herdServer asks server s for mntr, wchc and mntr again, up to three times until
-// its watch count did not move in between (herd.NewServer); nil when s did not
-// answer.
+// its watch count stood still enough in between (herd.NewServer); nil when s did not
+// answer, or answered without counters (paused: an empty answer at the deadline; not
+// serving: a sentence).
 func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd.Server) {
 	var srv herd.Server
 	var watches []herd.Watch
@@ -100,7 +101,14 @@ func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd
 		if err != nil {
 			return nil, nil
 		}
-		srv = herd.NewServer(s.ID, watches, herd.ParseMntr(before), herd.ParseMntr(after))
+		m1, m2 := herd.ParseMntr(before), herd.ParseMntr(after)
+		if _, ok := m1[herd.WatchCount]; !ok {
+			return nil, nil
+		}
+		if _, ok := m2[herd.WatchCount]; !ok {
+			return nil, nil
+		}
+		srv = herd.NewServer(s.ID, watches, m1, m2)
 		if srv.ChildWatches >= 0 {
 			break
 		}

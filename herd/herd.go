@@ -47,8 +47,8 @@ type Server struct {
 	// ID is the server's myid.
 	ID int `json:"id"`
 	// ChildWatches is the server's getChildren watches: its zk_watch_count less the
-	// data watches its wchc listed; -1 when the count changed while it was read
-	// (watches fired or were set between the two answers), so it is not known.
+	// data watches its wchc listed; -1 when the count moved too much while it was
+	// read (NewServer), so it is not known.
 	ChildWatches int `json:"child_watches"`
 	// Packets is its PacketsReceived, Reads its ZLCReads.
 	Packets int64 `json:"packets_received"`
@@ -56,16 +56,26 @@ type Server struct {
 }
 
 // NewServer builds server id's part of a sample from its wchc answer's watches and
-// its mntr counters before (mntr) and after (again) the wchc: the child watches are
-// known only when the watch count did not move meanwhile.
+// its mntr counters before (mntr) and after (again) the wchc. The child watches are
+// the smaller watch count less the data watches listed, known only when the count
+// moved meanwhile by at most one watch in ten (and one): with many waiters on a busy
+// lock it is never still, but a count that moved a lot says the wchc in between
+// describes another moment.
 func NewServer(id int, watches []Watch, mntr, again map[string]int64) Server {
 	s := Server{ID: id, ChildWatches: -1, Packets: again[PacketsReceived], Reads: again[ZLCReads]}
 	before, ok1 := mntr[WatchCount]
 	after, ok2 := again[WatchCount]
-	if ok1 && ok2 && before == after {
-		s.ChildWatches = max(0, int(after)-len(watches))
+	if ok1 && ok2 && abs(after-before) <= 1+min(before, after)/10 {
+		s.ChildWatches = max(0, int(min(before, after))-len(watches))
 	}
 	return s
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // NewSample builds a sample at t from every answering server's wchc watches and its

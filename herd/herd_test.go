@@ -58,9 +58,14 @@ func TestParseWchcRejectsGarbage(t *testing.T) {
 	}
 }
 
-func TestNewServerUnknownWhenTheCountMoved(t *testing.T) {
-	if s := NewServer(1, nil, map[string]int64{WatchCount: 3}, map[string]int64{WatchCount: 4}); s.ChildWatches != -1 {
-		t.Errorf("ChildWatches = %d, want -1 (unknown)", s.ChildWatches)
+func TestNewServerUnknownWhenTheCountMovedMuch(t *testing.T) {
+	for _, tc := range []struct {
+		before, after int64
+		want          int
+	}{{3, 3, 3}, {3, 4, 3}, {3, 5, -1}, {50, 55, 50}, {50, 57, -1}} {
+		if s := NewServer(1, nil, map[string]int64{WatchCount: tc.before}, map[string]int64{WatchCount: tc.after}); s.ChildWatches != tc.want {
+			t.Errorf("watch count %d then %d: ChildWatches = %d, want %d", tc.before, tc.after, s.ChildWatches, tc.want)
+		}
 	}
 }
 
