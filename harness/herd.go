@@ -13,7 +13,7 @@ import (
 
 // herdInterval is how often the herd watch samples the servers' watch tables and
 // request counters: often enough to see a queue of waiters whose holds last tens of
-// milliseconds many times over a run, cheap enough (two four-letter words per server)
+// milliseconds many times over a run, cheap enough (mntr, wchc, mntr per server)
 // not to load the servers the run measures.
 const herdInterval = 400 * time.Millisecond
 
@@ -85,8 +85,8 @@ func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd
 	var srv herd.Server
 	var watches []herd.Watch
 	for range 3 {
-		before, err := r.ens.fourLetter(ctx, s, "mntr")
-		if err != nil {
+		before, ok := r.herdCounters(ctx, s)
+		if !ok {
 			return nil, nil
 		}
 		text, err := r.ens.fourLetter(ctx, s, "wchc")
@@ -97,21 +97,26 @@ func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd
 			r.logf("herd: server %d: %v", s.ID, err)
 			return nil, nil
 		}
-		after, err := r.ens.fourLetter(ctx, s, "mntr")
-		if err != nil {
+		after, ok := r.herdCounters(ctx, s)
+		if !ok {
 			return nil, nil
 		}
-		m1, m2 := herd.ParseMntr(before), herd.ParseMntr(after)
-		if _, ok := m1[herd.WatchCount]; !ok {
-			return nil, nil
-		}
-		if _, ok := m2[herd.WatchCount]; !ok {
-			return nil, nil
-		}
-		srv = herd.NewServer(s.ID, watches, m1, m2)
+		srv = herd.NewServer(s.ID, watches, before, after)
 		if srv.ChildWatches >= 0 {
 			break
 		}
 	}
 	return watches, &srv
+}
+
+// herdCounters asks server s for mntr; false when it did not answer with its
+// counters.
+func (r *runner) herdCounters(ctx context.Context, s *Server) (map[string]int64, bool) {
+	text, err := r.ens.fourLetter(ctx, s, "mntr")
+	if err != nil {
+		return nil, false
+	}
+	m := herd.ParseMntr(text)
+	_, ok := m[herd.WatchCount]
+	return m, ok
 }
