@@ -60,6 +60,7 @@ func (s *session) syncClock() error {
 		}
 	}
 	s.w.clock = best
+	s.r.logf("worker %d: protocol v2, its clock known to within %s", s.w.Process(), time.Duration(best.err))
 	return nil
 }
 

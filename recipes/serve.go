@@ -214,6 +214,7 @@ func (s *server) handle(ctx context.Context, req workloads.Request, inputDone <-
 		if err == nil {
 			s.recipe = r
 			s.protocol = min(max(req.Protocol, 1), s.maxProtocol)
+			s.log.Printf("init: protocol v%d", s.protocol)
 			if s.protocol >= 2 {
 				res.protocol = s.protocol
 			}
@@ -450,14 +451,53 @@ func (o *outbox) post(m workloads.Message) error {
 	return nil
 }
 
+// send writes one message now, in this goroutine, after what is queued, and returns
+// once it is written: no hand-over to the writer goroutine on a cycle's critical path
+// (a v2 invoke report goes out right before its request).
+func (o *outbox) send(m workloads.Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	b = append(b, '\n')
+	o.mu.Lock()
+	for (len(o.queue) > 0 || o.busy) && o.err == nil && !o.closed {
+		o.cond.Wait()
+	}
+	switch {
+	case o.err != nil:
+		o.mu.Unlock()
+		return o.err
+	case o.closed:
+		o.mu.Unlock()
+		return errors.New("output closed")
+	}
+	o.busy = true
+	o.mu.Unlock()
+
+	_, werr := o.w.Write(b)
+	if flusher, ok := o.w.(interface{ Flush() error }); ok && werr == nil {
+		werr = flusher.Flush()
+	}
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.busy = false
+	if werr != nil && o.err == nil {
+		o.err = werr
+	}
+	o.cond.Broadcast()
+	return o.err
+}
+
 // run writes queued lines until close.
 func (o *outbox) run() {
 	defer close(o.done)
 	flusher, _ := o.w.(interface{ Flush() error })
 	o.mu.Lock()
 	for {
-		for len(o.queue) == 0 && !o.closed {
-			o.cond.Wait()
+		for (len(o.queue) == 0 && !o.closed) || o.busy {
+			o.cond.Wait() // busy: send is writing
 		}
 		if len(o.queue) == 0 {
 			o.mu.Unlock()

@@ -111,13 +111,10 @@ func (s *server) invoke(id int64, f string) (bool, error) {
 		h.mu.Unlock()
 		return false, nil
 	}
+	defer h.mu.Unlock()
 	h.inFlight = true
 	now := s.mono()
-	err := s.out.post(workloads.Message{ID: &id, Step: workloads.StepInvoke, F: f, MonoNS: &now})
-	h.mu.Unlock()
-	if err == nil {
-		err = s.out.flush()
-	}
+	err := s.out.send(workloads.Message{ID: &id, Step: workloads.StepInvoke, F: f, MonoNS: &now})
 	return err == nil, err
 }
 
