@@ -29,12 +29,13 @@ type holdWatch struct {
 func (h *holdWatch) lose(post func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The event goes out before the cycle can end: its reply must follow the event.
+	post()
 	if h.held > 0 && !h.inFlight && h.lost != nil {
 		close(h.lost)
 		h.lost = nil
 		h.held = 0
 	}
-	post()
 }
 
 // mono is the worker's monotonic clock, in ns since Serve started.
