@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 
@@ -19,6 +20,13 @@ func workerCmd(ctx context.Context, args []string, stderr io.Writer) (int, error
 	protocol := fs.Int("protocol", workloads.ProtocolVersion, "newest worker protocol version to speak (1: a v1 worker, whatever the harness offers)")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One lock client needs one P: with more, every hand-over between its
+		// goroutines (pipe reader, ZooKeeper send and receive loops) wakes another
+		// thread, and with W worker processes on a few cores those wake-ups are most of
+		// a worker's CPU (BENCHMARKS.md, issue 15). The environment still wins.
+		runtime.GOMAXPROCS(1)
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(strings.ReplaceAll(*cpuProfile, "%p", os.Getenv("ZLC_PROCESS")))
