@@ -8,6 +8,7 @@
 #     states: the plain loop opens its sessions before its clock starts, so the
 #     harness's rate counts from the moment every worker process had asked for the lock
 #     (results.json's steady_cycles_per_second); the whole-run rate is shown too.
+#     Then the same at --hold-max 1ms, for protocol v2 and v1 (issue 15).
 #  2. Set-up cost: time to quorum and to a clean teardown, 3 and 5 nodes.
 #  3. Scale: 5 nodes, 100 gozk workers, 60 s with server faults: verdict and peak memory
 #     of the harness, the servers and the workers.
@@ -35,6 +36,33 @@ plain = b["cycles"] / (b["duration_ns"] / 1e9)
 steady = r["steady_cycles_per_second"]
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['cycles_per_second']:.1f} | {steady:.1f} | {plain:.1f} | {steady/plain:.2f} |")
 PY
+  done
+done
+echo
+echo "## Harness vs plain go-zookeeper loop, short holds (--hold-max 1ms)"
+# With 1 ms holds the lock no longer caps both sides, so the harness's own cost shows
+# (issue 15). v2 is the gozk recipe (the worker runs each cycle, protocol v2); v1 the
+# same worker held to protocol v1 (zlockcheck worker --protocol 1, as an exec worker),
+# for comparison. Each run is harness then plain loop on one ensemble; reps alternate.
+printf '| rep | workers | protocol | harness cycles/s (steady) | plain loop cycles/s | ratio (steady / plain) |\n|---|---|---|---|---|---|\n'
+for workers in ${BENCH_WORKERS:-5 20}; do
+  for rep in 1 2; do
+    for proto in 2 1; do
+      worker=()
+      if [ "$proto" = 1 ]; then
+        worker=(--recipe exec --worker-cmd "$PWD/$bin worker --protocol 1 --recipe gozk")
+      fi
+      "$bin" run --quiet --time "${BENCH_TIME:-20s}" --workers "$workers" --seed "$rep" --baseline \
+        --final-phase=false --hold-max 1ms --store "$store" "${worker[@]}" >/dev/null
+      python3 - "$store/latest/results.json" "$rep" "$workers" "v$proto" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+b = r["baseline"]
+plain = b["cycles"] / (b["duration_ns"] / 1e9)
+steady = r["steady_cycles_per_second"]
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {steady:.1f} | {plain:.1f} | {steady/plain:.2f} |")
+PY
+    done
   done
 done
 echo

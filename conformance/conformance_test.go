@@ -85,6 +85,8 @@ func TestEveryRuleCanBreak(t *testing.T) {
 		{"eof", fake("eof-exit-1"), "want status 0"},
 		{"bad-request", fake("ignore-bad-lines"), "did not exit"},
 		{"refuse", fake("accept-any-kind"), "want fail, got ok"},
+		{"cycle", fake("cycle-no-hold"), "want at least hold_us"},
+		{"cycle-lost", fake("cycle-release-after-lost"), "no release after the lock was lost"},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -110,6 +112,22 @@ func TestEveryRuleCanBreak(t *testing.T) {
 		if !seen[r.Name] {
 			t.Errorf("no fake breaks rule %s", r.Name)
 		}
+	}
+}
+
+// TestV2RulesSkipAV1Worker: a worker that never agrees to v2 is not held to its rules.
+func TestV2RulesSkipAV1Worker(t *testing.T) {
+	t.Parallel()
+	rep := runFake(t, fake("v1"), "cycle", "cycle-lost")
+	var b strings.Builder
+	rep.Write(&b)
+	for _, res := range rep.Results {
+		if !res.Passed || !strings.Contains(res.Skipped, "protocol v1") {
+			t.Errorf("rule %s on a v1 worker: want skipped (protocol v1), got:\n%s", res.Rule.Name, b.String())
+		}
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("want 2 results, got %d", len(rep.Results))
 	}
 }
 

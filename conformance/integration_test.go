@@ -57,6 +57,11 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 			if !rep.OK() {
 				t.Errorf("%s broke the protocol:\n%s", w.name, b.String())
 			}
+			for _, res := range rep.Results {
+				if strings.HasPrefix(res.Rule.Name, "cycle") && res.Skipped != "" {
+					t.Errorf("%s speaks protocol v2, but rule %s was skipped: %s", w.name, res.Rule.Name, res.Skipped)
+				}
+			}
 			t.Logf("\n%s", b.String())
 		})
 	}

@@ -47,8 +47,11 @@ type worker struct {
 	// stderr keeps what the worker logs, for the report.
 	stderr *lockedWriter
 
-	mu         sync.Mutex
-	inFlight   *int64
+	mu       sync.Mutex
+	inFlight *int64
+	// inFlightOp is the op of the request in flight: only a cycle (v2) gets step
+	// reports, which come on replies before its reply.
+	inFlightOp string
 	replies    chan workloads.Message
 	lost       chan string
 	violations []string
@@ -69,7 +72,7 @@ func startWorker(name string, argv []string, log *transcript) (*worker, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	w := &worker{name: name, cmd: cmd, log: log, stderr: &lockedWriter{w: &bytes.Buffer{}},
-		replies: make(chan workloads.Message, 16), lost: make(chan string, 16), exited: make(chan struct{}), violated: make(chan struct{})}
+		replies: make(chan workloads.Message, 64), lost: make(chan string, 16), exited: make(chan struct{}), violated: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -145,6 +148,10 @@ func (w *worker) read(out io.Reader) {
 			}
 		case w.inFlight == nil:
 			w.violate("reply %q with no request in flight", text)
+		case msg.IsReport() && (*msg.ID != *w.inFlight || w.inFlightOp != workloads.OpCycle):
+			w.violate("step report %q, but the request in flight is %s id %d", text, w.inFlightOp, *w.inFlight)
+		case msg.IsReport():
+			w.replies <- msg
 		case *msg.ID != *w.inFlight:
 			w.violate("reply %q carries id %d, but the request in flight is id %d", text, *msg.ID, *w.inFlight)
 		default:
@@ -208,7 +215,7 @@ func (w *worker) send(req workloads.Request) error {
 	}
 	w.mu.Lock()
 	id := req.ID
-	w.inFlight = &id
+	w.inFlight, w.inFlightOp = &id, req.Op
 	w.mu.Unlock()
 	return w.sendRaw(string(b))
 }

@@ -19,6 +19,9 @@ type recorder struct {
 	lastAttempt, lastGrant int64
 	// st tallies ops for Status.
 	st status
+	// lastT is each client process's latest op time, so that an op stamped with a
+	// worker's own clock (recordAt) never goes before its process's previous op.
+	lastT map[histories.Process]int64
 }
 
 func (r *recorder) now() int64 { return r.elapsed().Nanoseconds() }
@@ -27,8 +30,22 @@ func (r *recorder) now() int64 { return r.elapsed().Nanoseconds() }
 func (r *recorder) elapsed() time.Duration { return time.Since(r.start) }
 
 // record appends op at the current time.
-func (r *recorder) record(op histories.Op) {
-	op.Time = r.now()
+func (r *recorder) record(op histories.Op) { r.recordAt(op, r.now()) }
+
+// recordAt appends op at time t (ns since start, as a worker's report mapped onto
+// the run's clock), or now if t is later, or its process's previous op's time if t
+// is earlier (a report's time bound may reach back past it).
+func (r *recorder) recordAt(op histories.Op, t int64) {
+	r.mu.Lock()
+	op.Time = min(t, r.now())
+	if !op.Process.Nemesis {
+		if r.lastT == nil {
+			r.lastT = map[histories.Process]int64{}
+		}
+		op.Time = max(op.Time, r.lastT[op.Process])
+		r.lastT[op.Process] = op.Time
+	}
+	r.mu.Unlock()
 	_, err := r.w.Append(op)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -72,6 +72,7 @@ func (s *session) init() error {
 		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
 		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.Process(),
 		CounterPath: s.r.counterPath(), Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
+		Protocol: workloads.ProtocolVersion,
 	})
 	if err != nil {
 		return err
@@ -88,6 +89,10 @@ func (s *session) init() error {
 			return refusedError{err}
 		}
 		return err
+	}
+	if reply.Protocol >= 2 {
+		s.w.protocol = 2
+		return s.syncClock()
 	}
 	return nil
 }
@@ -111,6 +116,9 @@ func (s *session) await(id int64, limit time.Duration) (workloads.Message, error
 			}
 			if *m.msg.ID != id {
 				return workloads.Message{}, s.violation(m, fmt.Sprintf("a reply with id %d while request %d was in flight", *m.msg.ID, id))
+			}
+			if m.msg.IsReport() {
+				return workloads.Message{}, s.violation(m, fmt.Sprintf("a step report to request %d, which is not a cycle", id))
 			}
 			return m.msg, nil
 		case <-timer.C:
@@ -195,10 +203,7 @@ func (s *session) crash(openOp string, why error) {
 // completion the reply says; the cycle hears the reply. A crash completes the op as
 // info; an info reply makes the worker unusable.
 func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Message, bool) {
-	s.step = step
-	inv := s.op(histories.Invoke, step.F)
-	inv.Value = step.Value
-	s.r.rec.record(inv)
+	s.invoked(step, s.r.rec.now())
 	id, err := s.w.send(step.Request)
 	if err != nil {
 		s.crash(step.F, fmt.Errorf("write to worker: %w", err))
@@ -209,6 +214,22 @@ func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Messag
 		s.crash(step.F, err)
 		return workloads.Message{}, false
 	}
+	s.completed(step, reply, s.r.rec.now())
+	return reply, true
+}
+
+// invoked records step's invoke (with its value) at t and makes it the step in flight.
+func (s *session) invoked(step workloads.Step, t int64) {
+	s.step = step
+	inv := s.op(histories.Invoke, step.F)
+	inv.Value = step.Value
+	s.r.rec.recordAt(inv, t)
+}
+
+// completed records the completion of the step in flight at t, as reply says, and
+// tells the cycle; after an info reply the worker goes on under a new process id or
+// is unusable.
+func (s *session) completed(step workloads.Step, reply workloads.Message, t int64) {
 	op := s.op(histories.Type(reply.Type), step.F)
 	op.Error = reply.Error
 	if reply.Type == workloads.ReplyOK {
@@ -219,7 +240,7 @@ func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Messag
 			op.Value = strconv.AppendInt(nil, *reply.Value, 10)
 		}
 	}
-	s.r.rec.record(op)
+	s.r.rec.recordAt(op, t)
 	s.step = workloads.Step{}
 	if reply.Type == workloads.ReplyInfo {
 		if s.keepsAfter(step) {
@@ -230,7 +251,6 @@ func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Messag
 	}
 	s.cycle.Done(reply)
 	s.publish()
-	return reply, true
 }
 
 // keepsAfter says whether the worker goes on after step ended with an unknown
@@ -298,6 +318,10 @@ func (s *session) runCycle(c *workloads.Cycle, limit func(workloads.Step) time.D
 		s.cycle = nil
 		s.publish()
 	}()
+	if plan, ok := c.Plan(); ok && s.w.protocol >= 2 {
+		s.runPlanned(plan, limit)
+		return
+	}
 	for !s.dead {
 		step, more := c.Next()
 		s.publish()

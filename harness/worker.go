@@ -38,6 +38,10 @@ type worker struct {
 	msgs    chan workerMsg
 	exited  chan struct{}
 	nextID  int64
+	// protocol is the version the worker speaks (1 unless its init reply said 2).
+	protocol int
+	// clock maps a v2 worker's step times onto the run's clock.
+	clock workerClock
 
 	// state is where the worker stands in its lock cycle (a workloads.State),
 	// published by its session for the nemesis and the orphan watch.
@@ -76,7 +80,7 @@ func startWorker(host netns.Host, slot, process int, argv []string, logPath stri
 		logf.Close()
 		return nil, fmt.Errorf("start worker %d: %w", process, err)
 	}
-	w := &worker{slot: slot, host: host, cmd: cmd, stdin: stdin,
+	w := &worker{slot: slot, host: host, cmd: cmd, stdin: stdin, protocol: 1,
 		msgs: make(chan workerMsg, 16), exited: make(chan struct{})}
 	w.process.Store(int64(process))
 	go w.read(stdout)

@@ -33,6 +33,9 @@ type ServeConfig struct {
 	Out io.Writer
 	// Log receives diagnostics (the worker's stderr); nil discards them.
 	Log io.Writer
+	// MaxProtocol is the newest worker protocol version to accept when the harness
+	// offers it (0: workloads.ProtocolVersion; 1 makes a v1 worker).
+	MaxProtocol int
 }
 
 // Serve runs one worker: it reads requests from cfg.In until a close request, EOF or
@@ -71,7 +74,11 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	out := newOutbox(cfg.Out)
 	go out.run()
-	s := &server{log: logger, logw: logw, out: out, newRecipe: newRecipe, name: name}
+	s := &server{log: logger, logw: logw, out: out, newRecipe: newRecipe, name: name,
+		maxProtocol: cfg.MaxProtocol, start: time.Now()}
+	if s.maxProtocol <= 0 {
+		s.maxProtocol = workloads.ProtocolVersion
+	}
 	quit := make(chan struct{})
 	lines, inputDone := readLines(cfg.In, quit)
 
@@ -100,6 +107,12 @@ type server struct {
 	recipe Recipe
 	// writeRetry is how long a counter write with an unknown outcome is retried.
 	writeRetry time.Duration
+	// maxProtocol is the newest version accepted; protocol the one init agreed.
+	maxProtocol, protocol int
+	// start is the origin of the worker's monotonic clock (v2 times).
+	start time.Time
+	// hold is shared with the recipe's events while a v2 cycle runs.
+	hold holdWatch
 }
 
 // input is one line read from the harness, or the read error that ended input.
@@ -197,12 +210,28 @@ func (s *server) handle(ctx context.Context, req workloads.Request, inputDone <-
 			return false, fmt.Errorf("request %d: init twice", req.ID)
 		}
 		r, err := s.init(opCtx, req)
+		var res result
 		if err == nil {
 			s.recipe = r
+			s.protocol = min(max(req.Protocol, 1), s.maxProtocol)
+			s.log.Printf("init: protocol v%d", s.protocol)
+			if s.protocol >= 2 {
+				res.protocol = s.protocol
+			}
 		} else {
 			s.log.Printf("init: %v", err)
 		}
-		return false, s.reply(req.ID, result{}, err)
+		return false, s.reply(req.ID, res, err)
+	case workloads.OpClock, workloads.OpCycle:
+		if s.protocol < 2 {
+			s.log.Printf("request %d: %s in protocol v1", req.ID, req.Op)
+			return false, fmt.Errorf("request %d: %s is protocol v2, and init agreed v1", req.ID, req.Op)
+		}
+		if req.Op == workloads.OpClock {
+			now := s.mono()
+			return false, s.reply(req.ID, result{mono: &now}, nil)
+		}
+		return false, s.cycle(opCtx, req)
 	case workloads.OpAcquire:
 		if req.TimeoutMS < 0 {
 			return false, s.reply(req.ID, result{}, Fail(fmt.Errorf("negative timeout_ms %d", req.TimeoutMS)))
@@ -269,7 +298,7 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 		CounterPath:    req.CounterPath,
 		Fenced:         req.Fenced,
 		Log:            s.logw,
-		Events:         serveEvents{log: s.log, out: s.out},
+		Events:         serveEvents{log: s.log, out: s.out, hold: &s.hold},
 	})
 	if err != nil {
 		return nil, err
@@ -322,8 +351,10 @@ func validZnodePath(p string) bool {
 
 // result is what an ok reply carries besides its id.
 type result struct {
-	token json.RawMessage
-	value *int64
+	token    json.RawMessage
+	value    *int64
+	protocol int
+	mono     *int64
 }
 
 // reply writes the one reply to request id and waits until it is written; res is
@@ -332,7 +363,7 @@ func (s *server) reply(id int64, res result, err error) error {
 	typ, msg := Classify(err)
 	m := workloads.Message{ID: &id, Type: typ, Error: msg}
 	if typ == workloads.ReplyOK {
-		m.Token, m.Value = res.token, res.value
+		m.Token, m.Value, m.Protocol, m.MonoNS = res.token, res.value, res.protocol, res.mono
 	}
 	if err := s.out.post(m); err != nil {
 		s.log.Printf("reply %d: %v", id, err)
@@ -345,18 +376,21 @@ func (s *server) reply(id int64, res result, err error) error {
 	return nil
 }
 
-// serveEvents turns a recipe's events into event lines; it never blocks.
+// serveEvents turns a recipe's events into event lines; it never blocks for long.
 type serveEvents struct {
-	log *log.Logger
-	out *outbox
+	log  *log.Logger
+	out  *outbox
+	hold *holdWatch
 }
 
-// Lost queues a lost event.
+// Lost queues a lost event; during a v2 cycle's hold it also ends the cycle.
 func (e serveEvents) Lost(reason string) {
 	e.log.Printf("event lost: %s", reason)
-	if err := e.out.post(workloads.Message{Event: workloads.EventLost, Error: reason}); err != nil {
-		e.log.Printf("event lost: %v", err)
-	}
+	e.hold.lose(func() {
+		if err := e.out.post(workloads.Message{Event: workloads.EventLost, Error: reason}); err != nil {
+			e.log.Printf("event lost: %v", err)
+		}
+	})
 }
 
 // Session queues a session event.
@@ -417,14 +451,53 @@ func (o *outbox) post(m workloads.Message) error {
 	return nil
 }
 
+// send writes one message now, in this goroutine, after what is queued, and returns
+// once it is written: no hand-over to the writer goroutine on a cycle's critical path
+// (a v2 invoke report goes out right before its request).
+func (o *outbox) send(m workloads.Message) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding message: %w", err)
+	}
+	b = append(b, '\n')
+	o.mu.Lock()
+	for (len(o.queue) > 0 || o.busy) && o.err == nil && !o.closed {
+		o.cond.Wait()
+	}
+	switch {
+	case o.err != nil:
+		o.mu.Unlock()
+		return o.err
+	case o.closed:
+		o.mu.Unlock()
+		return errors.New("output closed")
+	}
+	o.busy = true
+	o.mu.Unlock()
+
+	_, werr := o.w.Write(b)
+	if flusher, ok := o.w.(interface{ Flush() error }); ok && werr == nil {
+		werr = flusher.Flush()
+	}
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.busy = false
+	if werr != nil && o.err == nil {
+		o.err = werr
+	}
+	o.cond.Broadcast()
+	return o.err
+}
+
 // run writes queued lines until close.
 func (o *outbox) run() {
 	defer close(o.done)
 	flusher, _ := o.w.(interface{ Flush() error })
 	o.mu.Lock()
 	for {
-		for len(o.queue) == 0 && !o.closed {
-			o.cond.Wait()
+		for (len(o.queue) == 0 && !o.closed) || o.busy {
+			o.cond.Wait() // busy: send is writing
 		}
 		if len(o.queue) == 0 {
 			o.mu.Unlock()

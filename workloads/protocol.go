@@ -5,8 +5,10 @@ import (
 	"fmt"
 )
 
-// ProtocolVersion is the worker protocol version this harness speaks.
-const ProtocolVersion = 1
+// ProtocolVersion is the newest worker protocol version this harness speaks. It
+// offers it in init (Request.Protocol); a worker that speaks it says so in its init
+// reply (Message.Protocol), and one that does not is spoken to in v1.
+const ProtocolVersion = 2
 
 // Request operations, harness to worker.
 const (
@@ -18,6 +20,20 @@ const (
 	// counter znode, write it back plus one.
 	OpRead  = "read"
 	OpWrite = "write"
+	// OpClock (v2) asks for the worker's monotonic clock (Message.MonoNS).
+	OpClock = "clock"
+	// OpCycle (v2) hands the worker a whole lock cycle to run on its own: acquire
+	// (Depth times), hold HoldUS, release as often as acquired; it reports each step
+	// as it happens (Message.Step) and replies once the cycle is over.
+	OpCycle = "cycle"
+)
+
+// Step reports (v2): what happened to one op of a cycle, with Message.F.
+const (
+	StepInvoke = "invoke"
+	StepOK     = ReplyOK
+	StepFail   = ReplyFail
+	StepInfo   = ReplyInfo
 )
 
 // Reply types, worker to harness. They match the history's completion types.
@@ -63,6 +79,13 @@ type Request struct {
 
 	// write: the value to store.
 	Value *int64 `json:"value,omitempty"`
+
+	// Protocol (init) is the newest protocol version the harness speaks.
+	Protocol int `json:"protocol,omitempty"`
+	// Depth (cycle) is how often to acquire (nested, reentrant workload); 0 means 1.
+	Depth int `json:"depth,omitempty"`
+	// HoldUS (cycle) is how long to hold, in microseconds, once every level is held.
+	HoldUS int64 `json:"hold_us,omitempty"`
 }
 
 // Message is one line a worker writes to stdout: a reply (ID and Type set) or an
@@ -79,7 +102,20 @@ type Message struct {
 	Event     string `json:"event,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
 	Passwd    string `json:"passwd,omitempty"`
+
+	// Protocol (init's ok reply) is the version the worker speaks; absent means 1.
+	Protocol int `json:"protocol,omitempty"`
+	// Step and F make a line a step report of the cycle request ID (v2): op F
+	// (acquire or release) was invoked, or completed with Step ok, fail or info.
+	Step string `json:"step,omitempty"`
+	F    string `json:"f,omitempty"`
+	// MonoNS is the worker's monotonic clock, in nanoseconds from an origin of its
+	// own: when a step happened, or (clock reply) now.
+	MonoNS *int64 `json:"mono_ns,omitempty"`
 }
+
+// IsReport says whether m is a step report (v2) rather than a reply or an event.
+func (m Message) IsReport() bool { return m.Step != "" }
 
 // ParseMessage decodes and validates one worker output line.
 func ParseMessage(line []byte) (Message, error) {
@@ -93,6 +129,10 @@ func ParseMessage(line []byte) (Message, error) {
 	case m.Event != "":
 		if m.Event != EventLost && m.Event != EventSession {
 			return Message{}, fmt.Errorf("field event: unknown event %q", m.Event)
+		}
+	case m.ID != nil && m.Step != "":
+		if err := checkReport(m); err != nil {
+			return Message{}, err
 		}
 	case m.ID != nil:
 		if m.Type != ReplyOK && m.Type != ReplyFail && m.Type != ReplyInfo {
@@ -111,7 +151,11 @@ func ParseRequest(line []byte) (Request, error) {
 		return Request{}, fmt.Errorf("not a JSON object: %w", err)
 	}
 	switch r.Op {
-	case OpInit, OpAcquire, OpRelease, OpClose, OpRead:
+	case OpInit, OpAcquire, OpRelease, OpClose, OpRead, OpClock:
+	case OpCycle:
+		if r.Depth < 0 || r.HoldUS < 0 || r.TimeoutMS < 0 {
+			return Request{}, fmt.Errorf("field depth, hold_us or timeout_ms: negative in a cycle request")
+		}
 	case OpWrite:
 		if r.Value == nil {
 			return Request{}, fmt.Errorf("field value: write needs a value")
@@ -120,4 +164,19 @@ func ParseRequest(line []byte) (Request, error) {
 		return Request{}, fmt.Errorf("field op: unknown op %q", r.Op)
 	}
 	return r, nil
+}
+
+// checkReport validates a step report: a known step, an op of a cycle, a time.
+func checkReport(m Message) error {
+	switch {
+	case m.Step != StepInvoke && m.Step != StepOK && m.Step != StepFail && m.Step != StepInfo:
+		return fmt.Errorf("field step: want invoke, ok, fail or info, got %q", m.Step)
+	case m.F != OpAcquire && m.F != OpRelease:
+		return fmt.Errorf("field f: want acquire or release, got %q", m.F)
+	case m.Type != "":
+		return fmt.Errorf("field type: a step report has step, not type")
+	case m.MonoNS == nil:
+		return fmt.Errorf("field mono_ns: missing (a step report needs the time it happened)")
+	}
+	return nil
 }

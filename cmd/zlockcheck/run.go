@@ -64,7 +64,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test: "+strings.Join(realRecipeNames(), ", ")+" (zlockcheck recipes describes them), or exec with --worker-cmd")
 	fs.BoolVar(&o.mutants, "allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
 	fs.BoolVar(&o.fenced, "fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
-	fs.StringVar(&o.workerCmd, "worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1)")
+	fs.StringVar(&o.workerCmd, "worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1 or v2)")
 	fs.StringVar(&o.workload, "workload", "", "workload: mutex, semaphore, rwlock, reentrant, counter (default: the recipe's first)")
 	fs.IntVar(&o.permits, "permits", 0, fmt.Sprintf("semaphore permits (semaphore workload only; default %d)", workloads.Semaphore.DefaultPermits()))
 	fs.DurationVar(&o.acquireTO, "acquire-timeout", wl.AcquireTimeout, "how long a worker waits for the lock")

@@ -21,6 +21,13 @@ Without an argument it keeps every rule. With a MODE it breaks one on purpose:
   eof-exit-1        exits 1 on EOF                                (rule eof)
   ignore-bad-lines  skips request lines it cannot parse           (rule bad-request)
   accept-any-kind   answers ok to init of any kind                (rule refuse)
+  v1                never agrees to protocol v2                   (rules cycle, cycle-lost: skipped)
+  cycle-no-hold     a cycle releases at once, ignoring hold_us    (rule cycle)
+  cycle-release-after-lost  a cycle still releases after it
+                    sent lost                                     (rule cycle-lost)
+
+It speaks protocol v2 when init offers it (clock: time.monotonic_ns; cycle: acquire,
+hold, release, each step reported as it happens).
 
 Standard library only.
 """
@@ -82,6 +89,9 @@ class Worker(object):
         self.directory = None
         self.session = "0x%x" % os.getpid()
         self.mu = threading.Lock()
+        self.v2 = False
+        self.lost_ev = threading.Event()
+        self.step = None  # (cycle id, op) whose outcome emit_reply reports
 
     def init(self, rid, req):
         if MODE == "init-info":
@@ -93,6 +103,9 @@ class Worker(object):
         emit({"event": "session", "session_id": self.session,
               "passwd": base64.b64encode(b"fake").decode("ascii")})
         threading.Thread(target=self.watch_session, daemon=True).start()
+        if req.get("protocol", 1) >= 2 and MODE != "v1":
+            self.v2 = True
+            return emit({"id": rid, "type": "ok", "protocol": 2})
         emit({"id": rid, "type": "ok"})
 
     def watch_session(self):
@@ -104,6 +117,7 @@ class Worker(object):
             self.lock.unlock()
         if held and MODE != "no-lost":
             emit({"event": "lost", "error": "fake: session expired"})
+            self.lost_ev.set()
 
     def acquire(self, rid, timeout_ms):
         deadline = time.monotonic() + timeout_ms / 1000.0
@@ -111,7 +125,7 @@ class Worker(object):
         while True:
             with self.mu:
                 if self.lock.try_lock():
-                    emit({"id": rid, "type": "ok"})
+                    self.reply(rid, {"id": rid, "type": "ok"})
                     if MODE == "double-reply":
                         emit({"id": rid, "type": "ok"})
                     return
@@ -131,7 +145,7 @@ class Worker(object):
             with open(self.lock.file + ".orphan", "w") as f:
                 f.write(str(os.getpid()))
             threading.Thread(target=self.orphan, daemon=True).start()
-        emit({"id": rid, "type": "fail", "error": "timeout"})
+        self.reply(rid, {"id": rid, "type": "fail", "error": "timeout"})
 
     def orphan(self):
         fd = os.open(self.lock.file, os.O_CREAT | os.O_RDWR, 0o644)
@@ -144,7 +158,36 @@ class Worker(object):
             held = self.lock is not None and self.lock.fd is not None
             if held:
                 self.lock.unlock()
-        emit({"id": rid, "type": "ok"} if held else {"id": rid, "type": "fail", "error": "not held"})
+        self.reply(rid, {"id": rid, "type": "ok"} if held else {"id": rid, "type": "fail", "error": "not held"})
+
+    def reply(self, rid, msg):
+        """Replies, or during a cycle reports the outcome of its step in flight."""
+        if self.step is None:
+            return emit(msg)
+        cid, f = self.step
+        report = {"id": cid, "step": msg["type"], "f": f, "mono_ns": time.monotonic_ns()}
+        if "error" in msg:
+            report["error"] = msg["error"]
+        emit(report)
+        self.outcome = msg["type"]
+
+    def run_step(self, cid, f, fn):
+        emit({"id": cid, "step": "invoke", "f": f, "mono_ns": time.monotonic_ns()})
+        self.step, self.outcome = (cid, f), None
+        try:
+            fn()
+        finally:
+            self.step = None
+        return self.outcome
+
+    def cycle(self, rid, req):
+        self.lost_ev.clear()
+        if self.run_step(rid, "acquire", lambda: self.acquire(rid, req.get("timeout_ms", 0))) == "ok":
+            hold = 0 if MODE == "cycle-no-hold" else req.get("hold_us", 0) / 1e6
+            lost = self.lost_ev.wait(hold)
+            if not lost or MODE == "cycle-release-after-lost":
+                self.run_step(rid, "release", lambda: self.release(rid))
+        emit({"id": rid, "type": "ok"})
 
 
 def main():
@@ -157,8 +200,10 @@ def main():
             rid, op = req["id"], req["op"]
             if op == "write" and "value" not in req:
                 raise ValueError("write without a value")
-            if op not in ("init", "acquire", "release", "close", "read", "write"):
+            if op not in ("init", "acquire", "release", "close", "read", "write", "clock", "cycle"):
                 raise ValueError("unknown op %r" % op)
+            if op in ("clock", "cycle") and not w.v2:
+                raise ValueError("%s is protocol v2, and init agreed v1" % op)
             if op != "init" and op != "close" and w.lock is None:
                 raise ValueError("%s before init" % op)
         except (ValueError, KeyError, TypeError) as e:
@@ -172,6 +217,10 @@ def main():
             w.acquire(rid, req.get("timeout_ms", 0))
         elif op == "release":
             w.release(rid)
+        elif op == "clock":
+            emit({"id": rid, "type": "ok", "mono_ns": time.monotonic_ns()})
+        elif op == "cycle":
+            w.cycle(rid, req)
         elif op in ("read", "write"):
             emit({"id": rid, "type": "fail", "error": "fake: no counter"})
         else:

@@ -1,4 +1,4 @@
-// ZlcCuratorWorker: a zlockcheck worker (worker protocol v1) for Apache Curator's lock
+// ZlcCuratorWorker: a zlockcheck worker (worker protocol v2, and v1) for Apache Curator's lock
 // recipes, as shipped by Debian (libcurator-recipes-java 5.4). Build and run it with
 // build.sh / run.sh next to this file (README.md).
 //
@@ -44,6 +44,14 @@
 //            through the session's ZooKeeper handle, not Curator's retrying builders; a
 //            write whose outcome is unknown is retried (100 ms apart) for init's
 //            write_retry_ms, as an application's retry loop would, then info.
+//   clock    (v2) ok with mono_ns = System.nanoTime().
+//   cycle    (v2) acquire depth times (as above), hold hold_us, release as often as
+//            acquired, on the main thread, each step reported as it happens: an invoke
+//            report is written before the op starts, its outcome right after. A lost
+//            event while holding with nothing in flight ends the cycle (no release).
+//            Then the reply ok. v2 is agreed at init: the harness offers "protocol":2,
+//            the ok reply says "protocol":2; without the offer, clock and cycle are
+//            out of protocol.
 //   close    closes the client (ends the session; bounded to 1.5 s), replies, exits 0.
 //            EOF on stdin: the same, without a reply; a request still running 200 ms
 //            after EOF is abandoned. A malformed or out-of-protocol line: exit 1.
@@ -172,6 +180,8 @@ public final class ZlcCuratorWorker {
     long writeRetryMs;
     int sessionTimeoutMs;
     int workerNo;
+    /** The protocol version init agreed (2 when the harness offered it). */
+    long protocol = 1;
 
     // Recipe objects; used by the lock thread only. Replaced after a hold was given up
     // without a clean release, because Curator's objects keep per-thread state.
@@ -237,6 +247,8 @@ public final class ZlcCuratorWorker {
         final String error;
         Long token;
         Long value;
+        Long protocol;
+        Long mono;
 
         Reply(String type, String error) {
             this.type = type;
@@ -428,6 +440,8 @@ public final class ZlcCuratorWorker {
             case "release":
             case "close":
             case "read":
+            case "clock":
+            case "cycle":
                 break;
             case "write":
                 if (optLong(req, "value") == null) {
@@ -447,7 +461,11 @@ public final class ZlcCuratorWorker {
                 throw new ProtocolError("request " + id + ": init twice");
             }
             Reply r = init(id, req);
-            log.info("request {}: init -> {}{}", id, r.type, r.error != null ? " (" + r.error + ")" : "");
+            if (r.type.equals("ok") && reqLong(req, "protocol", 1L) >= 2) {
+                protocol = 2;
+                r.protocol = 2L;
+            }
+            log.info("request {}: init -> {}{} (protocol v{})", id, r.type, r.error != null ? " (" + r.error + ")" : "", protocol);
             emitReply(id, r);
             if (r.type.equals("ok")) {
                 reportSession(true);
@@ -456,6 +474,20 @@ public final class ZlcCuratorWorker {
         }
         if (client == null) {
             throw new ProtocolError("request " + id + ": " + op + " before a successful init");
+        }
+        if ((op.equals("clock") || op.equals("cycle")) && protocol < 2) {
+            throw new ProtocolError("request " + id + ": " + op + " is protocol v2, and init agreed v1");
+        }
+        if (op.equals("clock")) {
+            Reply r = Reply.ok();
+            r.mono = System.nanoTime();
+            emitReply(id, r);
+            return;
+        }
+        if (op.equals("cycle")) {
+            cycle(id, req);
+            emitReply(id, Reply.ok());
+            return;
         }
         long t0 = System.nanoTime();
         Reply r;
@@ -506,7 +538,104 @@ public final class ZlcCuratorWorker {
         if (r.type.equals("ok") && r.value != null) {
             o.num("value", r.value);
         }
+        if (r.type.equals("ok") && r.protocol != null) {
+            o.num("protocol", r.protocol);
+        }
+        if (r.type.equals("ok") && r.mono != null) {
+            o.num("mono_ns", r.mono);
+        }
         emit(o.toString());
+    }
+
+    // ------------------------------------------------------------------ protocol v2
+
+    /** Writes a step report of cycle id: op f invoked (r null) or ended as r says. */
+    void emitStep(long id, String f, Reply r) {
+        Json.Obj o = new Json.Obj().num("id", id).str("step", r == null ? "invoke" : r.type).str("f", f)
+                .num("mono_ns", System.nanoTime());
+        if (r != null && r.error != null) {
+            o.str("error", r.error);
+        }
+        if (r != null && r.type.equals("ok") && r.token != null) {
+            o.num("token", r.token);
+        }
+        emit(o.toString());
+    }
+
+    /**
+     * Runs a cycle request (v2). The lost events the listener sends (lostSeq) are
+     * ordered with the step reports by the state lock: a lost event after an outcome
+     * report and before the next invoke report ends the cycle, as the harness reads it.
+     */
+    void cycle(long id, Map<String, Object> req) throws ProtocolError {
+        long depth = Math.max(reqLong(req, "depth", 1L), 1L);
+        long holdNs = Math.max(reqLong(req, "hold_us", 0L), 0L) * 1000L;
+        int held = 0;
+        long seq = 0;
+        while (held < depth) {
+            emitStep(id, "acquire", null);
+            Reply r = acquire(req);
+            synchronized (state) {
+                emitStep(id, "acquire", r);
+                seq = lostSeq;
+            }
+            log.info("cycle {}: acquire -> {}{}", id, r.type, r.error != null ? " (" + r.error + ")" : "");
+            if (r.type.equals("ok")) {
+                held++;
+                continue;
+            }
+            if (r.type.equals("info") || held == 0) {
+                return;
+            }
+            break;
+        }
+        if (!holdUnlessLost(holdNs, seq)) {
+            return;
+        }
+        for (; held > 0; held--) {
+            synchronized (state) {
+                if (lostSeq != seq) {
+                    return;
+                }
+                emitStep(id, "release", null);
+            }
+            Reply r = release();
+            synchronized (state) {
+                emitStep(id, "release", r);
+                seq = lostSeq;
+            }
+            log.info("cycle {}: release -> {}{}", id, r.type, r.error != null ? " (" + r.error + ")" : "");
+            if (!r.type.equals("ok")) {
+                return;
+            }
+        }
+    }
+
+    /** Holds for ns unless a lost event is sent (lostSeq moves past seq): false then. */
+    boolean holdUnlessLost(long ns, long seq) {
+        long end = System.nanoTime() + ns;
+        synchronized (state) {
+            while (lostSeq == seq) {
+                long left = end - System.nanoTime();
+                if (left <= 0) {
+                    return true;
+                }
+                if (left < 2_000_000L) {
+                    break; // Object.wait sleeps whole milliseconds: park the rest
+                }
+                try {
+                    state.wait(left / 1_000_000L - 1);
+                } catch (InterruptedException ignored) {
+                }
+            }
+            if (lostSeq != seq) {
+                return false;
+            }
+        }
+        for (long left; (left = end - System.nanoTime()) > 0; ) {
+            java.util.concurrent.locks.LockSupport.parkNanos(left);
+        }
+        return true;
     }
 
     /** Sends a lost event; call with state held. */

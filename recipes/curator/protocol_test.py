@@ -274,6 +274,41 @@ class Worker:
             m["_ms"] = (time.monotonic() - t0) * 1000
             return m
 
+    def cycle(self, timeout=30, **fields):
+        """Protocol v2: sends a cycle request; returns its step reports and reply. Each
+        report's mono_ns (System.nanoTime, CLOCK_MONOTONIC like time.monotonic_ns
+        here) must lie between the send and its arrival, and go forward."""
+        rid = self.next_id
+        self.next_id += 1
+        msg = {"id": rid, "op": "cycle"}
+        msg.update(fields)
+        sent = last = time.monotonic_ns()
+        self.send_raw(json.dumps(msg))
+        deadline = time.monotonic() + timeout
+        reports = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError("%s: no reply to %s within %ss" % (self.name, msg, timeout))
+            try:
+                m = self._take(left)
+            except queue.Empty:
+                continue
+            if m is None:
+                raise AssertionError("%s: exited (rc %s) during %s" % (self.name, self.p.wait(), msg))
+            if "event" in m:
+                continue
+            if m.get("id") != rid:
+                raise AssertionError("%s: %s does not belong to %s" % (self.name, m, msg))
+            if "type" in m:
+                check(m["type"] == "ok", "%s: cycle reply ok" % self.name, str(m))
+                return reports, m
+            now = time.monotonic_ns()
+            check(sent <= last <= m.get("mono_ns", -1) <= now,
+                  "%s: report time between the send and its arrival, going forward" % self.name, str(m))
+            last = m.get("mono_ns", last)
+            reports.append(m)
+
     def drain(self, wait=0.0):
         """Collects events that arrive within wait seconds."""
         deadline = time.monotonic() + wait
@@ -628,6 +663,46 @@ def test_lost(zk, server_pid):
         b.close()
 
 
+def steps(reports):
+    return [(m["f"], m["step"]) for m in reports]
+
+
+def test_v2(zk):
+    print("protocol v2: agreed at init, clock, cycles (mutex, re-entered mutex)")
+    path = base("v2")
+    a, b = Worker("v2-a", "curator-mutex"), Worker("v2-b", "curator-mutex")
+    r = Worker("v2-r", "curator-reentrant")
+    try:
+        ra = started(a, "mutex", path, protocol=2)
+        check(ra.get("protocol") == 2, "v2-a: init offering v2 -> ok with protocol 2", str(ra))
+        rb = started(b, "mutex", path)
+        check("protocol" not in rb, "v2-b: init without the offer stays v1", str(rb))
+        c1, c2 = a.req("clock"), a.req("clock")
+        check(c1["type"] == "ok" and c1["mono_ns"] <= c2["mono_ns"], "v2-a: clock -> ok mono_ns", "%s %s" % (c1, c2))
+        reports, _ = a.cycle(timeout_ms=3000, hold_us=200000)
+        check(steps(reports) == [("acquire", "invoke"), ("acquire", "ok"), ("release", "invoke"), ("release", "ok")],
+              "v2-a: a cycle on a free lock reports acquire and release", str(reports))
+        if len(reports) == 4:
+            check(isinstance(reports[1].get("token"), int), "v2-a: the acquire ok report carries the token")
+            check(reports[2]["mono_ns"] - reports[1]["mono_ns"] >= 200_000_000, "v2-a: held for hold_us")
+        check(own_nodes(zk, path, a.sid()) == [], "v2-a: nothing left after the cycle")
+        b.expect("B holds -> ok", "acquire", "ok", timeout_ms=2000)
+        reports, _ = a.cycle(timeout_ms=500, hold_us=1000)
+        check(steps(reports) == [("acquire", "invoke"), ("acquire", "fail")] and reports[1].get("error") == "timeout",
+              "v2-a: a cycle on a held lock times out and releases nothing", str(reports))
+        b.expect("release -> ok", "release", "ok")
+        started(r, "reentrant", base("v2r"), protocol=2)
+        reports, _ = r.cycle(timeout_ms=3000, hold_us=1000, depth=2)
+        check(steps(reports) == [("acquire", "invoke"), ("acquire", "ok")] * 2 + [("release", "invoke"), ("release", "ok")] * 2,
+              "v2-r: a cycle of depth 2 acquires twice and releases twice", str(reports))
+        b.send_raw(json.dumps({"id": 99, "op": "cycle", "timeout_ms": 100, "hold_us": 1}))
+        check(b.p.wait(timeout=10) != 0, "v2-b: a cycle after a v1 init exits non-zero")
+    finally:
+        a.close()
+        r.close()
+        b.kill()
+
+
 def test_protocol_errors():
     # Malformed and out-of-order lines and EOF are zlockcheck conformance's rules
     # (bad-request, eof), run on this worker by conformance/integration_test.go.
@@ -657,6 +732,7 @@ def main():
         test_counter(zk, fenced=False)
         test_counter(zk, fenced=True)
         test_protocol_errors()
+        test_v2(zk)
         test_lost(zk, server_pid)
     except AssertionError as e:
         failures.append(str(e))

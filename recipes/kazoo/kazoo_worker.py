@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""zlockcheck worker for Kazoo's lock recipes, speaking worker protocol v1.
+"""zlockcheck worker for Kazoo's lock recipes, speaking worker protocol v2 (and v1).
 
 Usage (always Debian's system Python, which has python3-kazoo; a pyenv or venv
 ``python3`` earlier on the PATH usually has no kazoo)::
@@ -23,6 +23,12 @@ flushed under one lock (Kazoo's connection thread writes events too). Nothing el
 ever reaches stdout: file descriptor 1 is pointed at stderr at start-up and the
 protocol uses a private duplicate of the original stdout. All logging, Kazoo's
 included, goes to stderr.
+
+Protocol v2 (README, "Worker protocol v2"): when init offers ``"protocol":2`` the ok
+reply says ``"protocol":2``; ``clock`` answers ``time.monotonic_ns()``; ``cycle`` runs
+acquire, hold ``hold_us``, release in this thread, each step reported as it happens
+(an invoke report is written before the request goes out). A lost event while
+holding ends the cycle's hold: no release (the node is stale, as in v1).
 
 Replies: ok = certainly happened, fail = certainly did not happen, info = unknown
 (the harness then replaces the worker).
@@ -122,7 +128,7 @@ RECIPES = {
     "kazoo-rwlock": ("rwlock",),
 }
 
-OPS = ("init", "acquire", "release", "close", "read", "write")
+OPS = ("init", "acquire", "release", "close", "read", "write", "clock", "cycle")
 
 log = logging.getLogger("kazoo_worker")
 
@@ -149,6 +155,11 @@ def parse_request(line):
         raise Malformed("field op: unknown op %r" % (op,))
     if op == "write" and not is_int(req.get("value")):
         raise Malformed("field value: write needs an integer value")
+    if op == "cycle":
+        for field in ("depth", "hold_us", "timeout_ms"):
+            v = req.get(field, 0)
+            if v is not None and (not is_int(v) or v < 0):
+                raise Malformed("field %s: want a non-negative integer, got %r" % (field, v))
     return req
 
 
@@ -191,10 +202,17 @@ class Worker(object):
         self.reported = None  # last session id sent as an event
         self.announce = False  # session events only after init's reply
         self.dead = None  # why the worker gave up (then every op is info)
+        self.protocol = 1  # the version init agreed
+        self.step = None  # (cycle id, op) whose outcome reply() reports (v2)
+        self.lost_ev = None  # set when a cycle's hold is lost (v2)
 
     # ---- output -----------------------------------------------------------------
 
     def reply(self, rid, typ, error=None, **extra):
+        """Replies to request rid, or during a v2 cycle reports the outcome of the
+        step in flight; returns typ."""
+        if self.step is not None:
+            return self._report(typ, error, **extra)
         msg = {"id": rid, "type": typ}
         if error is not None and typ != "ok":
             msg["error"] = error
@@ -204,6 +222,67 @@ class Worker(object):
         else:
             log.info("reply %d %s: %s", rid, typ, error)
         self.out.send(msg)
+        return typ
+
+    # ---- protocol v2: cycles ----------------------------------------------------------
+
+    def _report(self, step, error=None, **extra):
+        cid, f = self.step
+        msg = {"id": cid, "step": step, "f": f, "mono_ns": time.monotonic_ns()}
+        if error is not None and step != "ok":
+            msg["error"] = error
+        if step == "ok" and "token" in extra:
+            msg["token"] = extra["token"]
+        log.info("report %d %s %s %s", cid, f, step, error or "")
+        self.out.send(msg)
+        return step
+
+    def _invoke(self, cid, f):
+        """Reports that f is invoked (before its request goes out); False, reporting
+        nothing, if the lock was lost while held (then the cycle ends)."""
+        with self.mu:
+            if f == "release" and self.lost_ev.is_set():
+                return False
+            self.out.send({"id": cid, "step": "invoke", "f": f, "mono_ns": time.monotonic_ns()})
+        self.step = (cid, f)
+        return True
+
+    def _run_step(self, fn):
+        try:
+            return fn()
+        finally:
+            self.step = None
+
+    def cycle(self, rid, req):
+        depth = max(req.get("depth") or 1, 1)
+        with self.mu:
+            self.lost_ev = threading.Event()
+        try:
+            held = 0
+            while held < depth:
+                self._invoke(rid, "acquire")
+                if self.dead:
+                    typ = self._run_step(lambda: self.reply(rid, "info", "worker gave up earlier: " + self.dead))
+                else:
+                    typ = self._run_step(lambda: self.acquire(rid, req))
+                if typ == "ok":
+                    held += 1
+                    continue
+                if typ == "info" or held == 0:
+                    return self.reply(rid, "ok")
+                break
+            if self.lost_ev.wait((req.get("hold_us") or 0) / 1e6):
+                return self.reply(rid, "ok")
+            while held > 0:
+                if not self._invoke(rid, "release"):
+                    break
+                if self._run_step(lambda: self.release(rid)) != "ok":
+                    break
+                held -= 1
+            return self.reply(rid, "ok")
+        finally:
+            with self.mu:
+                self.lost_ev = None
 
     def _note_session_locked(self, client):
         cid = client.client_id
@@ -240,6 +319,8 @@ class Worker(object):
                                else "session lost")
                         log.info("event lost: %s while holding %s", why, node)
                         self.out.send({"event": "lost", "error": why})
+                        if self.lost_ev is not None:
+                            self.lost_ev.set()
                 elif state == KazooState.CONNECTED:
                     self._note_session_locked(client)
         except Exception:  # never let a listener error pass silently
@@ -385,7 +466,12 @@ class Worker(object):
         log.info("connected to %s in %.3fs (recipe %s, kind %s, path %s, worker %s)",
                  hosts, time.monotonic() - t0, self.recipe, kind, path, req.get("worker"))
         with self.mu:
-            self.reply(rid, "ok")
+            proto = req.get("protocol")
+            if is_int(proto) and proto >= 2:
+                self.protocol = 2
+                self.reply(rid, "ok", protocol=2)
+            else:
+                self.reply(rid, "ok")
             self.announce = True
             self._note_session_locked(client)
 
@@ -501,7 +587,7 @@ class Worker(object):
                 return self._acquired_but(rid, node, "connection interrupted while confirming the hold")
             self.held = node
             log.info("holding %s (czxid %d)", node, stat.czxid)
-            self.reply(rid, "ok", token=stat.czxid)
+            return self.reply(rid, "ok", token=stat.czxid)
 
     def _give_up(self, why):
         """The worker cannot vouch for anything any more: end the session in the
@@ -705,6 +791,12 @@ class Worker(object):
             if self.dead:
                 raise Malformed("init twice")
             return self.init(rid, req)
+        if op in ("clock", "cycle") and self.protocol < 2:
+            raise Malformed("%s is protocol v2, and init agreed v1" % op)
+        if op == "clock":
+            return self.reply(rid, "ok", mono_ns=time.monotonic_ns())
+        if op == "cycle":
+            return self.cycle(rid, req)
         if self.dead:
             return self.reply(rid, "info", "worker gave up earlier: " + self.dead)
         if self.client is None:

@@ -39,6 +39,11 @@ What is checked (each worker a real process speaking protocol v1):
 - HammerTest: four workers per recipe loop acquire/hold/release for 3 s; the certain
   holds (ok .. release sent) never overlap beyond the rule (mutex 1, semaphore 2,
   rwlock one writer alone), mutex tokens grow in hold order, no lost events.
+- ProtocolV2Test: init offering protocol 2 is answered with protocol 2, clock, a
+  cycle reports acquire/release invoke and ok with times inside the exchange
+  (CLOCK_MONOTONIC on both sides) and holds hold_us; a cycle on a held lock reports
+  the timeout and releases nothing; a lost lock during the hold ends the cycle
+  without a release; without the offer the worker stays v1 (a cycle exits non-zero).
 - ProtocolTest: start-up time (spawn to init reply, printed), close before init,
   unknown recipe exits 2. Every stdout line of every worker must be a protocol line.
 
@@ -949,6 +954,93 @@ class ProtocolTest(Base):
         self.assertEqual(w.p.wait(15), 0)
         w2 = self.worker("kazoo-nonesuch", "w2")
         self.assertEqual(w2.p.wait(15), 2)
+
+
+class ProtocolV2Test(Base):
+    """Protocol v2: the version agreed at init, the clock, cycles run by the worker."""
+
+    def cycle(self, w, timeout=20, **fields):
+        """Sends a cycle request; returns its step reports and its reply, checking
+        each report's shape and that its time lies between the send and its arrival
+        (the worker's clock is CLOCK_MONOTONIC, as is time.monotonic_ns here)."""
+        rid = w.next_id
+        w.next_id += 1
+        req = {"id": rid, "op": "cycle"}
+        req.update(fields)
+        sent = time.monotonic_ns()
+        w.send_raw(json.dumps(req))
+        deadline = time.monotonic() + timeout
+        with w.cond:
+            while True:
+                mine = [(t, m) for t, m in w.msgs if m.get("id") == rid]
+                if mine and "type" in mine[-1][1]:
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0 or w.eof:
+                    self.fail("%s: no reply to %s; stderr:\n%s" % (w.name, req, w.stderr_tail()))
+                w.cond.wait(left)
+        reports = [m for _t, m in mine[:-1]]
+        last = sent
+        for t, m in mine[:-1]:
+            self.assertIn(m["step"], ("invoke", "ok", "fail", "info"), m)
+            self.assertIn(m["f"], ("acquire", "release"), m)
+            self.assertLessEqual(last, m["mono_ns"], "report times go forward: %s" % m)
+            self.assertLessEqual(m["mono_ns"], int(t * 1e9) + 1000000, "reported before it arrived: %s" % m)
+            last = m["mono_ns"]
+        self.assertEqual(mine[-1][1]["type"], "ok", mine[-1][1])
+        return reports, mine[-1][1]
+
+    @staticmethod
+    def steps(reports):
+        return [(m["f"], m["step"]) for m in reports]
+
+    def test_cycle_acquires_holds_releases(self):
+        a, b = self.worker("kazoo-lock", "a"), self.worker("kazoo-lock", "b")
+        self.assertEqual(a.init(self.path, "mutex", protocol=2).get("protocol"), 2)
+        b.init(self.path, "mutex")
+        c1, c2 = a.expect("clock", "ok")["mono_ns"], a.expect("clock", "ok")["mono_ns"]
+        self.assertLessEqual(c1, c2)
+        reports, _ = self.cycle(a, timeout_ms=3000, hold_us=300000)
+        self.assertEqual(self.steps(reports), [("acquire", "invoke"), ("acquire", "ok"),
+                                               ("release", "invoke"), ("release", "ok")])
+        self.assertIsInstance(reports[1].get("token"), int, reports[1])
+        self.assertGreaterEqual(reports[2]["mono_ns"] - reports[1]["mono_ns"], 300000000, "held for hold_us")
+        self.assertEqual(self.zk.children(self.path), [])
+        # A held lock: the cycle's acquire times out, and nothing is released.
+        b.acquire_ok()
+        reports, _ = self.cycle(a, timeout_ms=400, hold_us=1000)
+        self.assertEqual(self.steps(reports), [("acquire", "invoke"), ("acquire", "fail")])
+        self.assertEqual(reports[1].get("error"), "timeout")
+        self.assertGreaterEqual(reports[1]["mono_ns"] - reports[0]["mono_ns"], 380000000)
+        b.expect("release", "ok")
+        a.close()
+        b.close()
+
+    def test_lost_during_the_hold_ends_the_cycle(self):
+        a = self.worker("kazoo-lock", "a")
+        a.init(self.path, "mutex", protocol=2)
+        passwd = base64.b64decode(a.events("session")[0]["passwd"])
+        rid = a.next_id
+        result = {}
+        t = threading.Thread(target=lambda: result.update(r=self.cycle(a, timeout_ms=3000, hold_us=20000000)))
+        t.start()
+        deadline = time.monotonic() + 10
+        while not [m for _t, m in list(a.msgs) if m.get("id") == rid and m.get("step") == "ok"]:
+            self.assertLess(time.monotonic(), deadline, "no acquire ok report")
+            time.sleep(0.02)
+        MiniZK(Server.port, a.session, passwd).close_session()
+        t.join(15)
+        self.assertFalse(t.is_alive(), "the cycle did not end after the lock was lost")
+        reports, _ = result["r"]
+        self.assertEqual(self.steps(reports), [("acquire", "invoke"), ("acquire", "ok")])
+        self.assertEqual(len(a.events("lost")), 1)
+        a.close()
+
+    def test_v1_unless_offered(self):
+        a = self.worker("kazoo-lock", "a")
+        self.assertNotIn("protocol", a.init(self.path, "mutex"))
+        a.send_raw(json.dumps({"id": 5, "op": "cycle", "timeout_ms": 100, "hold_us": 1}))
+        self.assertNotEqual(a.p.wait(15), 0, "a v2 request after a v1 init exits non-zero")
 
 
 def _on_signal(signum, _frame):

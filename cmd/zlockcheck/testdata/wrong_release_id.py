@@ -3,7 +3,8 @@
 the wrong id (the request's id + 1000).
 
 It runs a real worker (its arguments: the command line of one) and passes every line
-through both ways, rewriting only the id of the replies to release requests. The locking
+through both ways, rewriting only the id of the replies to release requests (and
+dropping init's offer of protocol v2, so the worker behind it speaks v1). The locking
 itself is the real worker's and correct: only a harness that checks reply ids notices.
 Standard library only.
 """
@@ -32,6 +33,11 @@ def main():
     threading.Thread(target=replies, daemon=True).start()
     for line in sys.stdin:
         req = json.loads(line)
+        if req.get("op") == "init" and "protocol" in req:
+            # A v1 proxy: it keeps the worker behind it on protocol v1 (whose
+            # releases are requests of their own), whatever the harness offers.
+            del req["protocol"]
+            line = json.dumps(req, separators=(",", ":")) + "\n"
         if req.get("op") == "release":
             with lock:
                 releases.add(req["id"])

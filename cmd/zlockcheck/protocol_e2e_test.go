@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+)
+
+// Worker protocol v2 on a real ensemble: every built-in worker kind speaks it, a v1
+// exec worker still works, and a paused v2 holder releases only after it resumes.
+
+// TestProtocolV2RunsAreValid: gozk (Go), curator-mutex (Java) and kazoo-lock (Python)
+// agree to v2 and their runs are valid.
+func TestProtocolV2RunsAreValid(t *testing.T) {
+	requireIntegration(t)
+	cache := t.TempDir()
+	for _, recipe := range []string{"gozk", "curator-mutex", "kazoo-lock"} {
+		t.Run(recipe, func(t *testing.T) {
+			store := t.TempDir()
+			cmd := exec.Command(binary, "run", "--recipe", recipe, "--time", "10s", "--seed", "4", "--store", store, "--hold-max", "5ms")
+			cmd.Dir = t.TempDir()
+			cmd.Env = append(os.Environ(), "ZLC_CACHE_DIR="+cache)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v, want exit 0 (valid)\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "protocol v2, its clock known to within") {
+				t.Errorf("no worker agreed to protocol v2:\n%s", out)
+			}
+			ok, _ := readResults(t, store)["counts"].(map[string]any)["acquire"].(map[string]any)["ok"].(float64)
+			if ok < 10 {
+				t.Errorf("only %v acquires succeeded in 10 s", ok)
+			}
+			assertNothingLeft(t, store)
+		})
+	}
+}
+
+// TestV1ExecWorkerIsValid: an exec worker that speaks v1 only is driven step by step.
+func TestV1ExecWorkerIsValid(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "exec", "--worker-cmd", binary+" worker --protocol 1 --recipe gozk",
+		"--time", "10s", "--seed", "4", "--store", store)
+	if code != exitValid {
+		t.Fatalf("exit %d, want %d (valid)\nstdout:\n%s\nstderr:\n%s", code, exitValid, stdout, stderr)
+	}
+	if strings.Contains(stderr, "protocol v2") {
+		t.Errorf("a v1 worker was taken for v2:\n%s", stderr)
+	}
+	assertNothingLeft(t, store)
+}
+
+// TestClientPauseDelaysAV2HoldersRelease: client-pause stops the holder (a v2 worker,
+// holding on its own) inside its critical section; its release is invoked only after
+// it runs again, never while it is stopped.
+func TestClientPauseDelaysAV2HoldersRelease(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "gozk", "--nemesis", "client-pause", "--nemesis-targets", "holder",
+		"--nemesis-interval", "2s", "--hold-max", "1s", "--time", "20s", "--seed", "11", "--store", store)
+	if code != exitValid && code != exitInvalid {
+		t.Fatalf("exit %d, want a verdict\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	h, _, err := histories.Load(filepath.Join(store, "latest", "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v2 ops carry the workers' times, not always in the file's order.
+	sort.SliceStable(h, func(i, j int) bool { return h[i].Time < h[j].Time })
+	// The nemesis records start before SIGSTOP and stop after SIGCONT; slack covers a
+	// release already under way at the start, and one stamped right after SIGCONT.
+	const slack = int64(50 * time.Millisecond)
+	paused, after := 0, 0
+	for i, op := range h {
+		pid, process, ok := pausedHolder(op, histories.FStart)
+		if !ok {
+			continue
+		}
+		stop := findStop(h[i:], pid)
+		if stop < 0 || !holdsAt(h[:i], process) {
+			continue
+		}
+		paused++
+		for _, rel := range h[i:] {
+			if rel.Process.Nemesis || rel.Process.ID != process || rel.F != histories.FRelease || rel.Type != histories.Invoke {
+				continue
+			}
+			if rel.Time > op.Time+slack && rel.Time < stop-slack {
+				t.Errorf("process %d, stopped from %d to %d ns, invoked its release at %d (op %d)", process, op.Time, stop, rel.Time, rel.Index)
+			} else if rel.Time >= stop-slack {
+				after++
+			}
+			break
+		}
+	}
+	t.Logf("%d pauses of a holder, %d releases after SIGCONT", paused, after)
+	if paused == 0 || after == 0 {
+		t.Errorf("no holder was paused mid-hold and released after resuming (%d pauses, %d releases after)\nstderr:\n%s", paused, after, stderr)
+	}
+	assertNothingLeft(t, store)
+}
+
+// pausedHolder reads a client-pause op of phase f: the paused pid and process.
+func pausedHolder(op histories.Op, f string) (pid, process int, ok bool) {
+	if !op.Process.Nemesis || op.F != f {
+		return 0, 0, false
+	}
+	var v struct {
+		Fault        string
+		Pid, Process int
+	}
+	if json.Unmarshal(op.Value, &v) != nil || v.Fault != "client-pause" {
+		return 0, 0, false
+	}
+	return v.Pid, v.Process, true
+}
+
+// findStop is the time of the stop of the client-pause of pid, -1 if none.
+func findStop(h histories.History, pid int) int64 {
+	for _, op := range h {
+		if p, _, ok := pausedHolder(op, histories.FStop); ok && p == pid {
+			return op.Time
+		}
+	}
+	return -1
+}
+
+// holdsAt says whether process's last acquire ok in h is after its last release
+// invoke.
+func holdsAt(h histories.History, process int) bool {
+	holding := false
+	for _, op := range h {
+		if op.Process.Nemesis || op.Process.ID != process {
+			continue
+		}
+		switch {
+		case op.F == histories.FAcquire && op.Type == histories.OK:
+			holding = true
+		case op.F == histories.FRelease && op.Type == histories.Invoke:
+			holding = false
+		}
+	}
+	return holding
+}
