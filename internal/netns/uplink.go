@@ -174,7 +174,7 @@ func hostRules(st *uplinkState, p netip.Prefix) string {
 		type nat hook postrouting priority srcnat; policy accept;
 		ip saddr %s oifname != %q masquerade
 	}
-	chain fwd {
+	chain allow {
 		type filter hook forward priority filter; policy accept;
 		iifname %q accept
 		oifname %q ct state established,related accept

@@ -40,11 +40,11 @@ func TestNodesServeSSHAndLeaveNothing(t *testing.T) {
 	if out, err := ssh(n, n.Addrs[1].String(), "true"); err == nil || !strings.Contains(string(out), "refused") {
 		t.Errorf("ssh to a node whose sshd was stopped: %v: %s", err, out)
 	}
-	br, nets := n.Bridge(), []string{n.Netns(0), n.Netns(1)}
+	dir, br, nets := n.Dir, n.Bridge(), []string{n.Netns(0), n.Netns(1)}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, br, nets)
+	assertGone(t, dir, br, nets)
 }
 
 // TestCleanupRemovesACrashedFixture: a fixture whose process died (its owner file
@@ -66,7 +66,7 @@ func TestCleanupRemovesACrashedFixture(t *testing.T) {
 	if !contains(rep.Links, n.Bridge()) || !contains(rep.Namespaces, n.Netns(0)) {
 		t.Errorf("cleanup report %+v misses the fixture's bridge or namespace", rep)
 	}
-	assertGone(t, n.Bridge(), []string{n.Netns(0)})
+	assertGone(t, n.Dir, n.Bridge(), []string{n.Netns(0)})
 }
 
 func contains(list []string, s string) bool {
@@ -78,7 +78,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func assertGone(t *testing.T, bridge string, nets []string) {
+func assertGone(t *testing.T, dir, bridge string, nets []string) {
 	t.Helper()
 	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
 		t.Errorf("bridge %s left behind", bridge)
@@ -88,7 +88,7 @@ func assertGone(t *testing.T, bridge string, nets []string) {
 			t.Errorf("namespace %s left behind", ns)
 		}
 	}
-	if out, _ := exec.Command("pgrep", "-f", "sshd -D -e -f "+os.TempDir()).Output(); len(out) > 0 {
+	if out, _ := exec.Command("pgrep", "-f", "sshd -D -e -f "+dir).Output(); len(out) > 0 {
 		t.Errorf("sshd left running: %s", out)
 	}
 }
