@@ -8,8 +8,8 @@
 #   scripts/zlc-ssh-nodes.sh up N DIR   start N nodes, files in DIR; prints DIR/nodes.env
 #   scripts/zlc-ssh-nodes.sh down DIR   stop them and remove everything they made
 #
-# Then, e.g.:  . DIR/nodes.env; zlockcheck run --ssh-nodes "$ZLC_NODES" \
-#   --ssh-key "$ZLC_NODES_KEY" --ssh-known-hosts "$ZLC_NODES_KNOWN_HOSTS"
+# Then, e.g.:  . DIR/nodes.env; zlockcheck run --ssh-nodes "$SSH_NODES" \
+#   --ssh-key "$SSH_KEY" --ssh-known-hosts "$SSH_KNOWN_HOSTS"
 set -eu
 cd "$(dirname "$0")/.."
 

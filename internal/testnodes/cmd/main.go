@@ -51,7 +51,7 @@ func run(args []string) error {
 	for _, a := range nodes.Addrs {
 		addrs = append(addrs, a.String())
 	}
-	env := fmt.Sprintf("ZLC_NODES=%s\nZLC_NODES_USER=%s\nZLC_NODES_KEY=%s\nZLC_NODES_KNOWN_HOSTS=%s\nZLC_NODES_PORT=%d\n",
+	env := fmt.Sprintf("SSH_NODES=%s\nSSH_USER=%s\nSSH_KEY=%s\nSSH_KNOWN_HOSTS=%s\nSSH_PORT=%d\n",
 		strings.Join(addrs, ","), nodes.User, nodes.KeyFile, nodes.KnownHostsFile, nodes.Port)
 	if err := os.WriteFile(filepath.Join(dir, "nodes.env"), []byte(env), 0o644); err != nil {
 		return errorsJoin(err, nodes.Close())
