@@ -20,8 +20,8 @@ import (
 // lockFile serialises picking a free subnet and claiming it, machine-wide.
 const lockFile = "/run/zlc-subnets.lock"
 
-// lockUplinks takes the machine-wide subnet lock; the returned func releases it.
-func lockUplinks() (func(), error) {
+// lockSubnets takes the machine-wide subnet lock; the returned func releases it.
+func lockSubnets() (func(), error) {
 	f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", lockFile, err)
@@ -34,7 +34,7 @@ func lockUplinks() (func(), error) {
 }
 
 // freeSubnet returns the first /bits subnet of pool that overlaps no address or route
-// of the host's own namespace. Call it holding lockUplinks until the subnet is in use.
+// of the host's own namespace. Call it holding lockSubnets until the subnet is in use.
 func freeSubnet(ctx context.Context, pool netip.Prefix, bits int) (netip.Prefix, error) {
 	used, err := hostPrefixes(ctx)
 	if err != nil {
@@ -118,7 +118,7 @@ func Claim(ctx context.Context, id string, pool netip.Prefix, bits int) (*Subnet
 	if !validID.MatchString(id) {
 		return nil, fmt.Errorf("claim: bad id %q", id)
 	}
-	unlock, err := lockUplinks()
+	unlock, err := lockSubnets()
 	if err != nil {
 		return nil, err
 	}

@@ -38,8 +38,7 @@ type Network struct {
 	hub   string
 	hosts []Host
 	// uplink is set by AddUplink (uplink.go); nil when the run has no way out.
-	uplink    *uplinkState
-	uplinkVia netip.Addr
+	uplink *uplinkState
 }
 
 // Host is one namespace on the network: a server or a worker slot.

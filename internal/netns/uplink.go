@@ -78,7 +78,7 @@ func (n *Network) AddUplink(ctx context.Context, dests []netip.Addr) (err error)
 	if err != nil {
 		return err
 	}
-	unlock, err := lockUplinks()
+	unlock, err := lockSubnets()
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,6 @@ func (n *Network) AddUplink(ctx context.Context, dests []netip.Addr) (err error)
 		}
 	}()
 	host, hub := p.Addr().Next(), p.Addr().Next().Next()
-	n.uplinkVia = host
 	if err := n.plugUplink(ctx, st.Link, p, host, hub); err != nil {
 		return err
 	}
