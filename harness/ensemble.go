@@ -72,11 +72,18 @@ type Server struct {
 	Dir string
 	Cfg string
 	Log string
+	// Port is the server's client port; 0 is 2181 (an existing ensemble's servers,
+	// --connect, may use others).
+	Port int
 }
 
 // ClientAddr is the server's client address, host:port.
 func (s *Server) ClientAddr() string {
-	return netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
+	port := clientPort
+	if s.Port != 0 {
+		port = s.Port
+	}
+	return netip.AddrPortFrom(s.Host.Addr(), uint16(port)).String()
 }
 
 // Ensemble is a running set of ZooKeeper servers. Everything done to a server goes
@@ -85,6 +92,9 @@ func (s *Server) ClientAddr() string {
 type Ensemble struct {
 	net     *netns.Network
 	Servers []*Server
+	// external is set for an existing ensemble (connect.go): the servers are not
+	// the tool's, so it knows no pids, and the leader may be a server not listed.
+	external bool
 }
 
 // ServerAddr is the address of server id (from 1) on the run network.
@@ -344,14 +354,14 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 		sts := e.Statuses(ctx)
 		leader, all := false, true
 		for _, st := range sts {
-			leader = leader || st.Mode == "leader" || st.Mode == "standalone"
-			all = all && st.Serving()
+			leader = leader || st.Mode == "leader" || st.Mode == "standalone" || e.external
+			all = all && (st.Serving() || e.external && st.Mode == "observer")
 		}
 		if leader && all {
 			return nil
 		}
 		for _, s := range e.Servers {
-			if s.Host.Pid() == 0 {
+			if s.Host.Pid() == 0 && !e.external {
 				return e.notServing(ctx, sts, fmt.Sprintf("server %d exited", s.ID))
 			}
 		}

@@ -54,10 +54,16 @@ func (ns workerNet) Exec(ctx context.Context, stdin []byte, argv ...string) ([]b
 	return netns.Exec(ctx, string(ns), stdin, argv...)
 }
 
-// checkAddr refuses addresses outside the run's subnet.
+// checkAddr refuses addresses that cannot be a server's or a worker's: the run's own
+// are on runSubnet, but the servers of an existing ensemble (harness Config.Connect)
+// have real addresses, which the workers' namespaces reach through the run's uplink;
+// rules naming them go only into tables of the nemesis's own.
 func checkAddr(a netip.Addr) error {
-	if !netip.MustParsePrefix(runSubnet).Contains(a) {
-		return fmt.Errorf("refusing address %s: not on the run network %s", a, runSubnet)
+	if netip.MustParsePrefix(runSubnet).Contains(a) {
+		return nil
+	}
+	if !a.Is4() || a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalUnicast() {
+		return fmt.Errorf("refusing address %s: neither on the run network %s nor a unicast IPv4 address", a, runSubnet)
 	}
 	return nil
 }

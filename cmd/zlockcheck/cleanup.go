@@ -23,6 +23,9 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "removed %d namespaces (%v) and killed %d processes in them\n",
 			len(rep.Namespaces), rep.Namespaces, len(rep.Processes))
 	}
+	if len(rep.Links)+len(rep.Tables) > 0 {
+		fmt.Fprintf(stdout, "removed from the host's own namespace: links %v, nft tables %v (interface forwarding restored)\n", rep.Links, rep.Tables)
+	}
 	if rep.Skipped > 0 {
 		fmt.Fprintf(stdout, "left %d namespaces of runs whose harness is still running (--all removes them too)\n", rep.Skipped)
 	}
