@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -28,11 +30,12 @@ var (
 	_ fault = (*WatchesOnly)(nil)
 )
 
-func serverAddrs(c Cluster) []netip.Addr {
+// serverHostsOf returns the hosts of the cluster's servers, by server id.
+func serverHostsOf(c Cluster) []ServerHost {
 	ss := sortedServers(c)
-	out := make([]netip.Addr, len(ss))
+	out := make([]ServerHost, len(ss))
 	for i, s := range ss {
-		out[i] = s.Host.Addr()
+		out[i] = s.Host
 	}
 	return out
 }
@@ -70,7 +73,7 @@ func workerTablePlan(ctx context.Context, c Cluster, rng *rand.Rand, class Class
 	if err != nil {
 		return plan{value: v}, err
 	}
-	set, err := addrSet(serverAddrs(c))
+	set, err := hostAddrSet(serverHostsOf(c))
 	if err != nil {
 		return plan{value: v}, err
 	}
@@ -138,7 +141,7 @@ func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pla
 		apply: func(ctx context.Context) error {
 			var errs []error
 			for _, s := range ss {
-				if err := checkAddr(s.Host.Addr()); err != nil {
+				if err := checkHostAddr(s.Host); err != nil {
 					return err
 				}
 				addr := netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
@@ -238,7 +241,8 @@ func (f ClientKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, 
 
 // ClientServerPartition cuts one server off from its clients (never from its peers):
 // an nftables table zlc_clientcut in the server's namespace drops input from and
-// output to the worker subnet 10.77.2.0/24. Its clients lose their connection, in the
+// output to the workers (the worker subnet 10.77.2.0/24, or what the host says:
+// HostNetwork) on the client port. Its clients lose their connection, in the
 // middle of whatever they were doing, and fail over to other servers. Undo deletes the
 // table.
 type ClientServerPartition struct {
@@ -253,7 +257,7 @@ func (f ClientServerPartition) Apply(ctx context.Context, c Cluster, rng *rand.R
 }
 
 func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
-	v := map[string]any{"fault": string(ClassClientServerPartition), "target": string(f.Target), "clients": clientSubnet}
+	v := map[string]any{"fault": string(ClassClientServerPartition), "target": string(f.Target)}
 	ids, note, err := pickServers(ctx, c, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
@@ -263,14 +267,24 @@ func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Ra
 		v["note"] = note
 	}
 	nss := serverHosts(serversByID(c, ids))
+	var clients []string
+	for _, ns := range nss {
+		if cl := hostClients(ns); !slices.Contains(clients, cl) {
+			clients = append(clients, cl)
+		}
+	}
+	v["clients"] = strings.Join(clients, ",")
 	return plan{
 		value: v,
 		nets:  nss,
 		apply: func(ctx context.Context) error {
 			for _, ns := range nss {
+				// Only the client port: on a real host the workers' traffic shares its
+				// source with this machine's SSH connection, which must go on working.
+				cl, port := hostClients(ns), strconv.Itoa(clientPort)
 				if err := nftReplace(ctx, ns, tableClientCut,
-					chain("input", "ip saddr "+clientSubnet+" drop"),
-					chain("output", "ip daddr "+clientSubnet+" drop")); err != nil {
+					chain("input", "ip saddr "+cl+" tcp dport "+port+" drop"),
+					chain("output", "ip daddr "+cl+" tcp sport "+port+" drop")); err != nil {
 					return err
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"strconv"
 	"syscall"
 	"time"
@@ -174,15 +173,15 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	v["grudge"] = grudgeValue(g)
 	type rule struct {
 		host  ServerHost
-		drops []netip.Addr
+		drops []ServerHost
 	}
 	var rules []rule
 	var touched []netHost
 	for _, s := range ss {
-		var drops []netip.Addr
+		var drops []ServerHost
 		for _, id := range g[s.ID] {
 			peer, _ := serverByID(ss, id)
-			drops = append(drops, peer.Host.Addr())
+			drops = append(drops, peer.Host)
 		}
 		if len(drops) > 0 {
 			rules = append(rules, rule{s.Host, drops})
@@ -194,7 +193,7 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 		nets:  touched,
 		apply: func(ctx context.Context) error {
 			for _, r := range rules {
-				set, err := addrSet(r.drops)
+				set, err := hostAddrSet(r.drops)
 				if err != nil {
 					return err
 				}
@@ -286,14 +285,18 @@ func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, erro
 	}
 	if f.Delay == 0 {
 		v["via"] = "nftables"
-		lossRule := func(dir string) string {
-			return fmt.Sprintf(`%s "%s" numgen random mod 100 < %d counter drop`, dir, link, f.Loss)
-		}
 		return plan{
 			value: v,
 			nets:  nss,
 			apply: func(ctx context.Context) error {
 				for _, ns := range nss {
+					link, err := hostLink(ctx, ns)
+					if err != nil {
+						return err
+					}
+					lossRule := func(dir string) string {
+						return fmt.Sprintf(`%s "%s" numgen random mod 100 < %d counter drop`, dir, link, f.Loss)
+					}
 					if err := nftReplace(ctx, ns, tablePacket,
 						chain("input", lossRule("iifname")), chain("output", lossRule("oifname"))); err != nil {
 						return err
