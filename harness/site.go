@@ -90,11 +90,12 @@ func (s *Site) clear() error {
 
 // Close stops the servers and removes the network, the namespaces and the links.
 func (s *Site) Close() error {
+	var errs []error
 	if s.ens != nil {
-		s.ens.Stop()
+		errs = append(errs, s.ens.Close())
 	}
 	if s.network != nil {
-		return s.network.Destroy()
+		errs = append(errs, s.network.Destroy())
 	}
-	return nil
+	return errors.Join(errs...)
 }
