@@ -301,3 +301,52 @@ func (r *remote) collect(ctx context.Context, s *Server) error {
 	}
 	return errors.Join(errs...)
 }
+
+// CleanupNodes removes from every node what any run on SSH nodes may have left: the
+// nftables tables named zlc_..., the ZooKeeper servers started from a node directory
+// (their command line names NodeDir/zlc...), and those directories. It returns what
+// it removed, one line each, and goes on past a node it cannot reach.
+func CleanupNodes(ctx context.Context, c SSHConfig) ([]string, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	nft := "nft"
+	if c.Defaults().User != "root" {
+		nft = "sudo -n nft"
+	}
+	script := cleanupScript(path.Dir(c.runDir("x")), nft)
+	var out []string
+	var errs []error
+	for _, host := range c.Nodes {
+		n, err := sshnode.Dial(ctx, host, c.Config)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", host, err))
+			continue
+		}
+		text, err := n.Run(ctx, sshnode.Cmd{Script: script, Idempotent: true, What: "cleanup"})
+		n.Close()
+		errs = append(errs, err)
+		for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+			if l != "" {
+				out = append(out, host+": "+l)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// cleanupScript is CleanupNodes's script for a node: base is the node directory's
+// parent, nft the command that runs nft.
+func cleanupScript(base, nft string) string {
+	return sigGroup + fmt.Sprintf(`base=%s
+%[2]s list tables 2>/dev/null | while read -r kw fam name; do
+  case "$name" in zlc_*) %[2]s delete table "$fam" "$name" && echo "nftables table $fam $name";; esac
+done
+for p in /proc/[0-9]*; do
+  pid=${p#/proc/}; [ "$pid" = "$$" ] && continue
+  grep -qaF QuorumPeerMain $p/cmdline 2>/dev/null && grep -qaF "$base/zlc" $p/cmdline 2>/dev/null || continue
+  sigGroup KILL $pid || kill -s KILL $pid; echo "server process $pid"
+done
+for d in "$base"/zlc*; do [ -e "$d" ] || continue; rm -rf "$d" && echo "directory $d"; done
+true`, sshnode.Quote(base), nft)
+}

@@ -166,3 +166,43 @@ func procState(t *testing.T, pid int) string {
 	_, rest, _ := strings.Cut(string(data), ") ")
 	return rest[:1]
 }
+
+// TestCleanupScript runs cleanup's node script here, with nft replaced by false (it
+// must not touch this machine's tables): it kills a stand-in server started from a
+// zlc node directory, leaves one that is not, and removes the directory.
+func TestCleanupScript(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "zlcabc123", "s1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ours := exec.Command("setsid", "sh", "-c", "sleep 60; :", "QuorumPeerMain", filepath.Join(dir, "zoo.cfg"))
+	theirs := exec.Command("sh", "-c", "sleep 60; :", "QuorumPeerMain", filepath.Join(base, "other", "zoo.cfg"))
+	for _, c := range []*exec.Cmd{ours, theirs} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Process.Kill()
+	}
+	done := make(chan error, 1)
+	go func() { done <- ours.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	out, err := localShell{}.Run(context.Background(), sshnode.Cmd{Script: cleanupScript(base, "false")})
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the server of a zlc node directory survived cleanup: %s", out)
+	}
+	if err := theirs.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("cleanup killed a server it did not start: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "zlcabc123")); !os.IsNotExist(err) {
+		t.Fatalf("node directory left: %v", err)
+	}
+	if !strings.Contains(string(out), "server process") || !strings.Contains(string(out), "directory "+base) {
+		t.Fatalf("cleanup said %q", out)
+	}
+}
