@@ -136,8 +136,9 @@ func (c *EnsembleConfig) defaults() {
 // installFiles is where a ZooKeeper install is looked up: this machine (localFiles)
 // or a node over SSH (sshHost's files).
 type installFiles interface {
-	// glob returns the paths matching pattern (filepath.Match syntax).
-	glob(ctx context.Context, pattern string) ([]string, error)
+	// glob returns the paths matching each pattern (filepath.Match syntax), pattern
+	// after pattern: one round trip for all of them.
+	glob(ctx context.Context, patterns ...string) ([]string, error)
 	// where names the machine, for errors ("" for this one).
 	where() string
 }
@@ -145,8 +146,16 @@ type installFiles interface {
 // localFiles is this machine's file system.
 type localFiles struct{}
 
-func (localFiles) glob(_ context.Context, pattern string) ([]string, error) {
-	return filepath.Glob(pattern)
+func (localFiles) glob(_ context.Context, patterns ...string) ([]string, error) {
+	var out []string
+	for _, p := range patterns {
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return out, nil
 }
 func (localFiles) where() string { return "" }
 
@@ -157,32 +166,29 @@ func (c *EnsembleConfig) classpath(ctx context.Context, fs installFiles) (string
 		on = " on " + w
 	}
 	if c.ZKHome != "" {
-		var parts []string
-		for _, pattern := range []string{"conf", "*.jar", "lib/*.jar"} {
-			matches, err := fs.glob(ctx, filepath.Join(c.ZKHome, pattern))
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, matches...)
+		parts, err := fs.glob(ctx, filepath.Join(c.ZKHome, "conf"), filepath.Join(c.ZKHome, "*.jar"), filepath.Join(c.ZKHome, "lib/*.jar"))
+		if err != nil {
+			return "", err
 		}
 		if len(parts) < 2 {
 			return "", fmt.Errorf("--zk-home %s%s: no ZooKeeper jars found (looked for *.jar and lib/*.jar)", c.ZKHome, on)
 		}
 		return strings.Join(parts, ":"), nil
 	}
-	jar := "/usr/share/java/zookeeper.jar"
-	if m, err := fs.glob(ctx, jar); err != nil {
-		return "", err
-	} else if len(m) == 0 {
-		return "", fmt.Errorf("%s not found%s: install Debian's zookeeper package (make setup, or --zk-setup apt on SSH nodes) or pass --zk-home", jar, on)
-	}
-	cp := jar
 	// Debian's zookeeper.jar names its dependencies in its manifest, but no slf4j
 	// backend: without one the servers log nothing.
-	if m, err := fs.glob(ctx, "/usr/share/java/slf4j-simple.jar"); err == nil && len(m) > 0 {
-		cp += ":/usr/share/java/slf4j-simple.jar"
+	jar, slf4j := "/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"
+	found, err := fs.glob(ctx, jar, slf4j)
+	if err != nil {
+		return "", err
 	}
-	return cp, nil
+	if !slices.Contains(found, jar) {
+		return "", fmt.Errorf("%s not found%s: install Debian's zookeeper package (make setup, or --zk-setup apt on SSH nodes) or pass --zk-home", jar, on)
+	}
+	if slices.Contains(found, slf4j) {
+		return jar + ":" + slf4j, nil
+	}
+	return jar, nil
 }
 
 // StartEnsemble creates a namespace per server on net, writes each server's config and
@@ -419,8 +425,10 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 		if leader && all {
 			return nil
 		}
-		for _, s := range e.Servers {
-			if s.Host.Pid() == 0 {
+		// Only a server that does not serve may have exited (asking a host over SSH
+		// for its pid costs a round trip).
+		for _, st := range sts {
+			if s := e.Servers[st.ID-1]; !st.Serving() && s.Host.Pid() == 0 {
 				return e.notServing(ctx, sts, fmt.Sprintf("server %d exited", s.ID))
 			}
 		}

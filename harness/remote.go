@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/sshnode"
 )
 
@@ -144,10 +145,8 @@ func StartRemoteEnsemble(ctx context.Context, cfg EnsembleConfig, ssh SSHConfig,
 	if err := r.each(func(s *Server) error { return r.prepare(ctx, cfg, s) }); err != nil {
 		return e, err
 	}
-	for _, s := range e.Servers {
-		if err := s.Host.Start(ctx); err != nil {
-			return e, err
-		}
+	if err := r.each(func(s *Server) error { return s.Host.Start(ctx) }); err != nil {
+		return e, err
 	}
 	return e, e.WaitServing(ctx, cfg.StartTimeout)
 }
@@ -236,14 +235,13 @@ func (r *remote) prepare(ctx context.Context, cfg EnsembleConfig, s *Server) err
 	for i, o := range r.ens.Servers {
 		addrs[i] = o.Host.Addr()
 	}
+	// One round trip: a fresh directory with zoo.cfg and data/myid.
 	data := path.Join(h.dir, "data")
-	if _, err := h.run(ctx, "make node directory", "rm -rf "+sshnode.Quote(h.dir)+" && mkdir -p "+sshnode.Quote(data), true); err != nil {
-		return err
-	}
-	if err := h.node.WriteFile(ctx, path.Join(data, "myid"), myid(s.ID), 0o644); err != nil {
-		return err
-	}
-	if err := h.node.WriteFile(ctx, h.file("zoo.cfg"), zooCfg(cfg, h.addr, data, peerLines(addrs)), 0o644); err != nil {
+	script := fmt.Sprintf("rm -rf %s && mkdir -p %s && printf '%%s' %s > %s && printf '%%s' %s > %s",
+		sshnode.Quote(h.dir), sshnode.Quote(data),
+		sshnode.Quote(string(zooCfg(cfg, h.addr, data, peerLines(addrs)))), sshnode.Quote(h.file("zoo.cfg")),
+		sshnode.Quote(string(myid(s.ID))), sshnode.Quote(path.Join(data, "myid")))
+	if _, err := h.run(ctx, "write zoo.cfg and myid", script, true); err != nil {
 		return err
 	}
 	h.argv = serverCommand(h.dir, h.file("zoo.cfg"), cfg, cp)
@@ -349,4 +347,30 @@ for p in /proc/[0-9]*; do
 done
 for d in "$base"/zlc*; do [ -e "$d" ] || continue; rm -rf "$d" && echo "directory $d"; done
 true`, sshnode.Quote(base), nft)
+}
+
+// startSSHEnsemble starts the ensemble on the SSH nodes for a site on network, then
+// gives the network an uplink through which the workers' namespaces reach the nodes'
+// addresses (removed with the network). The harness itself reaches them from this
+// process's namespace (rootDial).
+func startSSHEnsemble(ctx context.Context, network *netns.Network, cfg EnsembleConfig, ssh SSHConfig, runID string) (*Ensemble, error) {
+	if err := ssh.Validate(); err != nil {
+		return nil, err
+	}
+	addrs := make([]netip.Addr, len(ssh.Nodes))
+	for i, host := range ssh.Nodes {
+		a, err := nodeAddr(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = a
+	}
+	e, err := StartRemoteEnsemble(ctx, cfg, ssh, runID, cfg.Dir)
+	if err != nil {
+		return e, err
+	}
+	if err := network.AddUplink(ctx, addrs); err != nil {
+		return e, fmt.Errorf("uplink to the SSH nodes: %w", err)
+	}
+	return e, nil
 }

@@ -50,11 +50,16 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	if s.network, err = netns.Create(ctx, runID); err != nil {
 		return s, fmt.Errorf("create network: %w", err)
 	}
-	s.ens, err = StartEnsemble(ctx, s.network, EnsembleConfig{
+	ecfg := EnsembleConfig{
 		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: serversDir,
 		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
 		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT, MaxSessionTimeout: cfg.MaxSessionTimeout(),
-	})
+	}
+	if cfg.SSH != nil {
+		s.ens, err = startSSHEnsemble(ctx, s.network, ecfg, *cfg.SSH, runID)
+	} else {
+		s.ens, err = StartEnsemble(ctx, s.network, ecfg)
+	}
 	if err != nil {
 		return s, err
 	}

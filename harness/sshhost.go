@@ -220,11 +220,15 @@ func (h *sshHost) Link(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("%s: no device in `ip route get %s`: %q", h.node, towards, out)
 }
 
-// glob lists the node's files matching pattern (installFiles).
-func (h *sshHost) glob(ctx context.Context, pattern string) ([]string, error) {
-	dir, base := path.Split(pattern)
-	script := fmt.Sprintf(`for f in %s%s; do [ -e "$f" ] && printf '%%s\n' "$f"; done; true`, sshnode.Quote(dir), globQuote(base))
-	out, err := h.run(ctx, "look for "+pattern, script, true)
+// glob lists the node's files matching each pattern (installFiles), in one command.
+func (h *sshHost) glob(ctx context.Context, patterns ...string) ([]string, error) {
+	var b strings.Builder
+	for _, p := range patterns {
+		dir, base := path.Split(p)
+		fmt.Fprintf(&b, "for f in %s%s; do [ -e \"$f\" ] && printf '%%s\\n' \"$f\"; done\n", sshnode.Quote(dir), globQuote(base))
+	}
+	b.WriteString("true")
+	out, err := h.run(ctx, "look for "+strings.Join(patterns, " "), b.String(), true)
 	if err != nil {
 		return nil, err
 	}
