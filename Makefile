@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin/zlockcheck
 APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo chromium \
-             iproute2 nftables iptables procps time
+             iproute2 nftables iptables procps time openssh-server
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
 .PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning property clean cleanup

@@ -85,6 +85,14 @@ type Config struct {
 	// workers hold the lock than it admits (see overlap.go): explore's rounds stop once
 	// their verdict is in.
 	EndOnOverlap bool `json:"end_on_overlap,omitempty"`
+	// Connect, when set, names an existing ensemble (host:port,...; names resolved
+	// once) that the run tests instead of starting its own (run --connect, connect.go):
+	// no server is started, stopped or faulted; only client faults are allowed.
+	Connect string `json:"connect,omitempty"`
+	// Chroot is the znode under which a Connect run keeps everything it writes; it
+	// must not exist before the run, which deletes it at its end. Empty: Run picks
+	// DefaultChrootParent/<RunID> (recorded in config.json).
+	Chroot string `json:"chroot,omitempty"`
 	// Site, when set, is where the run happens: a network and ensemble that outlive
 	// it (StartSite). Unset, the run makes its own and removes it at the end.
 	Site *Site `json:"-"`
@@ -167,6 +175,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
 	case c.ServerHeap != "" && !isHeapSize(c.ServerHeap):
 		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
+	}
+	if err := c.validateConnect(); err != nil {
+		return err
 	}
 	return c.Workload.Validate()
 }

@@ -75,11 +75,18 @@ type Server struct {
 	Dir string
 	Cfg string
 	Log string
+	// Port is the server's client port; 0 is 2181 (an existing ensemble's servers,
+	// --connect, may use others).
+	Port int
 }
 
 // ClientAddr is the server's client address, host:port.
 func (s *Server) ClientAddr() string {
-	return netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
+	port := clientPort
+	if s.Port != 0 {
+		port = s.Port
+	}
+	return netip.AddrPortFrom(s.Host.Addr(), uint16(port)).String()
 }
 
 // Ensemble is a running set of ZooKeeper servers. Everything done to a server goes
@@ -88,6 +95,9 @@ func (s *Server) ClientAddr() string {
 type Ensemble struct {
 	net     *netns.Network
 	Servers []*Server
+	// external is set for an existing ensemble (connect.go): the servers are not
+	// the tool's, so it knows no pids, and the leader may be a server not listed.
+	external bool
 	// dial, when set, replaces net.Dial (servers on real hosts: see remote.go).
 	dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
 	// shutdown, when set, is how Close ends the ensemble (a remote one copies its
@@ -419,8 +429,8 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 		sts := e.Statuses(ctx)
 		leader, all := false, true
 		for _, st := range sts {
-			leader = leader || st.Mode == "leader" || st.Mode == "standalone"
-			all = all && st.Serving()
+			leader = leader || st.Mode == "leader" || st.Mode == "standalone" || e.external
+			all = all && (st.Serving() || e.external && st.Mode == "observer")
 		}
 		if leader && all {
 			return nil
@@ -428,7 +438,7 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 		// Only a server that does not serve may have exited (asking a host over SSH
 		// for its pid costs a round trip).
 		for _, st := range sts {
-			if s := e.Servers[st.ID-1]; !st.Serving() && s.Host.Pid() == 0 {
+			if s := e.Servers[st.ID-1]; !st.Serving() && !e.external && s.Host.Pid() == 0 {
 				return e.notServing(ctx, sts, fmt.Sprintf("server %d exited", s.ID))
 			}
 		}

@@ -84,8 +84,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 // newRunner names the run and makes its directory with config.json.
 func newRunner(cfg Config) (*runner, error) {
 	cfg.RunID = randomID()
+	cfg = cfg.named()
 	r := &runner{
-		cfg: cfg, lockPath: fmt.Sprintf("/zlc/%s/%s", cfg.RunID, cfg.Workload.Key),
+		cfg: cfg, lockPath: cfg.lockPath(),
 		logf:   func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) },
 		judged: make(chan struct{}), final: make(chan struct{}), hard: newLatch(), sessions: map[string]int{},
 	}
@@ -108,6 +109,9 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.out.Timings.Quorum, r.out.ZooKeeperVersion = r.site.quorum, r.site.version
 	r.connect = r.ens.Connect()
 	r.cluster = newCluster(r.ens)
+	if err := r.makeChroot(ctx); err != nil {
+		return err
+	}
 
 	r.out.History = r.dir.HistoryPath()
 	w, err := histories.NewWriter(r.out.History)
@@ -343,6 +347,7 @@ func (r *runner) tearDown() {
 	if r.rec != nil {
 		r.fail(r.rec.w.Close(), "close history")
 	}
+	r.fail(r.removeChroot(), "teardown")
 	switch {
 	case r.site == nil:
 	case r.ownSite:

@@ -43,6 +43,8 @@ type runner struct {
 	hosts   []netns.Host
 	nem     *nemesis.Nemesis
 	healed  bool
+	// chrootMade lists the znodes a --connect run created for its chroot (connect.go).
+	chrootMade []string
 
 	// final is closed when the final phase may start (faults healed, ensemble
 	// serving), or when there is none (skipFinal is set first).

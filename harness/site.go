@@ -9,8 +9,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
-// Site is where runs happen: a private network, the ensemble serving on it, and one
-// namespace per worker slot. Run makes one for itself and removes it at its end. A
+// Site is where runs happen: a private network, the ensemble serving on it (or an
+// existing one reached from it, Config.Connect), and one namespace per worker slot. Run makes one for itself and removes it at its end. A
 // caller that runs many short runs on one ensemble (explore's rounds) starts one with
 // StartSite, passes it in Config.Site, and closes it when done: the ensemble is then
 // started once, and each run leaves the site as it found it (faults healed, its
@@ -24,6 +24,7 @@ type Site struct {
 	quorum  time.Duration
 	// nodes and workers are what the site was made for: a run must match them.
 	nodes, workers int
+	connect        string
 }
 
 // StartSite builds the network, starts the ensemble (its servers' directories under
@@ -40,7 +41,7 @@ func StartSite(ctx context.Context, cfg Config, serversDir string) (*Site, error
 // newSite builds a site named runID (its namespaces are zlc<runID>...).
 func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf func(string, ...any)) (s *Site, err error) {
 	start := time.Now()
-	s = &Site{nodes: cfg.Nodes, workers: cfg.Workers}
+	s = &Site{nodes: cfg.Nodes, workers: cfg.Workers, connect: cfg.Connect}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())
@@ -50,22 +51,16 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	if s.network, err = netns.Create(ctx, runID); err != nil {
 		return s, fmt.Errorf("create network: %w", err)
 	}
-	ecfg := EnsembleConfig{
-		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: serversDir,
-		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
-		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT, MaxSessionTimeout: cfg.MaxSessionTimeout(),
-	}
-	if cfg.SSH != nil {
-		s.ens, err = startSSHEnsemble(ctx, s.network, ecfg, *cfg.SSH, runID)
-	} else {
-		s.ens, err = StartEnsemble(ctx, s.network, ecfg)
-	}
-	if err != nil {
+	if s.ens, err = startEnsemble(ctx, s.network, cfg, runID, serversDir); err != nil {
 		return s, err
 	}
 	s.quorum = time.Since(start)
 	s.version = s.ens.Version(ctx)
-	logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.ens.Connect())
+	if s.ens.external {
+		logf("existing ensemble (not managed by zlockcheck) serving at %s, reached after %s", s.ens.Connect(), s.quorum.Round(time.Millisecond))
+	} else {
+		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.ens.Connect())
+	}
 	s.hosts = make([]netns.Host, cfg.Workers)
 	for i := range s.hosts {
 		if s.hosts[i], err = s.network.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1)); err != nil {
@@ -75,8 +70,29 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	return s, nil
 }
 
+// startEnsemble gives a site its ensemble, of the kind cfg asks for: an existing one
+// (Config.Connect) reached through an uplink, one started on SSH nodes (Config.SSH,
+// remote.go), or one started in the run's own namespaces.
+func startEnsemble(ctx context.Context, network *netns.Network, cfg Config, runID, serversDir string) (*Ensemble, error) {
+	if cfg.Connect != "" {
+		return connectEnsemble(ctx, network, cfg.Connect, cfg.RecoverBound())
+	}
+	ecfg := EnsembleConfig{
+		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: serversDir,
+		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
+		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT, MaxSessionTimeout: cfg.MaxSessionTimeout(),
+	}
+	if cfg.SSH != nil {
+		return startSSHEnsemble(ctx, network, ecfg, *cfg.SSH, runID)
+	}
+	return StartEnsemble(ctx, network, ecfg)
+}
+
 // fits reports why a run of cfg cannot use the site, if it cannot.
 func (s *Site) fits(cfg Config) error {
+	if cfg.Connect != s.connect {
+		return fmt.Errorf("site: made for connect %q, the run wants %q", s.connect, cfg.Connect)
+	}
 	if cfg.Nodes != s.nodes || cfg.Workers != s.workers {
 		return fmt.Errorf("site: made for %d nodes and %d workers, the run wants %d and %d", s.nodes, s.workers, cfg.Nodes, cfg.Workers)
 	}

@@ -30,12 +30,11 @@ var (
 	_ fault = (*WatchesOnly)(nil)
 )
 
-// serverHostsOf returns the hosts of the cluster's servers, by server id.
-func serverHostsOf(c Cluster) []ServerHost {
+func serverAddrs(c Cluster) []netip.Addr {
 	ss := sortedServers(c)
-	out := make([]ServerHost, len(ss))
+	out := make([]netip.Addr, len(ss))
 	for i, s := range ss {
-		out[i] = s.Host
+		out[i] = s.Host.Addr()
 	}
 	return out
 }
@@ -73,7 +72,7 @@ func workerTablePlan(ctx context.Context, c Cluster, rng *rand.Rand, class Class
 	if err != nil {
 		return plan{value: v}, err
 	}
-	set, err := hostAddrSet(serverHostsOf(c))
+	set, err := addrSet(serverAddrs(c))
 	if err != nil {
 		return plan{value: v}, err
 	}
@@ -141,7 +140,7 @@ func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pla
 		apply: func(ctx context.Context) error {
 			var errs []error
 			for _, s := range ss {
-				if err := checkHostAddr(s.Host); err != nil {
+				if err := checkAddr(s.Host.Addr()); err != nil {
 					return err
 				}
 				addr := netip.AddrPortFrom(s.Host.Addr(), clientPort).String()

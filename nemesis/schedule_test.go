@@ -420,8 +420,14 @@ func TestSignalGuards(t *testing.T) {
 	if err := checkTable("filter"); err == nil {
 		t.Error("checkTable accepted a foreign table")
 	}
-	if _, err := addrSet([]netip.Addr{netip.MustParseAddr("192.168.1.1")}); err == nil {
-		t.Error("addrSet accepted an address off the run network")
+	for _, a := range []string{"127.0.0.1", "0.0.0.0", "224.0.0.1", "169.254.1.1", "::1"} {
+		if _, err := addrSet([]netip.Addr{netip.MustParseAddr(a)}); err == nil {
+			t.Errorf("addrSet accepted %s, which no server can have", a)
+		}
+	}
+	// A server of an existing ensemble (--connect) has a real address.
+	if _, err := addrSet([]netip.Addr{netip.MustParseAddr("192.168.1.1")}); err != nil {
+		t.Errorf("addrSet refused a real server address: %v", err)
 	}
 }
 

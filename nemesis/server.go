@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
 	"syscall"
 	"time"
@@ -173,15 +174,15 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	v["grudge"] = grudgeValue(g)
 	type rule struct {
 		host  ServerHost
-		drops []ServerHost
+		drops []netip.Addr
 	}
 	var rules []rule
 	var touched []netHost
 	for _, s := range ss {
-		var drops []ServerHost
+		var drops []netip.Addr
 		for _, id := range g[s.ID] {
 			peer, _ := serverByID(ss, id)
-			drops = append(drops, peer.Host)
+			drops = append(drops, peer.Host.Addr())
 		}
 		if len(drops) > 0 {
 			rules = append(rules, rule{s.Host, drops})
@@ -193,7 +194,7 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 		nets:  touched,
 		apply: func(ctx context.Context) error {
 			for _, r := range rules {
-				set, err := hostAddrSet(r.drops)
+				set, err := addrSet(r.drops)
 				if err != nil {
 					return err
 				}

@@ -105,6 +105,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.cfg.NoForceSync, "no-force-sync", false, "servers acknowledge writes before fsync (forceSync=no): a weaker durability model, for throughput experiments; recorded in config.json")
 	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", def.SyncLimit, "servers' syncLimit (ticks)")
 	o.ssh.register(fs, true)
+	o.registerConnect(fs)
 }
 
 // plan turns the options into a harness and a model configuration; it builds what a

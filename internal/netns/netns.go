@@ -32,11 +32,14 @@ const prefixLen = 16
 // Network is one run's private network: a hub namespace holding a bridge (and the
 // harness's own address on it), and one namespace per host, each joined to the bridge
 // by a veth pair. Nothing is created in the host's own namespace except the namespace
-// files themselves.
+// files themselves, unless the run asks for an uplink (AddUplink).
 type Network struct {
 	runID string
 	hub   string
 	hosts []Host
+	// uplink is set by AddUplink (uplink.go); nil when the run has no way out.
+	uplink    *uplinkState
+	uplinkVia netip.Addr
 }
 
 // Host is one namespace on the network: a server or a worker slot.
@@ -103,6 +106,9 @@ func (n *Network) AddHost(ctx context.Context, name string, addr netip.Addr) (Ho
 		return Host{}, fmt.Errorf("link %s to the bridge: %w", name, err)
 	}
 	inner := fmt.Sprintf("link set lo up\naddr add %s/%d dev eth0\nlink set eth0 up\n", addr, prefixLen)
+	if n.uplink != nil {
+		inner += fmt.Sprintf("route add default via %s\n", hubAddr)
+	}
 	if err := ipBatch(ctx, h.Netns, inner); err != nil {
 		return Host{}, fmt.Errorf("configure %s: %w", name, err)
 	}
@@ -195,7 +201,11 @@ func (n *Network) Destroy() error {
 		names = append(names, h.Netns)
 	}
 	err := destroy(names)
+	if n.uplink != nil {
+		err = errors.Join(err, removeUplink(n.runID, n.uplink))
+	}
 	if err == nil {
+		n.uplink = nil
 		os.Remove(ownerFile(n.runID))
 	}
 	return err
@@ -230,13 +240,19 @@ func liveRuns() []string {
 type Report struct {
 	Namespaces []string
 	Processes  []int
+	// Links and Tables are what was removed from the host's own namespace: links
+	// named Prefix..., the uplinks' nft tables (forwarding was restored with them).
+	Links  []string
+	Tables []string
 	// Skipped counts namespaces of runs whose harness is still alive.
 	Skipped int
 }
 
 // CleanupAll removes every namespace whose name starts with Prefix, after killing the
-// processes inside: what a harness that was SIGKILLed left behind. Runs whose harness
-// is still alive are left alone unless all is set. It touches nothing else on the host.
+// processes inside, and what such runs added to the host's own namespace (uplinks,
+// test fixtures' links): what a harness that was SIGKILLed left behind. Runs whose
+// harness is still alive are left alone unless all is set. It touches nothing else on
+// the host.
 func CleanupAll(all bool) (Report, error) {
 	found, err := List()
 	if err != nil {
@@ -246,22 +262,28 @@ func CleanupAll(all bool) (Report, error) {
 	if !all {
 		live = liveRuns()
 	}
+	owned := func(name string) bool {
+		for _, p := range live {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		}
+		return false
+	}
 	var names []string
 	for _, n := range found {
-		owned := false
-		for _, p := range live {
-			owned = owned || strings.HasPrefix(n, p)
+		if !owned(n) {
+			names = append(names, n)
 		}
-		if owned {
-			continue
-		}
-		names = append(names, n)
 	}
 	rep := Report{Namespaces: names, Skipped: len(found) - len(names)}
 	for _, ns := range names {
 		rep.Processes = append(rep.Processes, pidsIn(ns)...)
 	}
-	return rep, destroy(names)
+	err = destroy(names)
+	var hostErr error
+	rep.Links, rep.Tables, hostErr = cleanHost(owned)
+	return rep, errors.Join(err, hostErr)
 }
 
 // List returns the names of all namespaces the tool made that still exist.
