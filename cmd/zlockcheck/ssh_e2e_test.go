@@ -132,12 +132,16 @@ func TestSSHSIGINTDuringPartitionHeals(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("no partition started within 90 s:\n%s", stderr.String())
 	}
-	// The partition is on the nodes: a zlc_<run>_partition table on one of them.
+	// The partition is on the nodes: a zlc_<run>_partition table on one of them (the
+	// start is recorded before the fault is applied: give it a moment).
 	runID := runIDOf(t, store)
 	found := false
-	for i := range nodes.Addrs {
-		out, _ := netns.Exec(t.Context(), nodes.Netns(i), nil, "nft", "list", "tables")
-		found = found || strings.Contains(string(out), "zlc_"+runID+"_partition")
+	for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); {
+		for i := range nodes.Addrs {
+			out, _ := netns.Exec(t.Context(), nodes.Netns(i), nil, "nft", "list", "tables")
+			found = found || strings.Contains(string(out), "zlc_"+runID+"_partition")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if !found {
 		t.Error("no zlc_<run>_partition table on any node while the partition was on")
