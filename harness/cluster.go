@@ -52,7 +52,7 @@ func (c *cluster) Leader(ctx context.Context) (int, bool) {
 }
 
 func (c *cluster) ServerOf(ctx context.Context, cl nemesis.Client) (int, bool) {
-	return c.ens.ServerOf(ctx, cl.Addr)
+	return c.ens.ServerOf(ctx, cl.Addr, cl.SessionID)
 }
 
 func (c *cluster) client(w *worker) nemesis.Client {
@@ -125,5 +125,5 @@ func (c *cluster) Idle() (nemesis.Client, bool) {
 }
 
 func (c *cluster) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	return c.ens.net.Dial(ctx, addr, timeout)
+	return c.ens.Dial(ctx, addr, timeout)
 }

@@ -23,8 +23,12 @@ type Config struct {
 	Store string `json:"store"`
 	// Nodes is the ensemble size.
 	Nodes int `json:"nodes"`
-	// ZKHome is a ZooKeeper install to use instead of Debian's package.
+	// ZKHome is a ZooKeeper install to use instead of Debian's package (on the SSH
+	// nodes, when SSH is set: a path on each node).
 	ZKHome string `json:"zk_home,omitempty"`
+	// SSH, when set, runs the ensemble on real hosts over SSH, one server per node
+	// (Nodes is then the number of nodes); unset, in namespaces of this machine.
+	SSH *SSHConfig `json:"ssh,omitempty"`
 	// Workers is the number of concurrent worker processes.
 	Workers int `json:"workers"`
 	// Duration is how long the workload runs.
@@ -117,6 +121,9 @@ func (c Config) Defaults() Config {
 	d := DefaultConfig()
 	fill(&c.Store, d.Store)
 	fill(&c.Nodes, d.Nodes)
+	if c.SSH != nil {
+		c.Nodes = len(c.SSH.Nodes)
+	}
 	fill(&c.Workers, d.Workers)
 	fill(&c.Duration, d.Duration)
 	fill(&c.SessionTimeout, d.SessionTimeout)
@@ -152,6 +159,8 @@ func fill[T comparable](field *T, def T) {
 // Validate reports a configuration that cannot run, naming the field.
 func (c Config) Validate() error {
 	switch {
+	case c.SSH != nil && c.SSH.Validate() != nil:
+		return c.SSH.Validate()
 	case c.Nodes < 1 || c.Nodes > 9:
 		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
 	case c.Workers < 1 || c.Workers > 250:

@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,13 +91,26 @@ func (s *Server) ClientAddr() string {
 
 // Ensemble is a running set of ZooKeeper servers. Everything done to a server goes
 // through its Host; the harness reaches the servers' client ports from its own
-// namespace on net.
+// namespace on net, or, for servers on real hosts, with dial.
 type Ensemble struct {
 	net     *netns.Network
 	Servers []*Server
 	// external is set for an existing ensemble (connect.go): the servers are not
 	// the tool's, so it knows no pids, and the leader may be a server not listed.
 	external bool
+	// dial, when set, replaces net.Dial (servers on real hosts: see remote.go).
+	dial func(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
+	// shutdown, when set, is how Close ends the ensemble (a remote one copies its
+	// files back and removes its node directories).
+	shutdown func() error
+}
+
+// Dial opens a TCP connection from the harness to addr (a server's client port).
+func (e *Ensemble) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	if e.dial != nil {
+		return e.dial(ctx, addr, timeout)
+	}
+	return e.net.Dial(ctx, addr, timeout)
 }
 
 // ServerAddr is the address of server id (from 1) on the run network.
@@ -127,30 +143,62 @@ func (c *EnsembleConfig) defaults() {
 	}
 }
 
-// classpath finds the jars for ZooKeeper and a logging backend.
-func (c *EnsembleConfig) classpath() (string, error) {
+// installFiles is where a ZooKeeper install is looked up: this machine (localFiles)
+// or a node over SSH (sshHost's files).
+type installFiles interface {
+	// glob returns the paths matching each pattern (filepath.Match syntax), pattern
+	// after pattern: one round trip for all of them.
+	glob(ctx context.Context, patterns ...string) ([]string, error)
+	// where names the machine, for errors ("" for this one).
+	where() string
+}
+
+// localFiles is this machine's file system.
+type localFiles struct{}
+
+func (localFiles) glob(_ context.Context, patterns ...string) ([]string, error) {
+	var out []string
+	for _, p := range patterns {
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m...)
+	}
+	return out, nil
+}
+func (localFiles) where() string { return "" }
+
+// classpath finds the jars for ZooKeeper and a logging backend in fs.
+func (c *EnsembleConfig) classpath(ctx context.Context, fs installFiles) (string, error) {
+	on := ""
+	if w := fs.where(); w != "" {
+		on = " on " + w
+	}
 	if c.ZKHome != "" {
-		var parts []string
-		for _, pattern := range []string{"conf", "*.jar", "lib/*.jar"} {
-			matches, _ := filepath.Glob(filepath.Join(c.ZKHome, pattern))
-			parts = append(parts, matches...)
+		parts, err := fs.glob(ctx, filepath.Join(c.ZKHome, "conf"), filepath.Join(c.ZKHome, "*.jar"), filepath.Join(c.ZKHome, "lib/*.jar"))
+		if err != nil {
+			return "", err
 		}
 		if len(parts) < 2 {
-			return "", fmt.Errorf("--zk-home %s: no ZooKeeper jars found (looked for *.jar and lib/*.jar)", c.ZKHome)
+			return "", fmt.Errorf("--zk-home %s%s: no ZooKeeper jars found (looked for *.jar and lib/*.jar)", c.ZKHome, on)
 		}
 		return strings.Join(parts, ":"), nil
 	}
-	jar := "/usr/share/java/zookeeper.jar"
-	if _, err := os.Stat(jar); err != nil {
-		return "", fmt.Errorf("%s not found: install Debian's zookeeper package (make setup) or pass --zk-home", jar)
-	}
-	cp := jar
 	// Debian's zookeeper.jar names its dependencies in its manifest, but no slf4j
 	// backend: without one the servers log nothing.
-	if _, err := os.Stat("/usr/share/java/slf4j-simple.jar"); err == nil {
-		cp += ":/usr/share/java/slf4j-simple.jar"
+	jar, slf4j := "/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"
+	found, err := fs.glob(ctx, jar, slf4j)
+	if err != nil {
+		return "", err
 	}
-	return cp, nil
+	if !slices.Contains(found, jar) {
+		return "", fmt.Errorf("%s not found%s: install Debian's zookeeper package (make setup, or --zk-setup apt on SSH nodes) or pass --zk-home", jar, on)
+	}
+	if slices.Contains(found, slf4j) {
+		return jar + ":" + slf4j, nil
+	}
+	return jar, nil
 }
 
 // StartEnsemble creates a namespace per server on net, writes each server's config and
@@ -161,15 +209,16 @@ func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) 
 	if cfg.Nodes < 1 || cfg.Nodes > 9 {
 		return nil, fmt.Errorf("nodes: want 1 to 9 servers, got %d", cfg.Nodes)
 	}
-	cp, err := cfg.classpath()
+	cp, err := cfg.classpath(ctx, localFiles{})
 	if err != nil {
 		return nil, err
 	}
 	e := &Ensemble{net: net}
-	var peers []string
+	addrs := make([]netip.Addr, cfg.Nodes)
 	for id := 1; id <= cfg.Nodes; id++ {
-		peers = append(peers, fmt.Sprintf("server.%d=%s:%d:%d", id, ServerAddr(id), quorumPort, electionPort))
+		addrs[id-1] = ServerAddr(id)
 	}
+	peers := peerLines(addrs)
 	for id := 1; id <= cfg.Nodes; id++ {
 		s, err := addServer(ctx, net, cfg, cp, id, peers)
 		if err != nil {
@@ -200,8 +249,17 @@ func addServer(ctx context.Context, net *netns.Network, cfg EnsembleConfig, clas
 	if err := writeServerFiles(s, cfg, peers); err != nil {
 		return nil, err
 	}
-	s.Host = newNSHost(id, ns, serverCommand(s, cfg, classpath), s.Log)
+	s.Host = newNSHost(id, ns, serverCommand(s.Dir, s.Cfg, cfg, classpath), s.Log)
 	return s, nil
+}
+
+// peerLines are zoo.cfg's server.N lines for servers at addrs (server N at addrs[N-1]).
+func peerLines(addrs []netip.Addr) []string {
+	peers := make([]string, len(addrs))
+	for i, a := range addrs {
+		peers[i] = fmt.Sprintf("server.%d=%s:%d:%d", i+1, a, quorumPort, electionPort)
+	}
+	return peers
 }
 
 // writeServerFiles writes s's myid and zoo.cfg (s listens on ServerAddr(s.ID)).
@@ -210,17 +268,27 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(data, "myid"), fmt.Appendf(nil, "%d\n", s.ID), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "myid"), myid(s.ID), 0o644); err != nil {
 		return err
 	}
+	return os.WriteFile(s.Cfg, zooCfg(cfg, ServerAddr(s.ID), data, peers), 0o644)
+}
+
+// myid is the content of a server's data/myid.
+func myid(id int) []byte { return fmt.Appendf(nil, "%d\n", id) }
+
+// zooCfg is the zoo.cfg of a server listening for clients on addr, its data in
+// dataDir, with the ensemble's peers (peerLines): the one place a server's
+// configuration is written, for servers here and on SSH nodes alike.
+func zooCfg(cfg EnsembleConfig, addr netip.Addr, dataDir string, peers []string) []byte {
 	tick := cfg.Tick.Milliseconds()
 	lines := []string{
 		"# written by zlockcheck",
 		fmt.Sprintf("tickTime=%d", tick),
 		fmt.Sprintf("initLimit=%d", cfg.InitLimit),
 		fmt.Sprintf("syncLimit=%d", cfg.SyncLimit),
-		"dataDir=" + data,
-		fmt.Sprintf("clientPortAddress=%s", ServerAddr(s.ID)),
+		"dataDir=" + dataDir,
+		fmt.Sprintf("clientPortAddress=%s", addr),
 		fmt.Sprintf("clientPort=%d", clientPort),
 		fmt.Sprintf("minSessionTimeout=%d", 2*tick),
 		fmt.Sprintf("maxSessionTimeout=%d", cfg.MaxSessionTimeout.Milliseconds()),
@@ -235,21 +303,22 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 		lines = append(lines, "forceSync=no")
 	}
 	lines = append(lines, peers...)
-	return os.WriteFile(s.Cfg, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	return []byte(strings.Join(lines, "\n") + "\n")
 }
 
-// serverCommand is the command line that runs server s.
-func serverCommand(s *Server, cfg EnsembleConfig, classpath string) []string {
+// serverCommand is the command line that runs a server whose zoo.cfg is cfgFile,
+// logging under logDir.
+func serverCommand(logDir, cfgFile string, cfg EnsembleConfig, classpath string) []string {
 	jit := "-XX:TieredStopAtLevel=1"
 	if cfg.FullJIT {
 		jit = "-XX:TieredStopAtLevel=4"
 	}
 	return []string{cfg.Java,
 		"-Xms64m", "-Xmx" + cfg.Heap, "-XX:+UseSerialGC", jit,
-		"-Dzookeeper.log.dir=" + s.Dir,
+		"-Dzookeeper.log.dir=" + logDir,
 		"-Dorg.slf4j.simpleLogger.showDateTime=true",
 		"-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSS",
-		"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", s.Cfg}
+		"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgFile}
 }
 
 // Status is what a server's srvr four-letter word reported.
@@ -303,7 +372,7 @@ func (e *Ensemble) srvr(ctx context.Context, s *Server) Status {
 
 // fourLetter sends a four-letter word to a server and returns its answer.
 func (e *Ensemble) fourLetter(ctx context.Context, s *Server, word string) (string, error) {
-	conn, err := e.net.Dial(ctx, s.ClientAddr(), time.Second)
+	conn, err := e.Dial(ctx, s.ClientAddr(), time.Second)
 	if err != nil {
 		return "", err
 	}
@@ -324,12 +393,18 @@ func (e *Ensemble) fourLetter(ctx context.Context, s *Server, word string) (stri
 	return b.String(), nil
 }
 
-// ServerOf returns the server a client at addr is connected to: the first whose
-// client connections (cons) list addr.
-func (e *Ensemble) ServerOf(ctx context.Context, addr netip.Addr) (int, bool) {
-	needle := "/" + addr.String() + ":"
+// ServerOf returns the server a client is connected to: the first whose client
+// connections (cons) list its session sid ("0x...") or, when sid is empty or not
+// hex, its address addr (servers on real hosts see every worker at this machine's
+// address: only the session tells them apart).
+func (e *Ensemble) ServerOf(ctx context.Context, addr netip.Addr, sid string) (int, bool) {
+	needles := []string{"/" + addr.String() + ":"}
+	if v, err := strconv.ParseUint(strings.TrimPrefix(sid, "0x"), 16, 64); err == nil && sid != "" {
+		needles = []string{fmt.Sprintf("sid=0x%x,", v), fmt.Sprintf("sid=0x%x)", v)}
+	}
 	for _, s := range e.Servers {
-		if text, err := e.fourLetter(ctx, s, "cons"); err == nil && strings.Contains(text, needle) {
+		text, err := e.fourLetter(ctx, s, "cons")
+		if err == nil && slices.ContainsFunc(needles, func(n string) bool { return strings.Contains(text, n) }) {
 			return s.ID, true
 		}
 	}
@@ -360,8 +435,10 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 		if leader && all {
 			return nil
 		}
-		for _, s := range e.Servers {
-			if s.Host.Pid() == 0 && !e.external {
+		// Only a server that does not serve may have exited (asking a host over SSH
+		// for its pid costs a round trip).
+		for _, st := range sts {
+			if s := e.Servers[st.ID-1]; !st.Serving() && !e.external && s.Host.Pid() == 0 {
 				return e.notServing(ctx, sts, fmt.Sprintf("server %d exited", s.ID))
 			}
 		}
@@ -403,6 +480,16 @@ func (e *Ensemble) Connect() string {
 		addrs = append(addrs, s.ClientAddr())
 	}
 	return strings.Join(addrs, ",")
+}
+
+// Close ends the ensemble: Stop, or for a remote ensemble its own shutdown (copy the
+// servers' files back, stop them, remove the node directories).
+func (e *Ensemble) Close() error {
+	if e.shutdown != nil {
+		return e.shutdown()
+	}
+	e.Stop()
+	return nil
 }
 
 // Stop kills every server.

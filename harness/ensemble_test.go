@@ -88,7 +88,7 @@ func TestEnsembleFromZKHome(t *testing.T) {
 	if v := e.Version(ctx); !strings.HasPrefix(v, "3.") {
 		t.Errorf("version %q", v)
 	}
-	if _, err := (&EnsembleConfig{ZKHome: t.TempDir()}).classpath(); err == nil {
+	if _, err := (&EnsembleConfig{ZKHome: t.TempDir()}).classpath(context.Background(), localFiles{}); err == nil {
 		t.Error("an empty --zk-home was accepted")
 	}
 }

@@ -253,7 +253,7 @@ func seqOf(node string) int {
 // Client opens a go-zookeeper session from the harness's namespace.
 func (e *Ensemble) Client(ctx context.Context, sessionTimeout time.Duration) (*zk.Conn, error) {
 	dialer := func(_, addr string, timeout time.Duration) (net.Conn, error) {
-		return e.net.Dial(ctx, addr, timeout)
+		return e.Dial(ctx, addr, timeout)
 	}
 	conn, events, err := zk.Connect(strings.Split(e.Connect(), ","), sessionTimeout,
 		zk.WithDialer(dialer), zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))

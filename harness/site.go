@@ -51,7 +51,7 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	if s.network, err = netns.Create(ctx, runID); err != nil {
 		return s, fmt.Errorf("create network: %w", err)
 	}
-	if s.ens, err = startEnsemble(ctx, s.network, cfg, serversDir); err != nil {
+	if s.ens, err = startEnsemble(ctx, s.network, cfg, runID, serversDir); err != nil {
 		return s, err
 	}
 	s.quorum = time.Since(start)
@@ -71,17 +71,21 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 }
 
 // startEnsemble gives a site its ensemble, of the kind cfg asks for: an existing one
-// (Config.Connect) reached through an uplink, or one started in the run's own
-// namespaces.
-func startEnsemble(ctx context.Context, network *netns.Network, cfg Config, serversDir string) (*Ensemble, error) {
+// (Config.Connect) reached through an uplink, one started on SSH nodes (Config.SSH,
+// remote.go), or one started in the run's own namespaces.
+func startEnsemble(ctx context.Context, network *netns.Network, cfg Config, runID, serversDir string) (*Ensemble, error) {
 	if cfg.Connect != "" {
 		return connectEnsemble(ctx, network, cfg.Connect, cfg.RecoverBound())
 	}
-	return StartEnsemble(ctx, network, EnsembleConfig{
+	ecfg := EnsembleConfig{
 		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: serversDir,
 		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
 		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT, MaxSessionTimeout: cfg.MaxSessionTimeout(),
-	})
+	}
+	if cfg.SSH != nil {
+		return startSSHEnsemble(ctx, network, ecfg, *cfg.SSH, runID)
+	}
+	return StartEnsemble(ctx, network, ecfg)
 }
 
 // fits reports why a run of cfg cannot use the site, if it cannot.
@@ -107,11 +111,12 @@ func (s *Site) clear() error {
 
 // Close stops the servers and removes the network, the namespaces and the links.
 func (s *Site) Close() error {
+	var errs []error
 	if s.ens != nil {
-		s.ens.Stop()
+		errs = append(errs, s.ens.Close())
 	}
 	if s.network != nil {
-		return s.network.Destroy()
+		errs = append(errs, s.network.Destroy())
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -32,7 +32,7 @@ type Standalone struct {
 // process; Stop ends it sooner.
 func StartStandalone(ctx context.Context, cfg EnsembleConfig) (*Standalone, error) {
 	cfg.defaults()
-	cp, err := cfg.classpath()
+	cp, err := cfg.classpath(ctx, localFiles{})
 	if err != nil {
 		return nil, err
 	}

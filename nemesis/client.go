@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -238,7 +240,8 @@ func (f ClientKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, 
 
 // ClientServerPartition cuts one server off from its clients (never from its peers):
 // an nftables table zlc_clientcut in the server's namespace drops input from and
-// output to the worker subnet 10.77.2.0/24. Its clients lose their connection, in the
+// output to the workers (the worker subnet 10.77.2.0/24, or what the host says:
+// HostNetwork) on the client port. Its clients lose their connection, in the
 // middle of whatever they were doing, and fail over to other servers. Undo deletes the
 // table.
 type ClientServerPartition struct {
@@ -253,7 +256,7 @@ func (f ClientServerPartition) Apply(ctx context.Context, c Cluster, rng *rand.R
 }
 
 func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
-	v := map[string]any{"fault": string(ClassClientServerPartition), "target": string(f.Target), "clients": clientSubnet}
+	v := map[string]any{"fault": string(ClassClientServerPartition), "target": string(f.Target)}
 	ids, note, err := pickServers(ctx, c, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
@@ -263,14 +266,24 @@ func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Ra
 		v["note"] = note
 	}
 	nss := serverHosts(serversByID(c, ids))
+	var clients []string
+	for _, ns := range nss {
+		if cl := hostClients(ns); !slices.Contains(clients, cl) {
+			clients = append(clients, cl)
+		}
+	}
+	v["clients"] = strings.Join(clients, ",")
 	return plan{
 		value: v,
 		nets:  nss,
 		apply: func(ctx context.Context) error {
 			for _, ns := range nss {
+				// Only the client port: on a real host the workers' traffic shares its
+				// source with this machine's SSH connection, which must go on working.
+				cl, port := hostClients(ns), strconv.Itoa(clientPort)
 				if err := nftReplace(ctx, ns, tableClientCut,
-					chain("input", "ip saddr "+clientSubnet+" drop"),
-					chain("output", "ip daddr "+clientSubnet+" drop")); err != nil {
+					chain("input", "ip saddr "+cl+" tcp dport "+port+" drop"),
+					chain("output", "ip daddr "+cl+" tcp sport "+port+" drop")); err != nil {
 					return err
 				}
 			}

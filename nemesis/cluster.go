@@ -59,6 +59,20 @@ type ServerHost interface {
 	LogTail(ctx context.Context, n int) ([]string, error)
 }
 
+// HostNetwork is what a ServerHost whose network is not one of the run's own (a node
+// reached over SSH) says about it, where the run's conventions (the link eth0, the run
+// subnet 10.77.0.0/16, the workers on 10.77.2.0/24) do not hold. A host without it
+// follows the conventions.
+type HostNetwork interface {
+	// Link is the server's interface towards its peers and clients: tc and the
+	// packet-loss rules act on it.
+	Link(ctx context.Context) (string, error)
+	// Clients is where the workers' traffic comes from as the server sees it (this
+	// machine's address, when it masquerades them): client-server-partition drops
+	// it, on the client port only.
+	Clients() netip.Prefix
+}
+
 // ErrHostGone is what a host's Exec error wraps when the host no longer exists (a
 // namespace deleted at the end of a run): there is nothing left to undo on it.
 var ErrHostGone = netns.ErrGone

@@ -286,14 +286,18 @@ func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, erro
 	}
 	if f.Delay == 0 {
 		v["via"] = "nftables"
-		lossRule := func(dir string) string {
-			return fmt.Sprintf(`%s "%s" numgen random mod 100 < %d counter drop`, dir, link, f.Loss)
-		}
 		return plan{
 			value: v,
 			nets:  nss,
 			apply: func(ctx context.Context) error {
 				for _, ns := range nss {
+					link, err := hostLink(ctx, ns)
+					if err != nil {
+						return err
+					}
+					lossRule := func(dir string) string {
+						return fmt.Sprintf(`%s "%s" numgen random mod 100 < %d counter drop`, dir, link, f.Loss)
+					}
 					if err := nftReplace(ctx, ns, tablePacket,
 						chain("input", lossRule("iifname")), chain("output", lossRule("oifname"))); err != nil {
 						return err

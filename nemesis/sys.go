@@ -18,13 +18,15 @@ const (
 	// the ServerHost.TablePrefix of a namespace of the run's own, and starts every
 	// host's.
 	TablePrefix = "zlc_"
-	// link is the interface of a host namespace facing the run's bridge.
+	// link is the interface of a host namespace facing the run's bridge (a host that
+	// implements HostNetwork says its own).
 	link = "eth0"
 	// clientPort is the ZooKeeper servers' client port.
 	clientPort = 2181
 	// runSubnet holds every address of a run.
 	runSubnet = "10.77.0.0/16"
-	// clientSubnet holds the worker slots' addresses.
+	// clientSubnet holds the worker slots' addresses (a host that implements
+	// HostNetwork says where the workers' traffic comes from).
 	clientSubnet = "10.77.2.0/24"
 )
 
@@ -66,6 +68,30 @@ func checkAddr(a netip.Addr) error {
 		return fmt.Errorf("refusing address %s: neither on the run network %s nor a unicast IPv4 address", a, runSubnet)
 	}
 	return nil
+}
+
+// hostLink is h's interface towards its peers and clients.
+func hostLink(ctx context.Context, h netHost) (string, error) {
+	hn, ok := h.(HostNetwork)
+	if !ok {
+		return link, nil
+	}
+	l, err := hn.Link(ctx)
+	if err != nil {
+		return "", fmt.Errorf("%s: link: %w", h, err)
+	}
+	if l == "" || strings.ContainsAny(l, " \t\n\"{};") {
+		return "", fmt.Errorf("%s: refusing link %q", h, l)
+	}
+	return l, nil
+}
+
+// hostClients is where the workers' traffic comes from as h sees it.
+func hostClients(h netHost) string {
+	if hn, ok := h.(HostNetwork); ok {
+		return hn.Clients().String()
+	}
+	return clientSubnet
 }
 
 func addrSet(addrs []netip.Addr) (string, error) {
@@ -228,6 +254,10 @@ func (e *NetemUnavailableError) Error() string {
 
 // netemReplace sets a netem root qdisc on the host's link.
 func netemReplace(ctx context.Context, h netHost, args []string) error {
+	link, err := hostLink(ctx, h)
+	if err != nil {
+		return err
+	}
 	argv := append([]string{"tc", "qdisc", "replace", "dev", link, "root", "netem"}, args...)
 	out, err := h.Exec(ctx, nil, argv...)
 	if err != nil {
@@ -244,6 +274,10 @@ func netemReplace(ctx context.Context, h netHost, args []string) error {
 
 // netemDelete removes a netem root qdisc from the host's link, if there is one.
 func netemDelete(ctx context.Context, h netHost) error {
+	link, err := hostLink(ctx, h)
+	if err != nil {
+		return err
+	}
 	out, err := h.Exec(ctx, nil, "tc", "qdisc", "show", "dev", link, "root")
 	if errors.Is(err, ErrHostGone) {
 		return nil

@@ -1,20 +1,43 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
 func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("cleanup", stderr)
 	all := fs.Bool("all", false, "also remove the namespaces of runs whose harness is still alive")
+	var ssh sshOptions
+	ssh.register(fs, false)
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
 	if fs.NArg() > 0 {
 		return exitError, usageError{"cleanup takes no arguments"}
+	}
+	nodes, err := ssh.config(given(fs))
+	if err != nil {
+		return exitError, err
+	}
+	if nodes != nil {
+		// Every run's leftovers on the nodes, whatever --all says: a node does not
+		// know whether the harness that made them still lives.
+		removed, err := harness.CleanupNodes(context.Background(), *nodes)
+		for _, l := range removed {
+			fmt.Fprintln(stdout, "removed "+l)
+		}
+		if len(removed) == 0 && err == nil {
+			fmt.Fprintf(stdout, "nothing to clean up on %s\n", strings.Join(nodes.Nodes, ", "))
+		}
+		if err != nil {
+			return exitError, err
+		}
 	}
 	rep, err := netns.CleanupAll(*all)
 	if len(rep.Namespaces) == 0 {

@@ -104,6 +104,11 @@ func loadRunFile(path string, fs *flag.FlagSet) (runFile, error) {
 		if err := checkFlagValue(fs.Lookup(f.name), f.value); err != nil {
 			return rf, fmt.Errorf("%s:%d: field %q: %v", path, f.line, f.name, err)
 		}
+		if f.name == "ssh-nodes" {
+			if err := new(nodeList).Set(f.value); err != nil {
+				return rf, fmt.Errorf("%s:%d: field %q: %v", path, f.line, f.name, err)
+			}
+		}
 		if f.name == "recipe" {
 			if err := checkRecipeName(f.value); err != nil {
 				return rf, fmt.Errorf("%s:%d: field %q: %v", path, f.line, f.name, err)

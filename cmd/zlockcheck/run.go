@@ -55,6 +55,8 @@ type runOptions struct {
 	cpuProfile, workerCPUProfile string
 	jsonOut                      bool
 	keep                         string
+	// ssh are the --ssh-* flags (ssh.go).
+	ssh sshOptions
 }
 
 // register defines the flags on fs, with harness.DefaultConfig's defaults.
@@ -102,6 +104,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.cfg.ServerFullJIT, "server-full-jit", false, "let the servers' JVMs compile with C2 too (default: C1 only, which starts faster)")
 	fs.BoolVar(&o.cfg.NoForceSync, "no-force-sync", false, "servers acknowledge writes before fsync (forceSync=no): a weaker durability model, for throughput experiments; recorded in config.json")
 	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", def.SyncLimit, "servers' syncLimit (ticks)")
+	o.ssh.register(fs, true)
 	o.registerConnect(fs)
 }
 
@@ -185,6 +188,12 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 	}
 	if !o.quiet {
 		cfg.Log = stderr
+	}
+	if cfg.SSH, err = o.ssh.config(o.set); err != nil {
+		return cfg, models.Config{}, err
+	}
+	if cfg.SSH != nil && o.set["nodes"] && cfg.Nodes != len(cfg.SSH.Nodes) {
+		return cfg, models.Config{}, usageError{fmt.Sprintf("--nodes %d but --ssh-nodes names %d nodes (one server each)", cfg.Nodes, len(cfg.SSH.Nodes))}
 	}
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {

@@ -130,8 +130,10 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	jsonOut := fs.Bool("json", false, "print the final result as JSON on stdout; the summary goes to stderr")
 	checkTO := fs.Duration("check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
+	var ssh sshOptions
+	ssh.register(fs, true)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: zlockcheck replay [flags] RUN_DIR\n\nRuns a stored run's configuration again, same seed, against a fresh ensemble.")
+		fmt.Fprintln(stderr, "usage: zlockcheck replay [flags] RUN_DIR\n\nRuns a stored run's configuration again, same seed, against a fresh ensemble\n(a run on SSH nodes on the nodes it names, or on --ssh-nodes given again).")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -149,6 +151,9 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	cfg := *sr.cfg
 	cfg.RunID = ""
+	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes, given(fs)); err != nil {
+		return exitError, err
+	}
 	if *store != "" {
 		cfg.Store = *store
 	} else if cfg.Store, err = sr.dir.Store(); err != nil { // keep the replay next to the original
