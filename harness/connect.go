@@ -76,7 +76,7 @@ func (c Config) validateConnect() error {
 		return err
 	}
 	for _, cl := range c.Nemesis {
-		if cl.ServerFault() {
+		if cl.ServerFault() && cl != nemesis.ClassClientServerPartition {
 			return fmt.Errorf("nemesis: %s acts on the servers, and a run against an existing ensemble (connect) does not manage them; its faults are the client ones: %s",
 				cl, strings.Join(clientClasses(), ", "))
 		}
@@ -98,7 +98,7 @@ func (c Config) validateConnect() error {
 func clientClasses() []string {
 	var out []string
 	for _, cl := range nemesis.Classes() {
-		if !cl.ServerFault() {
+		if !cl.ServerFault() || cl == nemesis.ClassClientServerPartition {
 			out = append(out, string(cl))
 		}
 	}
@@ -188,7 +188,10 @@ type existingHost struct {
 	addr netip.AddrPort
 }
 
-var _ nemesis.ServerHost = existingHost{}
+var (
+	_ nemesis.ServerHost = existingHost{}
+	_ nemesis.ClientSide = existingHost{}
+)
 
 // errUnmanaged is what existingHost answers to anything but its address.
 var errUnmanaged = errors.New("a server of an existing ensemble: not managed by zlockcheck")
@@ -323,3 +326,7 @@ func (r *runner) removeChroot() error {
 	r.chrootMade = nil
 	return nil
 }
+
+// ClientAddr is where the server's clients reach it: a client-server partition of an
+// existing ensemble is made on the workers' side (nemesis.ClientSide).
+func (h existingHost) ClientAddr() netip.AddrPort { return h.addr }

@@ -21,7 +21,15 @@ const herdInterval = 400 * time.Millisecond
 // herdInterval until ctx ends, appending each sample to the run's herd.jsonl (package
 // herd reads them). A server that does not answer is counted, not an error: a fault
 // may have killed or cut it off. Only a file that cannot be written fails the run.
+//
+// An existing ensemble's (run --connect) is not sampled: its watch count includes
+// other clients' watches, which the child watches are counted from, so the run has no
+// herd.jsonl and no herd record.
 func (r *runner) watchHerd(ctx context.Context) error {
+	if r.ens.external {
+		r.logf("herd: not measured on an existing ensemble (its watch count includes other clients' watches)")
+		return nil
+	}
 	f, err := os.Create(r.dir.File(rundir.Herd))
 	if err != nil {
 		return r.fail(err, "herd samples")

@@ -265,7 +265,11 @@ func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Ra
 	if note != "" {
 		v["note"] = note
 	}
-	nss := serverHosts(serversByID(c, ids))
+	servers := serversByID(c, ids)
+	if cut, ok := clientSideCut(servers); ok {
+		return workerSideCut(c, v, cut), nil
+	}
+	nss := serverHosts(servers)
 	var clients []string
 	for _, ns := range nss {
 		if cl := hostClients(ns); !slices.Contains(clients, cl) {
@@ -291,6 +295,53 @@ func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Ra
 		},
 		undo: deleteTables(nss, tableClientCut),
 	}, nil
+}
+
+// clientSideCut returns the client addresses of servers when every one of them is
+// ClientSide (no server fault may touch it).
+func clientSideCut(servers []Server) ([]netip.AddrPort, bool) {
+	var addrs []netip.AddrPort
+	for _, s := range servers {
+		cs, ok := s.Host.(ClientSide)
+		if !ok {
+			return nil, false
+		}
+		addrs = append(addrs, cs.ClientAddr())
+	}
+	return addrs, len(addrs) > 0
+}
+
+// workerSideCut is a client-server partition made in the workers' namespaces (table
+// zlc_servercut in each live worker's slot: output to and input from the servers'
+// client addresses dropped): the servers are not the tool's to change. A worker
+// replaced while the cut lasts keeps its slot's namespace, and so the cut.
+func workerSideCut(c Cluster, v map[string]any, addrs []netip.AddrPort) plan {
+	var nets []netHost
+	for _, cl := range c.Clients() {
+		if cl.Netns != "" && !slices.ContainsFunc(nets, func(h netHost) bool { return h.String() == cl.Netns }) {
+			nets = append(nets, workerNet(cl.Netns))
+		}
+	}
+	var out, in []string
+	for _, a := range addrs {
+		out = append(out, fmt.Sprintf("ip daddr %s tcp dport %d drop", a.Addr(), a.Port()))
+		in = append(in, fmt.Sprintf("ip saddr %s tcp sport %d drop", a.Addr(), a.Port()))
+	}
+	rules := []string{chain("output", out...), chain("input", in...)}
+	v["clients"] = "workers' side"
+	return plan{
+		value: v,
+		nets:  nets,
+		apply: func(ctx context.Context) error {
+			for _, ns := range nets {
+				if err := nftReplace(ctx, ns, tableServerCut, rules...); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		undo: deleteTables(nets, tableServerCut),
+	}
 }
 
 // ReplyLossFraction is how long, as a fraction of the session timeout, the schedule

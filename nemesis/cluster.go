@@ -73,6 +73,15 @@ type HostNetwork interface {
 	Clients() netip.Prefix
 }
 
+// ClientSide is implemented by a ServerHost the tool may not change (a server of an
+// existing ensemble, reached with run --connect): a fault that would change the
+// server's own network acts in the workers' namespaces instead (client-server-partition
+// drops, in every worker slot, the traffic to and from the server's client address).
+type ClientSide interface {
+	// ClientAddr is where the server's clients reach it.
+	ClientAddr() netip.AddrPort
+}
+
 // ErrHostGone is what a host's Exec error wraps when the host no longer exists (a
 // namespace deleted at the end of a run): there is nothing left to undo on it.
 var ErrHostGone = netns.ErrGone

@@ -36,6 +36,8 @@ const (
 	tablePartition = "partition" // server: drop from peer servers
 	tablePacket    = "packet"    // server: random loss on its link
 	tableClientCut = "clientcut" // server: drop its clients
+	// worker netns: drop one unmanaged server (client-server-partition, ClientSide)
+	tableServerCut = "servercut"
 	tableIsolate   = "isolate"   // worker netns: drop all servers
 	tableReplyLoss = "replyloss" // worker netns: drop the servers' replies
 	// worker netns: drop the servers' replies but watch notifications

@@ -36,7 +36,7 @@ func TestConnectToAnExistingEnsemble(t *testing.T) {
 			want string
 		}{
 			{[]string{"--connect", connect, "--nemesis", "kill"}, "does not manage them"},
-			{[]string{"--connect", connect, "--nemesis", "client-server-partition"}, "does not manage them"},
+			{[]string{"--connect", connect, "--nemesis", "partition"}, "does not manage them"},
 			{[]string{"--connect", "127.0.0.1:2181"}, "loopback"},
 			{[]string{"--connect", connect, "--chroot", "zlockcheck/x"}, "chroot"},
 		} {
@@ -53,7 +53,7 @@ func TestConnectToAnExistingEnsemble(t *testing.T) {
 	t.Run("zlc-mutex/valid", func(t *testing.T) {
 		store := t.TempDir()
 		code, stdout, stderr := zlockcheck(t, "run", "--connect", connect, "--recipe", "zlc-mutex",
-			"--nemesis", "client-pause,client-partition,session-expire,client-kill,reply-loss", "--nemesis-interval", "3s",
+			"--nemesis", "client-pause,client-partition,session-expire,client-kill,reply-loss,client-server-partition", "--nemesis-interval", "3s",
 			"--time", "20s", "--seed", "3", "--store", store)
 		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 		if code != exitValid {
@@ -67,6 +67,22 @@ func TestConnectToAnExistingEnsemble(t *testing.T) {
 		if v, _ := res["zookeeper_version"].(string); !strings.Contains(v, "existing ensemble") {
 			t.Errorf("results.json does not say the ensemble was an existing one: zookeeper_version %q", v)
 		}
+		assertConnectLeftNothing(t, store, connect, nodes.Bridge(), fwd)
+	})
+	t.Run("zlc-mutex/client-server-partition", func(t *testing.T) {
+		// Made on the workers' side: the servers are not the tool's to change.
+		store := t.TempDir()
+		code, stdout, stderr := zlockcheck(t, "run", "--connect", connect, "--recipe", "zlc-mutex",
+			"--nemesis", "client-server-partition", "--nemesis-interval", "2s",
+			"--time", "15s", "--seed", "5", "--store", store)
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		if code != exitValid {
+			t.Fatalf("exit %d, want %d (valid)", code, exitValid)
+		}
+		if !strings.Contains(stderr, "workers' side") {
+			t.Error("no client-server partition was made on the workers' side")
+		}
+		assertFaultsApplied(t, stderr)
 		assertConnectLeftNothing(t, store, connect, nodes.Bridge(), fwd)
 	})
 	t.Run("gozk/client-pause/invalid", func(t *testing.T) {
