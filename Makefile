@@ -11,7 +11,10 @@ RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
 all: build
 
-# Idempotent: apt-get runs only when a package is missing.
+# Idempotent: apt-get runs only when a package is missing. openssh-server is there for
+# the SSH-node test fixture only (its sshd runs inside namespaces the tests make): while
+# installing, a policy-rc.d that denies every service start keeps Debian from starting
+# an sshd on the host (one the machine already has is left as it is).
 setup:
 	@missing=""; for p in $(APT_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
@@ -19,7 +22,12 @@ setup:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '#!/bin/sh\nexit 101\n' | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null && $$SUDO chmod 755 /usr/sbin/policy-rc.d && policy=made; \
+	  fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; rc=$$?; \
+	  [ -z "$$policy" ] || $$SUDO rm -f /usr/sbin/policy-rc.d; \
+	  exit $$rc; \
 	fi
 	@$(GO) mod download
 
