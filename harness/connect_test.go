@@ -24,7 +24,8 @@ func TestConnectValidation(t *testing.T) {
 		{connectConfig("10.1.2.3:2181,zk2:2182,zk3", "", nemesis.ClassClientPause, nemesis.ClassClientKill), ""},
 		{connectConfig("10.1.2.3", "/team/zlc", nemesis.ClassSessionExpire, nemesis.ClassReplyLoss), ""},
 		{connectConfig("10.1.2.3:2181", "", nemesis.ClassKill), "does not manage them"},
-		{connectConfig("10.1.2.3:2181", "", nemesis.ClassClientServerPartition), "does not manage them"},
+		{connectConfig("10.1.2.3:2181", "", nemesis.ClassPartition, nemesis.ClassPacket), "does not manage them"},
+		{connectConfig("10.1.2.3:2181,zk2:2182", "", nemesis.ClassClientServerPartition), ""}, // made on the workers' side
 		{connectConfig("10.1.2.3:2182", "", nemesis.ClassSessionExpire), "client port to be 2181"},
 		{connectConfig("127.0.0.1:2181", ""), "loopback"},
 		{connectConfig("localhost:2181", ""), "loopback"},
