@@ -77,7 +77,7 @@ func (s *session) runPlanned(plan workloads.Request, limit func(workloads.Step) 
 	}
 	inFlight := false
 	for !s.dead {
-		step, more := c.Next()
+		step, _ := c.Next()
 		s.publish()
 		wait := limit(step)
 		if step.IsHold() {
@@ -93,7 +93,7 @@ func (s *session) runPlanned(plan workloads.Request, limit func(workloads.Step) 
 			return
 		}
 		// An event may have ended the cycle meanwhile (lost while holding).
-		step, more = c.Next()
+		step, more := c.Next()
 		if !m.msg.IsReport() {
 			if more {
 				s.crash(openOp, s.violation(m, fmt.Sprintf("cycle %d: the reply came before its %s", id, expected(step, inFlight))))
