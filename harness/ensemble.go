@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/fourletter"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
@@ -377,20 +377,7 @@ func (e *Ensemble) fourLetter(ctx context.Context, s *Server, word string) (stri
 		return "", err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte(word)); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	r := bufio.NewReader(conn)
-	for {
-		line, err := r.ReadString('\n')
-		b.WriteString(line)
-		if err != nil {
-			break
-		}
-	}
-	return b.String(), nil
+	return fourletter.Ask(conn, word)
 }
 
 // ServerOf returns the server a client is connected to: the first whose client

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/fourletter"
 )
 
 // Standalone is one ZooKeeper server in standalone mode on 127.0.0.1, in the host's
@@ -129,13 +130,12 @@ func (s *Standalone) serving() bool {
 		return false
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte("srvr")); err != nil {
+	text, err := fourletter.Ask(conn, "srvr")
+	if err != nil {
 		return false
 	}
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "Mode: standalone" {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == "Mode: standalone" {
 			return true
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/fourletter"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
@@ -156,18 +157,5 @@ func fourLetter(ctx context.Context, addr, word string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte(word)); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		k, err := c.Read(buf)
-		b.Write(buf[:k])
-		if err != nil {
-			break
-		}
-	}
-	return b.String(), nil
+	return fourletter.Ask(c, word)
 }
