@@ -1,15 +1,22 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
@@ -21,6 +28,10 @@ type Baseline struct {
 	Duration   time.Duration `json:"duration_ns"`
 	Cycles     int64         `json:"cycles"`
 	Errors     int64         `json:"errors"`
+	// Processes says the loop ran one OS process per session, each in a worker slot's
+	// namespace as the workers do (Config.BaselineArgv), not as goroutines of the
+	// harness's process.
+	Processes bool `json:"processes,omitempty"`
 }
 
 // CyclesPerSecond is the baseline's lock cycles (acquire+release) per second.
@@ -34,20 +45,40 @@ func runBaseline(ctx context.Context, network *netns.Network, connect, path stri
 		return network.Dial(ctx, addr, timeout)
 	}
 	b := Baseline{Goroutines: n, Duration: d}
-	var cycles, errs atomic.Int64
 	conns := make([]*zk.Conn, n)
 	for i := range conns {
-		c, events, err := zk.Connect(strings.Split(connect, ","), sessionTimeout, zk.WithDialer(dialer), zk.WithLogInfo(false))
+		c, err := plainSession(strings.Split(connect, ","), sessionTimeout, dialer)
 		if err != nil {
-			return b, err
-		}
-		defer c.Close()
-		if err := waitSession(events, 2*sessionTimeout); err != nil {
 			return b, fmt.Errorf("baseline session %d: %w", i, err)
 		}
+		defer c.Close()
 		conns[i] = c
 	}
-	deadline := time.Now().Add(d)
+	b.Cycles, b.Errors = plainLoop(ctx, conns, path, time.Now().Add(d), hold)
+	return b, nil
+}
+
+// plainSession opens a go-zookeeper session (through dialer, unless nil) and waits
+// until it is established.
+func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dialer) (*zk.Conn, error) {
+	if dialer == nil {
+		dialer = net.DialTimeout
+	}
+	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithDialer(dialer))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitSession(events, 2*sessionTimeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// plainLoop loops zk.Lock / hold / Unlock on every session in its own goroutine until
+// deadline and returns the cycles completed and the calls that failed.
+func plainLoop(ctx context.Context, conns []*zk.Conn, path string, deadline time.Time, hold func(int) time.Duration) (cycles, errs int64) {
+	var nCycles, nErrs atomic.Int64
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Add(1)
@@ -56,23 +87,134 @@ func runBaseline(ctx context.Context, network *netns.Network, connect, path stri
 			l := zk.NewLock(c, path, zk.WorldACL(zk.PermAll))
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				if err := l.Lock(); err != nil {
-					errs.Add(1)
+					nErrs.Add(1)
 					continue
 				}
 				time.Sleep(hold(i))
 				if err := l.Unlock(); err != nil {
-					errs.Add(1)
+					nErrs.Add(1)
 					continue
 				}
-				cycles.Add(1)
+				nCycles.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	b.Cycles, b.Errors = cycles.Load(), errs.Load()
+	return nCycles.Load(), nErrs.Load()
+}
+
+// PlainLoopConfig is one process of a per-process baseline: the `zlockcheck
+// plain-loop` command the harness starts in a worker slot's namespace.
+type PlainLoopConfig struct {
+	// Servers are the ensemble's client addresses; Path is the lock node.
+	Servers []string
+	Path    string
+	// SessionTimeout is the session's timeout.
+	SessionTimeout time.Duration
+	// Start is when the loop begins (every process gets the same, so all sessions are
+	// up before anybody's clock runs); Duration is how long it runs.
+	Start    time.Time
+	Duration time.Duration
+	// HoldMin and HoldMax bound each hold, drawn uniformly with Seed.
+	HoldMin, HoldMax time.Duration
+	Seed             uint64
+}
+
+// PlainLoop runs one session's plain lock loop (PlainLoopConfig) and returns what it
+// achieved.
+func PlainLoop(ctx context.Context, cfg PlainLoopConfig) (Baseline, error) {
+	b := Baseline{Goroutines: 1, Duration: cfg.Duration}
+	switch {
+	case len(cfg.Servers) == 0 || cfg.Path == "":
+		return b, errors.New("plain loop: needs the servers and the lock path")
+	case cfg.SessionTimeout <= 0 || cfg.Duration <= 0:
+		return b, errors.New("plain loop: needs a positive session timeout and duration")
+	case cfg.HoldMin < 0 || cfg.HoldMax < cfg.HoldMin:
+		return b, fmt.Errorf("plain loop: hold range %s..%s: want 0 <= min <= max", cfg.HoldMin, cfg.HoldMax)
+	}
+	c, err := plainSession(cfg.Servers, cfg.SessionTimeout, nil)
+	if err != nil {
+		return b, fmt.Errorf("plain loop: %w", err)
+	}
+	defer c.Close()
+	wait := time.NewTimer(time.Until(cfg.Start))
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-ctx.Done():
+		return b, ctx.Err()
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	hold := func(int) time.Duration {
+		if span := cfg.HoldMax - cfg.HoldMin; span > 0 {
+			return cfg.HoldMin + time.Duration(rng.Int64N(int64(span)))
+		}
+		return cfg.HoldMin
+	}
+	b.Cycles, b.Errors = plainLoop(ctx, []*zk.Conn{c}, cfg.Path, cfg.Start.Add(cfg.Duration), hold)
+	return b, ctx.Err()
+}
+
+// baselineSetUp is how long a per-process baseline gives its processes to start and
+// open their sessions before their common start.
+const baselineSetUp = 5 * time.Second
+
+// runBaselineProcesses runs the plain loop as one process per worker slot (argv, the
+// plain-loop command, in each slot's namespace), one session each, all starting at
+// one moment, and adds up what they report (one JSON Baseline on stdout each).
+func runBaselineProcesses(ctx context.Context, argv []string, hosts []netns.Host, connect, path string, d, sessionTimeout, holdMin, holdMax time.Duration, seed uint64) (Baseline, error) {
+	b := Baseline{Goroutines: len(hosts), Duration: d, Processes: true}
+	start := time.Now().Add(baselineSetUp)
+	outs := make([]bytes.Buffer, len(hosts))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, h := range hosts {
+		cmd := h.Command(append(append([]string(nil), argv...),
+			"--connect", connect, "--path", path,
+			"--session-timeout", sessionTimeout.String(),
+			"--start-unix-ns", strconv.FormatInt(start.UnixNano(), 10), "--duration", d.String(),
+			"--hold-min", holdMin.String(), "--hold-max", holdMax.String(),
+			"--seed", strconv.FormatUint(seed+uint64(i), 10))...)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &outs[i], &stderr
+		g.Go(func() error {
+			if err := runKillable(gctx, cmd); err != nil {
+				return fmt.Errorf("plain-loop process %d: %w: %s", i, err, bytes.TrimSpace(stderr.Bytes()))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return b, err
+	}
+	for i := range outs {
+		var one Baseline
+		if err := json.Unmarshal(outs[i].Bytes(), &one); err != nil {
+			return b, fmt.Errorf("plain-loop process %d: its result %q: %w", i, outs[i].String(), err)
+		}
+		b.Cycles += one.Cycles
+		b.Errors += one.Errors
+	}
 	return b, nil
 }
 
+// runKillable runs cmd to its end, killing it if ctx ends first.
+func runKillable(ctx context.Context, cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// waitSession waits until a session is established, then drains the events.
 func waitSession(events <-chan zk.Event, limit time.Duration) error {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()

@@ -58,6 +58,12 @@ type Config struct {
 	// as workers for as long as the workload, on the same ensemble after the workload:
 	// the yardstick for the harness's overhead (see BENCHMARKS.md).
 	Baseline bool `json:"baseline,omitempty"`
+	// BaselineArgv, when set, runs the same plain loop (after Baseline's, if both) as
+	// one OS process per worker slot, each in the slot's namespace with one session,
+	// as the workers run: argv is the plain-loop command (`zlockcheck plain-loop`), to
+	// which the harness appends the ensemble, the path, the timing and the holds. It
+	// tells what one process per client costs apart from what the harness costs.
+	BaselineArgv []string `json:"baseline_argv,omitempty"`
 	// Nemesis lists the fault classes to inject (none: no faults).
 	Nemesis []nemesis.Class `json:"nemesis"`
 	// NemesisInterval is the mean quiet time between faults.

@@ -32,8 +32,9 @@ type Outcome struct {
 	Interrupted bool
 	// ZooKeeperVersion is what the servers reported.
 	ZooKeeperVersion string
-	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it.
-	Baseline *Baseline
+	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it, and
+	// BaselineProcesses the per-process one, when Config.BaselineArgv did.
+	Baseline, BaselineProcesses *Baseline
 	// Liveness is the final phase's verdict (nil when there was none).
 	Liveness *Liveness
 	// Timings are the set-up and teardown costs (also written to timings.json).
@@ -320,24 +321,38 @@ func (r *runner) drain(ctx context.Context, w *workload) {
 }
 
 // baseline times a plain go-zookeeper loop on the same ensemble, when asked and the
-// run went well (BENCHMARKS.md).
+// run went well (BENCHMARKS.md): as goroutines of this process (Config.Baseline), then
+// as one process per worker slot (Config.BaselineArgv), or both.
 func (r *runner) baseline(ctx context.Context) {
-	if !r.cfg.Baseline || ctx.Err() != nil || r.err() != nil {
+	if ctx.Err() != nil || r.err() != nil {
 		return
 	}
-	rng := r.slotRNG(-1)
-	var mu sync.Mutex
-	hold := func(int) time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return r.cfg.Workload.Next(rng, -1).Hold
+	path := r.lockPath + "-baseline"
+	if r.cfg.Baseline {
+		rng := r.slotRNG(-1)
+		var mu sync.Mutex
+		hold := func(int) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			return r.cfg.Workload.Next(rng, -1).Hold
+		}
+		b, err := runBaseline(ctx, r.network, r.connect, path, r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
+		if r.fail(err, "baseline") != nil {
+			return
+		}
+		r.out.Baseline = &b
+		r.logf("baseline: plain go-zookeeper loop, %d goroutines in the harness: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
 	}
-	b, err := runBaseline(ctx, r.network, r.connect, r.lockPath+"-baseline", r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
-	if r.fail(err, "baseline") != nil {
-		return
+	if len(r.cfg.BaselineArgv) > 0 {
+		w := r.cfg.Workload.Defaults()
+		b, err := runBaselineProcesses(ctx, r.cfg.BaselineArgv, r.hosts[:r.cfg.Workers], r.connect, path+"-processes", r.cfg.Duration, r.cfg.SessionTimeout,
+			w.HoldMin, w.HoldMax, uint64(r.cfg.Seed))
+		if r.fail(err, "baseline (processes)") != nil {
+			return
+		}
+		r.out.BaselineProcesses = &b
+		r.logf("baseline: plain go-zookeeper loop, %d processes in the worker namespaces: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
 	}
-	r.out.Baseline = &b
-	r.logf("baseline: plain go-zookeeper loop, %d goroutines: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
 }
 
 // tearDown heals, closes the history, stops the servers and removes the network,

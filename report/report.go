@@ -38,8 +38,9 @@ type Run struct {
 	RecipeVersion string
 	// SetupError is set when the run broke down before its end.
 	SetupError string
-	// Baseline is the plain-loop yardstick measured on the same ensemble, if any.
-	Baseline any
+	// Baseline is the plain-loop yardstick measured on the same ensemble, if any, and
+	// BaselineProcesses the same loop run as one process per session.
+	Baseline, BaselineProcesses any
 	// Workers and Workload are the run's worker slots and planned workload time, for
 	// the steady-state rate (zero: not known).
 	Workers  int
@@ -76,6 +77,7 @@ type Results struct {
 	// compared with).
 	SteadyCyclesPerSecond float64           `json:"steady_cycles_per_second,omitempty"`
 	Baseline              any               `json:"baseline,omitempty"`
+	BaselineProcesses     any               `json:"baseline_processes,omitempty"`
 	CheckSeconds          float64           `json:"check_seconds"`
 	ZooKeeperVersion      string            `json:"zookeeper_version,omitempty"`
 	RecipeVersion         string            `json:"recipe_version,omitempty"`
@@ -127,7 +129,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		Ops: len(h),
 	}
 	out.Counts, out.Processes = Count(h)
-	out.Baseline = run.Baseline
+	out.Baseline, out.BaselineProcesses = run.Baseline, run.BaselineProcesses
 	if run.Elapsed > 0 {
 		out.CyclesPerSecond = float64(out.Counts[histories.FRelease]["ok"]) / run.Elapsed.Seconds()
 	}

@@ -35,8 +35,8 @@ type Course struct {
 	RecipeVersion    string
 	// SetupError is set when the run broke down before its end.
 	SetupError string
-	// Baseline is the plain-loop yardstick, if any (nil: none).
-	Baseline any
+	// Baseline and BaselineProcesses are the plain-loop yardsticks, if any (nil: none).
+	Baseline, BaselineProcesses any
 }
 
 // Course returns how the run these (previous) results describe went.
@@ -44,6 +44,7 @@ func (r Results) Course() Course {
 	return Course{
 		Interrupted: r.Interrupted, Elapsed: time.Duration(r.ElapsedSeconds * float64(time.Second)),
 		ZooKeeperVersion: r.ZooKeeperVersion, RecipeVersion: r.RecipeVersion, SetupError: r.SetupError, Baseline: r.Baseline,
+		BaselineProcesses: r.BaselineProcesses,
 	}
 }
 
@@ -65,5 +66,6 @@ func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
 		Cause:       cause.Params{SessionTimeout: rc.SessionTimeout, Tick: rc.Tick, SyncLimit: rc.SyncLimit},
 		Interrupted: c.Interrupted, Elapsed: c.Elapsed, ZooKeeperVersion: c.ZooKeeperVersion,
 		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
+		BaselineProcesses: c.BaselineProcesses,
 	}
 }

@@ -38,6 +38,7 @@ commands:
   cleanup  remove every zlc namespace, link and process a killed harness left
   worker   serve the worker protocol on stdin/stdout (started by run)
   conformance  hold a worker command to the worker protocol, rule by rule
+  plain-loop   one process of run --baseline-processes (started by run)
 
 Run 'zlockcheck <command> -h' for a command's flags.
 Exit codes (run, check): 0 valid, 1 invalid, 2 unknown, 3 error.
@@ -86,6 +87,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = workerCmd(ctx, args[1:], stderr)
 	case "conformance":
 		code, err = conformanceCmd(ctx, args[1:], stdout, stderr)
+	case "plain-loop":
+		code, err = plainLoopCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

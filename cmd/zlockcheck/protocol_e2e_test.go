@@ -150,3 +150,35 @@ func holdsAt(h histories.History, process int) bool {
 	}
 	return holding
 }
+
+// TestBaselineShapes: --baseline times the plain loop as goroutines of the harness,
+// --baseline-processes as one process per worker slot (in its namespace); one run
+// with both completes cycles in each, says which shape each was, and leaves no
+// plain-loop process behind.
+func TestBaselineShapes(t *testing.T) {
+	requireIntegration(t)
+	store := t.TempDir()
+	code, stdout, stderr := zlockcheck(t, "run", "--time", "3s", "--workers", "3", "--seed", "1", "--hold-max", "1ms",
+		"--final-phase=false", "--baseline", "--baseline-processes", "--store", store)
+	if code != exitValid {
+		t.Fatalf("exit %d, want %d (valid)\nstdout:\n%s\nstderr:\n%s", code, exitValid, stdout, stderr)
+	}
+	res := readResults(t, store)
+	for key, processes := range map[string]bool{"baseline": false, "baseline_processes": true} {
+		b, ok := res[key].(map[string]any)
+		if !ok {
+			t.Errorf("results.json has no %s", key)
+			continue
+		}
+		if cycles, _ := b["cycles"].(float64); cycles < 30 {
+			t.Errorf("%s: %v cycles in 3 s, want at least 30: %v", key, b["cycles"], b)
+		}
+		if procs, _ := b["processes"].(bool); procs != processes || b["goroutines"] != 3.0 {
+			t.Errorf("%s %v: want processes %v, 3 sessions", key, b, processes)
+		}
+	}
+	if out, _ := exec.Command("pgrep", "-af", "zlockcheck plain-loop").Output(); len(out) > 0 {
+		t.Errorf("plain-loop processes left behind: %s", out)
+	}
+	assertNothingLeft(t, store)
+}

@@ -50,6 +50,7 @@ type runOptions struct {
 	shapes       string
 	final        bool
 	baseline     bool
+	baselineProc bool
 	// cpuProfile and workerCPUProfile are pprof outputs (benchmarks): the harness's
 	// process, and a directory for the Go workers' (one file per process).
 	cpuProfile, workerCPUProfile string
@@ -89,6 +90,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the harness's CPU profile (pprof) to this file")
 	fs.StringVar(&o.workerCPUProfile, "worker-cpuprofile", "", "write each Go worker's CPU profile (pprof) into this directory, as worker-PROCESS.pprof")
 	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
+	fs.BoolVar(&o.baselineProc, "baseline-processes", false, "after the workload (and --baseline's loop), time the plain loop as one OS process per worker slot, in its namespace, as the workers run (benchmarks)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
 	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "ZooKeeper servers in the ensemble")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
@@ -170,6 +172,13 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 		}
 	}
 	cfg.Baseline = o.baseline
+	if o.baselineProc {
+		self, err := os.Executable()
+		if err != nil {
+			return cfg, models.Config{}, fmt.Errorf("--baseline-processes: %w", err)
+		}
+		cfg.BaselineArgv = []string{self, "plain-loop"}
+	}
 	cfg.FinalPhase = o.final
 	if cfg.Nemesis, err = nemesis.ParseClasses(o.nemesis); err != nil {
 		return cfg, models.Config{}, fmt.Errorf("--nemesis: %w", err)
@@ -237,6 +246,9 @@ func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, st
 	}
 	if outcome.Baseline != nil { // a nil *harness.Baseline in an any would not be nil
 		course.Baseline = outcome.Baseline
+	}
+	if outcome.BaselineProcesses != nil {
+		course.BaselineProcesses = outcome.BaselineProcesses
 	}
 	run := report.NewRun(rundir.Dir(outcome.Dir), rc, cfg, course)
 	res, err := report.CheckRun(run, modelCfg)
