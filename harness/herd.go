@@ -86,17 +86,18 @@ func (r *runner) herdSample(ctx context.Context) herd.Sample {
 }
 
 // herdServer asks server s for mntr, wchc and mntr again, up to three times until
-// its watch count stood still enough in between (herd.NewServer); nil when s did not
+// its watch count stood still enough in between (herd.NewServer); a try's closing
+// mntr opens the next try, which asks for wchc right after it. nil when s did not
 // answer, or answered without counters (paused: an empty answer at the deadline; not
 // serving: a sentence).
 func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd.Server) {
 	var srv herd.Server
 	var watches []herd.Watch
+	before, ok := r.herdCounters(ctx, s)
+	if !ok {
+		return nil, nil
+	}
 	for range 3 {
-		before, ok := r.herdCounters(ctx, s)
-		if !ok {
-			return nil, nil
-		}
 		text, err := r.ens.fourLetter(ctx, s, "wchc")
 		if err != nil {
 			return nil, nil
@@ -113,6 +114,7 @@ func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd
 		if srv.ChildWatches >= 0 {
 			break
 		}
+		before = after
 	}
 	return watches, &srv
 }
