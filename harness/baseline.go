@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,7 +176,7 @@ func runBaselineProcesses(ctx context.Context, argv []string, hosts []netns.Host
 		var stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &outs[i], &stderr
 		g.Go(func() error {
-			if err := runKillable(gctx, cmd); err != nil {
+			if err := netns.RunCmd(gctx, cmd); err != nil {
 				return fmt.Errorf("plain-loop process %d: %w: %s", i, err, bytes.TrimSpace(stderr.Bytes()))
 			}
 			return nil
@@ -195,23 +194,6 @@ func runBaselineProcesses(ctx context.Context, argv []string, hosts []netns.Host
 		b.Errors += one.Errors
 	}
 	return b, nil
-}
-
-// runKillable runs cmd to its end, killing it if ctx ends first.
-func runKillable(ctx context.Context, cmd *exec.Cmd) error {
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-done
-		return ctx.Err()
-	}
 }
 
 // waitSession waits until a session is established, then drains the events.

@@ -132,8 +132,9 @@ func commandIn(ns string, argv ...string) *exec.Cmd {
 	return cmd
 }
 
-// runCtx runs cmd and kills its process group if ctx ends first.
-func runCtx(ctx context.Context, cmd *exec.Cmd) error {
+// RunCmd runs cmd (one of Host.Command's, which leads its own process group) to its
+// end, and kills its process group if ctx ends first.
+func RunCmd(ctx context.Context, cmd *exec.Cmd) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -413,7 +414,7 @@ func Exec(ctx context.Context, ns string, stdin []byte, argv ...string) ([]byte,
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runCtx(ctx, cmd); err != nil {
+	if err := RunCmd(ctx, cmd); err != nil {
 		if !Exists(ns) {
 			return out.Bytes(), goneError{ns}
 		}
