@@ -328,31 +328,43 @@ func (r *runner) baseline(ctx context.Context) {
 		return
 	}
 	path := r.lockPath + "-baseline"
-	if r.cfg.Baseline {
-		rng := r.slotRNG(-1)
-		var mu sync.Mutex
-		hold := func(int) time.Duration {
-			mu.Lock()
-			defer mu.Unlock()
-			return r.cfg.Workload.Next(rng, -1).Hold
-		}
-		b, err := runBaseline(ctx, r.network, r.connect, path, r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
-		if r.fail(err, "baseline") != nil {
-			return
-		}
-		r.out.Baseline = &b
-		r.logf("baseline: plain go-zookeeper loop, %d goroutines in the harness: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
+	if r.cfg.Baseline && !r.goroutineBaseline(ctx, path) {
+		return
 	}
 	if len(r.cfg.BaselineArgv) > 0 {
-		w := r.cfg.Workload.Defaults()
-		b, err := runBaselineProcesses(ctx, r.cfg.BaselineArgv, r.hosts[:r.cfg.Workers], r.connect, path+"-processes", r.cfg.Duration, r.cfg.SessionTimeout,
-			w.HoldMin, w.HoldMax, uint64(r.cfg.Seed))
-		if r.fail(err, "baseline (processes)") != nil {
-			return
-		}
-		r.out.BaselineProcesses = &b
-		r.logf("baseline: plain go-zookeeper loop, %d processes in the worker namespaces: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
+		r.processBaseline(ctx, path+"-processes")
 	}
+}
+
+// goroutineBaseline runs the plain loop as goroutines of this process on lock path;
+// false when it failed the run.
+func (r *runner) goroutineBaseline(ctx context.Context, path string) bool {
+	rng := r.slotRNG(-1)
+	var mu sync.Mutex
+	hold := func(int) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.cfg.Workload.Next(rng, -1).Hold
+	}
+	b, err := runBaseline(ctx, r.network, r.connect, path, r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
+	if r.fail(err, "baseline") != nil {
+		return false
+	}
+	r.out.Baseline = &b
+	r.logf("baseline: plain go-zookeeper loop, %d goroutines in the harness: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
+	return true
+}
+
+// processBaseline runs the plain loop as one process per worker slot on lock path.
+func (r *runner) processBaseline(ctx context.Context, path string) {
+	w := r.cfg.Workload.Defaults()
+	b, err := runBaselineProcesses(ctx, r.cfg.BaselineArgv, r.hosts[:r.cfg.Workers], r.connect, path, r.cfg.Duration, r.cfg.SessionTimeout,
+		w.HoldMin, w.HoldMax, uint64(r.cfg.Seed))
+	if r.fail(err, "baseline (processes)") != nil {
+		return
+	}
+	r.out.BaselineProcesses = &b
+	r.logf("baseline: plain go-zookeeper loop, %d processes in the worker namespaces: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
 }
 
 // tearDown heals, closes the history, stops the servers and removes the network,
