@@ -7,12 +7,7 @@
 # budget (BUDGET, default 5m). ONLY=hand or ONLY=explore runs one of the two tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=bin/zlockcheck
-go build -o "$bin" ./cmd/zlockcheck
-# ZLC_LOCK=FILE runs each run under flock FILE (a machine shared with other suites).
-locked() { if [ -n "${ZLC_LOCK:-}" ]; then flock "$ZLC_LOCK" "$@"; else "$@"; fi; }
-store=$(mktemp -d)
-trap 'rm -rf "$store"' EXIT
+. bench/common.sh
 seeds=${SEEDS:-5}
 time=${TIME:-30s}
 # mutant | label | arguments

@@ -10,11 +10,7 @@
 # runs each run under flock FILE (a machine shared with other suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=bin/zlockcheck
-go build -o "$bin" ./cmd/zlockcheck
-locked() { if [ -n "${ZLC_LOCK:-}" ]; then flock "$ZLC_LOCK" "$@"; else "$@"; fi; }
-store=$(mktemp -d)
-trap 'rm -rf "$store"' EXIT
+. bench/common.sh
 time=${TIME:-20s}
 echo "## The herd effect's cost ($(date -u +%F), one run of $time each, 3 servers, no faults)"
 printf '| workers | recipe | verdict | lock cycles/s | reads per grant | requests per grant | waiters (mean, max) | herd |\n'

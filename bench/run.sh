@@ -19,11 +19,8 @@
 # checker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=bin/zlockcheck
-go build -o "$bin" ./cmd/zlockcheck
+. bench/common.sh
 want() { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $1 "* ]]; }
-store=$(mktemp -d)
-trap 'rm -rf "$store"' EXIT
 echo "# zlockcheck benchmarks ($(date -u +%F), $(nproc) cores, $(free -g | awk '/Mem/{print $2}') GiB)"
 echo
 if want overhead; then

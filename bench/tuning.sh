@@ -8,10 +8,7 @@
 # elapsed: 2.00 means both cores busy). Then the fsync latency of the store's disk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=bin/zlockcheck
-go build -o "$bin" ./cmd/zlockcheck
-store=$(mktemp -d "${TMPDIR:-/tmp}/zlc-bench-tuning.XXXXXX")
-trap 'rm -rf "$store"' EXIT
+. bench/common.sh
 time=${TIME:-20s}
 reps=${REPS:-2}
 # label | extra arguments

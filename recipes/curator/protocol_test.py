@@ -249,57 +249,50 @@ class Worker:
         self.p.stdin.write((line + "\n").encode())
         self.p.stdin.flush()
 
-    def req(self, op, timeout=20, **fields):
+    def _send(self, op, fields):
+        """Sends request op with fields under a fresh id; returns the id and the message."""
         rid = self.next_id
         self.next_id += 1
         msg = {"id": rid, "op": op}
         msg.update(fields)
-        t0 = time.monotonic()
         self.send_raw(json.dumps(msg))
-        deadline = t0 + timeout
+        return rid, msg
+
+    def _answer(self, rid, msg, deadline):
+        """The next message for request rid (events are kept aside), by deadline."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError("%s: no reply to %s within %ss" % (self.name, msg, timeout))
+                raise AssertionError("%s: no reply to %s in time" % (self.name, msg))
             try:
                 m = self._take(left)
             except queue.Empty:
                 continue
             if m is None:
-                raise AssertionError("%s: exited (rc %s) before replying to %s" % (self.name, self.p.wait(), msg))
+                raise AssertionError("%s: exited (rc %s) before answering %s" % (self.name, self.p.wait(), msg))
             if "event" in m:
                 continue
             if m.get("id") != rid:
-                raise AssertionError("%s: reply %s does not answer %s" % (self.name, m, msg))
-            m["_ms"] = (time.monotonic() - t0) * 1000
+                raise AssertionError("%s: %s does not answer %s" % (self.name, m, msg))
             return m
+
+    def req(self, op, timeout=20, **fields):
+        t0 = time.monotonic()
+        rid, msg = self._send(op, fields)
+        m = self._answer(rid, msg, t0 + timeout)
+        m["_ms"] = (time.monotonic() - t0) * 1000
+        return m
 
     def cycle(self, timeout=30, **fields):
         """Protocol v2: sends a cycle request; returns its step reports and reply. Each
         report's mono_ns (System.nanoTime, CLOCK_MONOTONIC like time.monotonic_ns
         here) must lie between the send and its arrival, and go forward."""
-        rid = self.next_id
-        self.next_id += 1
-        msg = {"id": rid, "op": "cycle"}
-        msg.update(fields)
         sent = last = time.monotonic_ns()
-        self.send_raw(json.dumps(msg))
+        rid, msg = self._send("cycle", fields)
         deadline = time.monotonic() + timeout
         reports = []
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError("%s: no reply to %s within %ss" % (self.name, msg, timeout))
-            try:
-                m = self._take(left)
-            except queue.Empty:
-                continue
-            if m is None:
-                raise AssertionError("%s: exited (rc %s) during %s" % (self.name, self.p.wait(), msg))
-            if "event" in m:
-                continue
-            if m.get("id") != rid:
-                raise AssertionError("%s: %s does not belong to %s" % (self.name, m, msg))
+            m = self._answer(rid, msg, deadline)
             if "type" in m:
                 check(m["type"] == "ok", "%s: cycle reply ok" % self.name, str(m))
                 return reports, m
