@@ -51,14 +51,24 @@ func fake(mode string) []string {
 	return argv
 }
 
-// TestFakeThatKeepsEveryRulePasses: the suite itself raises no false alarm.
+// TestFakeThatKeepsEveryRulePasses: the suite itself raises no false alarm, on a
+// worker speaking v2 and on one speaking v3.
 func TestFakeThatKeepsEveryRulePasses(t *testing.T) {
-	t.Parallel()
-	rep := runFake(t, fake(""))
-	var b strings.Builder
-	rep.Write(&b)
-	if !rep.OK() || len(rep.Results) != len(Rules()) {
-		t.Fatalf("the fake that keeps every rule did not pass them all:\n%s", b.String())
+	for _, mode := range []string{"", "v3"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			t.Parallel()
+			rep := runFake(t, fake(mode))
+			var b strings.Builder
+			rep.Write(&b)
+			if !rep.OK() || len(rep.Results) != len(Rules()) {
+				t.Fatalf("the fake that keeps every rule did not pass them all:\n%s", b.String())
+			}
+			for _, res := range rep.Results {
+				if res.Skipped != "" {
+					t.Errorf("rule %s skipped: %s", res.Rule.Name, res.Skipped)
+				}
+			}
+		})
 	}
 }
 
@@ -87,6 +97,8 @@ func TestEveryRuleCanBreak(t *testing.T) {
 		{"refuse", fake("accept-any-kind"), "want fail, got ok"},
 		{"cycle", fake("cycle-no-hold"), "want at least hold_us"},
 		{"cycle-lost", fake("cycle-release-after-lost"), "no release after the lock was lost"},
+		{"cycle", fake("v3-invoke-reports"), "a v3 worker reports no invokes"},
+		{"cycle", fake("v3-reply-after-last"), "reply"},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {

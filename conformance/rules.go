@@ -33,8 +33,8 @@ func Rules() []Rule {
 		{"eof", "EOF on stdin: the worker exits 0 and its session ends (its lock is free at once)", checkEOF},
 		{"bad-request", "a request line that is malformed or out of order (acquire before init) makes the worker exit non-zero without replying", checkBadRequest},
 		{"refuse", "init with a kind the worker does not support is refused: fail, not ok or info", checkRefuse},
-		{"cycle", "v2 (skipped for a v1 worker): clock answers mono_ns; a cycle reports acquire and release as they happen, holds hold_us, times out after timeout_ms releasing nothing, and waits for a holder's release", checkCycle},
-		{"cycle-lost", "v2 (skipped for a v1 worker): a holder whose session expires during a cycle's hold sends lost and ends the cycle without a release", checkCycleLost},
+		{"cycle", "v2 and v3 (skipped for a v1 worker): clock answers mono_ns; a cycle reports acquire and release as they happen (v3: once per op, with invoke_ns, and no reply after the last report), holds hold_us, times out after timeout_ms releasing nothing, and waits for a holder's release", checkCycle},
+		{"cycle-lost", "v2 and v3 (skipped for a v1 worker): a holder whose session expires during a cycle's hold sends lost and ends the cycle without a release", checkCycleLost},
 	}
 }
 

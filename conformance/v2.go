@@ -7,10 +7,12 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// The rules of protocol v2 (README, "Worker protocol v2"): a worker that answers an
-// init offering v2 with "protocol":2 must answer clock, run cycle requests on its
-// own and report every step as it happens, with times of its own clock that the
-// harness can map onto its own. A v1 worker skips them.
+// The rules of protocols v2 and v3 (README, "Worker protocol v2", "Worker protocol
+// v3"): a worker that answers an init offering v3 with "protocol":2 or 3 must answer
+// clock, run cycle requests on its own and report every step as it happens, with
+// times of its own clock that the harness can map onto its own; in v3 one report per
+// op, its completion with its invoke's time, and no reply when the last report ends
+// the cycle. A v1 worker skips them.
 
 // v2Hold is how long the rules' cycles hold.
 const v2Hold = 300 * time.Millisecond
@@ -20,6 +22,8 @@ const v2Hold = 300 * time.Millisecond
 type clockV2 struct {
 	start       time.Time
 	offset, err time.Duration
+	// protocol is the version the worker agreed: 2 or 3.
+	protocol int
 }
 
 // now is the suite's clock.
@@ -28,8 +32,9 @@ func (c *clockV2) now() time.Duration { return time.Since(c.start) }
 // at maps a worker time onto the suite's clock.
 func (c *clockV2) at(mono int64) time.Duration { return time.Duration(mono) - c.offset }
 
-// readyV2 starts worker name and inits it offering v2; it is skipped unless the
-// worker agrees, and its clock is measured (three clock requests, the fastest wins).
+// readyV2 starts worker name and inits it offering the newest protocol; it is
+// skipped unless the worker agrees to v2 or later, and its clock is measured (three
+// clock requests, the fastest wins).
 func (e *env) readyV2(name string) (*worker, *clockV2, error) {
 	w, err := e.start(name)
 	if err != nil {
@@ -38,13 +43,16 @@ func (e *env) readyV2(name string) (*worker, *clockV2, error) {
 	req := e.initRequest(w, string(e.cfg.Kind), len(e.workers))
 	req.Protocol = workloads.ProtocolVersion
 	m, err := w.call(e.ctx, req, e.bounds().InitReplyLimit())
-	if err := want(err, m, name+" init offering protocol 2", workloads.ReplyOK); err != nil {
+	if err := want(err, m, fmt.Sprintf("%s init offering protocol %d", name, req.Protocol), workloads.ReplyOK); err != nil {
 		return nil, nil, err
 	}
-	if m.Protocol < 2 {
-		return nil, nil, skipped("the worker speaks protocol v1 (its init reply has no \"protocol\":2)")
+	switch {
+	case m.Protocol < workloads.ProtocolV2:
+		return nil, nil, skipped("the worker speaks protocol v1 (its init reply has no \"protocol\":2 or 3)")
+	case m.Protocol > req.Protocol:
+		return nil, nil, fmt.Errorf("%s init: agreed protocol %d, more than the %d offered", name, m.Protocol, req.Protocol)
 	}
-	c := &clockV2{start: time.Now(), err: time.Hour}
+	c := &clockV2{start: time.Now(), err: time.Hour, protocol: m.Protocol}
 	var last int64
 	for range 3 {
 		t0 := c.now()
@@ -74,9 +82,11 @@ type report struct {
 // step names a report for messages.
 func (r report) step() string { return r.m.F + " " + r.m.Step }
 
-// cycle sends a cycle request and collects its reports until the reply, within
-// limit. Each report's time must lie between the send and its arrival (within the
-// clock's error), and go forward.
+// cycle sends a cycle request of depth 1 and collects its reports until it ends,
+// within limit: at the reply (v2; v3 after a lost hold) or (v3) at the report that
+// ends it, an acquire's fail or info or the release's outcome; a v3 completion is
+// taken as its invoke and its completion. Each report's time must lie between the
+// send and its arrival (within the clock's error), and go forward.
 func (e *env) cycle(w *worker, c *clockV2, req workloads.Request, limit time.Duration) ([]report, error) {
 	req.ID, req.Op = w.id(), workloads.OpCycle
 	sent := c.now()
@@ -92,17 +102,42 @@ func (e *env) cycle(w *worker, c *clockV2, req workloads.Request, limit time.Dur
 		if !m.IsReport() {
 			return reports, want(nil, m, w.name+" cycle's reply", workloads.ReplyOK)
 		}
-		r := report{m: m, at: c.at(*m.MonoNS), read: c.now()}
-		floor := sent
-		if len(reports) > 0 {
-			floor = reports[len(reports)-1].at
+		got, err := c.reports(m, c.now())
+		if err != nil {
+			return reports, fmt.Errorf("%s cycle: %w", w.name, err)
 		}
-		if r.at < floor-c.err || r.at > r.read+c.err {
-			return reports, fmt.Errorf("%s cycle: report %q at %s on the suite's clock, want between %s (the send or the last report) and %s (its arrival), ± %s",
-				w.name, r.step(), r.at, floor, r.read, c.err)
+		for _, r := range got {
+			floor := sent
+			if len(reports) > 0 {
+				floor = reports[len(reports)-1].at
+			}
+			if r.at < floor-c.err || r.at > r.read+c.err {
+				return reports, fmt.Errorf("%s cycle: report %q at %s on the suite's clock, want between %s (the send or the last report) and %s (its arrival), ± %s",
+					w.name, r.step(), r.at, floor, r.read, c.err)
+			}
+			reports = append(reports, r)
 		}
-		reports = append(reports, r)
+		if c.protocol >= workloads.ProtocolV3 && (m.F == workloads.OpRelease || m.Step != workloads.StepOK) {
+			return reports, w.settled(e.ctx)
+		}
 	}
+}
+
+// reports turns report m, read at read, into the steps it stands for: itself in v2;
+// in v3, where it must be a completion with invoke_ns, its invoke and its completion.
+func (c *clockV2) reports(m workloads.Message, read time.Duration) ([]report, error) {
+	done := report{m: m, at: c.at(*m.MonoNS), read: read}
+	switch {
+	case c.protocol < workloads.ProtocolV3:
+		return []report{done}, nil
+	case m.Step == workloads.StepInvoke:
+		return nil, fmt.Errorf("report %q: a v3 worker reports no invokes (the completion carries invoke_ns)", done.step())
+	case m.InvokeNS == nil:
+		return nil, fmt.Errorf("report %q: a v3 completion needs invoke_ns", done.step())
+	}
+	inv := m
+	inv.Step, inv.MonoNS, inv.InvokeNS, inv.Token, inv.Error = workloads.StepInvoke, m.InvokeNS, nil, nil, ""
+	return []report{{m: inv, at: c.at(*m.InvokeNS), read: read}, done}, nil
 }
 
 // wantSteps checks the reports' steps, in order.
@@ -198,7 +233,7 @@ func checkCycleWaits(e *env, a, b *worker, c *clockV2, plan workloads.Request) e
 // checkCycleLost: A's session expires during its cycle's hold: A sends lost and ends
 // the cycle without a release, and B gets the lock.
 func checkCycleLost(e *env) error {
-	a, _, err := e.readyV2("A")
+	a, c, err := e.readyV2("A")
 	if err != nil {
 		return err
 	}
@@ -217,7 +252,11 @@ func checkCycleLost(e *env) error {
 		return err
 	}
 	limit := e.bounds().ReplyLimit(acquireTimeout)
-	for _, step := range []string{"acquire invoke", "acquire ok"} {
+	grant := []string{"acquire invoke", "acquire ok"}
+	if c.protocol >= workloads.ProtocolV3 {
+		grant = grant[1:]
+	}
+	for _, step := range grant {
 		m, err := a.await(e.ctx, limit)
 		if err == nil && (!m.IsReport() || m.F+" "+m.Step != step) {
 			err = fmt.Errorf("want the report %q, got %s %s %s", step, m.F, m.Step, m.Type)

@@ -244,6 +244,25 @@ func (w *worker) await(ctx context.Context, limit time.Duration) (workloads.Mess
 	}
 }
 
+// settled ends the request in flight without a reply (a v3 cycle its last report
+// ended): a reply to it then, or one already come, is a violation.
+func (w *worker) settled(ctx context.Context) error {
+	w.mu.Lock()
+	w.inFlight = nil
+	w.mu.Unlock()
+	select {
+	case m := <-w.replies:
+		return fmt.Errorf("%s: %s %q after the report that ended the cycle (v3 sends no reply then)", w.name, m.Type, m.Error)
+	case <-w.violated:
+		v := w.Violations()
+		return fmt.Errorf("protocol violation: %s", v[len(v)-1])
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+		return nil
+	}
+}
+
 // call sends req and waits up to limit for its reply.
 func (w *worker) call(ctx context.Context, req workloads.Request, limit time.Duration) (workloads.Message, error) {
 	if err := w.send(req); err != nil {

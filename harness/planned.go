@@ -9,18 +9,21 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// Protocol v2: the worker runs a whole lock cycle on its own (workloads.OpCycle) and
-// reports each step as it happens, stamped with its own monotonic clock; the harness
-// maps those times onto the run's clock (workerClock) and records the ops with them.
-// No pipe hop or harness wake-up sits between a grant and the hold, or between the
-// hold's end and the release. The harness walks the same workloads.Cycle as in v1,
-// step by step as the reports come, so both protocols record the same ops.
+// Protocols v2 and v3: the worker runs a whole lock cycle on its own
+// (workloads.OpCycle) and reports each step as it happens, stamped with its own
+// monotonic clock; the harness maps those times onto the run's clock (workerClock)
+// and records the ops with them. No pipe hop or harness wake-up sits between a grant
+// and the hold, or between the hold's end and the release. v2 reports each invoke
+// and each completion and replies at the end; v3 reports each op once, its
+// completion with its invoke's time, and replies only when no report ended the cycle
+// (the lock was lost during the hold). The harness walks the same workloads.Cycle as
+// in v1, step by step as the reports come, so every protocol records the same ops.
 
-// clockSamples is how many clock requests the harness sends a v2 worker after init;
+// clockSamples is how many clock requests the harness sends a v2 or v3 worker after init;
 // the one answered fastest gives the offset.
 const clockSamples = 5
 
-// workerClock maps a v2 worker's monotonic clock onto the run's (ns since the
+// workerClock maps a v2 or v3 worker's monotonic clock onto the run's (ns since the
 // recorder's start). The worker read its clock at some moment between the harness's
 // send of a clock request and its read of the reply, so the offset is known to within
 // half that round trip (err). Invokes are recorded err earlier and completions err
@@ -38,7 +41,7 @@ func (c workerClock) invokeAt(mono int64) int64 { return mono - c.offset - c.err
 // completeAt is the run time to record a completion the worker stamped mono at.
 func (c workerClock) completeAt(mono int64) int64 { return mono - c.offset + c.err }
 
-// syncClock measures a v2 worker's clock offset (clockSamples round trips).
+// syncClock measures a v2 or v3 worker's clock offset (clockSamples round trips).
 func (s *session) syncClock() error {
 	best := workerClock{err: math.MaxInt64}
 	for range clockSamples {
@@ -60,95 +63,219 @@ func (s *session) syncClock() error {
 		}
 	}
 	s.w.clock = best
-	s.r.logf("worker %d: protocol v2, its clock known to within %s", s.w.Process(), time.Duration(best.err))
+	s.r.logf("worker %d: protocol v%d, its clock known to within %s", s.w.Process(), s.w.protocol, time.Duration(best.err))
 	return nil
 }
 
-// runPlanned sends the cycle's plan (its v2 request) and follows the worker's
+// runPlanned sends the cycle's plan (its OpCycle request) and follows the worker's
 // reports through the cycle: each report must be the step the cycle expects next. A
 // lost event while holding with nothing in flight ends the cycle (the worker then
-// releases nothing); the worker's reply to the plan ends it on the worker's side.
+// releases nothing); in v2 the worker's reply to the plan ends it on the worker's
+// side, in v3 the cycle's last report does (a reply only after a lost hold).
 func (s *session) runPlanned(plan workloads.Request, limit func(workloads.Step) time.Duration) {
-	c := s.cycle
+	p := &planned{s: s, v3: s.w.protocol >= workloads.ProtocolV3, since: s.r.rec.now()}
 	id, err := s.w.send(plan)
 	if err != nil {
 		s.crash("", fmt.Errorf("write to worker: %w", err))
 		return
 	}
-	inFlight := false
-	for !s.dead {
-		step, _ := c.Next()
-		s.publish()
-		wait := limit(step)
-		if step.IsHold() {
-			wait += step.Hold
+	// The acquire is under way from here: the stall watch counts it as tried.
+	s.r.rec.attempted(p.since)
+	p.id = id
+	for !s.dead && p.next(limit) {
+	}
+}
+
+// planned is the harness's side of one planned cycle.
+type planned struct {
+	s  *session
+	id int64
+	v3 bool
+	// inFlight (v2): the op the cycle expects next was reported invoked.
+	inFlight bool
+	// since (v3) is the earliest time the op the cycle expects next may have been
+	// invoked: the plan's send, then the last completion, then the hold's end.
+	since int64
+	// lost (v3) is a lost event that came while holding: it ended the hold if the
+	// reply comes next, and is void if a report does (its op was in flight).
+	lost *lostEvent
+}
+
+// lostEvent is a lost event held back until the next line says what it ended.
+type lostEvent struct {
+	at  int64
+	msg workloads.Message
+}
+
+// next takes the cycle one line further; false once it is over (or the worker is).
+func (p *planned) next(limit func(workloads.Step) time.Duration) bool {
+	s, c := p.s, p.s.cycle
+	step, more := c.Next()
+	s.publish()
+	if !more && p.v3 {
+		return false
+	}
+	wait := limit(step)
+	if step.IsHold() {
+		wait += step.Hold
+	}
+	m, err := s.awaitReport(p.id, wait, p.event)
+	if err != nil {
+		p.crash(step, err)
+		return false
+	}
+	// An event may have ended the cycle meanwhile (lost while holding).
+	step, more = c.Next()
+	if !m.msg.IsReport() {
+		p.replied(m, step, more)
+		return false
+	}
+	if p.lost != nil {
+		s.r.logf("worker %d: lost event while an op was in flight (its outcome decides): %s", s.w.Process(), p.lost.msg.Error)
+		p.lost = nil
+	}
+	if more && step.IsHold() && p.endsHold(m.msg) {
+		c.Done(workloads.Message{})
+		step, more = c.Next()
+	}
+	if !more || !p.matches(m.msg, step) {
+		want := "reply (the cycle is over)"
+		if more {
+			want = p.expected(step)
 		}
-		m, err := s.awaitReport(id, wait, inFlight)
-		openOp := ""
-		if inFlight {
-			openOp = step.F
+		p.crash(step, s.violation(m, fmt.Sprintf("cycle %d: want its %s", p.id, want)))
+		return false
+	}
+	p.record(m.msg, step)
+	return true
+}
+
+// endsHold says whether report m is the first one after the hold.
+func (p *planned) endsHold(m workloads.Message) bool {
+	if p.v3 {
+		return m.F == workloads.OpRelease
+	}
+	return m.Step == workloads.StepInvoke
+}
+
+// record records what report m says of step: v2 an invoke or a completion, v3 both.
+func (p *planned) record(m workloads.Message, step workloads.Step) {
+	s, clock := p.s, p.s.w.clock
+	if !p.inFlight {
+		at := *m.MonoNS
+		if p.v3 {
+			at = *m.InvokeNS
 		}
-		if err != nil {
-			s.crash(openOp, err)
+		s.invoked(step, clock.invokeAt(at))
+		if !p.v3 {
+			p.inFlight = true
 			return
 		}
-		// An event may have ended the cycle meanwhile (lost while holding).
-		step, more := c.Next()
-		if !m.msg.IsReport() {
-			if more {
-				s.crash(openOp, s.violation(m, fmt.Sprintf("cycle %d: the reply came before its %s", id, expected(step, inFlight))))
-			}
-			return
-		}
-		if more && step.IsHold() && m.msg.Step == workloads.StepInvoke {
-			c.Done(workloads.Message{})
-			step, more = c.Next()
-		}
-		if !more || !matches(m.msg, step, inFlight) {
-			want := "reply (the cycle is over)"
-			if more {
-				want = expected(step, inFlight)
-			}
-			s.crash(openOp, s.violation(m, fmt.Sprintf("cycle %d: want its %s", id, want)))
-			return
-		}
-		if !inFlight {
-			s.invoked(step, s.w.clock.invokeAt(*m.msg.MonoNS))
-			inFlight = true
-			continue
-		}
-		reply := workloads.Message{Type: m.msg.Step, Error: m.msg.Error, Token: m.msg.Token}
-		s.completed(step, reply, s.w.clock.completeAt(*m.msg.MonoNS))
-		inFlight = false
+	}
+	reply := workloads.Message{Type: m.Step, Error: m.Error, Token: m.Token}
+	done := clock.completeAt(*m.MonoNS)
+	s.completed(step, reply, done)
+	p.inFlight, p.since = false, done
+	if !p.v3 {
+		return
+	}
+	if next, more := s.cycle.Next(); more && next.IsHold() {
+		// The worker starts its hold after this report: no release before its end.
+		p.since = clock.invokeAt(*m.MonoNS + next.Hold.Nanoseconds())
+		s.w.holdEnd.Store(p.since)
+	}
+}
+
+// replied handles the worker's reply to the plan: the cycle must be over, or (v3)
+// a lost event held back ended it.
+func (p *planned) replied(m workerMsg, step workloads.Step, more bool) {
+	s := p.s
+	if p.lost != nil && more {
+		s.lose(p.lost.msg, p.lost.at)
+		step, more = s.cycle.Next()
+	}
+	if more {
+		p.crash(step, s.violation(m, fmt.Sprintf("cycle %d: the reply came before its %s", p.id, p.expected(step))))
+	}
+}
+
+// event handles an event during the cycle. A lost event while the cycle holds a
+// level with nothing in flight ends it (the worker releases nothing more); v3 holds
+// it back, for only the next line tells whether an op was in flight.
+func (p *planned) event(m workloads.Message) {
+	s := p.s
+	if m.Event != workloads.EventLost || p.inFlight || !p.holds() {
+		s.event(m, p.inFlight)
+		return
+	}
+	if p.v3 {
+		p.lost = &lostEvent{at: s.r.rec.now(), msg: m}
+		return
+	}
+	s.lose(m, s.r.rec.now())
+}
+
+// holds says whether the cycle holds a level: holding, or between the releases of
+// a nested cycle (releasing, the outermost release not yet begun).
+func (p *planned) holds() bool {
+	if p.s.cycle == nil {
+		return false
+	}
+	st := p.s.cycle.State()
+	return st == workloads.Holding || st == workloads.Releasing
+}
+
+// crash ends the worker during the cycle. In v3 an op the worker has not reported
+// may be under way: it is recorded as invoked at the earliest moment it could have
+// been (wider than the truth, never narrower), and completes as info.
+func (p *planned) crash(step workloads.Step, why error) {
+	s := p.s
+	switch {
+	case p.inFlight:
+		s.crash(step.F, why)
+	case p.v3 && !step.IsHold() && step.F != "":
+		s.invoked(step, p.since)
+		s.crash(step.F, why)
+	default:
+		s.crash("", why)
 	}
 }
 
 // expected words what a cycle expects next, for a violation's message.
-func expected(step workloads.Step, inFlight bool) string {
+func (p *planned) expected(step workloads.Step) string {
 	switch {
 	case step.IsHold():
+		if p.v3 {
+			return "release report (after the hold)"
+		}
 		return "release invoke (after the hold)"
-	case inFlight:
+	case p.v3:
+		return step.Request.Op + " report"
+	case p.inFlight:
 		return step.Request.Op + " completion"
 	}
 	return step.Request.Op + " invoke"
 }
 
-// matches says whether report m is step's invoke (or, inFlight, its completion).
-func matches(m workloads.Message, step workloads.Step, inFlight bool) bool {
+// matches says whether report m is what the cycle expects: in v2 step's invoke (or,
+// in flight, its completion), in v3 step's completion with its invoke time.
+func (p *planned) matches(m workloads.Message, step workloads.Step) bool {
 	if step.IsHold() || m.F != step.Request.Op {
 		return false
 	}
-	return (m.Step == workloads.StepInvoke) != inFlight
+	if p.v3 {
+		return m.Step != workloads.StepInvoke && m.InvokeNS != nil
+	}
+	return m.InvokeNS == nil && (m.Step == workloads.StepInvoke) != p.inFlight
 }
 
-// awaitReport waits for the next step report or reply to cycle request id, handling
-// events meanwhile (a lost event while holding, nothing in flight, ends the cycle).
+// awaitReport waits for the next step report or reply to cycle request id, handing
+// events to event meanwhile.
 // A worker stopped by a signal (client-pause) is waited for however long it stays
 // stopped: its hold, or its op, goes on when it runs again. It returns an error when
 // the worker crashed, broke the protocol, went quiet for limit while running, or the
 // run ended hard.
-func (s *session) awaitReport(id int64, limit time.Duration, inFlight bool) (workerMsg, error) {
+func (s *session) awaitReport(id int64, limit time.Duration, event func(workloads.Message)) (workerMsg, error) {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	for {
@@ -158,7 +285,7 @@ func (s *session) awaitReport(id int64, limit time.Duration, inFlight bool) (wor
 			case m.crashed != nil:
 				return workerMsg{}, m.crashed
 			case m.msg.Event != "":
-				s.event(m.msg, inFlight)
+				event(m.msg)
 				continue
 			case *m.msg.ID != id:
 				return workerMsg{}, s.violation(m, fmt.Sprintf("a reply with id %d while cycle %d was in flight", *m.msg.ID, id))

@@ -16,10 +16,10 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// These tests drive the harness's side of protocol v2 (planned.go) against a FAKE
-// worker: a goroutine of the test, not a process, that reads the requests and
-// writes the lines a v2 worker would (script), with times of a clock that runs
-// clockAhead ahead of the run's. No ZooKeeper, no lock.
+// These tests drive the harness's side of protocols v2 and v3 (planned.go) against a
+// FAKE worker: a goroutine of the test, not a process, that reads the requests and
+// writes the lines a v2 (or v3) worker would (script), with times of a clock that
+// runs clockAhead ahead of the run's. No ZooKeeper, no lock.
 
 const clockAhead = 5 * time.Second
 
@@ -68,7 +68,8 @@ func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Reques
 	msgs := make(chan workerMsg, 64)
 	// The fake's pid is the test's own (never stopped), for processStopped.
 	self, _ := os.FindProcess(os.Getpid())
-	w := &worker{stdin: stdin, msgs: msgs, exited: make(chan struct{}), protocol: 2, cmd: &exec.Cmd{Process: self}}
+	w := &worker{stdin: stdin, msgs: msgs, exited: make(chan struct{}), protocol: 2, cmd: &exec.Cmd{Process: self},
+		now: r.rec.now}
 	w.process.Store(7)
 	s := &session{r: r, w: w, key: cfg.Workload.Key}
 	f := &fakeV2{t: t, s: s, out: msgs}
@@ -92,8 +93,8 @@ func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Reques
 	return s, path
 }
 
-// planned runs one mutex cycle of a 1 ms hold through s.
-func planned(t *testing.T, s *session) {
+// runOneCycle runs one mutex cycle of a 1 ms hold through s.
+func runOneCycle(t *testing.T, s *session) {
 	t.Helper()
 	if err := s.syncClock(); err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestPlannedCycleRecordsTheWorkersTimes(t *testing.T) {
 		f.report(req.ID, workloads.StepOK, workloads.OpRelease)
 		f.reply(req.ID)
 	})
-	planned(t, s)
+	runOneCycle(t, s)
 	if s.dead || len(s.r.violations) > 0 {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
@@ -187,7 +188,7 @@ func TestPlannedCycleLostEndsTheHold(t *testing.T) {
 		f.say(workloads.Message{Event: workloads.EventLost, Error: "fake: session expired"})
 		f.reply(req.ID)
 	})
-	planned(t, s)
+	runOneCycle(t, s)
 	if s.dead || len(s.r.violations) > 0 {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
@@ -203,7 +204,7 @@ func TestPlannedCycleOutOfOrderIsAViolation(t *testing.T) {
 		f.report(req.ID, workloads.StepInvoke, workloads.OpAcquire)
 		f.report(req.ID, workloads.StepInvoke, workloads.OpRelease)
 	})
-	planned(t, s)
+	runOneCycle(t, s)
 	if !s.dead || len(s.r.violations) != 1 || !strings.Contains(s.r.violations[0], "want its acquire completion") {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
@@ -221,7 +222,7 @@ func TestV1WorkerGetsSteps(t *testing.T) {
 		f.reply(req.ID)
 	})
 	s.w.protocol = 1
-	planned(t, s)
+	runOneCycle(t, s)
 	if got, want := strings.Join(ops, " "), "acquire release"; got != want {
 		t.Errorf("requests %q, want %q", got, want)
 	}

@@ -56,11 +56,19 @@ func (r *recorder) recordAt(op histories.Op, t int64) {
 	if !op.Process.Nemesis && op.F == histories.FAcquire {
 		switch op.Type {
 		case histories.Invoke:
-			r.lastAttempt = op.Time
+			r.lastAttempt = max(r.lastAttempt, op.Time)
 		case histories.OK:
-			r.lastGrant = op.Time
+			r.lastGrant = max(r.lastGrant, op.Time)
 		}
 	}
+}
+
+// attempted notes an acquire under way from t that is not recorded yet (a v3
+// worker reports its invoke with its completion), for the stall watchdog.
+func (r *recorder) attempted(t int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastAttempt = max(r.lastAttempt, t)
 }
 
 // sinceGrant says how long ago the lock was last granted (or the run started), and

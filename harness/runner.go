@@ -355,6 +355,7 @@ func (r *runner) startSession(ctx context.Context, slot int) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
+		w.now = r.rec.now
 		s := &session{r: r, w: w, key: r.cfg.Workload.Key}
 		if err := s.init(); err != nil {
 			w.kill()

@@ -48,6 +48,9 @@ func (s *session) publish() {
 	if s.cycle != nil {
 		state = s.cycle.State()
 	}
+	if state != workloads.Holding {
+		s.w.holdEnd.Store(0)
+	}
 	s.w.setState(state)
 }
 
@@ -90,8 +93,8 @@ func (s *session) init() error {
 		}
 		return err
 	}
-	if reply.Protocol >= 2 {
-		s.w.protocol = 2
+	if reply.Protocol >= workloads.ProtocolV2 {
+		s.w.protocol = min(reply.Protocol, workloads.ProtocolVersion)
 		return s.syncClock()
 	}
 	return nil
@@ -165,19 +168,26 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 		s.r.logf("worker %d: lost event while not holding (ignored): %s", s.w.Process(), m.Error)
 		return
 	}
+	s.lose(m, s.r.rec.now())
+}
+
+// lose ends the cycle's hold as lost event m says, at time at: a release that
+// completed at that moment, lost.
+func (s *session) lose(m workloads.Message, at int64) {
 	inv := s.lockOp(histories.Invoke, histories.FRelease)
 	inv.Lost, inv.Error = true, m.Error
-	s.r.rec.record(inv)
+	s.r.rec.recordAt(inv, at)
 	done := s.lockOp(histories.OK, histories.FRelease)
 	done.Lost, done.Error = true, m.Error
-	s.r.rec.record(done)
+	s.r.rec.recordAt(done, at)
 	s.cycle.Lost()
 	s.publish()
 }
 
 // crash records the end of a worker that died or must be abandoned: its open op
 // completes as info; a hold it had ends at some unknown time from now (a release
-// invoke now, completed as info).
+// invoke now, completed as info; or at the end of a v3 hold if that came first, for
+// the worker may have begun its release unreported).
 func (s *session) crash(openOp string, why error) {
 	s.dead = true
 	if openOp != "" {
@@ -189,7 +199,11 @@ func (s *session) crash(openOp string, why error) {
 	// the lock's key it settles the hold; a counter read or write leaves the lock held,
 	// released here on the lock's key.)
 	if s.cycle != nil && s.cycle.State() == workloads.Holding && (openOp == "" || s.step.Key != s.key) {
-		s.r.rec.record(s.lockOp(histories.Invoke, histories.FRelease))
+		at := s.r.rec.now()
+		if end := s.w.holdEnd.Load(); end != 0 {
+			at = min(at, end)
+		}
+		s.r.rec.recordAt(s.lockOp(histories.Invoke, histories.FRelease), at)
 		op := s.lockOp(histories.Info, histories.FRelease)
 		op.Error = why.Error()
 		s.r.rec.record(op)

@@ -38,10 +38,15 @@ type worker struct {
 	msgs    chan workerMsg
 	exited  chan struct{}
 	nextID  int64
-	// protocol is the version the worker speaks (1 unless its init reply said 2).
+	// protocol is the version the worker speaks (1 unless its init reply said more).
 	protocol int
-	// clock maps a v2 worker's step times onto the run's clock.
+	// clock maps a v2 or v3 worker's step times onto the run's clock.
 	clock workerClock
+	// now is the run's clock (ns since its start), for holdEnd.
+	now func() int64
+	// holdEnd (v3) is when the hold of a worker in state Holding runs out on the
+	// run's clock (0: unknown): from then on it may be releasing unreported.
+	holdEnd atomic.Int64
 
 	// state is where the worker stands in its lock cycle (a workloads.State),
 	// published by its session for the nemesis and the orphan watch.
@@ -146,8 +151,18 @@ func (w *worker) send(req workloads.Request) (int64, error) {
 	return req.ID, err
 }
 
-// State says where the worker stands in its lock cycle.
-func (w *worker) State() workloads.State { return workloads.State(w.state.Load()) }
+// State says where the worker stands in its lock cycle. A v3 worker reports no
+// release invoke: once its hold has run out it counts as releasing, unless it is
+// stopped (client-pause), for a stopped worker cannot end its critical section.
+func (w *worker) State() workloads.State {
+	s := workloads.State(w.state.Load())
+	if s == workloads.Holding {
+		if end := w.holdEnd.Load(); end != 0 && w.now() >= end && !processStopped(w.Pid()) {
+			return workloads.Releasing
+		}
+	}
+	return s
+}
 
 func (w *worker) setState(s workloads.State) { w.state.Store(int32(s)) }
 

@@ -8,9 +8,9 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// Protocol v2's cycle request: the worker runs a whole lock cycle on its own and
-// reports each step as it happens, with its own monotonic time (README, "Worker
-// protocol v2").
+// Protocols v2 and v3's cycle request: the worker runs a whole lock cycle on its own
+// and reports each step as it happens, with its own monotonic time (README, "Worker
+// protocol v2", "Worker protocol v3").
 
 // holdWatch is where a running cycle and the recipe's lost event agree whether the
 // lock was lost while held with nothing in flight: then the lost event is sent and
@@ -44,7 +44,8 @@ func (s *server) mono() int64 { return time.Since(s.start).Nanoseconds() }
 // cycle runs a cycle request: acquire (depth levels; a failed nested acquire ends
 // the acquiring), hold, release the levels held (a failed release ends the
 // releasing), each step reported; an info outcome or a lost lock ends the cycle at
-// once. Then the reply.
+// once. Then the reply: in v2 always; in v3 only when no report ended the cycle (the
+// lock was lost during the hold), for the harness knows a cycle's last report.
 func (s *server) cycle(ctx context.Context, req workloads.Request) error {
 	h := &s.hold
 	h.mu.Lock()
@@ -56,30 +57,34 @@ func (s *server) cycle(ctx context.Context, req workloads.Request) error {
 		h.held, h.inFlight, h.lost = 0, false, nil
 		h.mu.Unlock()
 	}()
-	if err := s.runCycle(ctx, req, lost); err != nil {
+	reported, err := s.runCycle(ctx, req, lost)
+	if err != nil || (reported && s.protocol >= workloads.ProtocolV3) {
 		return err
 	}
 	// Written here, not by the outbox's goroutine: one hand-over fewer per cycle.
 	return s.out.send(workloads.Message{ID: &req.ID, Type: workloads.ReplyOK})
 }
 
-func (s *server) runCycle(ctx context.Context, req workloads.Request, lost <-chan struct{}) error {
+// runCycle runs the cycle's steps; reported says its last report ended it (false:
+// the lock was lost during the hold, or the worker is stopping).
+func (s *server) runCycle(ctx context.Context, req workloads.Request, lost <-chan struct{}) (reported bool, err error) {
 	held := 0
 	for held < max(req.Depth, 1) {
-		if ok, err := s.invoke(req.ID, workloads.OpAcquire); !ok || err != nil {
-			return err
+		at, ok, err := s.invoke(req.ID, workloads.OpAcquire)
+		if !ok || err != nil {
+			return false, err
 		}
 		g, err := s.recipe.Acquire(ctx, AcquireRequest{
 			Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
 			Mode:    req.Mode,
 		})
-		typ := s.complete(req.ID, workloads.OpAcquire, result{token: g.Token}, err)
+		typ := s.complete(req.ID, workloads.OpAcquire, at, result{token: g.Token}, err)
 		if typ == workloads.ReplyOK {
 			held++
 			continue
 		}
 		if typ == workloads.ReplyInfo || held == 0 {
-			return nil
+			return true, nil
 		}
 		break
 	}
@@ -88,47 +93,55 @@ func (s *server) runCycle(ctx context.Context, req workloads.Request, lost <-cha
 	select {
 	case <-timer.C:
 	case <-lost:
-		return nil
+		return false, nil
 	case <-ctx.Done():
-		return nil
+		return false, nil
 	}
 	for ; held > 0; held-- {
-		if ok, err := s.invoke(req.ID, workloads.OpRelease); !ok || err != nil {
-			return err
+		at, ok, err := s.invoke(req.ID, workloads.OpRelease)
+		if !ok || err != nil {
+			return false, err
 		}
-		if typ := s.complete(req.ID, workloads.OpRelease, result{}, s.recipe.Release(ctx)); typ != workloads.ReplyOK {
-			return nil
+		if typ := s.complete(req.ID, workloads.OpRelease, at, result{}, s.recipe.Release(ctx)); typ != workloads.ReplyOK {
+			return true, nil
 		}
 	}
-	return nil
+	return true, nil
 }
 
-// invoke reports that op f of cycle id is invoked, and waits until the report is
-// written: a worker that dies after sending the request has told the harness. It
-// returns false, reporting nothing, when the lock was lost while held.
-func (s *server) invoke(id int64, f string) (bool, error) {
+// invoke marks op f of cycle id in flight and returns its invoke time. In v2 it
+// reports the invoke and waits until the report is written: a worker that dies after
+// sending the request has told the harness; in v3 the time goes out with the
+// completion. It returns false, reporting nothing, when the lock was lost while held.
+func (s *server) invoke(id int64, f string) (at int64, ok bool, err error) {
 	h := &s.hold
 	h.mu.Lock()
 	if h.lost == nil {
 		h.mu.Unlock()
-		return false, nil
+		return 0, false, nil
 	}
 	defer h.mu.Unlock()
 	h.inFlight = true
 	now := s.mono()
-	err := s.out.send(workloads.Message{ID: &id, Step: workloads.StepInvoke, F: f, MonoNS: &now})
-	return err == nil, err
+	if s.protocol >= workloads.ProtocolV3 {
+		return now, true, nil
+	}
+	err = s.out.send(workloads.Message{ID: &id, Step: workloads.StepInvoke, F: f, MonoNS: &now})
+	return now, err == nil, err
 }
 
-// complete reports how op f of cycle id ended (err as Classify says, res with an ok)
-// and returns the outcome. A write error is only logged: the harness then sees the
-// worker's output end, which it treats as a crash.
-func (s *server) complete(id int64, f string, res result, err error) string {
+// complete reports how op f of cycle id, invoked at, ended (err as Classify says,
+// res with an ok) and returns the outcome. A write error is only logged: the harness
+// then sees the worker's output end, which it treats as a crash.
+func (s *server) complete(id int64, f string, at int64, res result, err error) string {
 	now := s.mono()
 	typ, msg := Classify(err)
 	m := workloads.Message{ID: &id, Step: typ, F: f, Error: msg, MonoNS: &now}
 	if typ == workloads.ReplyOK {
 		m.Token = res.token
+	}
+	if s.protocol >= workloads.ProtocolV3 {
+		m.InvokeNS = &at
 	}
 	h := &s.hold
 	h.mu.Lock()

@@ -6,9 +6,19 @@ import (
 )
 
 // ProtocolVersion is the newest worker protocol version this harness speaks. It
-// offers it in init (Request.Protocol); a worker that speaks it says so in its init
-// reply (Message.Protocol), and one that does not is spoken to in v1.
-const ProtocolVersion = 2
+// offers it in init (Request.Protocol); a worker answers with the newest version it
+// speaks up to that (Message.Protocol; absent means v1), and is spoken to in it.
+const ProtocolVersion = 3
+
+// Protocol versions: v1 steps every op through the harness; v2 hands the worker a
+// whole cycle (OpCycle) that it reports step by step, invokes and completions; v3
+// runs the same cycle with one report per op, its completion carrying its invoke's
+// time, and no reply when the cycle's last report ends it.
+const (
+	ProtocolV1 = 1
+	ProtocolV2 = 2
+	ProtocolV3 = 3
+)
 
 // Request operations, harness to worker.
 const (
@@ -28,7 +38,8 @@ const (
 	OpCycle = "cycle"
 )
 
-// Step reports (v2): what happened to one op of a cycle, with Message.F.
+// Step reports (v2, v3): what happened to one op of a cycle, with Message.F. v3
+// sends no StepInvoke: its completion carries the invoke's time (Message.InvokeNS).
 const (
 	StepInvoke = "invoke"
 	StepOK     = ReplyOK
@@ -112,9 +123,12 @@ type Message struct {
 	// MonoNS is the worker's monotonic clock, in nanoseconds from an origin of its
 	// own: when a step happened, or (clock reply) now.
 	MonoNS *int64 `json:"mono_ns,omitempty"`
+	// InvokeNS (v3 step reports) is when the completed op was invoked, on the same
+	// clock as MonoNS: stamped before its request went out to ZooKeeper.
+	InvokeNS *int64 `json:"invoke_ns,omitempty"`
 }
 
-// IsReport says whether m is a step report (v2) rather than a reply or an event.
+// IsReport says whether m is a step report (v2, v3) rather than a reply or an event.
 func (m Message) IsReport() bool { return m.Step != "" }
 
 // ParseMessage decodes and validates one worker output line.
@@ -177,6 +191,10 @@ func checkReport(m Message) error {
 		return fmt.Errorf("field type: a step report has step, not type")
 	case m.MonoNS == nil:
 		return fmt.Errorf("field mono_ns: missing (a step report needs the time it happened)")
+	case m.InvokeNS != nil && m.Step == StepInvoke:
+		return fmt.Errorf("field invoke_ns: only on a completion (v3), not on an invoke report")
+	case m.InvokeNS != nil && *m.InvokeNS > *m.MonoNS:
+		return fmt.Errorf("field invoke_ns: %d is after the completion's mono_ns %d", *m.InvokeNS, *m.MonoNS)
 	}
 	return nil
 }

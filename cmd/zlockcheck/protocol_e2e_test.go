@@ -13,15 +13,16 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 )
 
-// Worker protocol v2 on a real ensemble: every built-in worker kind speaks it, a v1
-// exec worker still works, and a paused v2 holder releases only after it resumes.
+// Worker protocols v2 and v3 on a real ensemble: every built-in worker kind speaks
+// one, a v1 exec worker still works, and a paused holder releases only after it
+// resumes.
 
-// TestProtocolV2RunsAreValid: gozk (Go), curator-mutex (Java) and kazoo-lock (Python)
-// agree to v2 and their runs are valid.
-func TestProtocolV2RunsAreValid(t *testing.T) {
+// TestPlannedProtocolRunsAreValid: gozk (Go) agrees to v3, curator-mutex (Java) and
+// kazoo-lock (Python) to v2, and their runs are valid.
+func TestPlannedProtocolRunsAreValid(t *testing.T) {
 	requireIntegration(t)
 	cache := t.TempDir()
-	for _, recipe := range []string{"gozk", "curator-mutex", "kazoo-lock"} {
+	for recipe, version := range map[string]string{"gozk": "v3", "curator-mutex": "v2", "kazoo-lock": "v2"} {
 		t.Run(recipe, func(t *testing.T) {
 			store := t.TempDir()
 			cmd := exec.Command(binary, "run", "--recipe", recipe, "--time", "10s", "--seed", "4", "--store", store, "--hold-max", "5ms")
@@ -31,8 +32,8 @@ func TestProtocolV2RunsAreValid(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v, want exit 0 (valid)\n%s", err, out)
 			}
-			if !strings.Contains(string(out), "protocol v2, its clock known to within") {
-				t.Errorf("no worker agreed to protocol v2:\n%s", out)
+			if !strings.Contains(string(out), "protocol "+version+", its clock known to within") {
+				t.Errorf("no worker agreed to protocol %s:\n%s", version, out)
 			}
 			ok, _ := readResults(t, store)["counts"].(map[string]any)["acquire"].(map[string]any)["ok"].(float64)
 			if ok < 10 {
@@ -52,16 +53,16 @@ func TestV1ExecWorkerIsValid(t *testing.T) {
 	if code != exitValid {
 		t.Fatalf("exit %d, want %d (valid)\nstdout:\n%s\nstderr:\n%s", code, exitValid, stdout, stderr)
 	}
-	if strings.Contains(stderr, "protocol v2") {
-		t.Errorf("a v1 worker was taken for v2:\n%s", stderr)
+	if strings.Contains(stderr, "its clock known") {
+		t.Errorf("a v1 worker was taken for v2 or v3:\n%s", stderr)
 	}
 	assertNothingLeft(t, store)
 }
 
-// TestClientPauseDelaysAV2HoldersRelease: client-pause stops the holder (a v2 worker,
-// holding on its own) inside its critical section; its release is invoked only after
-// it runs again, never while it is stopped.
-func TestClientPauseDelaysAV2HoldersRelease(t *testing.T) {
+// TestClientPauseDelaysAPlannedHoldersRelease: client-pause stops the holder (a v3
+// worker, holding on its own) inside its critical section; its release is invoked
+// only after it runs again, never while it is stopped.
+func TestClientPauseDelaysAPlannedHoldersRelease(t *testing.T) {
 	requireIntegration(t)
 	store := t.TempDir()
 	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "gozk", "--nemesis", "client-pause", "--nemesis-targets", "holder",
@@ -73,7 +74,7 @@ func TestClientPauseDelaysAV2HoldersRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// v2 ops carry the workers' times, not always in the file's order.
+	// v2 and v3 ops carry the workers' times, not always in the file's order.
 	sort.SliceStable(h, func(i, j int) bool { return h[i].Time < h[j].Time })
 	// The nemesis records start before SIGSTOP and stop after SIGCONT; slack covers a
 	// release already under way at the start, and one stamped right after SIGCONT.

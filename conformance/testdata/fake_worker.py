@@ -25,9 +25,14 @@ Without an argument it keeps every rule. With a MODE it breaks one on purpose:
   cycle-no-hold     a cycle releases at once, ignoring hold_us    (rule cycle)
   cycle-release-after-lost  a cycle still releases after it
                     sent lost                                     (rule cycle-lost)
+  v3                keeps every rule, speaking protocol v3
+  v3-invoke-reports speaks v3 but reports invokes as v2 does      (rule cycle)
+  v3-reply-after-last  speaks v3 but replies to a cycle its last
+                    report ended                                  (rule cycle)
 
 It speaks protocol v2 when init offers it (clock: time.monotonic_ns; cycle: acquire,
-hold, release, each step reported as it happens).
+hold, release, each step reported as it happens); in a v3 mode, v3 when offered (one
+report per op, with its invoke's time; no reply when the last report ends the cycle).
 
 Standard library only.
 """
@@ -90,6 +95,7 @@ class Worker(object):
         self.session = "0x%x" % os.getpid()
         self.mu = threading.Lock()
         self.v2 = False
+        self.v3 = False
         self.lost_ev = threading.Event()
         self.step = None  # (cycle id, op) whose outcome emit_reply reports
 
@@ -103,6 +109,9 @@ class Worker(object):
         emit({"event": "session", "session_id": self.session,
               "passwd": base64.b64encode(b"fake").decode("ascii")})
         threading.Thread(target=self.watch_session, daemon=True).start()
+        if req.get("protocol", 1) >= 3 and MODE.startswith("v3"):
+            self.v2 = self.v3 = True
+            return emit({"id": rid, "type": "ok", "protocol": 3})
         if req.get("protocol", 1) >= 2 and MODE != "v1":
             self.v2 = True
             return emit({"id": rid, "type": "ok", "protocol": 2})
@@ -168,11 +177,15 @@ class Worker(object):
         report = {"id": cid, "step": msg["type"], "f": f, "mono_ns": time.monotonic_ns()}
         if "error" in msg:
             report["error"] = msg["error"]
+        if self.v3:
+            report["invoke_ns"] = self.invoked
         emit(report)
         self.outcome = msg["type"]
 
     def run_step(self, cid, f, fn):
-        emit({"id": cid, "step": "invoke", "f": f, "mono_ns": time.monotonic_ns()})
+        self.invoked = time.monotonic_ns()
+        if not self.v3 or MODE == "v3-invoke-reports":
+            emit({"id": cid, "step": "invoke", "f": f, "mono_ns": self.invoked})
         self.step, self.outcome = (cid, f), None
         try:
             fn()
@@ -182,12 +195,16 @@ class Worker(object):
 
     def cycle(self, rid, req):
         self.lost_ev.clear()
+        reported = True  # the last report ends the cycle (v3: then no reply)
         if self.run_step(rid, "acquire", lambda: self.acquire(rid, req.get("timeout_ms", 0))) == "ok":
             hold = 0 if MODE == "cycle-no-hold" else req.get("hold_us", 0) / 1e6
             lost = self.lost_ev.wait(hold)
             if not lost or MODE == "cycle-release-after-lost":
                 self.run_step(rid, "release", lambda: self.release(rid))
-        emit({"id": rid, "type": "ok"})
+            else:
+                reported = False
+        if not self.v3 or not reported or MODE == "v3-reply-after-last":
+            emit({"id": rid, "type": "ok"})
 
 
 def main():

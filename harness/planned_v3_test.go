@@ -1,0 +1,203 @@
+package harness
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Protocol v3 on the FAKE worker of planned_test.go: one report per op, its
+// completion carrying its invoke's time, and no reply when the last report ends the
+// cycle.
+
+// completion sends a v3 report of cycle id: op f invoked at inv, completed now.
+func (f *fakeV2) completion(id int64, step, op string, inv int64) {
+	now := f.mono()
+	f.say(workloads.Message{ID: &id, Step: step, F: op, MonoNS: &now, InvokeNS: &inv})
+}
+
+// newV3Session is newPlannedSession with a worker that agreed to v3.
+func newV3Session(t *testing.T, script func(f *fakeV2, req workloads.Request)) (*session, string) {
+	s, path := newPlannedSession(t, script)
+	s.w.protocol = workloads.ProtocolV3
+	return s, path
+}
+
+// TestV3CycleRecordsBothTimesOfEachReport: each report gives its op's invoke and
+// completion at the worker's times; the worker counts as holding during its hold and
+// releasing once the hold has run out; the cycle ends at the last report, no reply.
+func TestV3CycleRecordsBothTimesOfEachReport(t *testing.T) {
+	var acqAt, relAt int64
+	var inHold, afterHold workloads.State
+	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		acqAt = f.mono()
+		time.Sleep(5 * time.Millisecond)
+		f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, acqAt)
+		for deadline := time.Now().Add(2 * time.Second); f.s.w.State() != workloads.Holding && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		inHold = f.s.w.State()
+		time.Sleep(30 * time.Millisecond) // the planned hold is 1 ms
+		afterHold = f.s.w.State()
+		relAt = f.mono()
+		f.completion(req.ID, workloads.StepOK, workloads.OpRelease, relAt)
+	})
+	done := make(chan struct{})
+	go func() {
+		runOneCycle(t, s)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cycle did not end at its last report (it waited for a reply v3 does not send)")
+	}
+	if s.dead || len(s.r.violations) > 0 {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+	if inHold != workloads.Holding || afterHold != workloads.Releasing {
+		t.Errorf("state during the hold %s, after it %s; want holding, releasing", inHold, afterHold)
+	}
+	h := loadHistory(t, s, path)
+	if got, want := opsString(h), "invoke acquire, ok acquire, invoke release, ok release"; got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	bound := 2*s.w.clock.err + int64(time.Millisecond)
+	for i, at := range map[int]int64{0: acqAt, 2: relAt} {
+		if mapped := at - clockAhead.Nanoseconds(); h[i].Time < mapped-bound || h[i].Time > mapped+bound {
+			t.Errorf("op %d at %d, want the worker's invoke time %d ± %d", i, h[i].Time, mapped, bound)
+		}
+	}
+	if waited := time.Duration(h[1].Time - h[0].Time); waited < 4*time.Millisecond {
+		t.Errorf("acquire recorded as taking %s, it took 5ms", waited)
+	}
+}
+
+// TestV3LostDuringHoldWaitsForTheNextLine: a lost event while holding ends the hold
+// when the reply follows it (nothing was in flight) and changes nothing when a
+// release report follows it (the release was in flight: its outcome decides).
+func TestV3LostDuringHoldWaitsForTheNextLine(t *testing.T) {
+	lost := workloads.Message{Event: workloads.EventLost, Error: "fake: session expired"}
+	cases := []struct {
+		name string
+		then func(f *fakeV2, id int64, inv int64)
+		want string
+	}{
+		{"reply", func(f *fakeV2, id, _ int64) { f.reply(id) },
+			"invoke acquire, ok acquire, invoke release (lost), ok release (lost)"},
+		{"release report", func(f *fakeV2, id, inv int64) { f.completion(id, workloads.StepFail, workloads.OpRelease, inv) },
+			"invoke acquire, ok acquire, invoke release, fail release"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+				f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
+				time.Sleep(5 * time.Millisecond)
+				inv := f.mono()
+				f.say(lost)
+				c.then(f, req.ID, inv)
+			})
+			runOneCycle(t, s)
+			if s.dead || len(s.r.violations) > 0 {
+				t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+			}
+			if got := opsString(loadHistory(t, s, path)); got != c.want {
+				t.Fatalf("history %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestV3CrashRecordsTheUnreportedOpFromItsEarliestTime: a worker that dies before
+// reporting an op may have invoked it: the op is recorded from the earliest moment it
+// could have been invoked (the plan's send; the hold's end), as info.
+func TestV3CrashRecordsTheUnreportedOpFromItsEarliestTime(t *testing.T) {
+	crash := workerMsg{crashed: errors.New("fake: worker exited")}
+	t.Run("before the grant", func(t *testing.T) {
+		var sentBy int64
+		s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+			sentBy = f.s.r.rec.now()
+			time.Sleep(20 * time.Millisecond)
+			f.out <- crash
+		})
+		runOneCycle(t, s)
+		h := loadHistory(t, s, path)
+		if got, want := opsString(h), "invoke acquire, info acquire"; got != want {
+			t.Fatalf("history %q, want %q", got, want)
+		}
+		if h[0].Time > sentBy {
+			t.Errorf("acquire invoked at %d, after the plan reached the worker (%d)", h[0].Time, sentBy)
+		}
+	})
+	t.Run("after the hold", func(t *testing.T) {
+		var grant int64
+		s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+			f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
+			grant = f.s.r.rec.now()
+			time.Sleep(50 * time.Millisecond) // the hold is 1 ms
+			f.out <- crash
+		})
+		runOneCycle(t, s)
+		h := loadHistory(t, s, path)
+		if got, want := opsString(h), "invoke acquire, ok acquire, invoke release, info release"; got != want {
+			t.Fatalf("history %q, want %q", got, want)
+		}
+		if late := time.Duration(h[2].Time - grant); late > 10*time.Millisecond {
+			t.Errorf("release invoked %s after the grant: want the hold's end (1 ms), not the crash's discovery", late)
+		}
+	})
+}
+
+// TestV3InvokeReportIsAViolation: a worker that agreed to v3 and reports an invoke
+// breaks the protocol.
+func TestV3InvokeReportIsAViolation(t *testing.T) {
+	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		f.report(req.ID, workloads.StepInvoke, workloads.OpAcquire)
+	})
+	runOneCycle(t, s)
+	if !s.dead || len(s.r.violations) != 1 || !strings.Contains(s.r.violations[0], "want its acquire report") {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+	h := loadHistory(t, s, path)
+	if got, want := opsString(h), "invoke acquire, info acquire"; got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+}
+
+// TestV3LostBetweenNestedReleases: a reentrant cycle that released its inner level
+// and lost the lock before the outer release ends with the reply: the outer level is
+// recorded as a lost release, not a protocol violation.
+func TestV3LostBetweenNestedReleases(t *testing.T) {
+	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		if req.Depth != 2 {
+			t.Errorf("want a cycle of depth 2, got %+v", req)
+		}
+		for _, op := range []string{workloads.OpAcquire, workloads.OpAcquire, workloads.OpRelease} {
+			f.completion(req.ID, workloads.StepOK, op, f.mono())
+		}
+		f.say(workloads.Message{Event: workloads.EventLost, Error: "fake: session expired"})
+		f.reply(req.ID)
+	})
+	if err := s.syncClock(); err != nil {
+		t.Fatal(err)
+	}
+	wl := workloads.Config{Kind: workloads.Reentrant, MaxDepth: 2, HoldMin: time.Millisecond, HoldMax: time.Millisecond}.Defaults()
+	var c *workloads.Cycle
+	for seed := uint64(0); c == nil; seed++ {
+		if cand := wl.NewCycle(rand.New(rand.NewPCG(seed, 1)), 0); func() bool { p, _ := cand.Plan(); return p.Depth == 2 }() {
+			c = cand
+		}
+	}
+	s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
+	if s.dead || len(s.r.violations) > 0 {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+	want := "invoke acquire, ok acquire, invoke acquire, ok acquire, invoke release, ok release, invoke release (lost), ok release (lost)"
+	if got := opsString(loadHistory(t, s, path)); got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+}
