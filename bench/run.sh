@@ -45,19 +45,19 @@ echo
 if want short; then
 echo "## Harness vs plain go-zookeeper loop, short holds (--hold-max 1ms)"
 # With 1 ms holds the lock no longer caps both sides, so the harness's own cost shows
-# (issue 15). Each run is the harness (gozk, protocol v2), then on the same ensemble a
+# (issue 15). Each run is the harness (gozk, protocol v3), then on the same ensemble a
 # plain loop of goroutines (--baseline: W sessions in one process, the issue's
 # yardstick), then one of processes (--baseline-processes: one OS process per session in
 # the worker namespaces, as the workers run), which tells what one process per client
-# costs apart from what the harness costs. BENCH_PROTOCOLS="2 1" adds the same worker
-# held to protocol v1 (zlockcheck worker --protocol 1, as an exec worker).
+# costs apart from what the harness costs. BENCH_PROTOCOLS="3 2 1" adds the same worker
+# held to protocol v2 and v1 (zlockcheck worker --protocol N, as an exec worker).
 printf '| rep | workers | protocol | harness cycles/s (steady) | plain loop, goroutines | plain loop, processes | harness / goroutines | harness / processes | processes / goroutines |\n|---|---|---|---|---|---|---|---|---|\n'
 for workers in ${BENCH_WORKERS:-5 20}; do
   for rep in $(seq "${BENCH_REPS:-2}"); do
-    for proto in ${BENCH_PROTOCOLS:-2}; do
+    for proto in ${BENCH_PROTOCOLS:-3}; do
       worker=()
-      if [ "$proto" = 1 ]; then
-        worker=(--recipe exec --worker-cmd "$PWD/$bin worker --protocol 1 --recipe gozk")
+      if [ "$proto" != 3 ]; then
+        worker=(--recipe exec --worker-cmd "$PWD/$bin worker --protocol $proto --recipe gozk")
       fi
       "$bin" run --quiet --time "${BENCH_TIME:-20s}" --workers "$workers" --seed "$rep" --baseline --baseline-processes \
         --final-phase=false --hold-max 1ms --store "$store" "${worker[@]}" >/dev/null
