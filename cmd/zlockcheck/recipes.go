@@ -11,7 +11,7 @@ import (
 )
 
 // execDoc describes --recipe exec, which is the harness's, not a catalogue entry.
-const execDoc = "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1 or v2"
+const execDoc = "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1, v2 or v3"
 
 // realRecipeNames lists the catalogue's recipes without the mutants, for help texts
 // and the matrix.
@@ -77,7 +77,7 @@ func recipesMarkdown(mutants bool) string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Name, kindList(r, ", "), on, r.Doc)
 	}
-	b.WriteString("| `exec` | any | whatever your worker needs | your own worker: `--worker-cmd \"CMD ARGS\"` speaking protocol v1 or v2 |\n")
+	b.WriteString("| `exec` | any | whatever your worker needs | your own worker: `--worker-cmd \"CMD ARGS\"` speaking protocol v1, v2 or v3 |\n")
 	return b.String()
 }
 
