@@ -2,7 +2,7 @@ package workloads
 
 import "time"
 
-// Plan is the cycle as one protocol v2 request (OpCycle): the worker runs it on its
+// Plan is the cycle as one protocol v2/v3 request (OpCycle): the worker runs it on its
 // own and reports each step. It is false for a cycle that needs the harness inside
 // its critical section (the counter workload reads and writes between acquire and
 // release: its cycles stay on v1 steps) and for the final phase's cycle (no hold).
