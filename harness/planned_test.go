@@ -94,7 +94,10 @@ func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Reques
 }
 
 // runOneCycle runs one mutex cycle of a 1 ms hold through s.
-func runOneCycle(t *testing.T, s *session) {
+func runOneCycle(t *testing.T, s *session) { t.Helper(); runCycleHolding(t, s, time.Millisecond) }
+
+// runCycleHolding runs one mutex cycle of the given hold through s.
+func runCycleHolding(t *testing.T, s *session, hold time.Duration) {
 	t.Helper()
 	if err := s.syncClock(); err != nil {
 		t.Fatal(err)
@@ -103,7 +106,7 @@ func runOneCycle(t *testing.T, s *session) {
 		t.Fatalf("clock offset %s ± %s, want %s", off, time.Duration(s.w.clock.err), clockAhead)
 	}
 	wl := s.r.cfg.Workload
-	wl.HoldMin, wl.HoldMax = time.Millisecond, time.Millisecond
+	wl.HoldMin, wl.HoldMax = hold, hold
 	c := wl.NewCycle(rand.New(rand.NewPCG(1, 2)), 0)
 	s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
 }

@@ -30,25 +30,30 @@ func newV3Session(t *testing.T, script func(f *fakeV2, req workloads.Request)) (
 // TestV3CycleRecordsBothTimesOfEachReport: each report gives its op's invoke and
 // completion at the worker's times; the worker counts as holding during its hold and
 // releasing once the hold has run out; the cycle ends at the last report, no reply.
+// (The hold is long enough that a loaded machine still sees the worker holding.)
 func TestV3CycleRecordsBothTimesOfEachReport(t *testing.T) {
+	const hold = 300 * time.Millisecond
 	var acqAt, relAt int64
 	var inHold, afterHold workloads.State
 	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 		acqAt = f.mono()
 		time.Sleep(5 * time.Millisecond)
+		grant := f.mono()
 		f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, acqAt)
-		for deadline := time.Now().Add(2 * time.Second); f.s.w.State() != workloads.Holding && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(hold / 2); f.s.w.State() != workloads.Holding && time.Now().Before(deadline); {
 			time.Sleep(100 * time.Microsecond)
 		}
 		inHold = f.s.w.State()
-		time.Sleep(30 * time.Millisecond) // the planned hold is 1 ms
+		for f.mono() < grant+(hold+20*time.Millisecond).Nanoseconds() {
+			time.Sleep(time.Millisecond)
+		}
 		afterHold = f.s.w.State()
 		relAt = f.mono()
 		f.completion(req.ID, workloads.StepOK, workloads.OpRelease, relAt)
 	})
 	done := make(chan struct{})
 	go func() {
-		runOneCycle(t, s)
+		runCycleHolding(t, s, hold)
 		close(done)
 	}()
 	select {
