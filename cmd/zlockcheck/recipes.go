@@ -11,7 +11,10 @@ import (
 )
 
 // execDoc describes --recipe exec, which is the harness's, not a catalogue entry.
-const execDoc = "your own worker: --worker-cmd \"CMD ARGS\" speaking protocol v1, v2 or v3"
+const execDoc = "your own worker: " + execCmd + " speaking protocol v1, v2 or v3"
+
+// execCmd is the flag execDoc names (set as code in the Markdown table).
+const execCmd = `--worker-cmd "CMD ARGS"`
 
 // realRecipeNames lists the catalogue's recipes without the mutants, for help texts
 // and the matrix.
@@ -77,7 +80,7 @@ func recipesMarkdown(mutants bool) string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.Name, kindList(r, ", "), on, r.Doc)
 	}
-	b.WriteString("| `exec` | any | whatever your worker needs | your own worker: `--worker-cmd \"CMD ARGS\"` speaking protocol v1, v2 or v3 |\n")
+	fmt.Fprintf(&b, "| `exec` | any | whatever your worker needs | %s |\n", strings.Replace(execDoc, execCmd, "`"+execCmd+"`", 1))
 	return b.String()
 }
 
