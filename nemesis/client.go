@@ -137,39 +137,60 @@ func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pla
 	rng.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
 	return plan{
 		value: v,
-		apply: func(ctx context.Context) error {
-			var errs []error
-			for _, s := range ss {
-				if err := checkAddr(s.Host.Addr()); err != nil {
-					return err
-				}
-				addr := netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
-				conn, err := c.Dial(ctx, addr, 2*time.Second)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
-					continue
-				}
-				zxid, err := closeSession(ctx, conn, id, passwd, timeout)
-				_ = conn.Close()
-				var refused *sessionRefusedError
-				if errors.As(err, &refused) {
-					return fmt.Errorf("%s: %w", serverName(s.ID), err)
-				}
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
-					if ctx.Err() != nil {
-						break
-					}
-					continue
-				}
-				v["server"] = serverName(s.ID)
-				v["zxid"] = "0x" + strconv.FormatInt(zxid, 16)
-				return nil
-			}
-			return fmt.Errorf("no server closed the session: %w", errors.Join(errs...))
-		},
-		undo: noUndo,
+		apply: func(ctx context.Context) error { return expireOn(ctx, c, ss, id, passwd, timeout, v) },
+		undo:  noUndo,
 	}, nil
+}
+
+// expireOn closes session id through the first of ss that will do it, and notes in v
+// which one did. A refusal is final (the session is gone: it expired, or the password
+// is wrong), except after a close that went unanswered: a server closes every
+// connection of a session it closes, sometimes ours before the reply, so a refusal
+// by the next server then confirms the close.
+func expireOn(ctx context.Context, c Cluster, ss []Server, id int64, passwd []byte, timeout time.Duration, v map[string]any) error {
+	var errs []error
+	unanswered := ""
+	ss = slices.Clone(ss)
+	for i := 0; i < len(ss); i++ {
+		s := ss[i]
+		if err := checkAddr(s.Host.Addr()); err != nil {
+			return err
+		}
+		addr := netip.AddrPortFrom(s.Host.Addr(), clientPort).String()
+		conn, err := c.Dial(ctx, addr, 2*time.Second)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
+			continue
+		}
+		zxid, err := closeSession(ctx, conn, id, passwd, timeout)
+		_ = conn.Close()
+		var refused *sessionRefusedError
+		var sent *closeUnansweredError
+		switch {
+		case errors.As(err, &refused) && unanswered != "":
+			v["server"] = unanswered
+			v["zxid"] = "unknown: the connection closed before the reply"
+			v["confirmed_by"] = serverName(s.ID) + " (it no longer knows the session)"
+			return nil
+		case errors.As(err, &refused):
+			return fmt.Errorf("%s: %w", serverName(s.ID), err)
+		case errors.As(err, &sent) && unanswered == "":
+			// Ask once more, the same server last (a standalone server is all there is).
+			unanswered = serverName(s.ID)
+			ss = append(ss, s)
+			fallthrough
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", serverName(s.ID), err))
+			if ctx.Err() != nil {
+				return fmt.Errorf("no server closed the session: %w", errors.Join(errs...))
+			}
+			continue
+		}
+		v["server"] = serverName(s.ID)
+		v["zxid"] = "0x" + strconv.FormatInt(zxid, 16)
+		return nil
+	}
+	return fmt.Errorf("no server closed the session: %w", errors.Join(errs...))
 }
 
 // ClientPause stops a worker's process group with SIGSTOP (the GC-pause case): held

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -74,6 +75,7 @@ func startEnv(t *testing.T) *env {
 	e.ens, err = harness.StartEnsemble(ctx, nw, harness.EnsembleConfig{Nodes: 3, Dir: t.TempDir(), SyncLimit: 10})
 	if e.ens != nil {
 		t.Cleanup(e.ens.Stop)
+		t.Cleanup(func() { e.logServersOnFailure(t) })
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +87,31 @@ func startEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// logServersOnFailure logs the servers' session and election lines when the test
+// failed (their logs go with the test's temporary directory).
+func (e *env) logServersOnFailure(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	for _, s := range e.ens.Servers {
+		b, err := os.ReadFile(s.Log)
+		if err != nil {
+			t.Logf("s%d: %v", s.ID, err)
+			continue
+		}
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "ession") || strings.Contains(l, "LEADING") || strings.Contains(l, "FOLLOWING") || strings.Contains(l, "alidat") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 200 {
+			lines = lines[len(lines)-200:]
+		}
+		t.Logf("s%d's log (%s), session and election lines:\n%s", s.ID, s.Log, strings.Join(lines, "\n"))
+	}
 }
 
 // worker starts a helper in worker slot's namespace (created on first use) and makes
@@ -494,6 +521,9 @@ func TestIntegration(t *testing.T) {
 		}
 		t.Logf("observed: closed session %s through %v (zxid %v): ephemeral node gone %s later; worker pid %d alive (state %s)",
 			a.Value["session"], a.Value["server"], a.Value["zxid"], time.Since(start).Round(time.Millisecond), h.pid, h.state())
+		if r, ok := a.Value["confirmed_by"]; ok {
+			t.Logf("observed: the close went unanswered; confirmed by %v", r)
+		}
 		if _, ok := h.waitFor(10*time.Second, func(m helperMsg) bool { return m.State == "StateExpired" }); !ok {
 			t.Fatalf("worker never learned its session expired: %v", h.states())
 		}

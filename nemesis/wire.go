@@ -140,6 +140,17 @@ func (e *sessionRefusedError) Error() string {
 	return fmt.Sprintf("server refused session 0x%x: it has expired or the password is wrong", e.id)
 }
 
+// closeUnansweredError says the closeSession request went out but no reply came back:
+// the close may have happened (a server closes the session's connections, ours
+// among them, sometimes before it answers).
+type closeUnansweredError struct{ err error }
+
+func (e *closeUnansweredError) Error() string {
+	return fmt.Sprintf("read closeSession reply: %v", e.err)
+}
+
+func (e *closeUnansweredError) Unwrap() error { return e.err }
+
 // closeSession attaches conn to session id (proving it with passwd) and closes that
 // session, which the ensemble then ends for every connection that uses it: its
 // ephemeral nodes go, and its owner learns it expired. It returns the close's zxid.
@@ -174,7 +185,7 @@ func closeSession(ctx context.Context, conn net.Conn, id int64, passwd []byte, t
 	for range 16 {
 		b, err := readFrame(conn)
 		if err != nil {
-			return 0, fmt.Errorf("read closeSession reply: %w", err)
+			return 0, &closeUnansweredError{err}
 		}
 		h, err := decodeReplyHeader(b)
 		if err != nil {

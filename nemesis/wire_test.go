@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -195,4 +197,89 @@ func TestCloseSessionConversation(t *testing.T) {
 		t.Fatalf("want session expired, got %v", err)
 	}
 	<-done
+}
+
+// expiringCluster is a fake cluster (TEST ONLY) whose servers answer over a pipe as
+// ZooKeeper does: while the session lives, a server closes it, and one in drop does so
+// but closes the connection before its reply (the race seen on real servers); once it
+// is closed, every server refuses it.
+type expiringCluster struct {
+	*fakeCluster
+	t      *testing.T
+	drop   map[string]bool
+	closed bool
+	dialed []string
+}
+
+func (c *expiringCluster) Dial(_ context.Context, addr string, _ time.Duration) (net.Conn, error) {
+	c.dialed = append(c.dialed, addr)
+	a, b := net.Pipe()
+	switch {
+	case c.closed:
+		fakeServer(c.t, b, connectResponse{Passwd: make([]byte, 16)}, 0)
+	case c.drop[addr]:
+		c.closed = true
+		go func() {
+			defer b.Close()
+			_, _ = readFrame(b)
+			_, _ = b.Write(frame(append(binary.BigEndian.AppendUint32(nil, 0),
+				connectResponse{TimeOut: 2000, SessionID: 0x77}.encodeForTest()...)))
+			_, _ = readFrame(b) // the closeSession request; no reply
+		}()
+	default:
+		c.closed = true
+		fakeServer(c.t, b, connectResponse{TimeOut: 2000, SessionID: 0x77, Passwd: []byte("secret")}, 0)
+	}
+	return a, nil
+}
+
+// encodeForTest is the response's body after the protocol version.
+func (r connectResponse) encodeForTest() []byte {
+	out := binary.BigEndian.AppendUint32(nil, uint32(r.TimeOut))
+	out = binary.BigEndian.AppendUint64(out, uint64(r.SessionID))
+	out = binary.BigEndian.AppendUint32(out, uint32(len(r.Passwd)))
+	out = append(out, r.Passwd...)
+	return append(out, 0)
+}
+
+func TestSessionExpireCountsAnUnansweredCloseThatTheNextServerConfirms(t *testing.T) {
+	expire := func(n int, drop ...int) (*expiringCluster, Applied, error) {
+		fc := newFakeCluster(n, 1)
+		fc.clients[0].SessionID = "0x77"
+		c := &expiringCluster{fakeCluster: fc, t: t, drop: map[string]bool{}}
+		for _, s := range fc.Servers() {
+			if slices.Contains(drop, s.ID) {
+				c.drop[netip.AddrPortFrom(s.Host.Addr(), clientPort).String()] = true
+			}
+		}
+		rng := newSteps(Schedule{Classes: Classes()}).next().rng
+		a, err := SessionExpire{Target: TargetRandomClient, SessionTimeout: 2 * time.Second}.Apply(context.Background(), c, rng)
+		return c, a, err
+	}
+
+	// Every server drops the connection before its reply: the first closes the
+	// session, the second refuses it, and that confirms the close.
+	c, a, err := expire(3, 1, 2, 3)
+	if err != nil || len(c.dialed) != 2 || a.Value["confirmed_by"] == nil || a.Value["server"] == nil {
+		t.Fatalf("all drop: %v, value %v, dialed %v; want the close confirmed by the second server", err, a.Value, c.dialed)
+	}
+	// A standalone server that drops: asked again, it confirms.
+	c, a, err = expire(1, 1)
+	if err != nil || len(c.dialed) != 2 || a.Value["confirmed_by"] != "s1 (it no longer knows the session)" {
+		t.Fatalf("standalone: %v, value %v, dialed %v", err, a.Value, c.dialed)
+	}
+	// Nobody drops: the first server closes it and answers.
+	c, a, err = expire(3)
+	if err != nil || len(c.dialed) != 1 || a.Value["zxid"] != "0x500000009" || a.Value["confirmed_by"] != nil {
+		t.Fatalf("answered: %v, value %v, dialed %v", err, a.Value, c.dialed)
+	}
+	// The session is gone before the fault: the first refusal is final.
+	fc := newFakeCluster(3, 1)
+	fc.clients[0].SessionID = "0x77"
+	gone := &expiringCluster{fakeCluster: fc, t: t, closed: true}
+	_, err = SessionExpire{Target: TargetRandomClient, SessionTimeout: 2 * time.Second}.Apply(context.Background(), gone, newSteps(Schedule{Classes: Classes()}).next().rng)
+	var refused *sessionRefusedError
+	if !errors.As(err, &refused) || len(gone.dialed) != 1 {
+		t.Fatalf("gone: %v after dialing %v; want the first refusal", err, gone.dialed)
+	}
 }
