@@ -29,6 +29,7 @@ func Vars() []Var {
 		{"ZLC_CHECK_BIN", "the zlockcheck binary that checks the Curator worker's harness-like runs (default: one built from the checkout)", "recipes/curator/test.sh, make test"},
 		{"ZLC_EXPLORE", "set: run explore's control (a budget on zlc-mutex, curator-mutex and kazoo-lock must report no recipe bug)", "cmd/zlockcheck/explore_e2e_test.go, make explore"},
 		{"ZLC_EXPLORE_BUDGET", "each recipe's budget in explore's control (default 5m)", "cmd/zlockcheck/explore_e2e_test.go"},
+		{"ZLC_FENCING_FAULTS", "`all`: the fencing e2e test runs client-partition as well as client-pause (default: client-pause only)", "cmd/zlockcheck/mutants_e2e_test.go, make fencing"},
 		{"ZLC_HELPER_PATH", "set by the nemesis tests for their helper process: the znode it creates", "nemesis/helper_test.go"},
 		{"ZLC_HELPER_SERVERS", "set by the nemesis tests for their helper process: the servers it connects to", "nemesis/helper_test.go"},
 		{"ZLC_HELPER_SESSION_TIMEOUT", "set by the nemesis tests for their helper process: its session timeout", "nemesis/helper_test.go"},
