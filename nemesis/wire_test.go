@@ -126,13 +126,7 @@ func fakeServer(t *testing.T, conn net.Conn, resp connectResponse, closeErr int3
 			done <- errors.New("unexpected connect request")
 			return
 		}
-		var out []byte
-		out = binary.BigEndian.AppendUint32(out, 0)
-		out = binary.BigEndian.AppendUint32(out, uint32(resp.TimeOut))
-		out = binary.BigEndian.AppendUint64(out, uint64(resp.SessionID))
-		out = binary.BigEndian.AppendUint32(out, uint32(len(resp.Passwd)))
-		out = append(out, resp.Passwd...)
-		out = append(out, 0)
+		out := append(binary.BigEndian.AppendUint32(nil, 0), resp.encodeForTest()...)
 		if _, err := conn.Write(frame(out)); err != nil {
 			done <- err
 			return
