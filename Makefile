@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time openssh-server
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning bench-herd property clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu property clean cleanup
 
 all: build
 
@@ -97,6 +97,11 @@ bench-tuning: build
 # (bench/herd.sh, six runs of 20 s, about 4 minutes).
 bench-herd: build
 	bash bench/herd.sh
+
+# CPU per lock cycle by role, harness against a plain loop of processes, 5 and 20
+# workers at --hold-max 1ms (bench/cpucycle.sh, about 3 minutes; issue 15).
+bench-cpu: build
+	bash bench/cpucycle.sh
 
 # The lock property on a real ensemble (rapid over worker processes; about 8 minutes):
 # the open searches (every recipe, go-zookeeper's orphan) plus the short tests that

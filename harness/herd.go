@@ -11,14 +11,31 @@ import (
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
-// herdInterval is how often the herd watch samples the servers' watch tables and
-// request counters: often enough to see a queue of waiters whose holds last tens of
-// milliseconds many times over a run, cheap enough (mntr, wchc, mntr per server)
-// not to load the servers the run measures.
-const herdInterval = 400 * time.Millisecond
+// The herd watch samples the servers' watch tables and request counters with
+// herdInterval between samples until it has herdContendedWanted samples with two
+// waiters or more (enough for the verdict), then herdSlowInterval to the workload's end (the
+// reads per grant need only the first and last sample). Often enough at first to see
+// a queue of waiters whose holds last tens of milliseconds many times in a short run;
+// rarely after, for each sample (mntr, wchc, mntr per server) costs the servers the
+// run measures about a tenth of their CPU per lock cycle at 400 ms (BENCHMARKS.md,
+// issue 15).
+const (
+	herdInterval        = 400 * time.Millisecond
+	herdSlowInterval    = 4 * time.Second
+	herdContendedWanted = 20
+)
 
-// watchHerd samples every server's watches (wchc) and request counters (mntr) every
-// herdInterval until ctx ends, appending each sample to the run's herd.jsonl (package
+// herdPace is the wait before the next herd sample, after contended samples with two
+// waiters or more.
+func herdPace(contended int) time.Duration {
+	if contended < herdContendedWanted {
+		return herdInterval
+	}
+	return herdSlowInterval
+}
+
+// watchHerd samples every server's watches (wchc) and request counters (mntr) at
+// herdPace until ctx ends, appending each sample to the run's herd.jsonl (package
 // herd reads them). A server that does not answer is counted, not an error: a fault
 // may have killed or cut it off. Only a file that cannot be written fails the run.
 //
@@ -38,6 +55,7 @@ func (r *runner) watchHerd(ctx context.Context) error {
 	enc := json.NewEncoder(f)
 	t := time.NewTicker(herdInterval)
 	defer t.Stop()
+	contended := 0
 	for {
 		s := r.herdSample(ctx)
 		if ctx.Err() != nil {
@@ -46,6 +64,10 @@ func (r *runner) watchHerd(ctx context.Context) error {
 		if err := enc.Encode(s); err != nil {
 			return r.fail(err, "herd samples")
 		}
+		if c := herd.Classify(s); c.Known && c.Waiters >= 2 {
+			contended++
+		}
+		t.Reset(herdPace(contended))
 		select {
 		case <-ctx.Done():
 			return nil
