@@ -13,12 +13,12 @@ import (
 
 // The herd watch samples the servers' watch tables and request counters with
 // herdInterval between samples until it has herdContendedWanted samples with two
-// waiters or more (enough for the verdict), then herdSlowInterval to the workload's end (the
-// reads per grant need only the first and last sample). Often enough at first to see
-// a queue of waiters whose holds last tens of milliseconds many times in a short run;
-// rarely after, for each sample (mntr, wchc, mntr per server) costs the servers the
-// run measures about a tenth of their CPU per lock cycle at 400 ms (BENCHMARKS.md,
-// issue 15).
+// waiters or more (enough for the verdict), then with herdSlowInterval to the
+// workload's end (the reads per grant need only the first and last sample). Often
+// enough at first to see a queue of waiters whose holds last tens of milliseconds many
+// times in a short run; rarely after, for each sample (mntr, wchc, mntr per server)
+// costs the servers the run measures about a tenth of their CPU per lock cycle at
+// 400 ms (BENCHMARKS.md, issue 15).
 const (
 	herdInterval        = 400 * time.Millisecond
 	herdSlowInterval    = 4 * time.Second
@@ -64,7 +64,7 @@ func (r *runner) watchHerd(ctx context.Context) error {
 		if err := enc.Encode(s); err != nil {
 			return r.fail(err, "herd samples")
 		}
-		if c := herd.Classify(s); c.Known && c.Waiters >= 2 {
+		if herd.Classify(s).Contended() {
 			contended++
 		}
 		t.Reset(herdPace(contended))

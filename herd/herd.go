@@ -118,6 +118,10 @@ type Classified struct {
 	Watches int
 }
 
+// Contended says whether the sample counts and saw two waiters or more at once: the
+// samples a herd verdict is drawn from.
+func (c Classified) Contended() bool { return c.Known && c.Waiters >= 2 }
+
 // Classify reads a sample. ZooKeeper 3.8 lists data watches by session and path
 // (wchc) but child watches only as a count (ParseWchc), so:
 //

@@ -138,3 +138,20 @@ func TestAnalyzeRecordedRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestContendedNeedsAKnownSampleWithTwoWaiters: only a sample whose child watches
+// were known and that saw two waiters or more counts toward a verdict.
+func TestContendedNeedsAKnownSampleWithTwoWaiters(t *testing.T) {
+	for _, tc := range []struct {
+		c    Classified
+		want bool
+	}{
+		{Classified{Known: true, Waiters: 2}, true},
+		{Classified{Known: true, Waiters: 1}, false},
+		{Classified{Known: false, Waiters: 5}, false},
+	} {
+		if got := tc.c.Contended(); got != tc.want {
+			t.Errorf("%+v.Contended() = %v, want %v", tc.c, got, tc.want)
+		}
+	}
+}

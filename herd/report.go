@@ -71,7 +71,7 @@ func Analyze(samples []Sample, grants []int64) Report {
 		if c.OnLock > r.OnLock || (c.OnLock == r.OnLock && c.OnLock > 0 && c.Waiters > r.OnLockOf) {
 			r.OnLock, r.OnLockOf = c.OnLock, c.Waiters
 		}
-		if c.Waiters >= 2 {
+		if c.Contended() {
 			r.Contended++
 			waiters += c.Waiters
 			onLock += c.OnLock
