@@ -53,7 +53,9 @@ CFG
 java -Xmx256m -XX:+UseSerialGC -cp "$jars" -Dorg.slf4j.simpleLogger.logFile=System.err \
 	org.apache.zookeeper.server.ZooKeeperServerMain "$tmp/zoo.cfg" >"$tmp/server.log" 2>&1 &
 zk_pid=$!
-srvr() { (exec 3<>"/dev/tcp/127.0.0.1/$port" && echo srvr >&3 && cat <&3) 2>/dev/null; }
+# A server still starting may accept the connection and never answer: each try is
+# bounded, or cat would wait forever (a make test hung here once, 2026-11-24).
+srvr() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && echo srvr >&3 && cat <&3' _ "$port" 2>/dev/null; }
 for i in $(seq 150); do
 	if srvr | grep -q '^Mode: standalone'; then break; fi
 	if ! kill -0 "$zk_pid" 2>/dev/null || [ "$i" = 150 ]; then
