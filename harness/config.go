@@ -64,6 +64,12 @@ type Config struct {
 	// which the harness appends the ensemble, the path, the timing and the holds. It
 	// tells what one process per client costs apart from what the harness costs.
 	BaselineArgv []string `json:"baseline_argv,omitempty"`
+	// BaselineWarmup, when Baseline or BaselineArgv is set, runs the plain loop of
+	// goroutines this long before the workload, untimed and unrecorded (0: none). The
+	// servers' JVMs answer slowly until they have run the lock's requests a while
+	// (BENCHMARKS.md, issue 15): without it the workload, which comes first, pays for
+	// that warm-up and the plain loop, which comes after, does not.
+	BaselineWarmup time.Duration `json:"baseline_warmup_ns,omitempty"`
 	// Nemesis lists the fault classes to inject (none: no faults).
 	Nemesis []nemesis.Class `json:"nemesis"`
 	// NemesisInterval is the mean quiet time between faults.
@@ -111,13 +117,14 @@ type Config struct {
 
 // DefaultConfig is a run's configuration before a flag or a run file changes it: the
 // one place the defaults live (the CLI's flags show them, Defaults fills the zero
-// fields of a Config from them). FinalPhase is on by default, but a bool cannot be
-// filled in: a Config built by hand says what it wants.
+// fields of a Config from them). FinalPhase and BaselineWarmup are on by default, but
+// are not filled in (false and 0 mean off): a Config built by hand says what it wants.
 func DefaultConfig() Config {
 	return Config{
 		Store: "store", Nodes: 3, Workers: 5, Duration: 30 * time.Second,
 		SessionTimeout: DefaultSessionTimeout, Tick: DefaultTick, InitLimit: DefaultInitLimit, SyncLimit: DefaultSyncLimit,
 		NemesisInterval: nemesis.DefaultInterval, FinalPhase: true, Workload: workloads.DefaultConfig(),
+		BaselineWarmup: 10 * time.Second,
 	}
 }
 
@@ -179,6 +186,8 @@ func (c Config) Validate() error {
 		return errors.New("worker command: empty")
 	case strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..":
 		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
+	case c.BaselineWarmup < 0:
+		return fmt.Errorf("baseline-warmup: want >= 0, got %s", c.BaselineWarmup)
 	case c.ServerHeap != "" && !isHeapSize(c.ServerHeap):
 		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
 	}

@@ -35,6 +35,9 @@ type Outcome struct {
 	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it, and
 	// BaselineProcesses the per-process one, when Config.BaselineArgv did.
 	Baseline, BaselineProcesses *Baseline
+	// BaselineWarmup is the plain loop run before the workload to warm the servers
+	// (Config.BaselineWarmup), when there was one.
+	BaselineWarmup *Baseline
 	// Liveness is the final phase's verdict (nil when there was none).
 	Liveness *Liveness
 	// Timings are the set-up and teardown costs (also written to timings.json).
@@ -114,6 +117,10 @@ func (r *runner) setUp(ctx context.Context) error {
 		return err
 	}
 
+	// Before the history's clock starts: the workload's times count from its start.
+	if err := r.warmUp(ctx); err != nil {
+		return err
+	}
 	r.out.History = r.dir.HistoryPath()
 	w, err := histories.NewWriter(r.out.History)
 	if err != nil {
@@ -336,17 +343,42 @@ func (r *runner) baseline(ctx context.Context) {
 	}
 }
 
-// goroutineBaseline runs the plain loop as goroutines of this process on lock path;
-// false when it failed the run.
-func (r *runner) goroutineBaseline(ctx context.Context, path string) bool {
+// warmUp runs the plain loop of goroutines for Config.BaselineWarmup before the
+// workload, when a baseline is asked for: the servers' JVMs answer slowly until they
+// have run the lock's requests a while, and the workload comes first (BENCHMARKS.md,
+// issue 15). Nothing is recorded; the outcome keeps its cycles.
+func (r *runner) warmUp(ctx context.Context) error {
+	if r.cfg.BaselineWarmup <= 0 || (!r.cfg.Baseline && len(r.cfg.BaselineArgv) == 0) {
+		return nil
+	}
+	b, err := runBaseline(ctx, r.network, r.connect, r.lockPath+"-warmup", r.cfg.Workers, r.cfg.BaselineWarmup, r.cfg.SessionTimeout, r.baselineHolds())
+	if err != nil {
+		return fmt.Errorf("baseline warm-up: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.out.BaselineWarmup = &b
+	r.logf("baseline warm-up: plain go-zookeeper loop, %d goroutines, untimed: %d cycles in %s", b.Goroutines, b.Cycles, b.Duration)
+	return nil
+}
+
+// baselineHolds draws the plain loop's holds as the workload draws them (one stream
+// for every goroutine, from the slot -1 stream).
+func (r *runner) baselineHolds() func(int) time.Duration {
 	rng := r.slotRNG(-1)
 	var mu sync.Mutex
-	hold := func(int) time.Duration {
+	return func(int) time.Duration {
 		mu.Lock()
 		defer mu.Unlock()
 		return r.cfg.Workload.Next(rng, -1).Hold
 	}
-	b, err := runBaseline(ctx, r.network, r.connect, path, r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, hold)
+}
+
+// goroutineBaseline runs the plain loop as goroutines of this process on lock path;
+// false when it failed the run.
+func (r *runner) goroutineBaseline(ctx context.Context, path string) bool {
+	b, err := runBaseline(ctx, r.network, r.connect, path, r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, r.baselineHolds())
 	if r.fail(err, "baseline") != nil {
 		return false
 	}

@@ -39,8 +39,9 @@ type Run struct {
 	// SetupError is set when the run broke down before its end.
 	SetupError string
 	// Baseline is the plain-loop yardstick measured on the same ensemble, if any, and
-	// BaselineProcesses the same loop run as one process per session.
-	Baseline, BaselineProcesses any
+	// BaselineProcesses the same loop run as one process per session;
+	// BaselineWarmup the untimed loop that warmed the servers before the workload.
+	Baseline, BaselineProcesses, BaselineWarmup any
 	// Workers and Workload are the run's worker slots and planned workload time, for
 	// the steady-state rate (zero: not known).
 	Workers  int
@@ -78,6 +79,7 @@ type Results struct {
 	SteadyCyclesPerSecond float64           `json:"steady_cycles_per_second,omitempty"`
 	Baseline              any               `json:"baseline,omitempty"`
 	BaselineProcesses     any               `json:"baseline_processes,omitempty"`
+	BaselineWarmup        any               `json:"baseline_warmup,omitempty"`
 	CheckSeconds          float64           `json:"check_seconds"`
 	ZooKeeperVersion      string            `json:"zookeeper_version,omitempty"`
 	RecipeVersion         string            `json:"recipe_version,omitempty"`
@@ -129,7 +131,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		Ops: len(h),
 	}
 	out.Counts, out.Processes = Count(h)
-	out.Baseline, out.BaselineProcesses = run.Baseline, run.BaselineProcesses
+	out.Baseline, out.BaselineProcesses, out.BaselineWarmup = run.Baseline, run.BaselineProcesses, run.BaselineWarmup
 	if run.Elapsed > 0 {
 		out.CyclesPerSecond = float64(out.Counts[histories.FRelease]["ok"]) / run.Elapsed.Seconds()
 	}

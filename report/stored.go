@@ -35,8 +35,9 @@ type Course struct {
 	RecipeVersion    string
 	// SetupError is set when the run broke down before its end.
 	SetupError string
-	// Baseline and BaselineProcesses are the plain-loop yardsticks, if any (nil: none).
-	Baseline, BaselineProcesses any
+	// Baseline and BaselineProcesses are the plain-loop yardsticks, if any (nil: none),
+	// and BaselineWarmup the untimed loop before the workload.
+	Baseline, BaselineProcesses, BaselineWarmup any
 }
 
 // Course returns how the run these (previous) results describe went.
@@ -44,7 +45,7 @@ func (r Results) Course() Course {
 	return Course{
 		Interrupted: r.Interrupted, Elapsed: time.Duration(r.ElapsedSeconds * float64(time.Second)),
 		ZooKeeperVersion: r.ZooKeeperVersion, RecipeVersion: r.RecipeVersion, SetupError: r.SetupError, Baseline: r.Baseline,
-		BaselineProcesses: r.BaselineProcesses,
+		BaselineProcesses: r.BaselineProcesses, BaselineWarmup: r.BaselineWarmup,
 	}
 }
 
@@ -66,6 +67,6 @@ func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
 		Cause:       cause.Params{SessionTimeout: rc.SessionTimeout, Tick: rc.Tick, SyncLimit: rc.SyncLimit},
 		Interrupted: c.Interrupted, Elapsed: c.Elapsed, ZooKeeperVersion: c.ZooKeeperVersion,
 		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
-		BaselineProcesses: c.BaselineProcesses,
+		BaselineProcesses: c.BaselineProcesses, BaselineWarmup: c.BaselineWarmup,
 	}
 }

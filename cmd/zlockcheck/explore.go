@@ -24,7 +24,7 @@ import (
 // their targets, the workload's regimes and each round's length itself.
 func exploreChooses() []string {
 	return []string{"nemesis", "nemesis-targets", "partition-shapes", "vary", "regime-length",
-		"keep-workers", "time", "baseline", "baseline-processes", "cpuprofile", "worker-cpuprofile", "nemesis-interval"}
+		"keep-workers", "time", "baseline", "baseline-processes", "baseline-warmup", "cpuprofile", "worker-cpuprofile", "nemesis-interval"}
 }
 
 // exploreCmd is `zlockcheck explore`: rounds of runs within a time budget, each

@@ -153,18 +153,26 @@ func holdsAt(h histories.History, process int) bool {
 }
 
 // TestBaselineShapes: --baseline times the plain loop as goroutines of the harness,
-// --baseline-processes as one process per worker slot (in its namespace); one run
-// with both completes cycles in each, says which shape each was, and leaves no
-// plain-loop process behind.
+// --baseline-processes as one process per worker slot (in its namespace), after an
+// untimed warm-up of the plain loop (--baseline-warmup) that comes before the
+// history's clock starts; one run with both completes cycles in each, says which
+// shape each was, and leaves no plain-loop process behind.
 func TestBaselineShapes(t *testing.T) {
 	requireIntegration(t)
 	store := t.TempDir()
 	code, stdout, stderr := zlockcheck(t, "run", "--time", "3s", "--workers", "3", "--seed", "1", "--hold-max", "1ms",
-		"--final-phase=false", "--baseline", "--baseline-processes", "--store", store)
+		"--final-phase=false", "--baseline", "--baseline-processes", "--baseline-warmup", "2s", "--store", store)
 	if code != exitValid {
 		t.Fatalf("exit %d, want %d (valid)\nstdout:\n%s\nstderr:\n%s", code, exitValid, stdout, stderr)
 	}
 	res := readResults(t, store)
+	if w, ok := res["baseline_warmup"].(map[string]any); !ok || w["cycles"].(float64) < 20 || w["duration_ns"] != 2e9 {
+		t.Errorf("results.json's baseline_warmup: %v, want 2 s with cycles", res["baseline_warmup"])
+	}
+	h, _, err := histories.Load(filepath.Join(store, "latest", "history.jsonl"))
+	if err != nil || len(h) == 0 || h[0].Time > int64(time.Second) {
+		t.Errorf("history (%v): its first op must come within a second of its start, the warm-up before it", err)
+	}
 	for key, processes := range map[string]bool{"baseline": false, "baseline_processes": true} {
 		b, ok := res[key].(map[string]any)
 		if !ok {

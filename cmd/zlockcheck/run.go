@@ -91,6 +91,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.workerCPUProfile, "worker-cpuprofile", "", "write each Go worker's CPU profile (pprof) into this directory, as worker-PROCESS.pprof")
 	fs.BoolVar(&o.baseline, "baseline", false, "after the workload, time a plain go-zookeeper lock loop on the same ensemble (benchmarks)")
 	fs.BoolVar(&o.baselineProc, "baseline-processes", false, "after the workload (and --baseline's loop), time the plain loop as one OS process per worker slot, in its namespace, as the workers run (benchmarks)")
+	fs.DurationVar(&o.cfg.BaselineWarmup, "baseline-warmup", def.BaselineWarmup, "with --baseline or --baseline-processes: first run the plain loop this long, untimed, so that the servers have warmed up before either side is timed (0: none)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
 	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "ZooKeeper servers in the ensemble")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
@@ -246,6 +247,9 @@ func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, st
 	}
 	if outcome.Baseline != nil { // a nil *harness.Baseline in an any would not be nil
 		course.Baseline = outcome.Baseline
+	}
+	if outcome.BaselineWarmup != nil {
+		course.BaselineWarmup = outcome.BaselineWarmup
 	}
 	if outcome.BaselineProcesses != nil {
 		course.BaselineProcesses = outcome.BaselineProcesses
