@@ -49,7 +49,9 @@ echo "## Harness vs plain go-zookeeper loop, short holds (--hold-max 1ms)"
 # plain loop of goroutines (--baseline: W sessions in one process, the issue's
 # yardstick), then one of processes (--baseline-processes: one OS process per session in
 # the worker namespaces, as the workers run), which tells what one process per client
-# costs apart from what the harness costs. BENCH_PROTOCOLS="3 2 1" adds the same worker
+# costs apart from what the harness costs. --baseline first warms the servers with 10 s
+# of the plain loop, untimed (--baseline-warmup), so that neither side is timed on cold
+# JVMs (BENCHMARKS.md, sixth look). BENCH_PROTOCOLS="3 2 1" adds the same worker
 # held to protocol v2 and v1 (zlockcheck worker --protocol N, as an exec worker).
 printf '| rep | workers | protocol | harness cycles/s (steady) | plain loop, goroutines | plain loop, processes | harness / goroutines | harness / processes | processes / goroutines |\n|---|---|---|---|---|---|---|---|---|\n'
 for workers in ${BENCH_WORKERS:-5 20}; do

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """ZooKeeper's request counters while a run goes on: one line per INTERVAL seconds.
 
-    python3 bench/zkcounters.py [INTERVAL] > zk.log &   # then run zlockcheck; kill it after
+    python3 bench/zkcounters.py [INTERVAL [KEY...]] > zk.log &   # then run zlockcheck; kill it after
 
 Each line sums, over the servers of the run under way (the namespaces zlc<run>s<N> the
 harness made), mntr's zk_packets_received (client requests, pings included) and
 zk_proposal_count (writes the leader proposed), and says which phase was running:
 W (zlockcheck worker processes), P (zlockcheck plain-loop processes) or - (neither).
 bench/cpucycle.sh turns two phases' differences into requests and writes per lock
-cycle: the same per cycle means ZooKeeper was asked for the same work in both.
+cycle: the same per cycle means ZooKeeper was asked for the same work in both. Other
+mntr counters can be named instead (KEY...), e.g. zk_sum_updatelatency and
+zk_cnt_updatelatency for the servers' own write latency interval by interval.
 
 It enters each server's namespace with setns(2) (root) instead of starting a process
 per sample, so it costs the machine next to nothing.
@@ -22,7 +24,7 @@ import sys
 import time
 
 CLONE_NEWNET = 0x40000000
-KEYS = ["zk_packets_received", "zk_proposal_count"]
+DEFAULT_KEYS = ["zk_packets_received", "zk_proposal_count"]
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
 
@@ -48,6 +50,7 @@ def servers():
 
 
 def mntr(ns, addr, home):
+    """Server ns's mntr answer as a dict, asked from inside its namespace."""
     setns("/run/netns/" + ns)
     try:
         s = socket.create_connection((addr, 2181), timeout=1)
@@ -70,24 +73,25 @@ def phase():
 
 def main():
     interval = float(sys.argv[1]) if len(sys.argv) > 1 else 4.0
+    keys = sys.argv[2:] or DEFAULT_KEYS
     home = "/proc/self/ns/net"
     home_fd = os.open(home, os.O_RDONLY)
     home = f"/proc/self/fd/{home_fd}"
     known = []
-    print("t phase " + " ".join(k.removeprefix("zk_") for k in KEYS), flush=True)
+    print("t phase " + " ".join(k.removeprefix("zk_") for k in keys), flush=True)
     while True:
         t = time.time()
         known = known or servers()
-        total = dict.fromkeys(KEYS, 0)
+        total = dict.fromkeys(keys, 0)
         for ns, addr in known:
             try:
                 m = mntr(ns, addr, home)
             except OSError:
                 known = []  # a new run, or a server down: look again next time
                 continue
-            for k in KEYS:
+            for k in keys:
                 total[k] += int(float(m.get(k, "0")))
-        print(f"{t:.1f} {phase()} " + " ".join(str(total[k]) for k in KEYS), flush=True)
+        print(f"{t:.1f} {phase()} " + " ".join(str(total[k]) for k in keys), flush=True)
         time.sleep(max(0.0, interval - (time.time() - t)))
 
 
