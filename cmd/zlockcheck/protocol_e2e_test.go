@@ -166,7 +166,8 @@ func TestBaselineShapes(t *testing.T) {
 		t.Fatalf("exit %d, want %d (valid)\nstdout:\n%s\nstderr:\n%s", code, exitValid, stdout, stderr)
 	}
 	res := readResults(t, store)
-	if w, ok := res["baseline_warmup"].(map[string]any); !ok || w["cycles"].(float64) < 20 || w["duration_ns"] != 2e9 {
+	w, _ := res["baseline_warmup"].(map[string]any)
+	if cycles, _ := w["cycles"].(float64); cycles < 20 || w["duration_ns"] != 2e9 {
 		t.Errorf("results.json's baseline_warmup: %v, want 2 s with cycles", res["baseline_warmup"])
 	}
 	h, _, err := histories.Load(filepath.Join(store, "latest", "history.jsonl"))
