@@ -59,13 +59,13 @@ def phase(busy_role, cps, name, client, tag):
     ms = lambda role: sum(float(row[col[role]]) for row in secs) * 1000 / cycles
     # Switches over the client role's busy intervals but the first and last, per cycle
     # at the phase's rate (the sampler's intervals run a little over a second).
-    names = "zk harness workers plain-loop other".split()
+    # ctxswitch.py has two columns (voluntary, involuntary) per role, in cpushare's order.
     def sw(role, busy=client):
-        j = 1 + 2 * names.index(busy)
+        j = 2 * col[busy] - 1
         idx = [i for i, c in enumerate(ctx) if int(c[j]) + int(c[j + 1]) > 100][1:-1]
         if not idx or idx[0] == 0:
             return "-"
-        k = 1 + 2 * names.index(role)
+        k = 2 * col[role] - 1
         n = sum(int(ctx[i][k]) + int(ctx[i][k + 1]) for i in idx)
         return f"{n / (cps * (float(ctx[idx[-1]][0]) - float(ctx[idx[0] - 1][0]))):.0f}"
     print(f"| {sys.argv[3]} | {name} | {cps:.1f} | {ms('zk'):.2f} | {ms('harness'):.2f} | {ms(client):.2f} | {counters(tag)} | {sw('zk')} / {sw('harness')} / {sw(client)} |")

@@ -74,9 +74,8 @@ def phase():
 def main():
     interval = float(sys.argv[1]) if len(sys.argv) > 1 else 4.0
     keys = sys.argv[2:] or DEFAULT_KEYS
-    home = "/proc/self/ns/net"
-    home_fd = os.open(home, os.O_RDONLY)
-    home = f"/proc/self/fd/{home_fd}"
+    # This process's own namespace, held open to come back to after each server's.
+    home = f"/proc/self/fd/{os.open('/proc/self/ns/net', os.O_RDONLY)}"
     known = []
     print("t phase " + " ".join(k.removeprefix("zk_") for k in keys), flush=True)
     while True:
