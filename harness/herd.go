@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/herd"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 

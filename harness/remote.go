@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
-	"github.com/zlockcheck/zlockcheck/sshnode"
+	"github.com/zlockcheck/zlockcheck/internal/sshnode"
 )
 
 // DefaultNodeDir is where a run on SSH nodes keeps its files on each node:

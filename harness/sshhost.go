@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/sshnode"
 	"github.com/zlockcheck/zlockcheck/nemesis"
-	"github.com/zlockcheck/zlockcheck/sshnode"
 )
 
 // sshHost is a server's host on a real node reached over SSH (sshnode). The server is

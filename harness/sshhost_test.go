@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/sshnode"
 	"github.com/zlockcheck/zlockcheck/nemesis"
-	"github.com/zlockcheck/zlockcheck/sshnode"
 )
 
 // localShell is a fake node for unit tests: it runs sshHost's scripts with this

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/report/plots"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )

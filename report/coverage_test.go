@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/cause"
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/cause"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 

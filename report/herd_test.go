@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
@@ -27,7 +27,7 @@ func TestCheckRunReportsHerd(t *testing.T) {
 	if err != nil || res.Herd != nil {
 		t.Fatalf("without herd.jsonl: herd %+v, err %v; want none", res.Herd, err)
 	}
-	samples, err := os.ReadFile(filepath.Join("..", "herd", "testdata", "mutant-herd.jsonl"))
+	samples, err := os.ReadFile(filepath.Join("..", "models", "herd", "testdata", "mutant-herd.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

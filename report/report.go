@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/cause"
-	"github.com/zlockcheck/zlockcheck/coverage"
-	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/cause"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/report/plots"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )

@@ -3,7 +3,7 @@ package report
 import (
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/cause"
+	"github.com/zlockcheck/zlockcheck/models/cause"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 

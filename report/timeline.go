@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/report/plots"
 )
 

@@ -12,10 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
-	"github.com/zlockcheck/zlockcheck/explore"
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/harness/explore"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/cause"
-	"github.com/zlockcheck/zlockcheck/explore"
+	"github.com/zlockcheck/zlockcheck/harness/explore"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/cause"
 )
 
 // knownFindings are the real bugs explore finds in real recipes, by the probe that

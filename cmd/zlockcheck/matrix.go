@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/herd"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 )
 
 // TestMatrixHerdColumn: matrix.md's herd column shows each recipe's herd verdict and

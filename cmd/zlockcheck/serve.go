@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/zlockcheck/zlockcheck/web"
+	"github.com/zlockcheck/zlockcheck/report/web"
 )
 
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/sshnode"
+	"github.com/zlockcheck/zlockcheck/internal/sshnode"
 )
 
 // sshOptions are the --ssh-* flags of run (and matrix, explore, replay, cleanup): an

@@ -14,9 +14,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 )
 
 // TestRunPageCoverage: the run page shows results.json's coverage table, a row at 0

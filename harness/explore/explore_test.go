@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )

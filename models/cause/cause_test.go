@@ -16,7 +16,7 @@ var harnessDefaults = Params{SessionTimeout: 4 * time.Second, Tick: 200 * time.M
 
 func load(t *testing.T, name string) histories.History {
 	t.Helper()
-	h, _, err := histories.Load("../testdata/histories/" + name)
+	h, _, err := histories.Load("../../testdata/histories/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

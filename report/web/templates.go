@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"html/template"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 )
 
 // funcMap holds the helpers of the page templates.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/herd"
+	"github.com/zlockcheck/zlockcheck/models/herd"
 )
 
 // TestRunPageHerd: the run page shows results.json's herd record, its verdict line

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/coverage"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
