@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -35,7 +35,7 @@ type Config struct {
 	Argv []string
 	// Kind is the workload kind sent in init (empty: mutex).
 	Kind workloads.Kind
-	// SessionTimeout is sent in init (0: harness.DefaultSessionTimeout); the bounds
+	// SessionTimeout is sent in init (0: lockservice.DefaultSessionTimeout); the bounds
 	// the rules allow derive from it as the harness's do.
 	SessionTimeout time.Duration
 	// Server is the ZooKeeper to use; nil starts a private standalone server on
@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, fmt.Errorf("kind: %w", err)
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = harness.DefaultSessionTimeout
+		cfg.SessionTimeout = lockservice.DefaultSessionTimeout
 	}
 	rules, err := selectRules(cfg.Only)
 	if err != nil {
@@ -185,7 +185,7 @@ func runRule(ctx context.Context, cfg Config, rule Rule, path string) Result {
 
 // private is a standalone server this run started.
 type private struct {
-	s       *harness.Standalone
+	s       *lockservice.Standalone
 	timeout time.Duration
 }
 
@@ -202,7 +202,7 @@ func startPrivate(ctx context.Context, cfg Config) (Server, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := harness.StartStandalone(ctx, harness.EnsembleConfig{Dir: dir, ZKHome: cfg.ZKHome})
+	s, err := lockservice.StartStandalone(ctx, lockservice.EnsembleConfig{Dir: dir, ZKHome: cfg.ZKHome})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("private ZooKeeper: %w", err)

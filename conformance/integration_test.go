@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 // TestConformanceOfRealWorkers: the project's own workers keep every rule on a real
@@ -30,12 +30,12 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 		t.Fatalf("build the Curator worker: %v\n%s", err, out)
 	}
 	ctx := context.Background()
-	zk, err := harness.StartStandalone(ctx, harness.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
+	zk, err := lockservice.StartStandalone(ctx, lockservice.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(zk.Stop)
-	server := private{s: zk, timeout: harness.DefaultSessionTimeout}
+	server := private{s: zk, timeout: lockservice.DefaultSessionTimeout}
 
 	workers := []struct {
 		name string

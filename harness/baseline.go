@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 // Baseline is what a plain go-zookeeper lock loop achieved on the run's ensemble: the
@@ -67,7 +68,7 @@ func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dial
 	if err != nil {
 		return nil, err
 	}
-	if err := waitSession(events, 2*sessionTimeout); err != nil {
+	if err := lockservice.WaitSession(events, 2*sessionTimeout); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -194,24 +195,4 @@ func runBaselineProcesses(ctx context.Context, argv []string, hosts []netns.Host
 		b.Errors += one.Errors
 	}
 	return b, nil
-}
-
-// waitSession waits until a session is established, then drains the events.
-func waitSession(events <-chan zk.Event, limit time.Duration) error {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return nil
-			}
-		case <-timer.C:
-			return fmt.Errorf("no session within %s", limit)
-		}
-	}
 }

@@ -7,13 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // cluster is the run as the nemesis sees it: servers, live workers, the holder.
 type cluster struct {
-	ens *Ensemble
+	svc lockservice.Service
 
 	mu      sync.Mutex
 	workers map[int]*worker // by slot: the slot's current process
@@ -21,8 +22,8 @@ type cluster struct {
 
 var _ nemesis.Cluster = (*cluster)(nil)
 
-func newCluster(ens *Ensemble) *cluster {
-	return &cluster{ens: ens, workers: map[int]*worker{}}
+func newCluster(svc lockservice.Service) *cluster {
+	return &cluster{svc: svc, workers: map[int]*worker{}}
 }
 
 // setWorker records the slot's current worker process (nil when it has none).
@@ -36,23 +37,12 @@ func (c *cluster) setWorker(slot int, w *worker) {
 	c.workers[slot] = w
 }
 
-func (c *cluster) Servers() []nemesis.Server {
-	out := make([]nemesis.Server, len(c.ens.Servers))
-	for i, s := range c.ens.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
-	}
-	return out
-}
+func (c *cluster) Servers() []nemesis.Server { return c.svc.Nodes() }
 
-func (c *cluster) Leader(ctx context.Context) (int, bool) {
-	if s := c.ens.Leader(ctx); s != nil {
-		return s.ID, true
-	}
-	return 0, false
-}
+func (c *cluster) Leader(ctx context.Context) (int, bool) { return c.svc.Leader(ctx) }
 
 func (c *cluster) ServerOf(ctx context.Context, cl nemesis.Client) (int, bool) {
-	return c.ens.ServerOf(ctx, cl.Addr, cl.SessionID)
+	return c.svc.ServerOf(ctx, cl.Addr, cl.SessionID)
 }
 
 func (c *cluster) client(w *worker) nemesis.Client {
@@ -125,5 +115,5 @@ func (c *cluster) Idle() (nemesis.Client, bool) {
 }
 
 func (c *cluster) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	return c.ens.Dial(ctx, addr, timeout)
+	return c.svc.Dial(ctx, addr, timeout)
 }

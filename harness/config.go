@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -28,7 +29,7 @@ type Config struct {
 	ZKHome string `json:"zk_home,omitempty"`
 	// SSH, when set, runs the ensemble on real hosts over SSH, one server per node
 	// (Nodes is then the number of nodes); unset, in namespaces of this machine.
-	SSH *SSHConfig `json:"ssh,omitempty"`
+	SSH *lockservice.SSHConfig `json:"ssh,omitempty"`
 	// Workers is the number of concurrent worker processes.
 	Workers int `json:"workers"`
 	// Duration is how long the workload runs.
@@ -122,7 +123,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Store: "store", Nodes: 3, Workers: 5, Duration: 30 * time.Second,
-		SessionTimeout: DefaultSessionTimeout, Tick: DefaultTick, InitLimit: DefaultInitLimit, SyncLimit: DefaultSyncLimit,
+		SessionTimeout: lockservice.DefaultSessionTimeout, Tick: lockservice.DefaultTick, InitLimit: lockservice.DefaultInitLimit, SyncLimit: lockservice.DefaultSyncLimit,
 		NemesisInterval: nemesis.DefaultInterval, FinalPhase: true, Workload: workloads.DefaultConfig(),
 		BaselineWarmup: 10 * time.Second,
 	}
@@ -245,3 +246,16 @@ func (c Config) DrainGrace() time.Duration { return c.ReplyLimit(c.Workload.Long
 // MaxSessionTimeout is the servers' maxSessionTimeout: room for the workers' session
 // timeout, and never under ZooKeeper's usual 60 s.
 func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2*c.SessionTimeout) }
+
+// service is the lock service's part of the run's configuration: its servers'
+// files go under serversDir.
+func (c Config) service(serversDir string) lockservice.Config {
+	return lockservice.Config{
+		Ensemble: lockservice.EnsembleConfig{
+			Nodes: c.Nodes, ZKHome: c.ZKHome, Dir: serversDir,
+			Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,
+			Heap: c.ServerHeap, FullJIT: c.ServerFullJIT, MaxSessionTimeout: c.MaxSessionTimeout(),
+		},
+		SSH: c.SSH, Connect: c.Connect, ConnectTimeout: c.RecoverBound(),
+	}
+}

@@ -1,10 +1,7 @@
 package harness
 
 import (
-	"context"
-	"errors"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -59,24 +56,5 @@ func TestConnectLockPathIsUnderTheChroot(t *testing.T) {
 	c = Config{RunID: "ab12cd", Connect: "10.1.2.3", Chroot: "/team/x"}.Defaults().named()
 	if c.Chroot != "/team/x" || !strings.HasPrefix(c.lockPath(), "/team/x/") {
 		t.Errorf("connect with a chroot: chroot %q, lock path %q", c.Chroot, c.lockPath())
-	}
-}
-
-// An existing ensemble's server is never started, killed or signalled, and the
-// nemesis's heal finds nothing of its own there.
-func TestExistingHostTouchesNothing(t *testing.T) {
-	h := existingHost{name: "zk1:2181"}
-	ctx := context.Background()
-	if err := h.Start(ctx); err == nil {
-		t.Error("Start succeeded on an existing server")
-	}
-	if err := h.Kill(ctx); err != nil {
-		t.Errorf("Kill: %v (must be a no-op)", err)
-	}
-	if err := h.Signal(ctx, syscall.SIGSTOP); !errors.Is(err, nemesis.ErrNotRunning) {
-		t.Errorf("Signal: %v, want ErrNotRunning", err)
-	}
-	if _, err := h.Exec(ctx, nil, "nft", "list", "tables"); !errors.Is(err, nemesis.ErrHostGone) {
-		t.Errorf("Exec: %v, want ErrHostGone", err)
 	}
 }

@@ -2,17 +2,14 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -165,27 +162,29 @@ func (l Liveness) record(rec *recorder) {
 	rec.record(histories.NemesisOp(histories.Liveness(l), ""))
 }
 
-// lockChildren lists the children of the lock's parent path with their owners.
+// lockChildren lists the lock's entries with their owners.
 func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
-	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
+	inspector, ok := r.svc.(lockInspector)
+	if !ok {
+		return nil, errors.New("the service cannot list the lock's entries")
+	}
+	lock, err := inspector.OpenLock(ctx, r.cfg.SessionTimeout)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	children, _, err := conn.Children(r.lockPath)
+	defer lock.Close()
+	children, err := lock.Entries(r.lockPath, false)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", r.lockPath, err)
+		return nil, err
 	}
-	sort.Slice(children, func(i, j int) bool { return seqOf(children[i]) < seqOf(children[j]) })
-	alive := r.ens.liveSessions(ctx)
+	alive := inspector.LiveSessions(ctx)
 	owners := r.sessionOwners()
 	var out []ChildInfo
 	for _, c := range children {
-		_, stat, err := conn.Exists(r.lockPath + "/" + c)
-		if err != nil || stat == nil {
+		owner, ok, err := lock.Owner(r.lockPath, c)
+		if err != nil || !ok {
 			continue
 		}
-		owner := fmt.Sprintf("0x%x", uint64(stat.EphemeralOwner))
 		info := ChildInfo{Node: c, EphemeralOwner: owner, Process: -1, SessionAlive: alive[owner]}
 		if p, ok := owners[owner]; ok {
 			info.Process = p
@@ -196,9 +195,6 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 	state := func(process int) workloads.State { return views[process].state }
 	return classifyChildren(out, state, r.cfg.Workload.Kind.QueuesBehindLowest()), nil
 }
-
-// persistentOwner is the ephemeral owner of a persistent node.
-const persistentOwner = "0x0"
 
 // classifyChildren labels the lock node's children (sorted, lowest first) by who
 // waits on them: state says where a process stands (Between when it is no current
@@ -220,7 +216,7 @@ func classifyChildren(out []ChildInfo, state func(process int) workloads.State, 
 		}
 		waitsWithIt := st == workloads.Acquiring && newest[c.EphemeralOwner] == c.Node
 		switch {
-		case c.EphemeralOwner == persistentOwner:
+		case c.EphemeralOwner == lockservice.PersistentOwner:
 			c.Orphan, c.Note = true, "persistent node: nothing will ever delete it"
 		case !c.SessionAlive:
 		case c.Process < 0:
@@ -239,54 +235,4 @@ func classifyChildren(out []ChildInfo, state func(process int) workloads.State, 
 		}
 	}
 	return out
-}
-
-func seqOf(node string) int {
-	i := len(node)
-	for i > 0 && node[i-1] >= '0' && node[i-1] <= '9' {
-		i--
-	}
-	n, _ := strconv.Atoi(node[i:])
-	return n
-}
-
-// Client opens a go-zookeeper session from the harness's namespace.
-func (e *Ensemble) Client(ctx context.Context, sessionTimeout time.Duration) (*zk.Conn, error) {
-	dialer := func(_, addr string, timeout time.Duration) (net.Conn, error) {
-		return e.Dial(ctx, addr, timeout)
-	}
-	conn, events, err := zk.Connect(strings.Split(e.Connect(), ","), sessionTimeout,
-		zk.WithDialer(dialer), zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
-	if err != nil {
-		return nil, err
-	}
-	if err := waitSession(events, 2*sessionTimeout); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(string, ...any) {}
-
-// liveSessions asks the leader (dump) which sessions have ephemeral nodes.
-func (e *Ensemble) liveSessions(ctx context.Context) map[string]bool {
-	alive := map[string]bool{}
-	leader := e.Leader(ctx)
-	if leader == nil {
-		return alive
-	}
-	text, err := e.fourLetter(ctx, leader, "dump")
-	if err != nil {
-		return alive
-	}
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "0x") {
-			alive[strings.Fields(line)[0]] = true
-		}
-	}
-	return alive
 }

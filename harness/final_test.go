@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -39,7 +40,7 @@ func TestClassifyChildren(t *testing.T) {
 			[]ChildInfo{child("n1", "0x4", 4, true), child("n3", "0x4", 4, true)}, true,
 			[]label{{orphan: true}, {}}},
 		{"no current worker, an unknown session, a persistent node, an expired session",
-			[]ChildInfo{child("n1", "0x9", 9, true), child("n2", "0x8", -1, true), child("n3", persistentOwner, -1, false), child("n4", "0x7", 1, false)}, true,
+			[]ChildInfo{child("n1", "0x9", 9, true), child("n2", "0x8", -1, true), child("n3", lockservice.PersistentOwner, -1, false), child("n4", "0x7", 1, false)}, true,
 			[]label{{orphan: true}, {orphan: true}, {orphan: true}, {}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

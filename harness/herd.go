@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/models/herd"
@@ -43,8 +42,13 @@ func herdPace(contended int) time.Duration {
 // other clients' watches, which the child watches are counted from, so the run has no
 // herd.jsonl and no herd record.
 func (r *runner) watchHerd(ctx context.Context) error {
-	if r.ens.external {
+	if !r.svc.Managed() {
 		r.logf("herd: not measured on an existing ensemble (its watch count includes other clients' watches)")
+		return nil
+	}
+	sampler, ok := r.svc.(herdSampler)
+	if !ok {
+		r.logf("herd: not measured (the service has no watches to sample)")
 		return nil
 	}
 	f, err := os.Create(r.dir.File(rundir.Herd))
@@ -57,7 +61,7 @@ func (r *runner) watchHerd(ctx context.Context) error {
 	defer t.Stop()
 	contended := 0
 	for {
-		s := r.herdSample(ctx)
+		s := sampler.HerdSample(ctx, time.Since(r.rec.start).Nanoseconds(), r.lockPath, r.logf)
 		if ctx.Err() != nil {
 			return nil // cut short by the workload's end: the servers may not have answered
 		}
@@ -74,81 +78,4 @@ func (r *runner) watchHerd(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-// herdSample asks every server, in parallel, for its watches and counters.
-func (r *runner) herdSample(ctx context.Context) herd.Sample {
-	at := time.Since(r.rec.start).Nanoseconds()
-	type answer struct {
-		watches []herd.Watch
-		server  *herd.Server
-	}
-	answers := make([]answer, len(r.ens.Servers))
-	var wg sync.WaitGroup
-	for i, s := range r.ens.Servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i].watches, answers[i].server = r.herdServer(ctx, s)
-		}()
-	}
-	wg.Wait()
-	var watches []herd.Watch
-	var servers []herd.Server
-	unanswered := 0
-	for _, a := range answers {
-		if a.server == nil {
-			unanswered++
-			continue
-		}
-		watches = append(watches, a.watches...)
-		servers = append(servers, *a.server)
-	}
-	return herd.NewSample(at, r.lockPath, watches, servers, unanswered)
-}
-
-// herdServer asks server s for mntr, wchc and mntr again, up to three times until
-// its watch count stood still enough in between (herd.NewServer); a try's closing
-// mntr opens the next try, which asks for wchc right after it. nil when s did not
-// answer, or answered without counters (paused: an empty answer at the deadline; not
-// serving: a sentence).
-func (r *runner) herdServer(ctx context.Context, s *Server) ([]herd.Watch, *herd.Server) {
-	var srv herd.Server
-	var watches []herd.Watch
-	before, ok := r.herdCounters(ctx, s)
-	if !ok {
-		return nil, nil
-	}
-	for range 3 {
-		text, err := r.ens.fourLetter(ctx, s, "wchc")
-		if err != nil {
-			return nil, nil
-		}
-		if watches, err = herd.ParseWchc(text); err != nil {
-			r.logf("herd: server %d: %v", s.ID, err)
-			return nil, nil
-		}
-		after, ok := r.herdCounters(ctx, s)
-		if !ok {
-			return nil, nil
-		}
-		srv = herd.NewServer(s.ID, watches, before, after)
-		if srv.ChildWatches >= 0 {
-			break
-		}
-		before = after
-	}
-	return watches, &srv
-}
-
-// herdCounters asks server s for mntr; false when it did not answer with its
-// counters.
-func (r *runner) herdCounters(ctx context.Context, s *Server) (map[string]int64, bool) {
-	text, err := r.ens.fourLetter(ctx, s, "mntr")
-	if err != nil {
-		return nil, false
-	}
-	m := herd.ParseMntr(text)
-	_, ok := m[herd.WatchCount]
-	return m, ok
 }

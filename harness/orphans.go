@@ -2,14 +2,11 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -93,51 +90,28 @@ func (t *orphanTracker) observe(o *blockingOrphan, now time.Time) (time.Duration
 }
 
 // lockChild is a child of the lock node with its owner session.
-type lockChild struct {
-	name  string
-	owner int64
-}
-
-// findBlockingOrphan reads the lock node's children (after a sync, so the read is
-// not stale) and returns the blocking orphan, nil if there is none.
-func (r *runner) findBlockingOrphan(conn *zk.Conn) (*blockingOrphan, error) {
-	if _, err := conn.Sync(r.lockPath); err != nil {
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	names, _, err := conn.Children(r.lockPath)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
+// findBlockingOrphan reads the lock's entries (fresh, so the read is not stale) and
+// returns the blocking orphan, nil if there is none.
+func (r *runner) findBlockingOrphan(lock lockservice.LockReader) (*blockingOrphan, error) {
+	names, err := lock.Entries(r.lockPath, true)
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(names, func(i, j int) bool { return seqOf(names[i]) < seqOf(names[j]) })
-	owner := func(name string) (int64, bool, error) {
-		ok, st, err := conn.Exists(r.lockPath + "/" + name)
-		if err != nil || !ok {
-			return 0, false, err
-		}
-		return st.EphemeralOwner, true, nil
-	}
-	var lowest lockChild
+	lowest, lowestOwner := "", ""
 	for i, name := range names {
-		sid, ok, err := owner(name)
+		owner, ok, err := lock.Owner(r.lockPath, name)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			lowest, names = lockChild{name: name, owner: sid}, names[i+1:]
+			lowest, lowestOwner, names = name, owner, names[i+1:]
 			break
 		}
 	}
-	if lowest.owner == 0 {
+	if lowestOwner == "" || lowestOwner == lockservice.PersistentOwner {
 		return nil, nil // no child, or a persistent one: not a session's orphan
 	}
-	sessionID := fmt.Sprintf("0x%x", uint64(lowest.owner))
-	process, known := r.sessionOwners()[sessionID]
+	process, known := r.sessionOwners()[lowestOwner]
 	if !known {
 		return nil, nil // a session no current worker reported: it ends on its own
 	}
@@ -145,17 +119,17 @@ func (r *runner) findBlockingOrphan(conn *zk.Conn) (*blockingOrphan, error) {
 	if !current || view.state == workloads.Holding {
 		return nil, nil
 	}
-	o := &blockingOrphan{Node: lowest.name, Owner: sessionID, Process: process}
+	o := &blockingOrphan{Node: lowest, Owner: lowestOwner, Process: process}
 	if view.state == workloads.Thinking {
 		o.idleSpell = view.idleSpell
 		return o, nil
 	}
 	for _, name := range names {
-		sid, ok, err := owner(name)
+		owner, ok, err := lock.Owner(r.lockPath, name)
 		if err != nil {
 			return nil, err
 		}
-		if ok && sid == lowest.owner {
+		if ok && owner == lowestOwner {
 			o.Newer = name
 			return o, nil
 		}
@@ -168,14 +142,19 @@ func (r *runner) findBlockingOrphan(conn *zk.Conn) (*blockingOrphan, error) {
 // latest orphan and how long orphans were seen, and returns. A failed read forgets
 // what was seen: the proof needs every observation.
 func (r *runner) watchOrphans(ctx context.Context, tracker orphanTracker, proven func(time.Duration) bool, found func(blockingOrphan, time.Duration)) error {
-	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
+	inspector, ok := r.svc.(lockInspector)
+	if !ok {
+		r.logf("orphan watch: the service cannot list the lock's entries: not watching")
+		return nil
+	}
+	lock, err := inspector.OpenLock(ctx, r.cfg.SessionTimeout)
 	if err != nil {
 		r.logf("orphan watch: no session (%v): not watching", err)
 		return nil
 	}
-	defer conn.Close()
+	defer lock.Close()
 	return everyQuarterSecond(ctx, func() bool {
-		o, err := r.findBlockingOrphan(conn)
+		o, err := r.findBlockingOrphan(lock)
 		if err != nil {
 			o = nil
 		}

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"encoding/json"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -40,24 +39,5 @@ func TestStatusTalliesOpsFaultsAndEvents(t *testing.T) {
 	s.observe(client(histories.Info, histories.FRelease))
 	if s.info != 1 || !strings.Contains(s.lastEvent, "release l0 unknown") {
 		t.Errorf("after an info: info %d, last event %q", s.info, s.lastEvent)
-	}
-}
-
-// forceSync=no is written only when asked for.
-func TestServerConfigForceSync(t *testing.T) {
-	for _, noSync := range []bool{false, true} {
-		dir := t.TempDir()
-		s := &Server{ID: 1, Dir: dir, Cfg: dir + "/zoo.cfg"}
-		cfg := EnsembleConfig{Nodes: 1, Tick: 200e6, InitLimit: 10, SyncLimit: 5, MaxSessionTimeout: 60e9, NoForceSync: noSync}
-		if err := writeServerFiles(s, cfg, nil); err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(s.Cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := strings.Contains(string(data), "forceSync=no"); got != noSync {
-			t.Errorf("NoForceSync=%v: zoo.cfg has forceSync=no: %v\n%s", noSync, got, data)
-		}
 	}
 }

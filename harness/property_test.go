@@ -19,6 +19,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -120,7 +121,7 @@ type propEnv struct {
 	runID     string
 	serverDir string
 	net       *netns.Network
-	ens       *Ensemble
+	ens       *lockservice.Ensemble
 	cl        *cluster
 	slots     []netns.Host
 	dir       string
@@ -155,7 +156,7 @@ func startPropEnv(t *testing.T) *propEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &propEnv{runID: "p" + randomID()[:5], dir: t.TempDir(), root: root, st: DefaultSessionTimeout}
+	e := &propEnv{runID: "p" + netns.RandomID()[:5], dir: t.TempDir(), root: root, st: lockservice.DefaultSessionTimeout}
 	e.serverDir = filepath.Join(e.dir, "servers")
 	// Cleanups run last-registered first: this check runs after the teardown below.
 	t.Cleanup(func() { assertRunGone(t, e.runID, e.serverDir) })
@@ -170,7 +171,7 @@ func startPropEnv(t *testing.T) *propEnv {
 		}
 	})
 	started := time.Now()
-	e.ens, err = StartEnsemble(ctx, e.net, EnsembleConfig{Nodes: 3, Dir: e.serverDir})
+	e.ens, err = lockservice.StartEnsemble(ctx, e.net, lockservice.EnsembleConfig{Nodes: 3, Dir: e.serverDir})
 	if e.ens != nil {
 		t.Cleanup(e.ens.Stop)
 	}

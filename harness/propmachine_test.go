@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -204,7 +205,7 @@ type propRecipe struct {
 	Name string
 	Argv []string
 	Info infoPolicy
-	// SessionTimeout is what the workers ask for (0: DefaultSessionTimeout).
+	// SessionTimeout is what the workers ask for (0: lockservice.DefaultSessionTimeout).
 	SessionTimeout time.Duration
 	// Strict (with infoKeep) holds a kept worker to the orphan invariant after every
 	// step too: a node its info'd op may have left must be gone at once, not at its
@@ -287,7 +288,7 @@ type machine struct {
 func newMachine(env *propEnv, rec propRecipe, n int, path, dir string) (*machine, error) {
 	st := rec.SessionTimeout
 	if st <= 0 {
-		st = DefaultSessionTimeout
+		st = lockservice.DefaultSessionTimeout
 	}
 	m := &machine{env: env, rec: rec, st: st, path: path, dir: dir, start: time.Now(),
 		msgs: make(chan pmsg, 64), stop: make(chan struct{}), owners: map[string]string{}}
@@ -554,7 +555,7 @@ func (m *machine) request(c *pclient, f string, req workloads.Request) {
 func (m *machine) sessionAlive(c *pclient) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return m.env.ens.liveSessions(ctx)[c.session()]
+	return m.env.ens.LiveSessions(ctx)[c.session()]
 }
 
 // replyBound is how long a worker may take to answer an op with timeout d, as in the
@@ -833,7 +834,7 @@ func (m *machine) nodes() ([]lockNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("children of %s: %w", m.path, err)
 	}
-	slices.SortFunc(children, func(a, b string) int { return seqOf(a) - seqOf(b) })
+	slices.SortFunc(children, func(a, b string) int { return lockservice.SeqOf(a) - lockservice.SeqOf(b) })
 	var out []lockNode
 	for _, ch := range children {
 		ok, stat, err := conn.Exists(m.path + "/" + ch)
@@ -1158,7 +1159,7 @@ func (m *machine) workerLogs(n int) string {
 	var b strings.Builder
 	for _, f := range files {
 		fmt.Fprintf(&b, "%s:\n", filepath.Base(f))
-		for _, l := range tailLines(f, n) {
+		for _, l := range lockservice.TailLines(f, n) {
 			b.WriteString("    " + l + "\n")
 		}
 	}
@@ -1167,5 +1168,5 @@ func (m *machine) workerLogs(n int) string {
 
 // tailFile returns the last n lines of a file, joined by " | ".
 func tailFile(path string, n int) string {
-	return strings.Join(tailLines(path, n), " | ")
+	return strings.Join(lockservice.TailLines(path, n), " | ")
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
@@ -87,7 +88,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 // newRunner names the run and makes its directory with config.json.
 func newRunner(cfg Config) (*runner, error) {
-	cfg.RunID = randomID()
+	cfg.RunID = netns.RandomID()
 	cfg = cfg.named()
 	r := &runner{
 		cfg: cfg, lockPath: cfg.lockPath(),
@@ -109,10 +110,10 @@ func (r *runner) setUp(ctx context.Context) error {
 	if err := r.useSite(ctx); err != nil {
 		return err
 	}
-	r.network, r.ens, r.hosts = r.site.network, r.site.ens, r.site.hosts
+	r.network, r.svc, r.hosts = r.site.network, r.site.svc, r.site.hosts
 	r.out.Timings.Quorum, r.out.ZooKeeperVersion = r.site.quorum, r.site.version
-	r.connect = r.ens.Connect()
-	r.cluster = newCluster(r.ens)
+	r.connect = r.svc.Connect()
+	r.cluster = newCluster(r.svc)
 	if err := r.makeChroot(ctx); err != nil {
 		return err
 	}
@@ -152,10 +153,10 @@ func (r *runner) useSite(ctx context.Context) error {
 	if err := r.site.fits(r.cfg); err != nil {
 		return err
 	}
-	if err := r.site.ens.WaitServing(ctx, r.cfg.RecoverBound()); err != nil {
+	if err := r.site.svc.WaitServing(ctx, r.cfg.RecoverBound()); err != nil {
 		return fmt.Errorf("the site's ensemble does not serve: %w", err)
 	}
-	r.logf("on the site's ensemble (%s)", r.site.ens.Connect())
+	r.logf("on the site's ensemble (%s)", r.site.svc.Connect())
 	return nil
 }
 
@@ -243,7 +244,7 @@ func (r *runner) finalPhase(ctx context.Context, w *workload) {
 	// meaningless: the run is an error, not a liveness failure.
 	ok := !r.out.Interrupted && r.cfg.FinalPhase && !r.broke.Load() && !r.overlapped.Load()
 	if ok {
-		if r.fail(r.ens.WaitServing(ctx, r.cfg.RecoverBound()), "ensemble did not recover after the faults were healed") != nil {
+		if r.fail(r.svc.WaitServing(ctx, r.cfg.RecoverBound()), "ensemble did not recover after the faults were healed") != nil {
 			ok = false
 		} else {
 			r.logf("faults healed, ensemble serving: final phase (every worker acquires once, bound %s)", r.cfg.FinalBound())

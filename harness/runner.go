@@ -7,16 +7,13 @@ import (
 	"maps"
 	"math/rand/v2"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -36,15 +33,15 @@ type runner struct {
 	site    *Site
 	ownSite bool
 	network *netns.Network
-	ens     *Ensemble
+	svc     lockservice.Service
 	connect string
 	cluster *cluster
 	rec     *recorder
 	hosts   []netns.Host
 	nem     *nemesis.Nemesis
 	healed  bool
-	// chrootMade lists the znodes a --connect run created for its chroot (connect.go).
-	chrootMade []string
+	// undoChroot removes what a --connect run created for its chroot (connect.go).
+	undoChroot func(ctx context.Context, within time.Duration) error
 
 	// final is closed when the final phase may start (faults healed, ensemble
 	// serving), or when there is none (skipFinal is set first).
@@ -138,27 +135,18 @@ func (r *runner) counterPath() string {
 	return r.lockPath + "-counter"
 }
 
-// prepareCounter creates the counter znode holding 0 (with its parents).
+// prepareCounter creates the counter holding 0 (with its parents).
 func (r *runner) prepareCounter(ctx context.Context) error {
 	path := r.counterPath()
 	if path == "" {
 		return nil
 	}
-	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
-	if err != nil {
-		return fmt.Errorf("counter: %w", err)
+	store, ok := r.svc.(counterStore)
+	if !ok {
+		return fmt.Errorf("counter: the %s workload needs a service that keeps a counter", r.cfg.Workload.Kind)
 	}
-	defer conn.Close()
-	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	for i := range parts {
-		p := "/" + strings.Join(parts[:i+1], "/")
-		data := []byte{}
-		if p == path {
-			data = []byte("0")
-		}
-		if _, err := conn.Create(p, data, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("counter: create %s: %w", p, err)
-		}
+	if err := store.MakeCounter(ctx, r.cfg.SessionTimeout, path); err != nil {
+		return fmt.Errorf("counter: %w", err)
 	}
 	return nil
 }
@@ -170,18 +158,9 @@ func (r *runner) recordCounterFinal(ctx context.Context) error {
 	if path == "" {
 		return nil
 	}
-	conn, err := r.ens.Client(ctx, r.cfg.SessionTimeout)
+	n, err := r.svc.(counterStore).ReadCounter(ctx, r.cfg.SessionTimeout, path)
 	if err != nil {
 		return fmt.Errorf("final counter read: %w", err)
-	}
-	defer conn.Close()
-	data, _, err := conn.Get(path)
-	if err != nil {
-		return fmt.Errorf("final counter read: %w", err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil {
-		return fmt.Errorf("final counter read: %q is not a number", data)
 	}
 	op := histories.NemesisOp(histories.CounterFinal{Value: n}, "")
 	op.Key = workloads.CounterKey

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 // Site is where runs happen: a private network, the ensemble serving on it (or an
@@ -17,7 +18,7 @@ import (
 // workers gone, the ensemble serving).
 type Site struct {
 	network *netns.Network
-	ens     *Ensemble
+	svc     lockservice.Service
 	hosts   []netns.Host
 	// version is what the servers report; quorum how long they took to serve.
 	version string
@@ -35,7 +36,7 @@ func StartSite(ctx context.Context, cfg Config, serversDir string) (*Site, error
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return newSite(ctx, cfg, randomID(), serversDir, func(string, ...any) {})
+	return newSite(ctx, cfg, netns.RandomID(), serversDir, func(string, ...any) {})
 }
 
 // newSite builds a site named runID (its namespaces are zlc<runID>...).
@@ -51,15 +52,15 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	if s.network, err = netns.Create(ctx, runID); err != nil {
 		return s, fmt.Errorf("create network: %w", err)
 	}
-	if s.ens, err = startEnsemble(ctx, s.network, cfg, runID, serversDir); err != nil {
+	if s.svc, err = lockservice.Start(ctx, s.network, cfg.service(serversDir), runID); err != nil {
 		return s, err
 	}
 	s.quorum = time.Since(start)
-	s.version = s.ens.Version(ctx)
-	if s.ens.external {
-		logf("existing ensemble (not managed by zlockcheck) serving at %s, reached after %s", s.ens.Connect(), s.quorum.Round(time.Millisecond))
+	s.version = s.svc.Version(ctx)
+	if !s.svc.Managed() {
+		logf("existing ensemble (not managed by zlockcheck) serving at %s, reached after %s", s.svc.Connect(), s.quorum.Round(time.Millisecond))
 	} else {
-		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.ens.Connect())
+		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.svc.Connect())
 	}
 	s.hosts = make([]netns.Host, cfg.Workers)
 	for i := range s.hosts {
@@ -68,24 +69,6 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 		}
 	}
 	return s, nil
-}
-
-// startEnsemble gives a site its ensemble, of the kind cfg asks for: an existing one
-// (Config.Connect) reached through an uplink, one started on SSH nodes (Config.SSH,
-// remote.go), or one started in the run's own namespaces.
-func startEnsemble(ctx context.Context, network *netns.Network, cfg Config, runID, serversDir string) (*Ensemble, error) {
-	if cfg.Connect != "" {
-		return connectEnsemble(ctx, network, cfg.Connect, cfg.RecoverBound())
-	}
-	ecfg := EnsembleConfig{
-		Nodes: cfg.Nodes, ZKHome: cfg.ZKHome, Dir: serversDir,
-		Tick: cfg.Tick, InitLimit: cfg.InitLimit, SyncLimit: cfg.SyncLimit, NoForceSync: cfg.NoForceSync,
-		Heap: cfg.ServerHeap, FullJIT: cfg.ServerFullJIT, MaxSessionTimeout: cfg.MaxSessionTimeout(),
-	}
-	if cfg.SSH != nil {
-		return startSSHEnsemble(ctx, network, ecfg, *cfg.SSH, runID)
-	}
-	return StartEnsemble(ctx, network, ecfg)
 }
 
 // fits reports why a run of cfg cannot use the site, if it cannot.
@@ -112,8 +95,8 @@ func (s *Site) clear() error {
 // Close stops the servers and removes the network, the namespaces and the links.
 func (s *Site) Close() error {
 	var errs []error
-	if s.ens != nil {
-		errs = append(errs, s.ens.Close())
+	if s.svc != nil {
+		errs = append(errs, s.svc.Close())
 	}
 	if s.network != nil {
 		errs = append(errs, s.network.Destroy())

@@ -1,12 +1,10 @@
 package harness
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/internal/testenv/leftover"
 )
 
 // requireIntegration skips tests that need root, network namespaces and ZooKeeper
@@ -17,17 +15,4 @@ func requireIntegration(t *testing.T) {
 }
 
 // assertNothingLeft fails if any zlc namespace or ZooKeeper process remains.
-func assertNothingLeft(t *testing.T) {
-	t.Helper()
-	names, err := netns.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(names) > 0 {
-		t.Errorf("namespaces left behind: %v", names)
-	}
-	out, _ := exec.Command("pgrep", "-f", "QuorumPeerMain").Output()
-	if s := strings.TrimSpace(string(out)); s != "" {
-		t.Errorf("ZooKeeper processes left behind: %s", s)
-	}
-}
+func assertNothingLeft(t *testing.T) { t.Helper(); leftover.Assert(t) }

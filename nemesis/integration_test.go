@@ -18,8 +18,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
@@ -41,7 +41,7 @@ const testSessionTimeout = 2 * time.Second
 type env struct {
 	runID string
 	nw    *netns.Network
-	ens   *harness.Ensemble
+	ens   *lockservice.Ensemble
 	obs   *zk.Conn
 	root  string
 
@@ -72,7 +72,7 @@ func startEnv(t *testing.T) *env {
 		}
 	})
 	start := time.Now()
-	e.ens, err = harness.StartEnsemble(ctx, nw, harness.EnsembleConfig{Nodes: 3, Dir: t.TempDir(), SyncLimit: 10})
+	e.ens, err = lockservice.StartEnsemble(ctx, nw, lockservice.EnsembleConfig{Nodes: 3, Dir: t.TempDir(), SyncLimit: 10})
 	if e.ens != nil {
 		t.Cleanup(e.ens.Stop)
 		t.Cleanup(func() { e.logServersOnFailure(t) })
@@ -155,7 +155,7 @@ func (c *cluster) Servers() []nemesis.Server {
 }
 
 func (c *cluster) Leader(ctx context.Context) (int, bool) {
-	if s := c.e.ens.Leader(ctx); s != nil {
+	if s := c.e.ens.LeaderServer(ctx); s != nil {
 		return s.ID, true
 	}
 	return 0, false
@@ -275,7 +275,7 @@ func TestIntegration(t *testing.T) {
 	rng := rand.New(rand.NewPCG(20, 26))
 
 	t.Run("partition isolate-leader", func(t *testing.T) {
-		old := e.ens.Leader(ctx)
+		old := e.ens.LeaderServer(ctx)
 		if old == nil {
 			t.Fatal("no leader")
 		}
@@ -336,7 +336,7 @@ func TestIntegration(t *testing.T) {
 			t.Fatalf("want a follower cut off from both peers: %v", a.Value)
 		}
 		// Its clients still reach it and get answers while its peers cannot.
-		script := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181; echo srvr >&3; cat <&3", harness.ServerAddr(serverID(t, cut)))
+		script := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181; echo srvr >&3; cat <&3", lockservice.ServerAddr(serverID(t, cut)))
 		out, err := netns.Exec(ctx, h.host.Netns, nil, "timeout", "2", "bash", "-c", script)
 		if err != nil || !strings.Contains(string(out), "Mode: follower") {
 			t.Fatalf("worker asking the cut follower %s: %v: %s", cut, err, out)
@@ -345,7 +345,7 @@ func TestIntegration(t *testing.T) {
 		if peer.ID == serverID(t, cut) {
 			peer = e.ens.Servers[1]
 		}
-		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181", harness.ServerAddr(serverID(t, cut)))
+		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181", lockservice.ServerAddr(serverID(t, cut)))
 		if _, err := netns.Exec(ctx, peer.Host.String(), nil, "timeout", "1", "bash", "-c", probe); err == nil {
 			t.Fatalf("peer s%d still reaches the cut follower %s", peer.ID, cut)
 		}
@@ -608,7 +608,7 @@ func TestIntegration(t *testing.T) {
 		}
 		cut := serverID(t, a.Value["servers"].([]string)[0])
 		reach := func(id int) bool {
-			script := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181", harness.ServerAddr(id))
+			script := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181", lockservice.ServerAddr(id))
 			_, err := netns.Exec(ctx, h.host.Netns, nil, "timeout", "1", "bash", "-c", script)
 			return err == nil
 		}
@@ -623,9 +623,9 @@ func TestIntegration(t *testing.T) {
 			}
 		}
 		t.Logf("observed: worker namespace cannot reach s%d:2181 but reaches the others; all servers keep serving the harness", cut)
-		if strings.HasPrefix(h.session().Server, harness.ServerAddr(cut).String()+":") {
+		if strings.HasPrefix(h.session().Server, lockservice.ServerAddr(cut).String()+":") {
 			if _, ok := h.waitFor(3*testSessionTimeout, func(m helperMsg) bool {
-				return m.State == "StateHasSession" && !strings.HasPrefix(m.Server, harness.ServerAddr(cut).String()+":")
+				return m.State == "StateHasSession" && !strings.HasPrefix(m.Server, lockservice.ServerAddr(cut).String()+":")
 			}); !ok {
 				t.Fatalf("worker on s%d did not fail over: %v", cut, h.states())
 			}

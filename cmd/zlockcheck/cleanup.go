@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -28,7 +28,7 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if nodes != nil {
 		// Every run's leftovers on the nodes, whatever --all says: a node does not
 		// know whether the harness that made them still lives.
-		removed, err := harness.CleanupNodes(context.Background(), *nodes)
+		removed, err := lockservice.CleanupNodes(context.Background(), *nodes)
 		for _, l := range removed {
 			fmt.Fprintln(stdout, "removed "+l)
 		}

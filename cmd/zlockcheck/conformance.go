@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/conformance"
-	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -24,7 +24,7 @@ func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := newFlagSet("conformance", stderr)
 	workerCmd := fs.String("worker-cmd", "", "the worker program and its arguments, as run --recipe exec takes them (required)")
 	kind := fs.String("kind", string(workloads.Mutex), "the workload kind sent in init: "+kindNames())
-	sessionTimeout := fs.Duration("session-timeout", harness.DefaultSessionTimeout, "the session timeout sent in init; the rules' bounds derive from it")
+	sessionTimeout := fs.Duration("session-timeout", lockservice.DefaultSessionTimeout, "the session timeout sent in init; the rules' bounds derive from it")
 	zkHome := fs.String("zk-home", "", "a ZooKeeper install for the private server (default: Debian's zookeeper package)")
 	rules := fs.String("rules", "", "comma-separated rules to run (default all: "+strings.Join(ruleNames(), ", ")+")")
 	if err := fs.Parse(args); err != nil {

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/internal/sshnode"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 // sshOptions are the --ssh-* flags of run (and matrix, explore, replay, cleanup): an
-// ensemble on real hosts over SSH (harness.SSHConfig).
+// ensemble on real hosts over SSH (lockservice.SSHConfig).
 type sshOptions struct {
 	nodes nodeList
-	cfg   harness.SSHConfig
+	cfg   lockservice.SSHConfig
 }
 
 // nodeList is --ssh-nodes: comma-separated hosts, checked as they are set (so a run
@@ -29,7 +29,7 @@ func (l *nodeList) Set(v string) error {
 			nodes = append(nodes, n)
 		}
 	}
-	if err := (harness.SSHConfig{Nodes: nodes}).Validate(); err != nil {
+	if err := (lockservice.SSHConfig{Nodes: nodes}).Validate(); err != nil {
 		return err
 	}
 	*l = nodes
@@ -45,7 +45,7 @@ func (o *sshOptions) register(fs *flag.FlagSet, run bool) {
 	fs.IntVar(&o.cfg.Port, "ssh-port", sshnode.DefaultPort, "with --ssh-nodes: sshd's port")
 	fs.StringVar(&o.cfg.KnownHostsFile, "ssh-known-hosts", "", "with --ssh-nodes: known_hosts file checking the nodes' host keys (default ~/.ssh/known_hosts)")
 	fs.BoolVar(&o.cfg.InsecureIgnoreHostKeys, "ssh-insecure-ignore-host-keys", false, "with --ssh-nodes: accept any host key (no known_hosts check)")
-	fs.StringVar(&o.cfg.NodeDir, "node-dir", harness.DefaultNodeDir, "with --ssh-nodes: each node keeps a run's files in DIR/zlc<run>/s<N>")
+	fs.StringVar(&o.cfg.NodeDir, "node-dir", lockservice.DefaultNodeDir, "with --ssh-nodes: each node keeps a run's files in DIR/zlc<run>/s<N>")
 	if run {
 		fs.StringVar(&o.cfg.ZKSetup, "zk-setup", "", "with --ssh-nodes: apt installs Debian's zookeeper and a JRE on each node first (default: use the install there, --zk-home or the package)")
 		fs.BoolVar(&o.cfg.KeepNodeDirs, "keep-node-dirs", false, "with --ssh-nodes: leave each node's directory (data, log) after the run")
@@ -57,7 +57,7 @@ var sshFlags = []string{"ssh-nodes", "ssh-user", "ssh-key", "ssh-port", "ssh-kno
 
 // config is the SSH configuration the flags give: nil without --ssh-nodes (then any
 // other SSH flag in set, the flags given, is an error).
-func (o *sshOptions) config(set map[string]bool) (*harness.SSHConfig, error) {
+func (o *sshOptions) config(set map[string]bool) (*lockservice.SSHConfig, error) {
 	if len(o.nodes) == 0 {
 		for _, f := range sshFlags {
 			if set[f] && f != "ssh-nodes" {
@@ -85,12 +85,12 @@ func given(fs *flag.FlagSet) map[string]bool {
 // over it: replay runs an SSH run on the nodes it names, or on --ssh-nodes given
 // again (as many as the run had servers); --ssh-nodes also moves a local run onto
 // SSH nodes.
-func (o *sshOptions) override(stored *harness.SSHConfig, nodes int, set map[string]bool) (*harness.SSHConfig, error) {
+func (o *sshOptions) override(stored *lockservice.SSHConfig, nodes int, set map[string]bool) (*lockservice.SSHConfig, error) {
 	if stored == nil {
 		if len(o.nodes) == 0 {
 			return o.config(set)
 		}
-		stored = &harness.SSHConfig{}
+		stored = &lockservice.SSHConfig{}
 	}
 	cfg := *stored
 	if set["ssh-nodes"] {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 func TestSSHFlagsMakeTheConfig(t *testing.T) {
@@ -23,7 +23,7 @@ func TestSSHFlagsMakeTheConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &harness.SSHConfig{Nodes: []string{"n1", "n2", "n3"}, ZKSetup: "apt", NodeDir: harness.DefaultNodeDir, KeepNodeDirs: true}
+	want := &lockservice.SSHConfig{Nodes: []string{"n1", "n2", "n3"}, ZKSetup: "apt", NodeDir: lockservice.DefaultNodeDir, KeepNodeDirs: true}
 	want.User, want.KeyFile, want.Port, want.InsecureIgnoreHostKeys = "zk", "/k", 2222, true
 	if !reflect.DeepEqual(cfg.SSH, want) {
 		t.Fatalf("SSH config %+v, want %+v", cfg.SSH, want)
@@ -70,7 +70,7 @@ func TestSSHRunFileErrorsNameTheLine(t *testing.T) {
 }
 
 func TestSSHReplayOverride(t *testing.T) {
-	stored := &harness.SSHConfig{Nodes: []string{"a", "b", "c"}, NodeDir: "/srv/zlc"}
+	stored := &lockservice.SSHConfig{Nodes: []string{"a", "b", "c"}, NodeDir: "/srv/zlc"}
 	stored.User = "zk"
 	var o sshOptions
 	if err := o.nodes.Set("x,y,z"); err != nil {

@@ -1,4 +1,4 @@
-package harness
+package lockservice
 
 import (
 	"context"
@@ -15,7 +15,7 @@ func TestEnsembleStartsAndServes(t *testing.T) {
 	requireIntegration(t)
 	for _, nodes := range []int{3, 5} {
 		ctx := context.Background()
-		net, err := netns.Create(ctx, "t"+randomID()[:4])
+		net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestEnsembleFromZKHome(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	net, err := netns.Create(ctx, "t"+randomID()[:4])
+	net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +90,24 @@ func TestEnsembleFromZKHome(t *testing.T) {
 	}
 	if _, err := (&EnsembleConfig{ZKHome: t.TempDir()}).classpath(context.Background(), localFiles{}); err == nil {
 		t.Error("an empty --zk-home was accepted")
+	}
+}
+
+// forceSync=no is written only when asked for.
+func TestServerConfigForceSync(t *testing.T) {
+	for _, noSync := range []bool{false, true} {
+		dir := t.TempDir()
+		s := &Server{ID: 1, Dir: dir, Cfg: dir + "/zoo.cfg"}
+		cfg := EnsembleConfig{Nodes: 1, Tick: 200e6, InitLimit: 10, SyncLimit: 5, MaxSessionTimeout: 60e9, NoForceSync: noSync}
+		if err := writeServerFiles(s, cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(s.Cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(data), "forceSync=no"); got != noSync {
+			t.Errorf("NoForceSync=%v: zoo.cfg has forceSync=no: %v\n%s", noSync, got, data)
+		}
 	}
 }

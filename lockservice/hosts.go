@@ -1,4 +1,4 @@
-package harness
+package lockservice
 
 import (
 	"context"
@@ -147,8 +147,8 @@ func readTail(path string, n int) ([]string, error) {
 	return lines, nil
 }
 
-// tailLines is readTail for a message: an error becomes the one line.
-func tailLines(path string, n int) []string {
+// TailLines is readTail for a message: an error becomes the one line.
+func TailLines(path string, n int) []string {
 	lines, err := readTail(path, n)
 	if err != nil {
 		return []string{"(" + err.Error() + ")"}

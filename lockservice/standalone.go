@@ -1,4 +1,4 @@
-package harness
+package lockservice
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func (s *Standalone) waitServing(ctx context.Context, timeout time.Duration) err
 		}
 		if why != "" {
 			return errors.New("standalone ZooKeeper on " + s.Addr + ": " + why + "; last lines of " + s.Log + ":\n    " +
-				strings.Join(tailLines(s.Log, 8), "\n    "))
+				strings.Join(TailLines(s.Log, 8), "\n    "))
 		}
 		select {
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package harness
+package lockservice
 
 import (
 	"context"
@@ -398,8 +398,16 @@ func (e *Ensemble) ServerOf(ctx context.Context, addr netip.Addr, sid string) (i
 	return 0, false
 }
 
-// Leader returns the server that reports itself leader, or nil.
-func (e *Ensemble) Leader(ctx context.Context) *Server {
+// Leader is the id of the server that reports itself leader.
+func (e *Ensemble) Leader(ctx context.Context) (int, bool) {
+	if s := e.LeaderServer(ctx); s != nil {
+		return s.ID, true
+	}
+	return 0, false
+}
+
+// LeaderServer returns the server that reports itself leader, or nil.
+func (e *Ensemble) LeaderServer(ctx context.Context) *Server {
 	for _, st := range e.Statuses(ctx) {
 		if st.Mode == "leader" {
 			return e.Servers[st.ID-1]
@@ -460,6 +468,18 @@ func (e *Ensemble) notServing(ctx context.Context, sts []Status, why string) err
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
+// Nodes are the servers as the nemesis addresses them.
+func (e *Ensemble) Nodes() []nemesis.Server {
+	out := make([]nemesis.Server, len(e.Servers))
+	for i, s := range e.Servers {
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
+	}
+	return out
+}
+
+// Managed is false for an existing ensemble (ConnectEnsemble).
+func (e *Ensemble) Managed() bool { return !e.external }
+
 // Connect is the client connection string for all servers.
 func (e *Ensemble) Connect() string {
 	var addrs []string
@@ -496,9 +516,19 @@ func (e *Ensemble) Version(ctx context.Context) string {
 		for _, line := range strings.Split(text, "\n") {
 			if v, ok := strings.CutPrefix(line, "Zookeeper version: "); ok {
 				v, _, _ = strings.Cut(v, ",")
-				return strings.TrimSpace(v)
+				return cleanVersion(v)
 			}
 		}
 	}
 	return ""
+}
+
+// cleanVersion is a version as srvr reports it without what a build left unexpanded:
+// Debian's ZooKeeper says "3.8.0-${mvngit.commit.id}", which is 3.8.0.
+func cleanVersion(v string) string {
+	v = strings.TrimSpace(v)
+	if i := strings.Index(v, "-${"); i >= 0 {
+		v = v[:i]
+	}
+	return v
 }

@@ -1,0 +1,36 @@
+package lockservice
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// Service is a running lock service as a run sees it.
+type Service interface {
+	// Connect is what a worker is told to connect to (ZooKeeper: host:port,...).
+	Connect() string
+	// Nodes are the servers as the nemesis addresses them.
+	Nodes() []nemesis.Server
+	// Leader is the server that leads now, if the service has one and it answers.
+	Leader(ctx context.Context) (id int, ok bool)
+	// ServerOf is the server a client (its address and session id) is connected to.
+	ServerOf(ctx context.Context, addr netip.Addr, session string) (id int, ok bool)
+	// Dial opens a connection from the harness to a server's address.
+	Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
+	// WaitServing waits until every server serves (bounded by timeout); the error
+	// says which do not and why.
+	WaitServing(ctx context.Context, timeout time.Duration) error
+	// Version is what the servers say they run ("" when none answers).
+	Version(ctx context.Context) string
+	// Managed is false for a deployment the tool reaches but does not run (its
+	// servers are started, stopped and changed by nobody but their owners).
+	Managed() bool
+	// Close stops the servers the tool started and removes what it made for them.
+	Close() error
+}
+
+var _ Service = (*Ensemble)(nil)
