@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -131,10 +132,13 @@ func TestCheckRunDirTakesTheRunsModel(t *testing.T) {
 	}
 }
 
-// TestREADMEListsTheCatalogue: the README's recipes table is `zlockcheck recipes
-// --markdown`, rendered from the one catalogue (package recipes).
+// recipesDoc is the page (linked from the README) whose recipes table is the catalogue.
+const recipesDoc = "docs/recipes.md"
+
+// TestREADMEListsTheCatalogue: the recipes table of docs/recipes.md is `zlockcheck
+// recipes --markdown`, rendered from the one catalogue (package recipes).
 func TestREADMEListsTheCatalogue(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile(filepath.Join("..", "..", recipesDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +146,51 @@ func TestREADMEListsTheCatalogue(t *testing.T) {
 	if code != 0 || table != recipesMarkdown(false) {
 		t.Fatalf("recipes --markdown: exit %d, %s", code, stderr)
 	}
-	if !strings.Contains(string(readme), table) {
-		t.Errorf("README.md lacks the catalogue's table; paste in the output of `zlockcheck recipes --markdown`:\n%s", table)
+	if !strings.Contains(string(doc), table) {
+		t.Errorf("%s lacks the catalogue's table; paste in the output of `zlockcheck recipes --markdown`:\n%s", recipesDoc, table)
+	}
+}
+
+// mdLink is a Markdown link's target: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestREADMELinksEveryDocsPage: the README is the map of docs/: every page there is
+// linked from it, and every relative link of the README and the pages leads to a
+// file that exists (anchors are not checked).
+func TestREADMELinksEveryDocsPage(t *testing.T) {
+	root := filepath.Join("..", "..")
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, m := range mdLink.FindAllStringSubmatch(string(readme), -1) {
+		target, _, _ := strings.Cut(m[1], "#")
+		linked[filepath.Clean(target)] = true
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no docs/*.md (%v)", err)
+	}
+	for _, page := range pages {
+		rel := filepath.Join("docs", filepath.Base(page))
+		if !linked[rel] {
+			t.Errorf("README.md does not link %s", rel)
+		}
+	}
+	for _, file := range append([]string{filepath.Join(root, "README.md")}, pages...) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(text), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(file), target)); err != nil {
+				t.Errorf("%s links %s: %v", file, m[1], err)
+			}
+		}
 	}
 }

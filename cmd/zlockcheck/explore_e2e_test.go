@@ -12,7 +12,7 @@ import (
 )
 
 // knownFindings are the real bugs explore finds in real recipes, by the probe that
-// finds them: true positives, not alarms (README: Exploring). With workers kept after
+// finds them: true positives, not alarms (docs/explore.md). With workers kept after
 // an unknown outcome, a lock node whose create reply was lost stays under the live
 // session and deadlocks the lock: go-zookeeper's orphan.
 func knownFindings() map[string][]string {
