@@ -70,18 +70,6 @@ func (s *session) pause(d time.Duration) bool {
 	}
 }
 
-func (r *runner) setFinal(slot int, res finalResult) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.finals == nil {
-		r.finals = map[int]finalResult{}
-	}
-	if _, done := r.finals[slot]; !done {
-		r.finals[slot] = res
-		r.finalsLeft.Done()
-	}
-}
-
 // finalRetryPause is how long a worker whose final acquire was refused waits before it
 // asks again.
 const finalRetryPause = 250 * time.Millisecond
@@ -126,15 +114,12 @@ func (s *session) finalCycle() finalResult {
 	return res
 }
 
-// judgeLiveness turns the final results into a Liveness and, when it failed, lists
-// the lock node's children.
-func (r *runner) judgeLiveness(ctx context.Context) Liveness {
-	r.mu.Lock()
-	finals := make([]finalResult, 0, len(r.finals))
-	for _, f := range r.finals {
-		finals = append(finals, f)
-	}
-	r.mu.Unlock()
+// judgeLiveness turns the final turns' results into a Liveness (a slot with none is
+// still waiting) and, when it failed, lists the lock node's children.
+func (r *runner) judgeLiveness(ctx context.Context, finals []finalResult) Liveness {
+	// A turn cut short before it took a slot's session (the run ended hard) has no
+	// slot: its slot is listed below from the workers, like one still waiting.
+	finals = slices.DeleteFunc(slices.Clone(finals), func(f finalResult) bool { return f.Slot == 0 })
 	reported := len(finals)
 	for process, w := range r.workerViews() {
 		if !slices.ContainsFunc(finals, func(f finalResult) bool { return f.Slot == w.slot+1 }) {

@@ -42,7 +42,6 @@ func (r *runner) endOnOverlap(ctx context.Context) error {
 		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the run", holders, r.cfg.Workload.Permits)
 		r.rec.record(histories.NemesisOp(histories.Overlap{Holders: holders, Permits: r.cfg.Workload.Permits}, msg))
 		r.logf("OVERLAP: %s", msg)
-		r.overlapped.Store(true)
 		return true
 	})
 }

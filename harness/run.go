@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -79,8 +80,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return
 	}
 	w := r.startWorkload(ctx)
-	r.endWorkload(ctx, w)
-	r.finalPhase(ctx, w)
+	end := r.endWorkload(ctx, w)
+	r.out.Liveness = r.finalPhase(ctx, w, end)
 	r.drain(ctx, w)
 	r.baseline(ctx)
 	return
@@ -92,8 +93,8 @@ func newRunner(cfg Config) (*runner, error) {
 	cfg = cfg.named()
 	r := &runner{
 		cfg: cfg, lockPath: cfg.lockPath(),
-		logf:   func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) },
-		judged: make(chan struct{}), final: make(chan struct{}), hard: newLatch(), sessions: map[string]int{},
+		logf: func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) },
+		hard: newLatch(), sessions: map[string]int{},
 	}
 	r.out.RunID = cfg.RunID
 	dir, err := rundir.Create(cfg.Store, cfg.Name, time.Now())
@@ -160,8 +161,8 @@ func (r *runner) useSite(ctx context.Context) error {
 	return nil
 }
 
-// workload is the workload phase in progress: one errgroup for the worker slots (which
-// go on into the final phase), the nemesis and the watchdogs.
+// workload is the workload phase in progress: one errgroup for the worker slots, the
+// nemesis and the watchdogs (and, later, the final turns), and what its members found.
 type workload struct {
 	group *errgroup.Group
 	// ctx ends when the workload does: its time is up, a watchdog ended it, a member
@@ -170,6 +171,34 @@ type workload struct {
 	stop context.CancelFunc
 	// nemesisDone is closed once the nemesis stopped injecting.
 	nemesisDone chan struct{}
+	// ended receives each slot's session when its workload ends (buffered: a slot
+	// never waits for the final phase).
+	ended chan endedSlot
+	// started is set once any worker was initialised: before that, a worker's
+	// refusal is the configuration's fault.
+	started atomic.Bool
+	// overlapped is set when the overlap watch saw more holders than the lock admits
+	// (overlap.go); broke when a slot broke down (its workers would not start).
+	overlapped, broke atomic.Bool
+}
+
+// endedSlot is a slot's session (nil when it has none) at the end of its workload.
+type endedSlot struct {
+	slot int
+	s    *session
+}
+
+// turn is a slot's final turn: its result, and its session (nil when none), which
+// lives until the liveness verdict is in.
+type turn struct {
+	res finalResult
+	s   *session
+}
+
+// workloadEnd is how the workload phase ended, for the final phase to decide whether
+// there is one.
+type workloadEnd struct {
+	interrupted, overlapped, broke bool
 }
 
 // errEndWorkload is how a watchdog ends the workload early (stall, blocking orphan):
@@ -190,7 +219,7 @@ func (r *runner) startWorkload(ctx context.Context) *workload {
 	}()
 	timed, stop := context.WithTimeout(ctx, r.cfg.Duration)
 	g, gctx := errgroup.WithContext(timed)
-	w := &workload{group: g, ctx: gctx, stop: stop, nemesisDone: make(chan struct{})}
+	w := &workload{group: g, ctx: gctx, stop: stop, nemesisDone: make(chan struct{}), ended: make(chan endedSlot, r.cfg.Workers)}
 	g.Go(func() error {
 		defer close(w.nemesisDone)
 		return r.fail(r.nem.Run(gctx), "nemesis")
@@ -204,11 +233,14 @@ func (r *runner) startWorkload(ctx context.Context) *workload {
 		g.Go(func() error { return r.endOnOrphan(gctx) })
 	}
 	if r.overlapWatch() {
-		g.Go(func() error { return r.endOnOverlap(gctx) })
+		g.Go(func() error {
+			err := r.endOnOverlap(gctx)
+			w.overlapped.Store(err != nil)
+			return err
+		})
 	}
-	r.finalsLeft.Add(r.cfg.Workers)
 	for i := range r.cfg.Workers {
-		g.Go(func() error { return r.slot(gctx, i) })
+		g.Go(func() error { return r.slot(gctx, w, i) })
 	}
 	return w
 }
@@ -218,12 +250,13 @@ func (r *runner) orphanWatch() bool {
 	return r.cfg.OrphanAfter > 0 && r.cfg.FinalPhase && r.cfg.Workload.Kind.QueuesBehindLowest()
 }
 
-// endWorkload waits for the workload's end and heals every fault.
-func (r *runner) endWorkload(ctx context.Context, w *workload) {
+// endWorkload waits for the workload's end, heals every fault and says how it ended.
+func (r *runner) endWorkload(ctx context.Context, w *workload) workloadEnd {
 	<-w.ctx.Done()
 	<-w.nemesisDone
 	r.heal()
 	r.out.Interrupted = ctx.Err() != nil
+	return workloadEnd{interrupted: r.out.Interrupted, overlapped: w.overlapped.Load(), broke: w.broke.Load()}
 }
 
 // heal takes back every fault the nemesis applied (once).
@@ -237,69 +270,92 @@ func (r *runner) heal() {
 
 // finalPhase lets every slot's worker acquire the lock once, now that the faults are
 // healed and the ensemble serves again, and judges liveness while the workers and
-// their sessions still live (so the lock node's children can be attributed). With no
-// final phase (interrupted, disabled, a slot broke down) the slots just end.
-func (r *runner) finalPhase(ctx context.Context, w *workload) {
+// their sessions still live (so the lock's entries can be attributed); it returns the
+// verdict. With no final phase (interrupted, disabled, a slot broke down, an overlap
+// ended the run) it returns nil and the slots' sessions end at the drain.
+func (r *runner) finalPhase(ctx context.Context, w *workload, end workloadEnd) *Liveness {
 	// A slot that broke down (its workers would not start) makes the final phase
 	// meaningless: the run is an error, not a liveness failure.
-	ok := !r.out.Interrupted && r.cfg.FinalPhase && !r.broke.Load() && !r.overlapped.Load()
-	if ok {
-		if r.fail(r.svc.WaitServing(ctx, r.cfg.RecoverBound()), "ensemble did not recover after the faults were healed") != nil {
-			ok = false
-		} else {
-			r.logf("faults healed, ensemble serving: final phase (every worker acquires once, bound %s)", r.cfg.FinalBound())
-		}
+	ok := !end.interrupted && r.cfg.FinalPhase && !end.broke && !end.overlapped
+	if ok && r.fail(r.svc.WaitServing(ctx, r.cfg.RecoverBound()), "ensemble did not recover after the faults were healed") != nil {
+		ok = false
 	}
 	if !ok {
-		r.skipFinal.Store(true)
-		close(r.final)
-		close(r.judged)
-		if r.overlapped.Load() {
+		if end.overlapped {
 			// The verdict is in: end the holds and waits still running now.
 			r.hard.close()
 		}
-		return
+		return nil
 	}
-	close(r.final)
-	proof := r.awaitFinals(ctx)
-	liveness := r.judgeLiveness(ctx)
+	r.logf("faults healed, ensemble serving: final phase (every worker acquires once, bound %s)", r.cfg.FinalBound())
+	turns := make(chan turn, r.cfg.Workers)
+	for range r.cfg.Workers {
+		w.group.Go(func() error { turns <- r.finalTurn(w); return nil })
+	}
+	finals, proof := r.awaitFinals(ctx, w, turns)
+	liveness := r.judgeLiveness(ctx, finals)
 	if !liveness.OK && proof != "" {
 		liveness.Proof = proof
 	}
 	liveness.record(r.rec)
-	r.out.Liveness = &liveness
 	if !liveness.OK {
 		r.logf("LIVENESS: not every worker could acquire the lock after the faults were healed")
 	}
-	close(r.judged)
 	if !liveness.OK && proof != "" {
 		// The workers still waiting would wait out their bound: end them now that the
 		// verdict is in.
 		r.hard.close()
 	}
+	return &liveness
 }
 
-// awaitFinals waits (bounded) for every slot's final cycle. A blocking orphan that
-// outlives its own worker's final acquire shows the deadlock without waiting out the
-// bound: its proof is returned.
-func (r *runner) awaitFinals(ctx context.Context) (proof string) {
-	waited := make(chan struct{})
-	go func() { r.finalsLeft.Wait(); close(waited) }()
+// awaitFinals collects the slots' final turns (bounded) and returns their results;
+// every session, of a turn collected or of one still running, ends once this
+// returns. A blocking orphan that outlives its own worker's final acquire shows the
+// deadlock without waiting out the bound: its proof is returned.
+func (r *runner) awaitFinals(ctx context.Context, w *workload, turns <-chan turn) (finals []finalResult, proof string) {
 	proved := make(chan string, 1)
 	watchCtx, endWatch := context.WithCancel(ctx)
 	defer endWatch()
 	if r.orphanWatch() {
 		go r.finalOrphan(watchCtx, func(proof string) { proved <- proof })
 	}
-	select {
-	case <-waited:
-	case proof = <-proved:
-		r.logf("ORPHAN in the final phase: %s", proof)
-	case <-time.After(r.cfg.FinalLimit()):
-		r.logf("final phase still running after %s", r.cfg.FinalLimit())
-	case <-ctx.Done():
+	var sessions []*session
+	defer func() {
+		// After the verdict: the sessions collected end now, the others as their
+		// turns end.
+		for _, s := range sessions {
+			w.group.Go(func() error { s.end(); return nil })
+		}
+		for range r.cfg.Workers - len(finals) {
+			w.group.Go(func() error { endTurn(<-turns); return nil })
+		}
+	}()
+	limit := time.After(r.cfg.FinalLimit())
+	for len(finals) < r.cfg.Workers {
+		select {
+		case t := <-turns:
+			finals = append(finals, t.res)
+			if t.s != nil {
+				sessions = append(sessions, t.s)
+			}
+			continue
+		case proof = <-proved:
+			r.logf("ORPHAN in the final phase: %s", proof)
+		case <-limit:
+			r.logf("final phase still running after %s", r.cfg.FinalLimit())
+		case <-ctx.Done():
+		}
+		break
 	}
-	return proof
+	return finals, proof
+}
+
+// endTurn ends a final turn's session, if it has one.
+func endTurn(t turn) {
+	if t.s != nil {
+		t.s.end()
+	}
 }
 
 // drain lets in-flight ops finish for a bounded time (an acquire may wait its
@@ -319,12 +375,29 @@ func (r *runner) drain(ctx context.Context, w *workload) {
 	}
 	w.stop()
 	r.hard.close()
+	endSessions(w)
 	r.out.Elapsed = time.Since(r.rec.start)
 	r.out.Interrupted = ctx.Err() != nil
 	r.fail(r.rec.err(), "history")
 	r.fail(r.violationsError(), "")
 	if !r.out.Interrupted {
 		r.fail(r.recordCounterFinal(context.Background()), "")
+	}
+}
+
+// endSessions ends the sessions of slots nobody took a final turn with (no final
+// phase, or the run ended hard first): every slot has handed its session over once
+// the group is done.
+func endSessions(w *workload) {
+	for {
+		select {
+		case e := <-w.ended:
+			if e.s != nil {
+				e.s.end()
+			}
+		default:
+			return
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
@@ -43,31 +42,16 @@ type runner struct {
 	// undoChroot removes what a --connect run created for its chroot (connect.go).
 	undoChroot func(ctx context.Context, within time.Duration) error
 
-	// final is closed when the final phase may start (faults healed, ensemble
-	// serving), or when there is none (skipFinal is set first).
-	final     chan struct{}
-	skipFinal atomic.Bool
-	// judged is closed once the final phase was judged: workers may then go.
-	judged chan struct{}
 	// hard is closed when waiting for in-flight ops must end: the user interrupted,
-	// the end-of-run grace ran out, or the final phase proved a deadlock.
+	// the end-of-run grace ran out, or the verdict is in before the final phase's end
+	// (an overlap, a proven deadlock).
 	hard *latch
-	// finalsLeft counts slots that have not reported their final cycle.
-	finalsLeft sync.WaitGroup
-	// initOK is set once any worker was initialised.
-	initOK atomic.Bool
-	// overlapped is set when the overlap watch saw more holders than the lock admits:
-	// the run skips its final phase (see overlap.go).
-	overlapped atomic.Bool
-	// broke is set when a slot broke down (its workers would not start).
-	broke atomic.Bool
 
 	mu   sync.Mutex
 	errs []error
 	// violations are the workers' breaches of the protocol, in order.
 	violations  []string
 	nextProcess int
-	finals      map[int]finalResult
 	// sessions maps every session id a worker reported to its process.
 	sessions map[string]int
 }
@@ -234,32 +218,32 @@ func (r *runner) slotRNG(slot int) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(slot)+1))
 }
 
-// slot is one worker slot's life: worker processes in its namespace, one after the
-// other, run lock cycles until ctx ends (a worker whose op ends in info, or that
-// crashes, is replaced by a fresh process with a new process id); then, once the
-// final phase opens, the slot's worker (or a fresh one) takes its final turn. A slot
-// that cannot start workers is a failure of the run.
-func (r *runner) slot(ctx context.Context, slot int) (err error) {
+// slot is one worker slot's life in the workload: worker processes in its namespace,
+// one after the other, run lock cycles until ctx ends (a worker whose op ends in info,
+// or that crashes, is replaced by a fresh process with a new process id). It then
+// hands its session (nil when it has none) to the final phase through w.ended. A slot
+// that cannot start workers is a failure of the run (w.broke).
+func (r *runner) slot(ctx context.Context, w *workload, slot int) (err error) {
+	var s *session
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("worker slot %d panicked: %v\n%s", slot+1, p, debug.Stack())
 			r.hard.close()
 		}
 		if err != nil {
-			r.broke.Store(true)
+			w.broke.Store(true)
 			r.fail(err, "")
+			if s != nil {
+				s.end()
+			}
+			s = nil
 		}
-	}()
-	var s *session
-	defer func() {
-		if s != nil {
-			s.end()
-		}
+		w.ended <- endedSlot{slot: slot, s: s}
 	}()
 	rng := r.slotRNG(slot)
 	for ctx.Err() == nil {
 		if s == nil || s.dead {
-			if s, err = r.restart(ctx, s, slot); err != nil {
+			if s, err = r.restart(ctx, w, s, slot); err != nil {
 				return err
 			}
 			if s == nil {
@@ -268,57 +252,49 @@ func (r *runner) slot(ctx context.Context, slot int) (err error) {
 		}
 		s.loop(ctx, rng)
 	}
-	r.finalTurn(&s, slot)
 	return nil
 }
 
 // restart ends the slot's dead session (if any) and starts a fresh one; nil, nil when
 // ctx ended first.
-func (r *runner) restart(ctx context.Context, s *session, slot int) (*session, error) {
+func (r *runner) restart(ctx context.Context, w *workload, s *session, slot int) (*session, error) {
 	if s != nil {
 		s.end()
 	}
-	return r.startSession(ctx, slot)
+	return r.startSession(ctx, w, slot)
 }
 
-// finalTurn waits for the final phase and lets the slot's worker (a fresh one if it
-// has none) take its final cycle, then waits for the verdict: the worker's session
-// must live until the lock node's children are attributed.
-func (r *runner) finalTurn(sp **session, slot int) {
-	reported := false
+// finalTurn takes the session of a slot whose workload ended and lets its worker (a
+// fresh one if it has none) take its final cycle. The session is returned with the
+// result: it must live until the lock's entries are attributed (judgeLiveness).
+func (r *runner) finalTurn(w *workload) (t turn) {
+	var e endedSlot
+	select {
+	case e = <-w.ended:
+	case <-r.hard.done():
+		return turn{res: finalResult{Reply: histories.FinalNone, Error: "the slot ended before the final phase"}}
+	}
+	t.s = e.s
 	defer func() {
-		if !reported {
-			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: histories.FinalNone, Error: "the slot ended before the final phase"})
+		if p := recover(); p != nil {
+			r.fail(fmt.Errorf("worker slot %d panicked in the final phase: %v\n%s", e.slot+1, p, debug.Stack()), "")
+			r.hard.close()
+			t.res = finalResult{Slot: e.slot + 1, Reply: histories.FinalNone, Error: "the slot panicked"}
 		}
 	}()
-	select {
-	case <-r.final:
-	case <-r.hard.done():
-		return
-	}
-	if r.skipFinal.Load() {
-		return
-	}
-	if *sp == nil || (*sp).dead {
-		s, err := r.restart(context.Background(), *sp, slot)
-		*sp = s
-		if err != nil || s == nil {
-			reported = true
-			r.setFinal(slot, finalResult{Slot: slot + 1, Reply: histories.FinalNoWorker, Error: fmt.Sprint(err)})
-			return
+	if t.s == nil || t.s.dead {
+		s, err := r.restart(context.Background(), w, t.s, e.slot)
+		if t.s = s; err != nil || s == nil {
+			return turn{res: finalResult{Slot: e.slot + 1, Reply: histories.FinalNoWorker, Error: fmt.Sprint(err)}, s: s}
 		}
 	}
-	reported = true
-	r.setFinal(slot, (*sp).finalCycle())
-	select {
-	case <-r.judged:
-	case <-r.hard.done():
-	}
+	t.res = t.s.finalCycle()
+	return t
 }
 
 // startSession starts a worker process in the slot and initialises it, retrying a few
 // times. It returns nil, nil when ctx ended first.
-func (r *runner) startSession(ctx context.Context, slot int) (*session, error) {
+func (r *runner) startSession(ctx context.Context, w *workload, slot int) (*session, error) {
 	for failures := 0; ; {
 		if ctx.Err() != nil {
 			return nil, nil
@@ -330,16 +306,16 @@ func (r *runner) startSession(ctx context.Context, slot int) (*session, error) {
 		}
 		process := r.newProcess()
 		logPath := r.dir.WorkerLog(slot+1, process)
-		w, err := startWorker(r.hosts[slot], slot, process, r.cfg.WorkerArgv, logPath)
+		wk, err := startWorker(r.hosts[slot], slot, process, r.cfg.WorkerArgv, logPath)
 		if err != nil {
 			return nil, err
 		}
-		w.now = r.rec.now
-		s := &session{r: r, w: w, key: r.cfg.Workload.Key}
+		wk.now = r.rec.now
+		s := &session{r: r, w: wk, key: r.cfg.Workload.Key}
 		if err := s.init(); err != nil {
-			w.kill()
+			wk.kill()
 			var refused refusedError
-			if errors.As(err, &refused) && !r.initOK.Load() {
+			if errors.As(err, &refused) && !w.started.Load() {
 				// Before any worker started, a certain refusal is the configuration's
 				// fault (an unsupported kind, fencing the recipe cannot do); later it
 				// may be a fault's (no server reachable), and the slot retries.
@@ -353,8 +329,8 @@ func (r *runner) startSession(ctx context.Context, slot int) (*session, error) {
 			sleepCtx(ctx, 500*time.Millisecond)
 			continue
 		}
-		r.initOK.Store(true)
-		r.workerStarted(slot, w)
+		w.started.Store(true)
+		r.workerStarted(slot, wk)
 		return s, nil
 	}
 }
