@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"time"
 
@@ -126,7 +124,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		Verdict: res.Verdict, Test: run.Test, RunID: run.RunID, Recipe: run.Recipe, Seed: run.Seed, Dir: run.Dir,
 		History: run.History, Model: cfg.Kind, Permits: cfg.Permits, Interrupted: run.Interrupted,
 		SetupError: run.SetupError, Warnings: warnings, ElapsedSeconds: run.Elapsed.Seconds(),
-		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: run.ZooKeeperVersion, RecipeVersion: run.RecipeVersion,
+		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: DisplayVersion(run.ZooKeeperVersion), RecipeVersion: run.RecipeVersion,
 		ToolVersion: toolVersion(), Config: run.Config, Files: map[string]string{},
 		Ops: len(h),
 	}
@@ -283,31 +281,6 @@ func toolVersion() string {
 	return "unknown"
 }
 
-// Summary prints a run's outcome for a person: ops by type, verdict, witness, files.
-func Summary(w io.Writer, r Results) {
-	fmt.Fprintf(w, "\n%s  seed %d  %d ops by %d processes in %.1fs", r.Test, r.Seed, r.Ops, r.Processes, r.ElapsedSeconds)
-	if r.Interrupted {
-		fmt.Fprint(w, "  (interrupted)")
-	}
-	fmt.Fprintln(w)
-	printCounts(w, r.Counts)
-	fmt.Fprintf(w, "  %.1f lock cycles per second\n", r.CyclesPerSecond)
-	printVerdict(w, r.Verdict, r.Checks)
-	_ = coverage.WriteText(w, r.Coverage)
-	if r.Herd != nil {
-		fmt.Fprintf(w, "%s\n  %s\n", r.Herd.Line, r.Herd.Figures())
-	}
-	fmt.Fprintf(w, "run:      %s\n", r.Dir)
-	names := make([]string, 0, len(r.Files))
-	for k := range r.Files {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		fmt.Fprintf(w, "  %-16s %s\n", k+":", filepath.Join(r.Dir, r.Files[k]))
-	}
-}
-
 // causeOf sorts an exclusive lock's violation into its cause class, when the run's
 // settings are known.
 func causeOf(h histories.History, c Check, kind models.Kind, p cause.Params) *cause.Finding {
@@ -320,12 +293,12 @@ func causeOf(h histories.History, c Check, kind models.Kind, p cause.Params) *ca
 	return nil
 }
 
-// PrintCheck prints the outcome of checking a history file with cfg: the model's
-// verdict per key, the run's liveness verdict if the history records one, and the
-// coverage table (its session timeout the default: a bare file does not say). It
-// returns the overall verdict.
+// PrintCheck prints the outcome of checking a history file with cfg, the verdict
+// first: the model's verdict per key and the run's liveness verdict if the history
+// records one (each check that is not valid with its witness), then what was checked,
+// and the coverage table (its session timeout the default: a bare file does not say).
+// It returns the overall verdict.
 func PrintCheck(w io.Writer, path string, h histories.History, res models.Result, cfg models.Config) (models.Verdict, error) {
-	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, len(h), len(res.Keys), res.Duration.Round(time.Millisecond))
 	var checks []Check
 	for _, k := range res.Keys {
 		checks = append(checks, Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness})
@@ -343,6 +316,7 @@ func PrintCheck(w io.Writer, path string, h histories.History, res models.Result
 	}
 	checks, verdict := Verdict(checks)
 	printVerdict(w, verdict, checks)
+	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, len(h), len(res.Keys), res.Duration.Round(time.Millisecond))
 	return verdict, coverage.WriteText(w, cov)
 }
 
@@ -386,45 +360,6 @@ func Verdict(checks []Check) ([]Check, models.Verdict) {
 		}
 	}
 	return checks, v
-}
-
-func printCounts(w io.Writer, counts map[string]map[string]int) {
-	fs := make([]string, 0, len(counts))
-	for f := range counts {
-		fs = append(fs, f)
-	}
-	sort.Strings(fs)
-	for _, f := range fs {
-		c := counts[f]
-		fmt.Fprintf(w, "  %-8s invoke %-6d ok %-6d fail %-6d info %d\n", f, c["invoke"], c["ok"], c["fail"], c["info"])
-	}
-}
-
-func printVerdict(w io.Writer, v models.Verdict, checks []Check) {
-	fmt.Fprintf(w, "verdict:  %s\n", strings.ToUpper(string(v)))
-	for _, c := range checks {
-		if c.Verdict == models.Valid {
-			continue
-		}
-		key := c.Key
-		if key == "" {
-			key = "(the lock)"
-		}
-		note := ""
-		if c.Advisory {
-			note = ", advisory: the data the lock protects decides the verdict"
-		}
-		fmt.Fprintf(w, "  key %s: %s (%s checker%s)\n", key, c.Verdict, c.Checker, note)
-		if c.Cause != nil {
-			fmt.Fprintf(w, "    cause: %s: %s\n", strings.ToUpper(string(c.Cause.Class)), c.Cause.Why)
-			if c.Cause.Fix != "" {
-				fmt.Fprintf(w, "    to close the window: %s\n", c.Cause.Fix)
-			}
-		}
-		for _, line := range strings.Split(strings.TrimRight(c.Witness, "\n"), "\n") {
-			fmt.Fprintf(w, "    %s\n", line)
-		}
-	}
 }
 
 // SteadyCyclesPerSecond is the rate of successful releases between the moment the

@@ -255,3 +255,65 @@ func TestBrowserPlotsRender(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserReasonFirst: as Chromium builds and draws the run pages, the reason
+// comes first. In the DOM, an invalid run's failed check, cause class and witness
+// precede the run's facts, plots and table of checks, and a valid run's line saying
+// every check passed precedes its facts; on screen, the invalid run's reason (the
+// red bar beside its check, cause and witness) is drawn above its plots.
+func TestBrowserReasonFirst(t *testing.T) {
+	requireChromium(t)
+	store, _ := fixture(t)
+	srv := server(t, store)
+	cases := reasonFirstCases()
+	for _, run := range []string{invalidRun, validRun} {
+		dom := dumpDOM(t, srv.URL+"/run/"+run+"/")
+		assertOrder(t, run, dom, cases[run]...)
+	}
+
+	img := screenshot(t, srv.URL+"/run/"+invalidRun+"/", 1280, 2000)
+	latency, _ := plotColours()
+	n, plot := countColour(img, latency)
+	if n == 0 {
+		t.Fatal("the latency plot is not drawn")
+	}
+	bar, ok := verticalRun(img, color.NRGBA{R: 0xd0, G: 0x31, B: 0x2d}, 80)
+	if !ok {
+		t.Fatal("no red bar beside the reason")
+	}
+	if bar.Max.Y > plot.Min.Y {
+		t.Errorf("the reason is drawn at %v, not above the latency plot at %v", bar, plot)
+	}
+}
+
+// verticalRun finds the topmost run of at least minLen pixels of colour c down one
+// column of img: the bar beside a block.
+func verticalRun(img image.Image, c color.NRGBA, minLen int) (image.Rectangle, bool) {
+	const tolerance = 6
+	near := func(a uint32, b uint8) bool {
+		d := int(a>>8) - int(b)
+		return d <= tolerance && d >= -tolerance
+	}
+	best, found := image.Rectangle{}, false
+	b := img.Bounds()
+	for x := b.Min.X; x < b.Max.X; x++ {
+		start := -1
+		for y := b.Min.Y; y <= b.Max.Y; y++ {
+			in := false
+			if y < b.Max.Y {
+				r, g, bl, _ := img.At(x, y).RGBA()
+				in = near(r, c.R) && near(g, c.G) && near(bl, c.B)
+			}
+			switch {
+			case in && start < 0:
+				start = y
+			case !in && start >= 0:
+				if y-start >= minLen && (!found || start < best.Min.Y) {
+					best, found = image.Rect(x, start, x+1, y), true
+				}
+				start = -1
+			}
+		}
+	}
+	return best, found
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
@@ -27,13 +28,20 @@ type listPage struct {
 
 // runPage is the data of a run's page.
 type runPage struct {
-	Run     runInfo
-	Reports []link
-	Plots   []link
-	Checks  []checkRow
-	Counts  []countRow
-	Config  string
-	Files   []fileEntry
+	Run runInfo
+	// Reasons are the checks that make the run other than valid, the deciding ones
+	// first (report.Reasons): what the page opens with.
+	Reasons []checkRow
+	// Passed are, for a valid run, the checks that decided it.
+	Passed []checkRow
+	// ZooKeeper is the servers' version as shown (report.DisplayVersion).
+	ZooKeeper string
+	Reports   []link
+	Plots     []link
+	Checks    []checkRow
+	Counts    []countRow
+	Config    string
+	Files     []fileEntry
 	// FilesErr says why the run directory could not be listed in full.
 	FilesErr string
 }
@@ -42,10 +50,23 @@ type link struct{ Name, URL string }
 
 type checkRow struct {
 	Key, Verdict, Checker, Witness, FirstViolation string
-	// Cause is a violation's cause class and why, if known.
-	Cause    string
-	Ops      int
-	Advisory bool
+	// CauseClass is a violation's cause class, if known; CauseWhy says why, and Fix
+	// what would close the window (a configuration finding).
+	CauseClass, CauseWhy, Fix string
+	Ops                       int
+	Advisory                  bool
+}
+
+// newCheckRow is how the page shows a check of results.json.
+func newCheckRow(c report.Check) checkRow {
+	row := checkRow{Key: report.KeyName(c.Key), Verdict: string(c.Verdict), Checker: c.Checker, Witness: c.Witness, Ops: c.Ops, Advisory: c.Advisory}
+	if c.Cause != nil {
+		row.CauseClass, row.CauseWhy, row.Fix = string(c.Cause.Class), c.Cause.Why, c.Cause.Fix
+	}
+	if c.FirstViolationSeconds != nil {
+		row.FirstViolation = fmt.Sprintf("%.3f s", *c.FirstViolationSeconds)
+	}
+	return row
 }
 
 type countRow struct {
@@ -106,7 +127,17 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 // buildRunPage gathers what the run page shows.
 func buildRunPage(root, run *os.Root, id string) runPage {
 	info := loadRun(root, id)
-	page := runPage{Run: info}
+	page := runPage{Run: info, ZooKeeper: report.DisplayVersion(info.Results.ZooKeeperVersion)}
+	for _, c := range report.Reasons(info.Results.Checks) {
+		page.Reasons = append(page.Reasons, newCheckRow(c))
+	}
+	if info.Err == "" && info.Results.Verdict == models.Valid {
+		for _, c := range info.Results.Checks {
+			if !c.Advisory {
+				page.Passed = append(page.Passed, newCheckRow(c))
+			}
+		}
+	}
 	files, err := listFiles(run, id)
 	if err != nil {
 		page.FilesErr = err.Error()
@@ -134,20 +165,7 @@ func buildRunPage(root, run *os.Root, id string) runPage {
 		}
 	}
 	for _, c := range info.Results.Checks {
-		row := checkRow{Key: c.Key, Verdict: string(c.Verdict), Checker: c.Checker, Witness: c.Witness, Ops: c.Ops, Advisory: c.Advisory}
-		if c.Cause != nil {
-			row.Cause = string(c.Cause.Class) + ": " + c.Cause.Why
-			if c.Cause.Fix != "" {
-				row.Cause += " (to close the window: " + c.Cause.Fix + ")"
-			}
-		}
-		if row.Key == "" {
-			row.Key = "(the lock)"
-		}
-		if c.FirstViolationSeconds != nil {
-			row.FirstViolation = fmt.Sprintf("%.3f s", *c.FirstViolationSeconds)
-		}
-		page.Checks = append(page.Checks, row)
+		page.Checks = append(page.Checks, newCheckRow(c))
 	}
 	fs := make([]string, 0, len(info.Results.Counts))
 	for f := range info.Results.Counts {

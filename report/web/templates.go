@@ -64,18 +64,28 @@ const runHTML = `<!DOCTYPE html>
 <body>
 <p><a href="/">all runs</a></p>
 <h1><span class="verdict {{.Run.Status}}" id="verdict">{{.Run.Status}}</span> {{with .Run.Results.Test}}{{.}}{{else}}{{.Run.ID}}{{end}}</h1>
+<section id="reason" class="reason">
 {{with .Run.Err}}<p class="error">This run is broken: {{.}}</p>{{end}}
 {{with .Run.Results.SetupError}}<p class="error">The run broke down: {{.}}</p>{{end}}
-<table class="facts">
+{{with .Passed}}<p class="reason-ok" id="all-passed">Every check {{if $.Reasons}}that decides the verdict {{end}}passed{{if $.Run.Results.SetupError}} on what the run recorded before it broke down{{end}}: {{range $i, $c := .}}{{if $i}}, {{end}}{{$c.Key}} ({{$c.Checker}}){{end}}.</p>
+{{end}}{{range .Reasons}}<div class="reason-check {{verdictClass .Verdict}}" data-key="{{.Key}}" data-verdict="{{.Verdict}}">
+<p class="reason-head">key <b>{{.Key}}</b>: <span class="verdict {{verdictClass .Verdict}}">{{.Verdict}}</span> ({{.Checker}} checker{{with .FirstViolation}}, first violation at {{.}}{{end}}){{if .Advisory}} <span class="advisory">advisory: the data the lock protects decides the verdict</span>{{end}}</p>
+{{if .CauseClass}}<p class="cause" data-class="{{.CauseClass}}"><b>cause: {{.CauseClass}}</b>: {{.CauseWhy}}</p>
+{{with .Fix}}<p class="fix"><b>to close the window:</b> {{.}}</p>
+{{end}}{{end}}{{if .Witness}}<pre class="witness">{{.Witness}}</pre>
+{{end}}</div>
+{{end}}</section>
+<h2 id="about">The run</h2>
+<table class="facts" id="facts">
 <tr><th>run</th><td>{{.Run.ID}}</td></tr>
 <tr><th>started</th><td>{{.Run.Started}}</td></tr>
-{{with .Run.Results}}{{if .Recipe}}<tr><th>recipe</th><td>{{.Recipe}}</td></tr>{{end}}
+{{with .Run.Results}}{{if .Recipe}}<tr><th>recipe</th><td>{{.Recipe}}{{with .RecipeVersion}} ({{.}}){{end}}</td></tr>{{end}}
 {{if .Model}}<tr><th>model</th><td>{{.Model}}{{if gt .Permits 1}} ({{.Permits}} permits){{end}}</td></tr>{{end}}
 {{if .Seed}}<tr><th>seed</th><td>{{.Seed}}</td></tr>{{end}}
 {{if .Ops}}<tr><th>ops</th><td>{{.Ops}} by {{.Processes}} processes</td></tr>{{end}}
 {{if .CyclesPerSecond}}<tr><th>lock cycles</th><td>{{printf "%.1f" .CyclesPerSecond}} per second</td></tr>{{end}}
 {{if .Interrupted}}<tr><th>interrupted</th><td>yes</td></tr>{{end}}
-{{if .ZooKeeperVersion}}<tr><th>ZooKeeper</th><td>{{.ZooKeeperVersion}}</td></tr>{{end}}
+{{with $.ZooKeeper}}<tr><th>ZooKeeper</th><td>{{.}}</td></tr>{{end}}
 {{if .ToolVersion}}<tr><th>zlockcheck</th><td>{{.ToolVersion}}</td></tr>{{end}}
 {{if .RunID}}<tr><th>run id</th><td>{{.RunID}}</td></tr>{{end}}{{end}}
 {{if not .Run.Err}}<tr><th>faults</th><td>{{.Run.Faults}}</td></tr>
@@ -88,7 +98,7 @@ const runHTML = `<!DOCTYPE html>
 {{end}}</div>
 {{end}}{{if .Checks}}<h2>Checks</h2>
 <table class="checks">
-<thead><tr><th>key</th><th>verdict</th><th>checker</th><th>ops</th><th>first violation</th><th>witness</th></tr></thead>
+<thead><tr><th>key</th><th>verdict</th><th>checker</th><th>ops</th><th>first violation</th><th>cause</th></tr></thead>
 <tbody>
 {{range .Checks}}<tr class="check" data-key="{{.Key}}">
 <td>{{.Key}}</td>
@@ -96,7 +106,7 @@ const runHTML = `<!DOCTYPE html>
 <td>{{.Checker}}</td>
 <td class="num">{{.Ops}}</td>
 <td>{{.FirstViolation}}</td>
-<td>{{if .Cause}}<p class="cause"><b>cause:</b> {{.Cause}}</p>{{end}}{{if .Witness}}<pre class="witness">{{.Witness}}</pre>{{end}}</td>
+<td>{{.CauseClass}}</td>
 </tr>
 {{end}}</tbody>
 </table>
@@ -145,6 +155,11 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .error { color: #a0221e; }
 .note { color: #666; }
 .advisory { color: #666; font-style: italic; }
+.reason-check { border-left: 4px solid #f2a900; padding: 2px 0 2px 10px; margin: 10px 0; }
+.reason-check.invalid { border-left-color: #d0312d; }
+.reason-check p { margin: 4px 0; }
+.reason-check .verdict { min-width: 0; padding: 0 6px; }
+.reason-ok { font-weight: bold; }
 tr.not-exercised td { background: #fff4e0; }
 pre { background: #f6f6f6; padding: 6px; margin: 0; max-width: 900px; overflow-x: auto; white-space: pre-wrap; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }

@@ -1,7 +1,9 @@
 // Package web owns the results browser of `zlockcheck serve`: an http.Handler that
 // lists every run kept in a store (store/<test>/<timestamp>/, as written by the harness
 // and the report package) and shows one run's verdict, checks, configuration, plots
-// and files. It only reads the store; every file it serves is opened through an
+// and files. A run's page opens with its verdict and why: for a run that is not valid,
+// each check that failed with its cause class and witness, before the run's facts and
+// plots. It only reads the store; every file it serves is opened through an
 // os.Root, so no request reaches outside the store.
 package web
 
