@@ -516,19 +516,9 @@ func (e *Ensemble) Version(ctx context.Context) string {
 		for _, line := range strings.Split(text, "\n") {
 			if v, ok := strings.CutPrefix(line, "Zookeeper version: "); ok {
 				v, _, _ = strings.Cut(v, ",")
-				return cleanVersion(v)
+				return strings.TrimSpace(v)
 			}
 		}
 	}
 	return ""
-}
-
-// cleanVersion is a version as srvr reports it without what a build left unexpanded:
-// Debian's ZooKeeper says "3.8.0-${mvngit.commit.id}", which is 3.8.0.
-func cleanVersion(v string) string {
-	v = strings.TrimSpace(v)
-	if i := strings.Index(v, "-${"); i >= 0 {
-		v = v[:i]
-	}
-	return v
 }

@@ -27,18 +27,3 @@ func TestExistingHostTouchesNothing(t *testing.T) {
 		t.Errorf("Exec: %v, want ErrHostGone", err)
 	}
 }
-
-// Debian's ZooKeeper reports the version its build left unexpanded; the rest stays.
-func TestCleanVersion(t *testing.T) {
-	for in, want := range map[string]string{
-		"3.8.0-${mvngit.commit.id}": "3.8.0",
-		" 3.8.0 ":                   "3.8.0",
-		"3.9.2":                     "3.9.2",
-		"3.9.2-abc123":              "3.9.2-abc123",
-		"":                          "",
-	} {
-		if got := cleanVersion(in); got != want {
-			t.Errorf("cleanVersion(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
