@@ -25,7 +25,7 @@ const DefaultNodeDir = "/var/tmp/zlockcheck"
 const ZKSetupApt = "apt"
 
 // SSHConfig runs the ensemble on real hosts reached over SSH instead of in network
-// namespaces of this machine (see README, "Real hosts over SSH"). It is recorded in
+// namespaces of this machine (see docs/remote.md, "Real hosts over SSH"). It is recorded in
 // config.json (the key file's path, never the key).
 type SSHConfig struct {
 	// Nodes are the hosts (names or IPv4 addresses), one server each: server N runs

@@ -9,7 +9,7 @@ import (
 )
 
 // Protocols v2 and v3's cycle request: the worker runs a whole lock cycle on its own
-// and reports each step as it happens, with its own monotonic time (README, "Worker
+// and reports each step as it happens, with its own monotonic time (docs/protocol.md, "Worker
 // protocol v2", "Worker protocol v3").
 
 // holdWatch is where a running cycle and the recipe's lost event agree whether the

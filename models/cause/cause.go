@@ -1,6 +1,6 @@
 // Package cause says why a lock's mutual exclusion broke, from the history alone: it
 // finds the first moment two workers held the same exclusive lock and sorts it into
-// one of three classes, by the rule the README states (Verdicts: what broke):
+// one of three classes, by the rule docs/checking.md states (Verdicts: what broke):
 //
 //   - Unfenced overlap: the earlier holder could not have known yet (the nemesis had
 //     stopped its process, client-pause; or the servers had closed its session under

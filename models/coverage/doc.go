@@ -6,7 +6,7 @@
 // the history reached it, and says which bugs live there; a row at 0 says "not
 // exercised".
 //
-// The rows, and why each is there (the families are those of the README's mutants
+// The rows, and why each is there (the families are those of the mutants in docs/recipes.md
 // and of issue 13's broken recipes):
 //
 //   - acquires that timed out while queued (behind a holder or an earlier waiter): a waiter that gives up must delete its

@@ -4,7 +4,7 @@ by zlockcheck's own checker (run by test.sh when a zlockcheck binary is at hand)
 
     stress.py ZK_HOST:PORT RUN_CMD RECIPE WORKLOAD SECONDS OUTDIR ZLOCKCHECK [PERMITS]
 
-Like `zlockcheck run` (README: workload loop, history format, crash rules), but
+Like `zlockcheck run` (docs/running.md, docs/history-format.md: workload loop, history format, crash rules), but
 without network namespaces: W=5 worker processes loop acquire (timeout 1 s) -> hold
 1..100 ms -> release; a worker whose op returns info, or that crashes, is replaced by a
 new process. Faults on a fixed schedule: the server is SIGSTOPped for 3 s (longer than

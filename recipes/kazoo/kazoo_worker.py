@@ -24,7 +24,7 @@ ever reaches stdout: file descriptor 1 is pointed at stderr at start-up and the
 protocol uses a private duplicate of the original stdout. All logging, Kazoo's
 included, goes to stderr.
 
-Protocol v2 (README, "Worker protocol v2"): when init offers ``"protocol":2`` the ok
+Protocol v2 (docs/protocol.md, "Worker protocol v2"): when init offers ``"protocol":2`` the ok
 reply says ``"protocol":2``; ``clock`` answers ``time.monotonic_ns()``; ``cycle`` runs
 acquire, hold ``hold_us``, release in this thread, each step reported as it happens
 (an invoke report is written before the request goes out). A lost event while
