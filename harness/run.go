@@ -425,7 +425,7 @@ func (r *runner) warmUp(ctx context.Context) error {
 	if r.cfg.BaselineWarmup <= 0 || (!r.cfg.Baseline && len(r.cfg.BaselineArgv) == 0) {
 		return nil
 	}
-	b, err := runBaseline(ctx, r.network, r.connect, r.lockPath+"-warmup", r.cfg.Workers, r.cfg.BaselineWarmup, r.cfg.SessionTimeout, r.baselineHolds())
+	b, err := r.plainLoops(ctx, r.lockPath+"-warmup", r.cfg.BaselineWarmup)
 	if err != nil {
 		return fmt.Errorf("baseline warm-up: %w", err)
 	}
@@ -435,6 +435,16 @@ func (r *runner) warmUp(ctx context.Context) error {
 	r.out.BaselineWarmup = &b
 	r.logf("baseline warm-up: plain go-zookeeper loop, %d goroutines, untimed: %d cycles in %s", b.Goroutines, b.Cycles, b.Duration)
 	return nil
+}
+
+// plainLoops runs the service's plain client loop on path for d with one session
+// per worker slot, holding as the workload holds.
+func (r *runner) plainLoops(ctx context.Context, path string, d time.Duration) (Baseline, error) {
+	y, ok := r.svc.(yardstick)
+	if !ok {
+		return Baseline{}, errors.New("the service has no plain client loop to measure against")
+	}
+	return y.PlainLoops(ctx, path, r.cfg.Workers, d, r.cfg.SessionTimeout, r.baselineHolds())
 }
 
 // baselineHolds draws the plain loop's holds as the workload draws them (one stream
@@ -452,7 +462,7 @@ func (r *runner) baselineHolds() func(int) time.Duration {
 // goroutineBaseline runs the plain loop as goroutines of this process on lock path;
 // false when it failed the run.
 func (r *runner) goroutineBaseline(ctx context.Context, path string) bool {
-	b, err := runBaseline(ctx, r.network, r.connect, path, r.cfg.Workers, r.cfg.Duration, r.cfg.SessionTimeout, r.baselineHolds())
+	b, err := r.plainLoops(ctx, path, r.cfg.Duration)
 	if r.fail(err, "baseline") != nil {
 		return false
 	}

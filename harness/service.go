@@ -36,7 +36,14 @@ type herdSampler interface {
 	HerdSample(ctx context.Context, at int64, lockPath string, logf func(string, ...any)) herd.Sample
 }
 
+// yardstick runs the plain client loop a run's overhead is measured against
+// (--baseline, and its warm-up).
+type yardstick interface {
+	PlainLoops(ctx context.Context, path string, n int, d, sessionTimeout time.Duration, hold func(int) time.Duration) (lockservice.Baseline, error)
+}
+
 var (
+	_ yardstick     = (*lockservice.Ensemble)(nil)
 	_ rootMaker     = (*lockservice.Ensemble)(nil)
 	_ lockInspector = (*lockservice.Ensemble)(nil)
 	_ counterStore  = (*lockservice.Ensemble)(nil)

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 // plainLoopCmd is `zlockcheck plain-loop`: one process of run --baseline-processes,
 // started by the harness in a worker slot's namespace. It runs a plain go-zookeeper
 // lock loop on one session from --start-unix-ns for --duration and prints what it
-// achieved as one JSON line (harness.Baseline).
+// achieved as one JSON line (lockservice.Baseline).
 func plainLoopCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("plain-loop", stderr)
 	connect := fs.String("connect", "", "the ensemble's client addresses, comma-separated")
@@ -36,7 +36,7 @@ func plainLoopCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *start > 0 {
 		at = time.Unix(0, *start)
 	}
-	b, err := harness.PlainLoop(ctx, harness.PlainLoopConfig{
+	b, err := lockservice.PlainLoop(ctx, lockservice.PlainLoopConfig{
 		Servers: strings.Split(*connect, ","), Path: *path, SessionTimeout: *sessionTimeout,
 		Start: at, Duration: *duration, HoldMin: *holdMin, HoldMax: *holdMax, Seed: *seed,
 	})
