@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -55,6 +56,11 @@ type Config struct {
 	WorkerArgv []string `json:"worker_argv"`
 	// Workload says what each worker does.
 	Workload workloads.Config `json:"workload"`
+	// Check is how the run's history is judged (the lock's model, a semaphore's
+	// permits, the search's budget); its unset fields come from the workload
+	// (Defaults). Recorded in config.json, so that a stored run is judged again the
+	// same way (StoredRun.Check).
+	Check models.Config `json:"check"`
 	// Baseline, when set, runs a plain go-zookeeper lock loop with as many goroutines
 	// as workers for as long as the workload, on the same ensemble after the workload:
 	// the yardstick for the harness's overhead (see BENCHMARKS.md).
@@ -114,6 +120,11 @@ type Config struct {
 	// Progress, when set, is called about every second while the workload runs (and
 	// once at its end) with a snapshot for a live status line.
 	Progress func(Progress) `json:"-"`
+	// Worker builds the worker command of a recipe of the catalogue when WorkerArgv is
+	// empty (Resolve).
+	Worker WorkerSetup `json:"-"`
+	// Keep says whether Test keeps the run's directory.
+	Keep Keep `json:"-"`
 }
 
 // DefaultConfig is a run's configuration before a flag or a run file changes it: the
@@ -145,6 +156,7 @@ func (c Config) Defaults() Config {
 	fill(&c.InitLimit, d.InitLimit)
 	fill(&c.SyncLimit, d.SyncLimit)
 	c.Workload = c.Workload.Defaults()
+	c.Check = c.checkConfig()
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("%s-%s", c.Recipe, c.Workload.Kind)
 	}

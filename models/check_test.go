@@ -3,6 +3,7 @@ package models
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -749,5 +750,35 @@ func TestWriteVisualization(t *testing.T) {
 	}
 	if err := WriteVisualization(&bytes.Buffer{}, res, Config{Kind: Mutex}); !errors.Is(err, ErrNothingToVisualize) {
 		t.Errorf("valid result: %v, want ErrNothingToVisualize", err)
+	}
+}
+
+// TestWorseOrdersErrorInvalidUnknownValid: the one fold of verdicts, for a run's
+// checks and for the runs of a suite, a matrix or an explore session alike.
+func TestWorseOrdersErrorInvalidUnknownValid(t *testing.T) {
+	order := []Verdict{Valid, Unknown, Invalid, Error}
+	for i, a := range order {
+		for j, b := range order {
+			if got, want := Worse(a, b), order[max(i, j)]; got != want {
+				t.Errorf("Worse(%s, %s) = %s, want %s", a, b, got, want)
+			}
+		}
+	}
+}
+
+// TestJudgeMakesTheLockAdvisoryWhenItProtectsData: with a register key, the lock's
+// own keys do not decide the verdict; the report's own checks always do.
+func TestJudgeMakesTheLockAdvisoryWhenItProtectsData(t *testing.T) {
+	checks := []Judged{
+		{Verdict: Invalid, Checker: CheckerHolds, Lock: true},
+		{Verdict: Valid, Checker: CheckerRegister + "+" + CheckerFinalValue, Lock: true},
+		{Verdict: Unknown, Checker: "coverage"},
+	}
+	v, advisory := Judge(checks)
+	if v != Unknown || !slices.Equal(advisory, []bool{true, false, false}) {
+		t.Errorf("verdict %s, advisory %v; want unknown, only the lock's key advisory", v, advisory)
+	}
+	if v, _ := Judge(checks[:1]); v != Invalid {
+		t.Errorf("a lock without data: %s, want invalid", v)
 	}
 }

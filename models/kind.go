@@ -47,20 +47,21 @@ func ParseKind(s string) (Kind, error) {
 // DefaultTimeout is the porcupine budget per key when Config.Timeout is 0.
 const DefaultTimeout = 60 * time.Second
 
-// Config says how to check a history.
+// Config says how to check a history. A run records it in its config.json
+// (harness.Config.Check), so that its history is checked again the same way.
 type Config struct {
 	// Kind is the lock model of the lock keys (keys with acquire and
 	// release ops). Keys with read and write ops are registers whatever
 	// the kind.
-	Kind Kind
+	Kind Kind `json:"kind"`
 	// Permits is the number of permits of a semaphore; 0 means 1. Other kinds
 	// ignore it.
-	Permits int
+	Permits int `json:"permits,omitempty"`
 	// Timeout is porcupine's budget per key (knossos-mutex keys and
 	// register keys); 0 means DefaultTimeout. After a violation, finding
 	// and explaining a short window gets as much again. The holds checker
 	// needs no budget.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout_ns,omitempty"`
 }
 
 func (c Config) normalize() (Config, error) {
@@ -83,7 +84,8 @@ func (c Config) normalize() (Config, error) {
 	return c, nil
 }
 
-// Verdict is the outcome of a check.
+// Verdict is the outcome of a check, and of a test (a run and the check of its
+// history), which may also end in Error.
 type Verdict string
 
 // The verdicts, from best to worst.
@@ -94,6 +96,9 @@ const (
 	Unknown Verdict = "unknown"
 	// Invalid: the history is not linearizable.
 	Invalid Verdict = "invalid"
+	// Error: the test has no verdict of its history: its run could not start, or
+	// broke down, or its history could not be checked. Never a checker's verdict.
+	Error Verdict = "error"
 )
 
 func (v Verdict) rank() int {
@@ -102,11 +107,15 @@ func (v Verdict) rank() int {
 		return 0
 	case Unknown:
 		return 1
+	case Error:
+		return 3
 	}
 	return 2
 }
 
-// Worse returns the worse of two verdicts: invalid > unknown > valid.
+// Worse returns the worse of two verdicts: error > invalid > unknown > valid. It is
+// the one fold of verdicts: a run's checks, an explore session's rounds, a suite's or
+// a matrix's runs.
 func Worse(a, b Verdict) Verdict {
 	if b.rank() > a.rank() {
 		return b

@@ -181,3 +181,35 @@ func ParseClasses(s string) ([]Class, error) {
 	}
 	return out, nil
 }
+
+// Setup is a named fault setup: the classes of fault a run's nemesis draws from, the
+// targets and partition shapes it aims them at (empty: any), and how often. The
+// safety matrix's columns (Setups) and explore's probes are setups; a run takes one
+// whole (harness.Config.WithSetup).
+type Setup struct {
+	// Name names the setup: a matrix column (`matrix --faults`), an explore probe.
+	Name string `json:"name"`
+	// Label says what the setup does, for a person ("" : the name says it).
+	Label string `json:"label,omitempty"`
+	// Classes are the fault classes (none: a fault-free run).
+	Classes       []Class        `json:"faults,omitempty"`
+	ServerTargets []Target       `json:"server_targets,omitempty"`
+	ClientTargets []ClientTarget `json:"client_targets,omitempty"`
+	Shapes        []Shape        `json:"shapes,omitempty"`
+	// Interval is the mean quiet time between faults (0: the run's).
+	Interval time.Duration `json:"interval_ns,omitempty"`
+}
+
+// Setups are the named setups of the safety matrix, one column each: no faults, the
+// server faults, and each client fault that can break a recipe, aimed at the holder.
+func Setups() []Setup {
+	holder := []ClientTarget{TargetHolder}
+	return []Setup{
+		{Name: "none", Label: "no faults"},
+		{Name: "server", Label: "servers killed, paused, partitioned", Classes: []Class{ClassKill, ClassPause, ClassPartition}},
+		{Name: "client-partition", Label: "the holder cut off", Classes: []Class{ClassClientPartition}, ClientTargets: holder},
+		{Name: "session-expire", Label: "the holder's session expired", Classes: []Class{ClassSessionExpire}, ClientTargets: holder},
+		{Name: "client-pause", Label: "the holder paused", Classes: []Class{ClassClientPause}, ClientTargets: holder},
+		{Name: "isolate-follower-quorum", Label: "a follower cut off from its peers, not its clients", Classes: []Class{ClassPartition}, Shapes: []Shape{IsolateFollowerQuorum}},
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
@@ -341,23 +340,17 @@ func ExercisedCheck(t coverage.Table) (c Check, nothing bool) {
 	return Check{Key: CoverageKey, Verdict: models.Unknown, Checker: "coverage", Witness: coverage.NothingExercised}, true
 }
 
-// Verdict marks advisory checks and returns the overall verdict, the worst of the
-// others. When a history protects data with its lock (a counter key, checked as a
-// register), the lock's own checks are advisory: what counts is whether the data
-// stayed right. A fenced counter's lock may well overlap (a paused holder) while
-// fencing keeps every write safe; an unfenced one shows the harm as lost updates.
+// Verdict marks advisory checks and returns the overall verdict, as models.Judge
+// rules: the worst of the checks that decide it. When a history protects data with
+// its lock (a counter key, checked as a register), the lock's own checks are advisory.
 func Verdict(checks []Check) ([]Check, models.Verdict) {
-	data := false
-	for _, c := range checks {
-		data = data || strings.Contains(c.Checker, "register") || strings.Contains(c.Checker, "final-value")
-	}
-	v := models.Valid
+	judged := make([]models.Judged, len(checks))
 	for i, c := range checks {
-		lockCheck := c.Key != LivenessKey && c.Key != CoverageKey && !strings.Contains(c.Checker, "register") && !strings.Contains(c.Checker, "final-value")
-		checks[i].Advisory = data && lockCheck
-		if !checks[i].Advisory {
-			v = models.Worse(v, c.Verdict)
-		}
+		judged[i] = models.Judged{Verdict: c.Verdict, Checker: c.Checker, Lock: c.Key != LivenessKey && c.Key != CoverageKey}
+	}
+	v, advisory := models.Judge(judged)
+	for i := range checks {
+		checks[i].Advisory = advisory[i]
 	}
 	return checks, v
 }
