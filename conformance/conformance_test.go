@@ -82,9 +82,9 @@ func TestEveryRuleCanBreak(t *testing.T) {
 		problem string
 	}{
 		{"init", fake("init-info"), "want ok, got info"},
-		{"replies", fake("garbage-line"), "not a protocol line"},
-		{"replies", fake("double-reply"), "with no request in flight"},
-		{"replies", append([]string{python, "../cmd/zlockcheck/testdata/wrong_release_id.py"}, fake("")...), "carries id 1018, but the request in flight is id 18"},
+		{"replies", fake("garbage-line"), "malformed line from worker"},
+		{"replies", fake("double-reply"), "a reply with id 17 while no request was in flight"},
+		{"replies", append([]string{python, "../cmd/zlockcheck/testdata/wrong_release_id.py"}, fake("")...), "a reply with id 1018 while request 18 was in flight"},
 		{"acquire-release", fake("release-fails"), "A release: want ok, got fail"},
 		{"timeout", fake("no-timeout"), "no reply within"},
 		{"timeout", fake("early-fail"), "before its timeout"},

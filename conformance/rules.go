@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
 
 // Rule is one thing the worker protocol asks of a worker.
@@ -57,8 +57,8 @@ type env struct {
 	workers []*worker
 }
 
-// bounds are the harness's own, for the session timeout sent in init.
-func (e *env) bounds() harness.Config { return harness.Config{SessionTimeout: e.cfg.SessionTimeout} }
+// bounds are the harness's own (driver.Bounds), for the session timeout sent in init.
+func (e *env) bounds() driver.Bounds { return driver.Bounds{SessionTimeout: e.cfg.SessionTimeout} }
 
 // exitBound is how long a worker may take to exit after close, EOF or a bad line.
 func (e *env) exitBound() time.Duration { return 2*e.cfg.SessionTimeout + 2*time.Second }
@@ -92,15 +92,17 @@ func (e *env) ready(names ...string) ([]*worker, error) {
 	return ws, nil
 }
 
+// stopAll checks what the workers wrote and nobody read, then kills them.
 func (e *env) stopAll() {
 	for _, w := range e.workers {
-		w.kill()
+		w.drain()
+		w.Kill()
 	}
 }
 
 // initRequest is the harness's init for this rule's lock.
 func (e *env) initRequest(w *worker, kind string, slot int) workloads.Request {
-	req := workloads.Request{ID: w.id(), Op: workloads.OpInit, Connect: e.cfg.Server.Connect(),
+	req := workloads.Request{ID: w.NextID(), Op: workloads.OpInit, Connect: e.cfg.Server.Connect(),
 		SessionTimeoutMS: e.cfg.SessionTimeout.Milliseconds(), Path: e.path, Kind: kind, Permits: 1, Worker: slot}
 	if workloads.Kind(kind).HasCounter() {
 		req.CounterPath = e.path + "-counter"
@@ -110,7 +112,7 @@ func (e *env) initRequest(w *worker, kind string, slot int) workloads.Request {
 
 // acquireRequest asks for the lock (a write hold for rwlock).
 func (e *env) acquireRequest(w *worker, timeout time.Duration) workloads.Request {
-	req := workloads.Request{ID: w.id(), Op: workloads.OpAcquire, TimeoutMS: timeout.Milliseconds()}
+	req := workloads.Request{ID: w.NextID(), Op: workloads.OpAcquire, TimeoutMS: timeout.Milliseconds()}
 	if e.cfg.Kind == workloads.RWLock {
 		req.Mode = "write"
 	}
@@ -125,8 +127,16 @@ func (e *env) acquire(w *worker, timeout time.Duration, replyType string) error 
 
 // release releases and wants ok.
 func (e *env) release(w *worker) error {
-	m, err := w.call(e.ctx, workloads.Request{ID: w.id(), Op: workloads.OpRelease}, e.bounds().ReplyLimit(0))
+	m, err := w.call(e.ctx, workloads.Request{ID: w.NextID(), Op: workloads.OpRelease}, e.bounds().ReplyLimit(0))
 	return want(err, m, w.name+" release", workloads.ReplyOK)
+}
+
+// because words err as the end of a sentence ("" for nil).
+func because(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
 }
 
 // want turns a reply (or the error waiting for it) into a rule's verdict.
@@ -155,7 +165,6 @@ func checkReplies(e *env) error {
 	if err != nil {
 		return err
 	}
-	w.nextID = 5
 	steps := []struct {
 		id  int64
 		req workloads.Request
@@ -268,7 +277,7 @@ func checkLost(e *env) error {
 	if err != nil {
 		return err
 	}
-	id, passwd := a.session()
+	id, passwd := a.Session()
 	if id == "" || passwd == "" {
 		return skipped(`A sent no {"event":"session"} with session_id and passwd, so its session cannot be expired (the session-expire fault needs them too)`)
 	}
@@ -277,10 +286,8 @@ func checkLost(e *env) error {
 		return fmt.Errorf("expire A's session %s: %w", id, err)
 	}
 	limit := e.bounds().ReplyLimit(0)
-	select {
-	case <-a.lost:
-	case <-time.After(limit):
-		return fmt.Errorf(`A held the lock and its session %s expired: no {"event":"lost"} within %s`, id, limit)
+	if lost, err := a.waitLost(e.ctx, limit); err != nil || !lost {
+		return fmt.Errorf(`A held the lock and its session %s expired: no {"event":"lost"} within %s%s`, id, limit, because(err))
 	}
 	return e.acquire(b, acquireTimeout, workloads.ReplyOK)
 }
@@ -300,7 +307,7 @@ func checkEnd(e *env, how string, end func(a *worker) error) error {
 		return fmt.Errorf("A did not exit within %s of %s", e.exitBound(), how)
 	}
 	if exitErr != nil {
-		return fmt.Errorf("A exited with %s after %s, want status 0", exitText(exitErr), how)
+		return fmt.Errorf("A exited with %s after %s, want status 0", driver.ExitText(exitErr), how)
 	}
 	free := e.cfg.SessionTimeout / 2
 	if err := e.acquire(b, free, workloads.ReplyOK); err != nil {
@@ -311,7 +318,7 @@ func checkEnd(e *env, how string, end func(a *worker) error) error {
 
 func checkClose(e *env) error {
 	return checkEnd(e, "close", func(a *worker) error {
-		m, err := a.call(e.ctx, workloads.Request{ID: a.id(), Op: workloads.OpClose}, e.bounds().ReplyLimit(0))
+		m, err := a.call(e.ctx, workloads.Request{ID: a.NextID(), Op: workloads.OpClose}, e.bounds().ReplyLimit(0))
 		return want(err, m, "A close", workloads.ReplyOK)
 	})
 }
@@ -319,7 +326,7 @@ func checkClose(e *env) error {
 func checkEOF(e *env) error {
 	return checkEnd(e, "EOF on its stdin", func(a *worker) error {
 		e.log.add(a.name, "--", "stdin closed")
-		return a.in.Close()
+		return a.CloseInput()
 	})
 }
 
@@ -345,7 +352,7 @@ func checkBadRequest(e *env) error {
 		ws = append(ws, w)
 	}
 	for i, w := range ws {
-		if err := w.sendRaw(badRequests[i]); err != nil {
+		if err := w.SendRaw(badRequests[i]); err != nil {
 			return err
 		}
 	}

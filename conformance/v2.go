@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
 
 // The rules of protocols v2 and v3 (README, "Worker protocol v2", "Worker protocol
@@ -17,11 +18,16 @@ import (
 // v2Hold is how long the rules' cycles hold.
 const v2Hold = 300 * time.Millisecond
 
-// clockV2 is a v2 worker's clock as the suite measured it (see harness.workerClock):
-// offset is the worker's time minus the suite's, known to within err.
+// clockV2Samples is how many clock requests the suite sends a v2 worker; the one
+// answered fastest gives the offset.
+const clockV2Samples = 3
+
+// clockV2 is a v2 worker's clock as the suite measured it (driver.Clock, on the
+// suite's clock: time since start), known to within err.
 type clockV2 struct {
-	start       time.Time
-	offset, err time.Duration
+	start time.Time
+	clock driver.Clock
+	err   time.Duration
 	// protocol is the version the worker agreed: 2 or 3.
 	protocol int
 }
@@ -30,11 +36,11 @@ type clockV2 struct {
 func (c *clockV2) now() time.Duration { return time.Since(c.start) }
 
 // at maps a worker time onto the suite's clock.
-func (c *clockV2) at(mono int64) time.Duration { return time.Duration(mono) - c.offset }
+func (c *clockV2) at(mono int64) time.Duration { return time.Duration(c.clock.At(mono)) }
 
 // readyV2 starts worker name and inits it offering the newest protocol; it is
-// skipped unless the worker agrees to v2 or later, and its clock is measured (three
-// clock requests, the fastest wins).
+// skipped unless the worker agrees to v2 or later, and its clock is measured
+// (clockV2Samples clock requests, the fastest wins; mono_ns may not go back).
 func (e *env) readyV2(name string) (*worker, *clockV2, error) {
 	w, err := e.start(name)
 	if err != nil {
@@ -52,23 +58,23 @@ func (e *env) readyV2(name string) (*worker, *clockV2, error) {
 	case m.Protocol > req.Protocol:
 		return nil, nil, fmt.Errorf("%s init: agreed protocol %d, more than the %d offered", name, m.Protocol, req.Protocol)
 	}
-	c := &clockV2{start: time.Now(), err: time.Hour, protocol: m.Protocol}
+	c := &clockV2{start: time.Now(), protocol: m.Protocol}
 	var last int64
-	for range 3 {
-		t0 := c.now()
-		m, err := w.call(e.ctx, workloads.Request{ID: w.id(), Op: workloads.OpClock}, e.bounds().ReplyLimit(0))
-		t1 := c.now()
-		if err := want(err, m, name+" clock", workloads.ReplyOK); err != nil {
-			return nil, nil, err
+	clock, err := driver.SyncClock(clockV2Samples, func() int64 { return int64(c.now()) }, func(req workloads.Request) (workloads.Message, error) {
+		req.ID = w.NextID()
+		m, err := w.call(e.ctx, req, e.bounds().ReplyLimit(0))
+		if err == nil && m.MonoNS != nil {
+			if *m.MonoNS < last {
+				return m, fmt.Errorf("mono_ns %d, before the last one (%d)", *m.MonoNS, last)
+			}
+			last = *m.MonoNS
 		}
-		if m.MonoNS == nil || *m.MonoNS < last {
-			return nil, nil, fmt.Errorf("%s clock: want mono_ns, not before the last one (%d), got %v", name, last, m.MonoNS)
-		}
-		last = *m.MonoNS
-		if e := (t1 - t0 + 1) / 2; e < c.err {
-			c.offset, c.err = time.Duration(*m.MonoNS)-(t0+t1)/2, e
-		}
+		return m, err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %w", name, err)
 	}
+	c.clock, c.err = clock, time.Duration(clock.Err)
 	return w, c, nil
 }
 
@@ -88,10 +94,10 @@ func (r report) step() string { return r.m.F + " " + r.m.Step }
 // taken as its invoke and its completion. Each report's time must lie between the
 // send and its arrival (within the clock's error), and go forward.
 func (e *env) cycle(w *worker, c *clockV2, req workloads.Request, limit time.Duration) ([]report, error) {
-	req.ID, req.Op = w.id(), workloads.OpCycle
+	req.ID, req.Op = w.NextID(), workloads.OpCycle
 	sent := c.now()
 	if err := w.send(req); err != nil {
-		return nil, fmt.Errorf("%s: write request: %w", w.name, err)
+		return nil, err
 	}
 	var reports []report
 	for {
@@ -118,7 +124,7 @@ func (e *env) cycle(w *worker, c *clockV2, req workloads.Request, limit time.Dur
 			reports = append(reports, r)
 		}
 		if c.protocol >= workloads.ProtocolV3 && (m.F == workloads.OpRelease || m.Step != workloads.StepOK) {
-			return reports, w.settled(e.ctx)
+			return reports, w.settled(e.ctx, req.ID)
 		}
 	}
 }
@@ -241,12 +247,12 @@ func checkCycleLost(e *env) error {
 	if err != nil {
 		return err
 	}
-	id, passwd := a.session()
+	id, passwd := a.Session()
 	if id == "" || passwd == "" {
 		return skipped(`A sent no {"event":"session"} with session_id and passwd, so its session cannot be expired`)
 	}
 	long := 3*e.cfg.SessionTimeout + 10*time.Second
-	plan := workloads.Request{ID: a.id(), Op: workloads.OpCycle, TimeoutMS: acquireTimeout.Milliseconds(),
+	plan := workloads.Request{ID: a.NextID(), Op: workloads.OpCycle, TimeoutMS: acquireTimeout.Milliseconds(),
 		HoldUS: long.Microseconds(), Mode: e.acquireRequest(a, 0).Mode}
 	if err := a.send(plan); err != nil {
 		return err
@@ -270,10 +276,8 @@ func checkCycleLost(e *env) error {
 		return fmt.Errorf("expire A's session %s: %w", id, err)
 	}
 	limit = e.bounds().ReplyLimit(0)
-	select {
-	case <-a.lost:
-	case <-time.After(limit):
-		return fmt.Errorf(`A held the lock in a cycle and its session %s expired: no {"event":"lost"} within %s`, id, limit)
+	if lost, err := a.waitLost(e.ctx, limit); err != nil || !lost {
+		return fmt.Errorf(`A held the lock in a cycle and its session %s expired: no {"event":"lost"} within %s%s`, id, limit, because(err))
 	}
 	m, err := a.await(e.ctx, limit)
 	switch {

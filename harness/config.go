@@ -11,6 +11,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
 
 // Config is everything one run needs. It is written to the run directory as
@@ -222,17 +223,16 @@ func isHeapSize(s string) bool {
 
 // The run's timing bounds, each derived from the configuration in one place.
 
-// ReplyLimit is how long the harness waits for a worker's reply to a request that may
-// itself wait up to wait (an acquire's timeout): a recipe may need its session timeout
-// more than once to answer honestly (gozk's timed-out acquire closes its session and
-// opens a new one before replying).
-func (c Config) ReplyLimit(wait time.Duration) time.Duration {
-	return wait + 3*c.SessionTimeout + 5*time.Second
-}
+// bounds are how long the harness waits for its workers' replies (driver.Bounds).
+func (c Config) bounds() driver.Bounds { return driver.Bounds{SessionTimeout: c.SessionTimeout} }
 
-// InitReplyLimit is how long a new worker may take to answer init (start its runtime,
-// connect, open its session).
-func (c Config) InitReplyLimit() time.Duration { return 2*c.SessionTimeout + 10*time.Second }
+// ReplyLimit is how long the harness waits for a worker's reply to a request that may
+// itself wait up to wait (an acquire's timeout): driver.Bounds.ReplyLimit.
+func (c Config) ReplyLimit(wait time.Duration) time.Duration { return c.bounds().ReplyLimit(wait) }
+
+// InitReplyLimit is how long a new worker may take to answer init:
+// driver.Bounds.InitReplyLimit.
+func (c Config) InitReplyLimit() time.Duration { return c.bounds().InitReplyLimit() }
 
 // FinalBound is how long a final acquire may take: long enough for the sessions of
 // crashed workers to expire and for every worker to take its turn.

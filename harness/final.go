@@ -65,7 +65,7 @@ func (s *session) pause(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-s.hard():
+	case <-s.env.hard:
 		return false
 	}
 }
@@ -80,7 +80,7 @@ const finalRetryPause = 250 * time.Millisecond
 // and be granted a moment later. Liveness asks that every worker acquire once within
 // the bound, not at its first try.
 func (s *session) finalCycle() finalResult {
-	bound := s.r.cfg.FinalBound()
+	bound := s.env.finalBound
 	res := finalResult{Slot: s.w.slot + 1, Process: s.w.Process()}
 	defer func() {
 		s.cycle = nil
@@ -91,10 +91,10 @@ func (s *session) finalCycle() finalResult {
 	var answered bool
 	for {
 		left := bound - time.Since(start)
-		s.cycle = s.r.cfg.Workload.FinalCycle(max(left, time.Millisecond))
+		s.cycle = s.env.workload.FinalCycle(max(left, time.Millisecond))
 		acquire, _ := s.cycle.Next()
 		s.publish()
-		reply, answered = s.do(acquire, s.r.cfg.ReplyLimit(left))
+		reply, answered = s.do(acquire, s.env.bounds.ReplyLimit(left))
 		if !answered || reply.Type != workloads.ReplyFail || time.Since(start)+finalRetryPause >= bound || !s.pause(finalRetryPause) {
 			break
 		}

@@ -1,17 +1,16 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
 
 // Protocols v2 and v3: the worker runs a whole lock cycle on its own
 // (workloads.OpCycle) and reports each step as it happens, stamped with its own
-// monotonic clock; the harness maps those times onto the run's clock (workerClock)
+// monotonic clock; the harness maps those times onto the run's clock (driver.Clock)
 // and records the ops with them. No pipe hop or harness wake-up sits between a grant
 // and the hold, or between the hold's end and the release. v2 reports each invoke
 // and each completion and replies at the end; v3 reports each op once, its
@@ -23,47 +22,22 @@ import (
 // the one answered fastest gives the offset.
 const clockSamples = 5
 
-// workerClock maps a v2 or v3 worker's monotonic clock onto the run's (ns since the
-// recorder's start). The worker read its clock at some moment between the harness's
-// send of a clock request and its read of the reply, so the offset is known to within
-// half that round trip (err). Invokes are recorded err earlier and completions err
-// later than the mapped time: each recorded interval contains the true one, as in v1
-// (where the harness stamps the invoke before sending, the completion after reading).
-// Both clocks are the same machine's monotonic clock, so they run at the same rate.
-type workerClock struct {
-	offset int64 // worker ns - run ns
-	err    int64 // bound on the offset's error, ns
-}
-
-// invokeAt is the run time to record an invoke the worker stamped mono at.
-func (c workerClock) invokeAt(mono int64) int64 { return mono - c.offset - c.err }
-
-// completeAt is the run time to record a completion the worker stamped mono at.
-func (c workerClock) completeAt(mono int64) int64 { return mono - c.offset + c.err }
-
-// syncClock measures a v2 or v3 worker's clock offset (clockSamples round trips).
+// syncClock measures a v2 or v3 worker's clock offset (clockSamples round trips). An
+// invoke the worker reports is recorded at its mapped time - err, a completion at +
+// err: each recorded interval contains the true one, as in v1 (where the harness
+// stamps the invoke before sending, the completion after reading).
 func (s *session) syncClock() error {
-	best := workerClock{err: math.MaxInt64}
-	for range clockSamples {
-		t0 := s.r.rec.now()
-		id, err := s.w.send(workloads.Request{Op: workloads.OpClock})
-		if err != nil {
-			return err
+	clock, err := driver.SyncClock(clockSamples, s.env.rec.now, func(req workloads.Request) (workloads.Message, error) {
+		if _, err := s.w.send(req); err != nil {
+			return workloads.Message{}, err
 		}
-		reply, err := s.await(id, s.r.cfg.ReplyLimit(0))
-		if err != nil {
-			return fmt.Errorf("clock: %w", err)
-		}
-		t1 := s.r.rec.now()
-		if reply.Type != workloads.ReplyOK || reply.MonoNS == nil {
-			return fmt.Errorf("clock: want an ok reply with mono_ns, got %s %s", reply.Type, reply.Error)
-		}
-		if e := (t1 - t0 + 1) / 2; e < best.err {
-			best = workerClock{offset: *reply.MonoNS - (t0+t1)/2, err: e}
-		}
+		return s.await(s.env.bounds.ReplyLimit(0))
+	})
+	if err != nil {
+		return err
 	}
-	s.w.clock = best
-	s.r.logf("worker %d: protocol v%d, its clock known to within %s", s.w.Process(), s.w.protocol, time.Duration(best.err))
+	s.w.clock = clock
+	s.env.logf("worker %d: protocol v%d, its clock known to within %s", s.w.Process(), s.w.protocol, time.Duration(clock.Err))
 	return nil
 }
 
@@ -73,17 +47,19 @@ func (s *session) syncClock() error {
 // releases nothing); in v2 the worker's reply to the plan ends it on the worker's
 // side, in v3 the cycle's last report does (a reply only after a lost hold).
 func (s *session) runPlanned(plan workloads.Request, limit func(workloads.Step) time.Duration) {
-	p := &planned{s: s, v3: s.w.protocol >= workloads.ProtocolV3, since: s.r.rec.now()}
+	p := &planned{s: s, v3: s.w.protocol >= workloads.ProtocolV3, since: s.env.rec.now()}
 	id, err := s.w.send(plan)
 	if err != nil {
 		s.crash("", fmt.Errorf("write to worker: %w", err))
 		return
 	}
 	// The acquire is under way from here: the stall watch counts it as tried.
-	s.r.rec.attempted(p.since)
+	s.env.rec.attempted(p.since)
 	p.id = id
 	for !s.dead && p.next(limit) {
 	}
+	// Over: a v3 cycle its last report ended gets no reply (one now is a violation).
+	s.w.Settle()
 }
 
 // planned is the harness's side of one planned cycle.
@@ -119,34 +95,34 @@ func (p *planned) next(limit func(workloads.Step) time.Duration) bool {
 	if step.IsHold() {
 		wait += step.Hold
 	}
-	m, err := s.awaitReport(p.id, wait, p.event)
+	m, err := s.awaitReport(wait, p.event)
 	if err != nil {
 		p.crash(step, err)
 		return false
 	}
 	// An event may have ended the cycle meanwhile (lost while holding).
 	step, more = c.Next()
-	if !m.msg.IsReport() {
+	if m.Kind == driver.Reply {
 		p.replied(m, step, more)
 		return false
 	}
 	if p.lost != nil {
-		s.r.logf("worker %d: lost event while an op was in flight (its outcome decides): %s", s.w.Process(), p.lost.msg.Error)
+		s.env.logf("worker %d: lost event while an op was in flight (its outcome decides): %s", s.w.Process(), p.lost.msg.Error)
 		p.lost = nil
 	}
-	if more && step.IsHold() && p.endsHold(m.msg) {
+	if more && step.IsHold() && p.endsHold(m.Msg) {
 		c.Done(workloads.Message{})
 		step, more = c.Next()
 	}
-	if !more || !p.matches(m.msg, step) {
+	if !more || !p.matches(m.Msg, step) {
 		want := "reply (the cycle is over)"
 		if more {
 			want = p.expected(step)
 		}
-		p.crash(step, s.violation(m, fmt.Sprintf("cycle %d: want its %s", p.id, want)))
+		p.crash(step, s.violation(&driver.Violation{What: fmt.Sprintf("cycle %d: want its %s", p.id, want), Line: m.Line}))
 		return false
 	}
-	p.record(m.msg, step)
+	p.record(m.Msg, step)
 	return true
 }
 
@@ -166,14 +142,14 @@ func (p *planned) record(m workloads.Message, step workloads.Step) {
 		if p.v3 {
 			at = *m.InvokeNS
 		}
-		s.invoked(step, clock.invokeAt(at))
+		s.invoked(step, clock.InvokeAt(at))
 		if !p.v3 {
 			p.inFlight = true
 			return
 		}
 	}
 	reply := workloads.Message{Type: m.Step, Error: m.Error, Token: m.Token}
-	done := clock.completeAt(*m.MonoNS)
+	done := clock.CompleteAt(*m.MonoNS)
 	s.completed(step, reply, done)
 	p.inFlight, p.since = false, done
 	if !p.v3 {
@@ -181,21 +157,21 @@ func (p *planned) record(m workloads.Message, step workloads.Step) {
 	}
 	if next, more := s.cycle.Next(); more && next.IsHold() {
 		// The worker starts its hold after this report: no release before its end.
-		p.since = clock.invokeAt(*m.MonoNS + next.Hold.Nanoseconds())
+		p.since = clock.InvokeAt(*m.MonoNS + next.Hold.Nanoseconds())
 		s.w.holdEnd.Store(p.since)
 	}
 }
 
 // replied handles the worker's reply to the plan: the cycle must be over, or (v3)
 // a lost event held back ended it.
-func (p *planned) replied(m workerMsg, step workloads.Step, more bool) {
+func (p *planned) replied(m driver.Msg, step workloads.Step, more bool) {
 	s := p.s
 	if p.lost != nil && more {
 		s.lose(p.lost.msg, p.lost.at)
 		step, more = s.cycle.Next()
 	}
 	if more {
-		p.crash(step, s.violation(m, fmt.Sprintf("cycle %d: the reply came before its %s", p.id, p.expected(step))))
+		p.crash(step, s.violation(&driver.Violation{What: fmt.Sprintf("cycle %d: the reply came before its %s", p.id, p.expected(step)), Line: m.Line}))
 	}
 }
 
@@ -209,10 +185,10 @@ func (p *planned) event(m workloads.Message) {
 		return
 	}
 	if p.v3 {
-		p.lost = &lostEvent{at: s.r.rec.now(), msg: m}
+		p.lost = &lostEvent{at: s.env.rec.now(), msg: m}
 		return
 	}
-	s.lose(m, s.r.rec.now())
+	s.lose(m, s.env.rec.now())
 }
 
 // holds says whether the cycle holds a level: holding, or between the releases of
@@ -269,36 +245,12 @@ func (p *planned) matches(m workloads.Message, step workloads.Step) bool {
 	return m.InvokeNS == nil && (m.Step == workloads.StepInvoke) != p.inFlight
 }
 
-// awaitReport waits for the next step report or reply to cycle request id, handing
-// events to event meanwhile.
-// A worker stopped by a signal (client-pause) is waited for however long it stays
-// stopped: its hold, or its op, goes on when it runs again. It returns an error when
-// the worker crashed, broke the protocol, went quiet for limit while running, or the
-// run ended hard.
-func (s *session) awaitReport(id int64, limit time.Duration, event func(workloads.Message)) (workerMsg, error) {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		select {
-		case m := <-s.w.msgs:
-			switch {
-			case m.crashed != nil:
-				return workerMsg{}, m.crashed
-			case m.msg.Event != "":
-				event(m.msg)
-				continue
-			case *m.msg.ID != id:
-				return workerMsg{}, s.violation(m, fmt.Sprintf("a reply with id %d while cycle %d was in flight", *m.msg.ID, id))
-			}
-			return m, nil
-		case <-timer.C:
-			if processStopped(s.w.Pid()) {
-				timer.Reset(10 * time.Millisecond)
-				continue
-			}
-			return workerMsg{}, fmt.Errorf("cycle %d: nothing reported within %s", id, limit)
-		case <-s.hard():
-			return workerMsg{}, errors.New("run ended during a cycle")
-		}
-	}
+// awaitReport waits for the next step report or reply to the cycle in flight, handing
+// events to event meanwhile. A worker stopped by a signal (client-pause) is waited
+// for however long it stays stopped: its hold, or its op, goes on when it runs again.
+// It returns an error when the worker crashed, broke the protocol, went quiet for
+// limit while running, or the run ended hard.
+func (s *session) awaitReport(limit time.Duration, event func(workloads.Message)) (driver.Msg, error) {
+	m, err := s.w.Await(driver.Wait{Limit: limit, Stop: s.env.hard, OnEvent: event, Pausable: true})
+	return m, s.failed(err, "run ended during a cycle")
 }

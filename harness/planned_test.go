@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,21 +12,31 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
 
 // These tests drive the harness's side of protocols v2 and v3 (planned.go) against a
-// FAKE worker: a goroutine of the test, not a process, that reads the requests and
-// writes the lines a v2 (or v3) worker would (script), with times of a clock that
-// runs clockAhead ahead of the run's. No ZooKeeper, no lock.
+// FAKE worker: a goroutine of the test, not a process, attached to the session's
+// protocol client by pipes (driver.Attach), that reads the requests and writes the
+// lines a v2 (or v3) worker would (script), with times of a clock that runs
+// clockAhead ahead of the run's. No ZooKeeper, no lock.
 
 const clockAhead = 5 * time.Second
+
+// plannedRun is a session of a runner with only what a cycle needs, and its history.
+type plannedRun struct {
+	*session
+	r    *runner
+	path string
+}
 
 // fakeV2 is the test's worker: it answers clock requests itself and hands every
 // other request to script, which writes what the worker would (say).
 type fakeV2 struct {
-	t   *testing.T
-	s   *session
-	out chan<- workerMsg
+	t *testing.T
+	s *plannedRun
+	// out is the worker's stdout: closing it is the worker's crash.
+	out *io.PipeWriter
 }
 
 // mono is the fake worker's clock.
@@ -37,7 +45,7 @@ func (f *fakeV2) mono() int64 { return f.s.r.rec.now() + clockAhead.Nanoseconds(
 // say sends one line as the worker would write it.
 func (f *fakeV2) say(m workloads.Message) {
 	line, _ := json.Marshal(m)
-	f.out <- workerMsg{msg: m, line: line}
+	_, _ = f.out.Write(append(line, '\n'))
 }
 
 // report sends a step report of cycle id, stamped now.
@@ -53,7 +61,7 @@ func (f *fakeV2) reply(id int64) { f.say(workloads.Message{ID: &id, Type: worklo
 
 // newPlannedSession is a session of a runner with only what a cycle needs (a
 // history in a temporary directory), whose worker is a fakeV2 running script.
-func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Request)) (*session, string) {
+func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Request)) *plannedRun {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	hw, err := histories.NewWriter(path)
@@ -65,14 +73,12 @@ func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Reques
 	r := &runner{cfg: cfg, logf: t.Logf, rec: &recorder{w: hw, start: time.Now()}, hard: newLatch(),
 		sessions: map[string]int{}}
 	reqs, stdin := io.Pipe()
-	msgs := make(chan workerMsg, 64)
-	// The fake's pid is the test's own (never stopped), for processStopped.
-	self, _ := os.FindProcess(os.Getpid())
-	w := &worker{stdin: stdin, msgs: msgs, exited: make(chan struct{}), protocol: 2, cmd: &exec.Cmd{Process: self},
-		now: r.rec.now}
+	out, stdout := io.Pipe()
+	// An attached worker has no process: it is never stopped.
+	w := &worker{Worker: driver.Attach(stdin, out, driver.Options{}), protocol: 2, now: r.rec.now}
 	w.process.Store(7)
-	s := &session{r: r, w: w, key: cfg.Workload.Key}
-	f := &fakeV2{t: t, s: s, out: msgs}
+	s := &plannedRun{session: &session{env: r.sessionEnv(), w: w, key: cfg.Workload.Key}, r: r, path: path}
+	f := &fakeV2{t: t, s: s, out: stdout}
 	go func() {
 		sc := bufio.NewScanner(reqs)
 		for sc.Scan() {
@@ -89,21 +95,21 @@ func newPlannedSession(t *testing.T, script func(f *fakeV2, req workloads.Reques
 			script(f, req)
 		}
 	}()
-	t.Cleanup(func() { reqs.Close() })
-	return s, path
+	t.Cleanup(func() { reqs.Close(); stdout.Close() })
+	return s
 }
 
 // runOneCycle runs one mutex cycle of a 1 ms hold through s.
-func runOneCycle(t *testing.T, s *session) { t.Helper(); runCycleHolding(t, s, time.Millisecond) }
+func runOneCycle(t *testing.T, s *plannedRun) { t.Helper(); runCycleHolding(t, s, time.Millisecond) }
 
 // runCycleHolding runs one mutex cycle of the given hold through s.
-func runCycleHolding(t *testing.T, s *session, hold time.Duration) {
+func runCycleHolding(t *testing.T, s *plannedRun, hold time.Duration) {
 	t.Helper()
 	if err := s.syncClock(); err != nil {
 		t.Fatal(err)
 	}
-	if off := time.Duration(s.w.clock.offset); off < clockAhead-time.Duration(s.w.clock.err) || off > clockAhead+time.Duration(s.w.clock.err) {
-		t.Fatalf("clock offset %s ± %s, want %s", off, time.Duration(s.w.clock.err), clockAhead)
+	if off := time.Duration(s.w.clock.Offset); off < clockAhead-time.Duration(s.w.clock.Err) || off > clockAhead+time.Duration(s.w.clock.Err) {
+		t.Fatalf("clock offset %s ± %s, want %s", off, time.Duration(s.w.clock.Err), clockAhead)
 	}
 	wl := s.r.cfg.Workload
 	wl.HoldMin, wl.HoldMax = hold, hold
@@ -111,12 +117,12 @@ func runCycleHolding(t *testing.T, s *session, hold time.Duration) {
 	s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
 }
 
-func loadHistory(t *testing.T, s *session, path string) histories.History {
+func loadHistory(t *testing.T, s *plannedRun) histories.History {
 	t.Helper()
 	if err := s.r.rec.w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := histories.Load(path)
+	h, _, err := histories.Load(s.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +147,7 @@ func opsString(h histories.History) string {
 func TestPlannedCycleRecordsTheWorkersTimes(t *testing.T) {
 	var okAt, relAt int64
 	var stateInHold workloads.State
-	s, path := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
+	s := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
 		if req.Op != workloads.OpCycle || req.HoldUS != 1000 || req.Depth != 1 {
 			t.Errorf("want a cycle request of hold_us 1000, depth 1, got %+v", req)
 		}
@@ -167,11 +173,11 @@ func TestPlannedCycleRecordsTheWorkersTimes(t *testing.T) {
 	if stateInHold != workloads.Holding {
 		t.Errorf("state while the worker holds: %s, want holding", stateInHold)
 	}
-	h := loadHistory(t, s, path)
+	h := loadHistory(t, s)
 	if got, want := opsString(h), "invoke acquire, ok acquire, invoke release, ok release"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
-	bound := 2*s.w.clock.err + int64(time.Millisecond)
+	bound := 2*s.w.clock.Err + int64(time.Millisecond)
 	for i, at := range map[int]int64{1: okAt, 2: relAt} {
 		if mapped := at - clockAhead.Nanoseconds(); h[i].Time < mapped-bound || h[i].Time > mapped+bound {
 			t.Errorf("op %d at %d, want the worker's time %d ± %d", i, h[i].Time, mapped, bound)
@@ -185,7 +191,7 @@ func TestPlannedCycleRecordsTheWorkersTimes(t *testing.T) {
 // TestPlannedCycleLostEndsTheHold: a lost event during the hold is recorded as a
 // lost release, and the worker's reply then ends the cycle with no release.
 func TestPlannedCycleLostEndsTheHold(t *testing.T) {
-	s, path := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
+	s := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
 		f.report(req.ID, workloads.StepInvoke, workloads.OpAcquire)
 		f.report(req.ID, workloads.StepOK, workloads.OpAcquire)
 		f.say(workloads.Message{Event: workloads.EventLost, Error: "fake: session expired"})
@@ -195,7 +201,7 @@ func TestPlannedCycleLostEndsTheHold(t *testing.T) {
 	if s.dead || len(s.r.violations) > 0 {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
-	if got, want := opsString(loadHistory(t, s, path)), "invoke acquire, ok acquire, invoke release (lost), ok release (lost)"; got != want {
+	if got, want := opsString(loadHistory(t, s)), "invoke acquire, ok acquire, invoke release (lost), ok release (lost)"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 }
@@ -203,7 +209,7 @@ func TestPlannedCycleLostEndsTheHold(t *testing.T) {
 // TestPlannedCycleOutOfOrderIsAViolation: a release reported before the acquire's
 // outcome breaks the protocol: the worker is treated as crashed (its acquire info).
 func TestPlannedCycleOutOfOrderIsAViolation(t *testing.T) {
-	s, path := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
+	s := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
 		f.report(req.ID, workloads.StepInvoke, workloads.OpAcquire)
 		f.report(req.ID, workloads.StepInvoke, workloads.OpRelease)
 	})
@@ -211,7 +217,7 @@ func TestPlannedCycleOutOfOrderIsAViolation(t *testing.T) {
 	if !s.dead || len(s.r.violations) != 1 || !strings.Contains(s.r.violations[0], "want its acquire completion") {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
-	if got, want := opsString(loadHistory(t, s, path)), "invoke acquire, info acquire"; got != want {
+	if got, want := opsString(loadHistory(t, s)), "invoke acquire, info acquire"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 }
@@ -220,7 +226,7 @@ func TestPlannedCycleOutOfOrderIsAViolation(t *testing.T) {
 // steps one by one, as before.
 func TestV1WorkerGetsSteps(t *testing.T) {
 	var ops []string
-	s, path := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
+	s := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
 		ops = append(ops, req.Op)
 		f.reply(req.ID)
 	})
@@ -229,7 +235,7 @@ func TestV1WorkerGetsSteps(t *testing.T) {
 	if got, want := strings.Join(ops, " "), "acquire release"; got != want {
 		t.Errorf("requests %q, want %q", got, want)
 	}
-	if got, want := opsString(loadHistory(t, s, path)), "invoke acquire, ok acquire, invoke release, ok release"; got != want {
+	if got, want := opsString(loadHistory(t, s)), "invoke acquire, ok acquire, invoke release, ok release"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 }

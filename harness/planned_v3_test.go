@@ -21,10 +21,10 @@ func (f *fakeV2) completion(id int64, step, op string, inv int64) {
 }
 
 // newV3Session is newPlannedSession with a worker that agreed to v3.
-func newV3Session(t *testing.T, script func(f *fakeV2, req workloads.Request)) (*session, string) {
-	s, path := newPlannedSession(t, script)
+func newV3Session(t *testing.T, script func(f *fakeV2, req workloads.Request)) *plannedRun {
+	s := newPlannedSession(t, script)
 	s.w.protocol = workloads.ProtocolV3
-	return s, path
+	return s
 }
 
 // TestV3CycleRecordsBothTimesOfEachReport: each report gives its op's invoke and
@@ -35,7 +35,7 @@ func TestV3CycleRecordsBothTimesOfEachReport(t *testing.T) {
 	const hold = 300 * time.Millisecond
 	var acqAt, relAt int64
 	var inHold, afterHold workloads.State
-	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+	s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 		acqAt = f.mono()
 		time.Sleep(5 * time.Millisecond)
 		grant := f.mono()
@@ -67,11 +67,11 @@ func TestV3CycleRecordsBothTimesOfEachReport(t *testing.T) {
 	if inHold != workloads.Holding || afterHold != workloads.Releasing {
 		t.Errorf("state during the hold %s, after it %s; want holding, releasing", inHold, afterHold)
 	}
-	h := loadHistory(t, s, path)
+	h := loadHistory(t, s)
 	if got, want := opsString(h), "invoke acquire, ok acquire, invoke release, ok release"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
-	bound := 2*s.w.clock.err + int64(time.Millisecond)
+	bound := 2*s.w.clock.Err + int64(time.Millisecond)
 	for i, at := range map[int]int64{0: acqAt, 2: relAt} {
 		if mapped := at - clockAhead.Nanoseconds(); h[i].Time < mapped-bound || h[i].Time > mapped+bound {
 			t.Errorf("op %d at %d, want the worker's invoke time %d ± %d", i, h[i].Time, mapped, bound)
@@ -99,7 +99,7 @@ func TestV3LostDuringHoldWaitsForTheNextLine(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+			s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 				f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
 				time.Sleep(5 * time.Millisecond)
 				inv := f.mono()
@@ -110,7 +110,7 @@ func TestV3LostDuringHoldWaitsForTheNextLine(t *testing.T) {
 			if s.dead || len(s.r.violations) > 0 {
 				t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 			}
-			if got := opsString(loadHistory(t, s, path)); got != c.want {
+			if got := opsString(loadHistory(t, s)); got != c.want {
 				t.Fatalf("history %q, want %q", got, c.want)
 			}
 		})
@@ -121,16 +121,15 @@ func TestV3LostDuringHoldWaitsForTheNextLine(t *testing.T) {
 // reporting an op may have invoked it: the op is recorded from the earliest moment it
 // could have been invoked (the plan's send; the hold's end), as info.
 func TestV3CrashRecordsTheUnreportedOpFromItsEarliestTime(t *testing.T) {
-	crash := workerMsg{crashed: errors.New("fake: worker exited")}
 	t.Run("before the grant", func(t *testing.T) {
 		var sentBy int64
-		s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 			sentBy = f.s.r.rec.now()
 			time.Sleep(20 * time.Millisecond)
-			f.out <- crash
+			f.out.CloseWithError(errors.New("fake: worker exited"))
 		})
 		runOneCycle(t, s)
-		h := loadHistory(t, s, path)
+		h := loadHistory(t, s)
 		if got, want := opsString(h), "invoke acquire, info acquire"; got != want {
 			t.Fatalf("history %q, want %q", got, want)
 		}
@@ -140,14 +139,14 @@ func TestV3CrashRecordsTheUnreportedOpFromItsEarliestTime(t *testing.T) {
 	})
 	t.Run("after the hold", func(t *testing.T) {
 		var grant int64
-		s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 			f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
 			grant = f.s.r.rec.now()
 			time.Sleep(50 * time.Millisecond) // the hold is 1 ms
-			f.out <- crash
+			f.out.CloseWithError(errors.New("fake: worker exited"))
 		})
 		runOneCycle(t, s)
-		h := loadHistory(t, s, path)
+		h := loadHistory(t, s)
 		if got, want := opsString(h), "invoke acquire, ok acquire, invoke release, info release"; got != want {
 			t.Fatalf("history %q, want %q", got, want)
 		}
@@ -160,14 +159,14 @@ func TestV3CrashRecordsTheUnreportedOpFromItsEarliestTime(t *testing.T) {
 // TestV3InvokeReportIsAViolation: a worker that agreed to v3 and reports an invoke
 // breaks the protocol.
 func TestV3InvokeReportIsAViolation(t *testing.T) {
-	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+	s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 		f.report(req.ID, workloads.StepInvoke, workloads.OpAcquire)
 	})
 	runOneCycle(t, s)
 	if !s.dead || len(s.r.violations) != 1 || !strings.Contains(s.r.violations[0], "want its acquire report") {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
-	h := loadHistory(t, s, path)
+	h := loadHistory(t, s)
 	if got, want := opsString(h), "invoke acquire, info acquire"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
@@ -177,7 +176,7 @@ func TestV3InvokeReportIsAViolation(t *testing.T) {
 // and lost the lock before the outer release ends with the reply: the outer level is
 // recorded as a lost release, not a protocol violation.
 func TestV3LostBetweenNestedReleases(t *testing.T) {
-	s, path := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+	s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
 		if req.Depth != 2 {
 			t.Errorf("want a cycle of depth 2, got %+v", req)
 		}
@@ -202,7 +201,7 @@ func TestV3LostBetweenNestedReleases(t *testing.T) {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
 	want := "invoke acquire, ok acquire, invoke acquire, ok acquire, invoke release, ok release, invoke release (lost), ok release (lost)"
-	if got := opsString(loadHistory(t, s, path)); got != want {
+	if got := opsString(loadHistory(t, s)); got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 }

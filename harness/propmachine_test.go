@@ -20,6 +20,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
 
 // The lock property on a real ensemble (see property_test.go): one run drives 2-4
@@ -255,7 +256,7 @@ func (c *pclient) session() string {
 // pmsg is a worker's message, tagged with the worker.
 type pmsg struct {
 	w *worker
-	m workerMsg
+	m driver.Msg
 }
 
 // machine is one run of the lock property.
@@ -365,7 +366,7 @@ func (m *machine) startWorker(c *pclient) error {
 		last = fmt.Errorf("%s: worker %d: %w (log %s: %s)", c.name(), process, err, log, tailFile(log, 5))
 		m.note("%v; try %d", last, try+1)
 		c.dead = true
-		w.kill()
+		w.Kill()
 	}
 	return last
 }
@@ -376,13 +377,13 @@ func (m *machine) forward(w *worker) {
 	go func() {
 		for {
 			select {
-			case wm := <-w.msgs:
+			case wm := <-w.Lines():
 				select {
 				case m.msgs <- pmsg{w, wm}:
 				case <-m.stop:
 					return
 				}
-				if wm.crashed != nil {
+				if wm.Err != nil { // malformed, or the end
 					return
 				}
 			case <-m.stop:
@@ -440,11 +441,11 @@ func (m *machine) handle(pm pmsg) {
 	if c == nil {
 		return // a dead or replaced worker's last words
 	}
-	if pm.m.crashed != nil {
-		m.crashed(c, pm.m.crashed)
+	if pm.m.Err != nil {
+		m.crashed(c, pm.m.Err)
 		return
 	}
-	msg := pm.m.msg
+	msg := pm.m.Msg
 	switch {
 	case msg.Event == workloads.EventSession:
 		m.owners[msg.SessionID] = fmt.Sprintf("%s (process %d)", c.name(), c.process)
@@ -501,7 +502,7 @@ func (m *machine) replied(c *pclient, msg workloads.Message) {
 		}
 		m.note("%s: retired after info: killed, to be replaced", c.name())
 		c.dead = true
-		c.w.kill()
+		c.w.Kill()
 	case op == histories.FRelease:
 		c.holding, c.lostHold = false, false
 	}
@@ -523,7 +524,7 @@ func (m *machine) crashed(c *pclient, why error) {
 	}
 	c.op, c.holding, c.lostHold = "", false, false
 	m.note("%s: process %d ended: %v", c.name(), c.process, why)
-	c.w.kill()
+	c.w.Kill()
 }
 
 func (m *machine) record(c *pclient, typ histories.Type, f string, edit func(*histories.Op)) {
@@ -686,7 +687,7 @@ func (m *machine) do(s pstep) error {
 		m.settle(0)
 		if !c.dead {
 			m.recordNemesis("start", map[string]any{"fault": "client-kill", "process": c.process})
-			c.w.kill()
+			c.w.Kill()
 			m.crashed(c, errors.New("killed (client-kill)"))
 			m.recordNemesis("stop", map[string]any{"fault": "client-kill", "process": c.process})
 		}
@@ -1100,7 +1101,7 @@ func (m *machine) closeAll() {
 		if !c.dead {
 			c.op = "close"
 			c.dead = true
-			c.w.close(5 * time.Second)
+			c.w.Close(5 * time.Second)
 		}
 	}
 }
@@ -1126,7 +1127,7 @@ func (m *machine) teardown() {
 	close(m.stop)
 	for _, c := range m.clients {
 		if c.w != nil {
-			c.w.kill()
+			c.w.Kill()
 		}
 	}
 }

@@ -167,17 +167,28 @@ func (r *runner) workerStarted(slot int, w *worker) {
 		r.sessions[id] = w.Process()
 		r.mu.Unlock()
 	}
-	w.mu.Lock()
-	w.onSession = record
-	id := w.sessionID
-	w.mu.Unlock()
-	if id != "" {
+	if id := w.OnSession(record); id != "" {
 		record(id)
 	}
 	r.cluster.setWorker(slot, w)
 }
 
 func (r *runner) workerEnded(slot int) { r.cluster.setWorker(slot, nil) }
+
+// sessionEnv is what the run gives each worker session (session.go).
+func (r *runner) sessionEnv() sessionEnv {
+	return sessionEnv{
+		workload: r.cfg.Workload, workers: r.cfg.Workers, bounds: r.cfg.bounds(), finalBound: r.cfg.FinalBound(),
+		init: initRequest(r.cfg, r.connect, r.lockPath, r.counterPath()),
+		rec:  r.rec, hard: r.hard.done(), logf: r.logf, newProcess: r.newProcess, violated: r.violated,
+		renumbered: func(id string, process int) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.sessions[id] = process
+		},
+		ended: r.workerEnded,
+	}
+}
 
 // sessionOwners returns a copy of the session id → process map.
 func (r *runner) sessionOwners() map[string]int {
@@ -311,9 +322,9 @@ func (r *runner) startSession(ctx context.Context, w *workload, slot int) (*sess
 			return nil, err
 		}
 		wk.now = r.rec.now
-		s := &session{r: r, w: wk, key: r.cfg.Workload.Key}
+		s := &session{env: r.sessionEnv(), w: wk, key: r.cfg.Workload.Key}
 		if err := s.init(); err != nil {
-			wk.kill()
+			wk.Kill()
 			var refused refusedError
 			if errors.As(err, &refused) && !w.started.Load() {
 				// Before any worker started, a certain refusal is the configuration's

@@ -1,24 +1,61 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
+
+// sessionEnv is what a session needs of its run, and no more (runner.sessionEnv
+// builds it): what the workers do, how long their replies may take, the history and
+// its clock, the hard stop, and where to tell the run what it must know.
+type sessionEnv struct {
+	workload workloads.Config
+	// workers is the number of worker slots (a regime may idle some).
+	workers int
+	bounds  driver.Bounds
+	// finalBound is how long a final acquire may take (Config.FinalBound).
+	finalBound time.Duration
+	// init is the run's init request: a session adds its worker's process.
+	init workloads.Request
+	// rec writes the history and keeps the run's clock.
+	rec *recorder
+	// hard is closed when waiting for in-flight ops must end (runner.hard).
+	hard <-chan struct{}
+	logf func(string, ...any)
+	// newProcess hands out a history process id.
+	newProcess func() int
+	// violated notes a worker's breach of the protocol (runner.violated).
+	violated func(process int, err error)
+	// renumbered says that session id now belongs to process.
+	renumbered func(sessionID string, process int)
+	// ended says that the slot's worker is gone (runner.workerEnded).
+	ended func(slot int)
+}
+
+// initRequest is a run's init request: where the lock is and what the workers do.
+func initRequest(cfg Config, connect, lockPath, counterPath string) workloads.Request {
+	wl := cfg.Workload
+	return workloads.Request{
+		Op: workloads.OpInit, Connect: connect, SessionTimeoutMS: cfg.SessionTimeout.Milliseconds(),
+		Path: lockPath, Kind: string(wl.Kind), Permits: wl.Permits,
+		CounterPath: counterPath, Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
+		Protocol: workloads.ProtocolVersion,
+	}
+}
 
 // session is one worker process's life: it drives the workload's lock cycles through
 // the worker and owns the process's history entries.
 type session struct {
-	r   *runner
+	env sessionEnv
 	w   *worker
 	key string
 
@@ -33,11 +70,11 @@ type session struct {
 
 // end stops the session's worker: politely unless it is dead.
 func (s *session) end() {
-	s.r.workerEnded(s.w.slot)
+	s.env.ended(s.w.slot)
 	if s.dead {
-		s.w.kill()
+		s.w.Kill()
 	} else {
-		s.w.close(2 * time.Second)
+		s.w.Close(2 * time.Second)
 	}
 }
 
@@ -70,17 +107,12 @@ func (s *session) lockOp(t histories.Type, f string) histories.Op {
 
 // init sends the init request; it is not part of the history.
 func (s *session) init() error {
-	wl := s.r.cfg.Workload
-	id, err := s.w.send(workloads.Request{
-		Op: workloads.OpInit, Connect: s.r.connect, SessionTimeoutMS: s.r.cfg.SessionTimeout.Milliseconds(),
-		Path: s.r.lockPath, Kind: string(wl.Kind), Permits: wl.Permits, Worker: s.w.Process(),
-		CounterPath: s.r.counterPath(), Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
-		Protocol: workloads.ProtocolVersion,
-	})
-	if err != nil {
+	req := s.env.init
+	req.Worker = s.w.Process()
+	if _, err := s.w.send(req); err != nil {
 		return err
 	}
-	reply, crashed := s.await(id, s.r.cfg.InitReplyLimit())
+	reply, crashed := s.await(s.env.bounds.InitReplyLimit())
 	if crashed != nil {
 		return crashed
 	}
@@ -100,62 +132,48 @@ func (s *session) init() error {
 	return nil
 }
 
-// await waits for the reply to request id, handling events meanwhile. It returns a
-// non-nil error when the worker crashed, broke the protocol (a reply to another
-// request), did not answer within limit, or the run ended hard; the worker is then
-// unusable.
-func (s *session) await(id int64, limit time.Duration) (workloads.Message, error) {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		select {
-		case m := <-s.w.msgs:
-			if m.crashed != nil {
-				return workloads.Message{}, m.crashed
-			}
-			if m.msg.Event != "" {
-				s.event(m.msg, true)
-				continue
-			}
-			if *m.msg.ID != id {
-				return workloads.Message{}, s.violation(m, fmt.Sprintf("a reply with id %d while request %d was in flight", *m.msg.ID, id))
-			}
-			if m.msg.IsReport() {
-				return workloads.Message{}, s.violation(m, fmt.Sprintf("a step report to request %d, which is not a cycle", id))
-			}
-			return m.msg, nil
-		case <-timer.C:
-			return workloads.Message{}, fmt.Errorf("no reply within %s", limit)
-		case <-s.hard():
-			return workloads.Message{}, errors.New("run ended before the reply came")
-		}
-	}
+// await waits for the reply to the request in flight, handling events meanwhile. It
+// returns a non-nil error when the worker crashed, broke the protocol (a reply to
+// another request), did not answer within limit, or the run ended hard; the worker is
+// then unusable.
+func (s *session) await(limit time.Duration) (workloads.Message, error) {
+	m, err := s.w.Await(driver.Wait{Limit: limit, Stop: s.env.hard,
+		OnEvent: func(m workloads.Message) { s.event(m, true) }})
+	return m.Msg, s.failed(err, "run ended before the reply came")
 }
 
-func (s *session) hard() <-chan struct{} { return s.r.hard.done() }
-
-// unrequested handles a message that came with no request in flight: an event, a
-// crash, or a reply nobody asked for (a protocol violation: the worker is treated
-// as crashed). It reports whether the worker is still usable.
-func (s *session) unrequested(m workerMsg) bool {
+// failed turns what ended a wait for the worker into the error that ends the worker:
+// a breach of the protocol is reported, the run's hard end says stopped.
+func (s *session) failed(err error, stopped string) error {
+	var v *driver.Violation
 	switch {
-	case m.crashed != nil:
-		s.crash("", m.crashed)
-	case m.msg.Event == "":
-		s.crash("", s.violation(m, fmt.Sprintf("a reply with id %d while no request was in flight", *m.msg.ID)))
-	default:
-		s.event(m.msg, false)
+	case errors.As(err, &v):
+		return s.violation(v)
+	case errors.Is(err, driver.ErrStopped):
+		return errors.New(stopped)
+	}
+	return err
+}
+
+// unrequested handles line m of the worker's (from Lines) while no request is in
+// flight: an event, a crash, or a reply nobody asked for (a protocol violation: the
+// worker is treated as crashed). It reports whether the worker is still usable.
+func (s *session) unrequested(m driver.Msg) bool {
+	switch m = s.w.Match(m); m.Kind {
+	case driver.Event:
+		s.event(m.Msg, false)
+	default: // nothing is in flight: any other line ends the worker
+		s.crash("", s.failed(m.Err, ""))
 	}
 	return !s.dead
 }
 
 // violation logs a worker's breach of the protocol and returns it as the error that
 // ends the worker.
-func (s *session) violation(m workerMsg, what string) error {
-	err := fmt.Errorf("protocol violation: %s: %s", what, truncate(bytes.TrimSpace(m.line), 200))
-	s.r.logf("worker %d: %v", s.w.Process(), err)
-	s.r.violated(s.w.Process(), err)
-	return err
+func (s *session) violation(v *driver.Violation) error {
+	s.env.logf("worker %d: %v", s.w.Process(), v)
+	s.env.violated(s.w.Process(), v)
+	return v
 }
 
 // event handles an event from the worker.
@@ -165,10 +183,10 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 	}
 	if inFlight || s.cycle == nil || s.cycle.State() != workloads.Holding {
 		// Nothing certain to end: the op in flight (if any) decides.
-		s.r.logf("worker %d: lost event while not holding (ignored): %s", s.w.Process(), m.Error)
+		s.env.logf("worker %d: lost event while not holding (ignored): %s", s.w.Process(), m.Error)
 		return
 	}
-	s.lose(m, s.r.rec.now())
+	s.lose(m, s.env.rec.now())
 }
 
 // lose ends the cycle's hold as lost event m says, at time at: a release that
@@ -176,10 +194,10 @@ func (s *session) event(m workloads.Message, inFlight bool) {
 func (s *session) lose(m workloads.Message, at int64) {
 	inv := s.lockOp(histories.Invoke, histories.FRelease)
 	inv.Lost, inv.Error = true, m.Error
-	s.r.rec.recordAt(inv, at)
+	s.env.rec.recordAt(inv, at)
 	done := s.lockOp(histories.OK, histories.FRelease)
 	done.Lost, done.Error = true, m.Error
-	s.r.rec.recordAt(done, at)
+	s.env.rec.recordAt(done, at)
 	s.cycle.Lost()
 	s.publish()
 }
@@ -193,20 +211,20 @@ func (s *session) crash(openOp string, why error) {
 	if openOp != "" {
 		op := s.op(histories.Info, openOp)
 		op.Error = why.Error()
-		s.r.rec.record(op)
+		s.env.rec.record(op)
 	}
 	// A hold that was on ends at some unknown time from now. (When the open op was on
 	// the lock's key it settles the hold; a counter read or write leaves the lock held,
 	// released here on the lock's key.)
 	if s.cycle != nil && s.cycle.State() == workloads.Holding && (openOp == "" || s.step.Key != s.key) {
-		at := s.r.rec.now()
+		at := s.env.rec.now()
 		if end := s.w.holdEnd.Load(); end != 0 {
 			at = min(at, end)
 		}
-		s.r.rec.recordAt(s.lockOp(histories.Invoke, histories.FRelease), at)
+		s.env.rec.recordAt(s.lockOp(histories.Invoke, histories.FRelease), at)
 		op := s.lockOp(histories.Info, histories.FRelease)
 		op.Error = why.Error()
-		s.r.rec.record(op)
+		s.env.rec.record(op)
 	}
 	s.cycle = nil
 	s.step = workloads.Step{}
@@ -217,18 +235,17 @@ func (s *session) crash(openOp string, why error) {
 // completion the reply says; the cycle hears the reply. A crash completes the op as
 // info; an info reply makes the worker unusable.
 func (s *session) do(step workloads.Step, limit time.Duration) (workloads.Message, bool) {
-	s.invoked(step, s.r.rec.now())
-	id, err := s.w.send(step.Request)
-	if err != nil {
+	s.invoked(step, s.env.rec.now())
+	if _, err := s.w.send(step.Request); err != nil {
 		s.crash(step.F, fmt.Errorf("write to worker: %w", err))
 		return workloads.Message{}, false
 	}
-	reply, err := s.await(id, limit)
+	reply, err := s.await(limit)
 	if err != nil {
 		s.crash(step.F, err)
 		return workloads.Message{}, false
 	}
-	s.completed(step, reply, s.r.rec.now())
+	s.completed(step, reply, s.env.rec.now())
 	return reply, true
 }
 
@@ -237,7 +254,7 @@ func (s *session) invoked(step workloads.Step, t int64) {
 	s.step = step
 	inv := s.op(histories.Invoke, step.F)
 	inv.Value = step.Value
-	s.r.rec.recordAt(inv, t)
+	s.env.rec.recordAt(inv, t)
 }
 
 // completed records the completion of the step in flight at t, as reply says, and
@@ -254,7 +271,7 @@ func (s *session) completed(step workloads.Step, reply workloads.Message, t int6
 			op.Value = strconv.AppendInt(nil, *reply.Value, 10)
 		}
 	}
-	s.r.rec.recordAt(op, t)
+	s.env.rec.recordAt(op, t)
 	s.step = workloads.Step{}
 	if reply.Type == workloads.ReplyInfo {
 		if s.keepsAfter(step) {
@@ -273,7 +290,7 @@ func (s *session) completed(step workloads.Step, reply workloads.Message, t int6
 // read or write the worker still holds the lock, and a nested acquire leaves outer
 // levels held: those workers are replaced.)
 func (s *session) keepsAfter(step workloads.Step) bool {
-	if !s.r.cfg.Workload.KeepAfterInfo || step.Key != s.key {
+	if !s.env.workload.KeepAfterInfo || step.Key != s.key {
 		return false
 	}
 	state := s.cycle.State()
@@ -286,31 +303,29 @@ func (s *session) keepsAfter(step workloads.Step) bool {
 // clients after a failed call, and what the bugs that need a session to outlive a
 // failed call (an orphan node of a lost create reply) need to show.
 func (s *session) renumber() {
-	old, next := s.w.Process(), s.r.newProcess()
+	old, next := s.w.Process(), s.env.newProcess()
 	s.w.process.Store(int64(next))
 	if id, _ := s.w.Session(); id != "" {
-		s.r.mu.Lock()
-		s.r.sessions[id] = next
-		s.r.mu.Unlock()
+		s.env.renumbered(id, next)
 	}
-	s.r.logf("worker process %d goes on as process %d (same OS process and session) after an unknown outcome", old, next)
+	s.env.logf("worker process %d goes on as process %d (same OS process and session) after an unknown outcome", old, next)
 }
 
 // loop runs lock cycles until the run's time is up or the worker is unusable.
 func (s *session) loop(ctx context.Context, rng *rand.Rand) {
-	wl := s.r.cfg.Workload
+	wl := s.env.workload
 	limit := func(step workloads.Step) time.Duration {
-		return s.r.cfg.ReplyLimit(max(wl.AcquireTimeout, time.Duration(step.Request.TimeoutMS)*time.Millisecond))
+		return s.env.bounds.ReplyLimit(max(wl.AcquireTimeout, time.Duration(step.Request.TimeoutMS)*time.Millisecond))
 	}
 	for ctx.Err() == nil && !s.dead {
-		elapsed := s.r.rec.elapsed()
-		if out := wl.SitsOut(s.w.slot, s.r.cfg.Workers, elapsed); out > 0 {
+		elapsed := s.env.rec.elapsed()
+		if out := wl.SitsOut(s.w.slot, s.env.workers, elapsed); out > 0 {
 			s.sitOut(ctx, out)
 			continue
 		}
 		s.runCycle(wl.NewCycle(rng, elapsed), limit)
 		if !s.dead {
-			s.think(wl.Think(rng, s.r.rec.elapsed()))
+			s.think(wl.Think(rng, s.env.rec.elapsed()))
 		}
 	}
 }
@@ -368,11 +383,11 @@ func (s *session) think(d time.Duration) {
 		select {
 		case <-timer.C:
 			return
-		case m := <-s.w.msgs:
+		case m := <-s.w.Lines():
 			if !s.unrequested(m) {
 				return
 			}
-		case <-s.hard():
+		case <-s.env.hard:
 			return
 		}
 	}
@@ -389,15 +404,15 @@ func (s *session) hold(d time.Duration) {
 	for {
 		select {
 		case <-timer.C:
-			if processStopped(s.w.Pid()) {
+			if s.w.Stopped() {
 				s.resumeMidHold()
 			}
 			return
-		case m := <-s.w.msgs:
+		case m := <-s.w.Lines():
 			if !s.heldAfter(m) {
 				return
 			}
-		case <-s.hard():
+		case <-s.env.hard:
 			s.crash("", errors.New("run ended while holding"))
 			return
 		}
@@ -406,7 +421,7 @@ func (s *session) hold(d time.Duration) {
 
 // heldAfter handles a message that came while holding (a crash, or an event such as
 // lost) and says whether the worker still holds.
-func (s *session) heldAfter(m workerMsg) bool {
+func (s *session) heldAfter(m driver.Msg) bool {
 	return s.unrequested(m) && s.cycle != nil && s.cycle.State() == workloads.Holding
 }
 
@@ -418,7 +433,7 @@ func (s *session) heldAfter(m workerMsg) bool {
 func (s *session) resumeMidHold() {
 	for drained := false; !drained; {
 		select {
-		case m := <-s.w.msgs:
+		case m := <-s.w.Lines():
 			if !s.heldAfter(m) {
 				return
 			}
@@ -426,26 +441,11 @@ func (s *session) resumeMidHold() {
 			drained = true
 		}
 	}
-	for processStopped(s.w.Pid()) {
+	for s.w.Stopped() {
 		select {
-		case <-s.hard():
+		case <-s.env.hard:
 			return
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-}
-
-// processStopped reports whether pid is stopped by a signal (state T in
-// /proc/PID/stat).
-func processStopped(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name, which is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 || i+2 >= len(data) {
-		return false
-	}
-	return data[i+2] == 'T' || data[i+2] == 't'
 }
