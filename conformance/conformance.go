@@ -1,9 +1,10 @@
-// Package conformance holds worker programs to the worker protocol (README, "Worker
-// protocol v1"): it drives any worker command the way the harness does, against a
-// ZooKeeper, through a list of rules (init, reply ids, acquire and release, timeouts,
-// hand-over, lost, close, EOF, bad requests, refusals), and reports each rule passed
-// or broken with the exchange that broke it. zlockcheck conformance is its CLI: the
-// first thing to run on a new exec worker.
+// Package conformance holds worker programs to the worker protocol (docs/protocol.md):
+// it drives any worker command through the harness's own protocol client
+// (workloads/driver), against a ZooKeeper, through a list of rules (init, reply ids,
+// acquire and release, timeouts, hand-over, lost, close, EOF, bad requests, refusals,
+// v2 and v3 cycles), and reports each rule passed or broken with the exchange that
+// broke it. zlockcheck conformance is its CLI: the first thing to run on a new exec
+// worker.
 package conformance
 
 import (

@@ -230,10 +230,6 @@ func (c Config) bounds() driver.Bounds { return driver.Bounds{SessionTimeout: c.
 // itself wait up to wait (an acquire's timeout): driver.Bounds.ReplyLimit.
 func (c Config) ReplyLimit(wait time.Duration) time.Duration { return c.bounds().ReplyLimit(wait) }
 
-// InitReplyLimit is how long a new worker may take to answer init:
-// driver.Bounds.InitReplyLimit.
-func (c Config) InitReplyLimit() time.Duration { return c.bounds().InitReplyLimit() }
-
 // FinalBound is how long a final acquire may take: long enough for the sessions of
 // crashed workers to expire and for every worker to take its turn.
 func (c Config) FinalBound() time.Duration {
