@@ -35,12 +35,14 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitError, usageError{"check takes exactly one history file"}
 	}
 	path := fs.Arg(0)
+	set := given(fs)
+	flags := modelFlags{model: *model, permits: *permits, timeout: *timeout, timeoutSet: set["check-timeout"] || set["timeout"]}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return checkRunDir(path, *timeout, modelFlags{model: *model, permits: *permits}, *jsonOut, stdout, stderr)
+		return checkRunDir(path, flags, *jsonOut, stdout, stderr)
 	}
-	kind, err := models.ParseKind(*model)
+	cfg, err := flags.flagsConfig()
 	if err != nil {
-		return exitError, fmt.Errorf("--model: %w", err)
+		return exitError, err
 	}
 	if *format == "" {
 		*format = "jsonl"
@@ -68,7 +70,6 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "%s: %d ops loaded\n", path, len(h))
 		return 0, nil
 	}
-	cfg := models.Config{Kind: kind, Permits: *permits, Timeout: *timeout}
 	res, err := models.Check(h, cfg)
 	if err != nil {
 		return exitError, fmt.Errorf("%s: %w", path, err)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/recipes"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -88,26 +90,36 @@ func TestCheckExitCodes(t *testing.T) {
 	}
 }
 
+// TestRecipeVersionNamesTheLibrary: results.json's recipe_version (the library's
+// harness.Test asks the catalogue) names the library a recipe tests; a module's
+// version is in the build information of a main binary, such as this test's.
 func TestRecipeVersionNamesTheLibrary(t *testing.T) {
+	version := func(name string) string {
+		r, _ := recipes.Find(name)
+		return r.Version()
+	}
 	for name, prefix := range map[string]string{"gozk": "go-zookeeper v", "zlc-mutex": "zlockcheck ", "mutant-off-by-one": "zlockcheck "} {
-		if got := recipeVersion(name); !strings.HasPrefix(got, prefix) {
-			t.Errorf("recipeVersion(%q) = %q, want it to start with %q", name, got, prefix)
+		if got := version(name); !strings.HasPrefix(got, prefix) {
+			t.Errorf("version of %q = %q, want it to start with %q", name, got, prefix)
 		}
 	}
-	if got := recipeVersion("exec"); got != "" {
-		t.Errorf("recipeVersion(exec) = %q, want empty (unknown)", got)
+	if got := version("exec"); got != "" {
+		t.Errorf("version of exec = %q, want empty (unknown)", got)
 	}
 }
 
 // TestCheckRunDirTakesTheRunsModel: `check RUN_DIR` checks with the run's own model,
-// from its config.json's workload, else from its results.json, else from the flags.
+// from its config.json's check (a run from before it recorded one: its workload), else
+// from its results.json, else from the flags.
 func TestCheckRunDirTakesTheRunsModel(t *testing.T) {
 	semaphore := `{"recipe": "exec", "worker_argv": ["true"], "workload": {"kind": "semaphore", "permits": 2}}`
+	judged := `{"recipe": "exec", "worker_argv": ["true"], "workload": {"kind": "mutex"}, "check": {"kind": "semaphore", "permits": 2}}`
 	for _, c := range []struct {
 		name, config, results string
 		flags                 []string
 		want                  int
 	}{
+		{"config.json's check says how the run is judged", judged, `{"model": "mutex"}`, []string{"--model", "mutex"}, exitValid},
 		{"config.json's workload wins over the flags", semaphore, "", []string{"--model", "mutex"}, exitValid},
 		{"config.json's workload wins over results.json", semaphore, `{"model": "mutex"}`, nil, exitValid},
 		{"results.json's model wins over the flags", "", `{"model": "semaphore", "permits": 2}`, []string{"--model", "mutex"}, exitValid},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/models"
 )
 
 func runFlags() (*flag.FlagSet, *runOptions) {
@@ -93,13 +95,12 @@ func TestSuiteRunsAreTheProduct(t *testing.T) {
 	}
 }
 
-func TestWorseCodeOrdersErrorInvalidUnknownValid(t *testing.T) {
-	order := []int{exitValid, exitUnknown, exitInvalid, exitError}
-	for i, a := range order {
-		for j, b := range order {
-			if got, want := worseCode(a, b), order[max(i, j)]; got != want {
-				t.Errorf("worseCode(%d, %d) = %d, want %d", a, b, got, want)
-			}
+// TestVerdictCodes: the exit code of each verdict, the worst of a suite's, a
+// matrix's or explore's runs among them (models.Worse orders them).
+func TestVerdictCodes(t *testing.T) {
+	for v, want := range map[models.Verdict]int{models.Valid: exitValid, models.Invalid: exitInvalid, models.Unknown: exitUnknown, models.Error: exitError} {
+		if got := verdictCode(v); got != want {
+			t.Errorf("verdictCode(%s) = %d, want %d", v, got, want)
 		}
 	}
 }

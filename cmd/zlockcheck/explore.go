@@ -49,12 +49,12 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		}
 		sessions = suite.runs()
 	}
-	keep, err := parseKeep(o.keep)
+	keep, err := harness.ParseKeep(o.keep)
 	if err != nil {
 		return exitError, fmt.Errorf("--keep: %w", err)
 	}
 	o.noteSet(fs)
-	worst := exitValid
+	worst := models.Valid
 	var sessions2 []explore.Session
 	for i, sr := range sessions {
 		if ctx.Err() != nil {
@@ -69,12 +69,14 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		if len(sessions) > 1 {
 			fmt.Fprintf(stderr, "[%d/%d] explore %s\n", i+1, len(sessions), o.recipe)
 		}
-		session, code, err := exploreOne(ctx, *o, *e, keep, stdout, stderr)
+		session, err := exploreOne(ctx, *o, *e, keep, stdout, stderr)
 		sessions2 = append(sessions2, session)
+		verdict := session.Verdict
 		if err != nil {
 			fmt.Fprintf(stderr, "zlockcheck explore: %s: %v\n", o.recipe, err)
+			verdict = models.Error
 		}
-		worst = worseCode(worst, code)
+		worst = models.Worse(worst, verdict)
 	}
 	if o.jsonOut {
 		enc := json.NewEncoder(stdout)
@@ -87,7 +89,7 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 			return exitError, err
 		}
 	}
-	return worst, nil
+	return verdictCode(worst), nil
 }
 
 // exploreFlags defines explore's flags: run's, less those explore chooses itself,
@@ -115,79 +117,34 @@ type exploreOptions struct {
 	keepGoing     bool
 }
 
-// exploreOne is one session: o's recipe explored for the budget.
-func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep keepPolicy, stdout, stderr io.Writer) (explore.Session, int, error) {
+// exploreOne is one session: o's recipe explored for the budget (explore.Run), its
+// rounds printed.
+func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harness.Keep, stdout, stderr io.Writer) (explore.Session, error) {
 	o.nemesis = "none"
 	o.vary = false
-	base, modelCfg, err := o.plan(ctx, stderr)
+	base, err := o.config(stderr)
 	if err != nil {
-		return explore.Session{}, exitError, err
+		return explore.Session{}, err
 	}
-	base.StallAfter = o.cfg.StallAfter // derived from each round's faults, not the base's
-	// One ensemble for the whole session: every round runs on it.
-	dir := rundir.ExploreDir(base.Store, time.Now())
-	site, err := harness.StartSite(ctx, base, filepath.Join(dir, rundir.Servers))
-	if err != nil {
-		return explore.Session{}, exitError, err
-	}
-	defer func() {
-		if cerr := site.Close(); cerr != nil {
-			fmt.Fprintf(stderr, "zlockcheck explore: removing the ensemble: %v\n", cerr)
-		}
-	}()
-	base.Site = site
+	base.Keep = keep
 	var logw io.Writer
 	if !o.quiet {
 		logw = stderr
 	}
 	session, err := explore.Run(ctx, explore.Config{
-		Base: base, Budget: e.budget, Round: e.round, KeepGoing: e.keepGoing, Log: logw,
-		Fixed:    o.fixed(),
-		RunRound: roundRunner(modelCfg, keep, stderr),
+		Base: base, Budget: e.budget, Round: e.round, KeepGoing: e.keepGoing, Log: logw, Warn: stderr,
+		Fixed: o.fixed(),
 	})
+	if session.Dir == "" {
+		return session, err
+	}
 	out := stdout
 	if o.jsonOut {
 		out = stderr
 	}
 	printSession(out, base.Recipe, session)
-	if werr := rundir.Dir(dir).WriteJSON(rundir.Session, session); werr != nil && err == nil {
-		err = werr
-	}
-	fmt.Fprintf(out, "session: %s\n", filepath.Join(dir, rundir.Session))
-	if err != nil {
-		return session, exitError, err
-	}
-	return session, verdictCode(session.Verdict), nil
-}
-
-// roundRunner runs and checks one round as `run` does, keeping its directory by keep.
-func roundRunner(modelCfg models.Config, keep keepPolicy, stderr io.Writer) func(context.Context, harness.Config) (explore.Round, error) {
-	return func(ctx context.Context, cfg harness.Config) (explore.Round, error) {
-		cfg.Log = io.Discard
-		res, err := execute(ctx, cfg, modelCfg, stderr)
-		if err != nil && res.Dir == "" {
-			return explore.Round{}, err
-		}
-		r := explore.Round{Dir: res.Dir, Verdict: res.Verdict, Coverage: res.Coverage}
-		if err != nil {
-			// The round broke down (its workers would not start, a fault would not
-			// heal): the next would too.
-			r.Verdict = models.Unknown
-			return r, err
-		}
-		for _, c := range res.Checks {
-			if c.Cause != nil && r.Cause == "" {
-				r.Cause = string(c.Cause.Class)
-			}
-		}
-		if keep == keepFailed && res.Verdict == models.Valid {
-			if err := rundir.Remove(cfg.Store, cfg.Name, rundir.Dir(res.Dir)); err != nil {
-				return r, err
-			}
-			r.Dir = "(removed: --keep failed)"
-		}
-		return r, nil
-	}
+	fmt.Fprintf(out, "session: %s\n", filepath.Join(session.Dir, rundir.Session))
+	return session, err
 }
 
 // fixed are the workload knobs given by hand, which every regime keeps fixed.

@@ -7,35 +7,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/herd"
-	"github.com/zlockcheck/zlockcheck/report"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
-
-// faultClass is one column of the safety matrix: a name and the nemesis options it
-// stands for.
-type faultClass struct {
-	Name    string `json:"name"`
-	Nemesis string `json:"nemesis"`
-	Targets string `json:"targets,omitempty"`
-	Shapes  string `json:"shapes,omitempty"`
-}
-
-// matrixClasses are the matrix's fault classes, by name.
-func matrixClasses() []faultClass {
-	return []faultClass{
-		{Name: "none", Nemesis: "none"},
-		{Name: "server", Nemesis: "kill,pause,partition"},
-		{Name: "client-partition", Nemesis: "client-partition", Targets: "holder"},
-		{Name: "session-expire", Nemesis: "session-expire", Targets: "holder"},
-		{Name: "client-pause", Nemesis: "client-pause", Targets: "holder"},
-		{Name: "isolate-follower-quorum", Nemesis: "partition", Shapes: "isolate-follower-quorum"},
-	}
-}
 
 // matrixCell is one run of the matrix.
 type matrixCell struct {
@@ -53,55 +34,31 @@ type matrixCell struct {
 	Herd *herd.Report `json:"herd,omitempty"`
 }
 
+// matrixCmd runs every recipe under every named fault setup (nemesis.Setups), one
+// harness.Test each, writes matrix.json and matrix.md as it goes, and exits with the
+// worst cell's verdict.
 func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("matrix", stderr)
 	var o runOptions
 	o.register(fs)
 	recipesF := fs.String("recipes", "", "comma-separated recipes (default: every real recipe)")
-	faultsF := fs.String("faults", "", "comma-separated fault classes (default: all of "+classNames()+")")
+	faultsF := fs.String("faults", "", "comma-separated fault classes (default: all of "+setupNames(nemesis.Setups())+")")
 	out := fs.String("out", "", "directory for matrix.json and matrix.md (default STORE/matrix/<timestamp>)")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
 	o.quiet = true
-	var names []string
-	if *recipesF == "" {
-		names = realRecipeNames()
-	} else {
+	names := realRecipeNames()
+	if *recipesF != "" {
 		names = splitList(*recipesF)
 	}
-	classes := matrixClasses()
-	if *faultsF != "" {
-		var picked []faultClass
-		for _, name := range splitList(*faultsF) {
-			found := false
-			for _, c := range classes {
-				if c.Name == name {
-					picked, found = append(picked, c), true
-				}
-			}
-			if !found {
-				return exitError, fmt.Errorf("--faults: unknown fault class %q (want some of %s)", name, classNames())
-			}
-		}
-		classes = picked
+	setups, err := pickSetups(*faultsF)
+	if err != nil {
+		return exitError, fmt.Errorf("--faults: %w", err)
 	}
-	// Check every cell's configuration before running any.
-	type planned struct {
-		cell matrixCell
-		opts runOptions
-	}
-	var plan []planned
-	for _, name := range names {
-		for _, c := range classes {
-			po := o
-			po.recipe, po.nemesis, po.targets, po.shapes = name, c.Nemesis, c.Targets, c.Shapes
-			po.cfg.Name = "matrix-" + name + "-" + c.Name
-			if _, _, err := po.plan(ctx, stderr); err != nil {
-				return exitError, fmt.Errorf("recipe %s, faults %s: %w", name, c.Name, err)
-			}
-			plan = append(plan, planned{cell: matrixCell{Recipe: name, Fault: c.Name}, opts: po})
-		}
+	plan, err := planMatrix(ctx, o, names, setups, stderr)
+	if err != nil {
+		return exitError, err
 	}
 	dir := *out
 	if dir == "" {
@@ -110,43 +67,18 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return exitError, err
 	}
-	fmt.Fprintf(stderr, "matrix: %d recipes × %d fault classes = %d runs of %s\n", len(names), len(classes), len(plan), o.cfg.Duration)
+	fmt.Fprintf(stderr, "matrix: %d recipes × %d fault classes = %d runs of %s\n", len(names), len(setups), len(plan), o.cfg.Duration)
 	var cells []matrixCell
 	worst := models.Valid
 	for i, p := range plan {
 		if ctx.Err() != nil {
 			break
 		}
-		cfg, modelCfg, err := p.opts.plan(ctx, stderr)
-		cell := p.cell
-		cell.Seed = cfg.Seed
-		if err == nil {
-			var res report.Results
-			res, err = execute(ctx, cfg, modelCfg, io.Discard)
-			cell.Verdict, cell.Ops, cell.Dir, cell.Herd = res.Verdict, res.Ops, res.Dir, res.Herd
-			for _, c := range res.Checks {
-				if c.Verdict == models.Invalid && (cell.FirstViolationSeconds == nil || (c.FirstViolationSeconds != nil && *c.FirstViolationSeconds < *cell.FirstViolationSeconds)) {
-					cell.FirstViolationSeconds, cell.Witness = c.FirstViolationSeconds, c.Witness
-				}
-			}
-		}
-		if err != nil {
-			cell.Error = err.Error()
-			if cell.Verdict == "" || cell.Verdict == models.Valid {
-				cell.Verdict = "error"
-			}
-		}
+		cell := runCell(ctx, p)
 		cells = append(cells, cell)
 		fmt.Fprintf(stderr, "[%d/%d] %-20s %-24s %s\n", i+1, len(plan), cell.Recipe, cell.Fault, describeCell(cell))
-		switch cell.Verdict {
-		case models.Invalid:
-			worst = models.Invalid
-		case models.Unknown, "error":
-			if worst == models.Valid {
-				worst = models.Unknown
-			}
-		}
-		if err := writeMatrix(dir, names, classes, cells, o); err != nil {
+		worst = models.Worse(worst, cell.Verdict)
+		if err := writeMatrix(dir, names, setups, cells, o); err != nil {
 			return exitError, err
 		}
 	}
@@ -161,10 +93,73 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	return verdictCode(worst), nil
 }
 
-func classNames() string {
+// pickSetups are the named setups --faults lists (all when empty).
+func pickSetups(list string) ([]nemesis.Setup, error) {
+	all := nemesis.Setups()
+	if list == "" {
+		return all, nil
+	}
+	var picked []nemesis.Setup
+	for _, name := range splitList(list) {
+		i := slices.IndexFunc(all, func(s nemesis.Setup) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown fault class %q (want some of %s)", name, setupNames(all))
+		}
+		picked = append(picked, all[i])
+	}
+	return picked, nil
+}
+
+// matrixRun is one planned cell: its recipe and setup, and its run's configuration.
+type matrixRun struct {
+	cell matrixCell
+	cfg  harness.Config
+}
+
+// planMatrix is every cell's run, each checked (harness.Config.Prepare) before any
+// runs.
+func planMatrix(ctx context.Context, o runOptions, names []string, setups []nemesis.Setup, stderr io.Writer) ([]matrixRun, error) {
+	var plan []matrixRun
+	for _, name := range names {
+		for _, s := range setups {
+			po := o
+			po.recipe, po.setup = name, &s
+			po.cfg.Name = "matrix-" + name + "-" + s.Name
+			cfg, err := po.plan(ctx, stderr)
+			if err != nil {
+				return nil, fmt.Errorf("recipe %s, faults %s: %w", name, s.Name, err)
+			}
+			plan = append(plan, matrixRun{cell: matrixCell{Recipe: name, Fault: s.Name, Seed: cfg.Seed}, cfg: cfg})
+		}
+	}
+	return plan, nil
+}
+
+// runCell tests one cell of the matrix.
+func runCell(ctx context.Context, p matrixRun) matrixCell {
+	cell := p.cell
+	t, err := harness.Test(ctx, p.cfg)
+	res := t.Results
+	cell.Verdict, cell.Ops, cell.Dir, cell.Herd = res.Verdict, res.Ops, res.Dir, res.Herd
+	for _, c := range res.Checks {
+		if c.Verdict == models.Invalid && (cell.FirstViolationSeconds == nil || (c.FirstViolationSeconds != nil && *c.FirstViolationSeconds < *cell.FirstViolationSeconds)) {
+			cell.FirstViolationSeconds, cell.Witness = c.FirstViolationSeconds, c.Witness
+		}
+	}
+	if err != nil {
+		cell.Error = err.Error()
+		if cell.Verdict == "" || cell.Verdict == models.Valid {
+			cell.Verdict = models.Error
+		}
+	}
+	return cell
+}
+
+// setupNames lists the setups' names.
+func setupNames(setups []nemesis.Setup) string {
 	var names []string
-	for _, c := range matrixClasses() {
-		names = append(names, c.Name)
+	for _, s := range setups {
+		names = append(names, s.Name)
 	}
 	return strings.Join(names, ", ")
 }
@@ -213,7 +208,7 @@ func herdCell(recipe string, cells []matrixCell) string {
 }
 
 // writeMatrix writes matrix.json and matrix.md with the cells so far.
-func writeMatrix(dir string, recipes []string, classes []faultClass, cells []matrixCell, o runOptions) error {
+func writeMatrix(dir string, recipes []string, classes []nemesis.Setup, cells []matrixCell, o runOptions) error {
 	doc := map[string]any{
 		"date": time.Now().UTC().Format(time.RFC3339), "time_per_run": o.cfg.Duration.String(),
 		"nodes": o.cfg.Nodes, "workers": o.cfg.Workers, "session_timeout": o.cfg.SessionTimeout.String(),

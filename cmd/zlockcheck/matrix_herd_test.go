@@ -8,13 +8,14 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/herd"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
 // TestMatrixHerdColumn: matrix.md's herd column shows each recipe's herd verdict and
 // reads per grant from its run without faults, whatever its other runs said.
 func TestMatrixHerdColumn(t *testing.T) {
 	dir := t.TempDir()
-	classes := matrixClasses()[:2] // none, server
+	classes := nemesis.Setups()[:2] // none, server
 	cells := []matrixCell{
 		{Recipe: "zlc-mutex", Fault: "server", Verdict: models.Valid, Herd: &herd.Report{Verdict: herd.NotExercised}},
 		{Recipe: "zlc-mutex", Fault: "none", Verdict: models.Valid, Herd: &herd.Report{Verdict: herd.NoHerd, ReadsPerGrant: 4.46}},

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/recipes"
@@ -26,23 +24,6 @@ func realRecipeNames() []string {
 		}
 	}
 	return names
-}
-
-// workerArgv builds the worker command line of recipe r: the Java and Python workers
-// are unpacked (and the Curator worker compiled) into $ZLC_CACHE_DIR, by default the
-// user's cache directory, on first use.
-func workerArgv(ctx context.Context, r recipes.Entry, stderr io.Writer) ([]string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	env := recipes.CommandEnv{Self: self, JavaDir: os.Getenv("ZLC_JAVA_DIR"), Log: stderr}
-	if r.Runtime != recipes.InProcess {
-		if env.CacheDir, err = recipes.CacheDir(os.Getenv("ZLC_CACHE_DIR")); err != nil {
-			return nil, err
-		}
-	}
-	return r.Command(ctx, env)
 }
 
 func recipesCmd(args []string, stdout, stderr io.Writer) (int, error) {
@@ -90,14 +71,4 @@ func kindList(r recipes.Entry, sep string) string {
 		kinds = append(kinds, string(k))
 	}
 	return strings.Join(kinds, sep)
-}
-
-// recipeVersion names the library a recipe tests and its installed version, for
-// results.json; "" for exec or when unknown.
-func recipeVersion(name string) string {
-	r, err := recipes.Find(name)
-	if err != nil {
-		return ""
-	}
-	return r.Version()
 }

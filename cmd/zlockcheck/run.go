@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +15,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
-	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/report"
-	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -58,6 +54,9 @@ type runOptions struct {
 	keep                         string
 	// ssh are the --ssh-* flags (ssh.go).
 	ssh sshOptions
+	// setup, when set, is the run's faults instead of --nemesis, --nemesis-targets and
+	// --partition-shapes (a matrix column).
+	setup *nemesis.Setup
 }
 
 // register defines the flags on fs, with harness.DefaultConfig's defaults.
@@ -111,88 +110,38 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	o.registerConnect(fs)
 }
 
-// plan turns the options into a harness and a model configuration; it builds what a
-// recipe's worker needs (the Curator classes) when missing.
-func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config, models.Config, error) {
+// config turns the options into the run's configuration: the flags' half of it. The
+// library completes the rest once per run (harness.Config.Resolve: the workload's
+// default kind, the recipe's checks and worker command; Defaults; Validate).
+func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 	cfg := o.cfg
 	cfg.Recipe = o.recipe
-	var r recipes.Entry
-	if o.recipe == "exec" {
-		if o.workerCmd == "" {
-			return cfg, models.Config{}, usageError{"--recipe exec needs --worker-cmd"}
-		}
-		// The shell splits the command as the user wrote it; exec keeps the worker's
-		// pid the one the harness started (so kill and pause reach the worker itself).
-		cfg.WorkerArgv = []string{"/bin/sh", "-c", "exec " + o.workerCmd}
-	} else {
-		if o.workerCmd != "" {
-			return cfg, models.Config{}, usageError{"--worker-cmd goes with --recipe exec"}
-		}
-		var err error
-		if r, err = recipes.Find(o.recipe); err != nil {
-			return cfg, models.Config{}, fmt.Errorf("--recipe: %w", err)
-		}
-		if r.Mutant && !o.mutants {
-			return cfg, models.Config{}, fmt.Errorf("--recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.Name)
-		}
+	var err error
+	if cfg.WorkerArgv, cfg.Worker, err = o.worker(stderr); err != nil {
+		return cfg, err
 	}
-	workload := o.workload
-	if workload == "" {
-		workload = string(workloads.Mutex)
-		if len(r.Kinds) > 0 {
-			workload = string(r.Kinds[0])
+	var kind workloads.Kind
+	if o.workload != "" {
+		if kind, err = workloads.ParseKind(o.workload); err != nil {
+			return cfg, fmt.Errorf("--workload: %w", err)
 		}
-		if o.fenced {
-			workload = string(workloads.Counter)
-		}
-	}
-	kind, err := workloads.ParseKind(workload)
-	if err != nil {
-		return cfg, models.Config{}, fmt.Errorf("--workload: %w", err)
-	}
-	if r.Name != "" && !r.Supports(kind) {
-		return cfg, models.Config{}, fmt.Errorf("--recipe %s does not do the %s workload (it does %v)", r.Name, kind, r.Kinds)
 	}
 	cfg.Workload = workloads.Config{Kind: kind, Permits: o.permits, AcquireTimeout: o.acquireTO, HoldMax: o.holdMax, ThinkMax: o.thinkMax, Fenced: o.fenced, WriteRetry: o.writeRetry, KeepAfterInfo: o.keepWorkers}
-	if r.Name != "" {
-		if cfg.WorkerArgv, err = workerArgv(ctx, r, stderr); err != nil {
-			return cfg, models.Config{}, err
-		}
-		if o.workerCPUProfile != "" {
-			if r.Runtime != recipes.InProcess {
-				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: recipe %s is not served by zlockcheck worker (only Go recipes are profiled)", r.Name)
-			}
-			if err := os.MkdirAll(o.workerCPUProfile, 0o755); err != nil {
-				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: %w", err)
-			}
-			dir, err := filepath.Abs(o.workerCPUProfile)
-			if err != nil {
-				return cfg, models.Config{}, fmt.Errorf("--worker-cpuprofile: %w", err)
-			}
-			cfg.WorkerArgv = append(cfg.WorkerArgv, "--cpuprofile", filepath.Join(dir, "worker-%p.pprof"))
-		}
-	}
+	cfg.Check.Timeout = o.checkTO
 	cfg.Baseline = o.baseline
 	if o.baselineProc {
 		self, err := os.Executable()
 		if err != nil {
-			return cfg, models.Config{}, fmt.Errorf("--baseline-processes: %w", err)
+			return cfg, fmt.Errorf("--baseline-processes: %w", err)
 		}
 		cfg.BaselineArgv = []string{self, "plain-loop"}
 	}
 	cfg.FinalPhase = o.final
-	if cfg.Nemesis, err = nemesis.ParseClasses(o.nemesis); err != nil {
-		return cfg, models.Config{}, fmt.Errorf("--nemesis: %w", err)
+	faults, err := o.faults()
+	if err != nil {
+		return cfg, err
 	}
-	if cfg.ServerTargets, cfg.ClientTargets, err = nemesis.ParseTargets(o.targets); err != nil {
-		return cfg, models.Config{}, fmt.Errorf("--nemesis-targets: %w", err)
-	}
-	if cfg.Shapes, err = nemesis.ParseShapes(o.shapes); err != nil {
-		return cfg, models.Config{}, fmt.Errorf("--partition-shapes: %w", err)
-	}
-	if cfg.Seed == 0 {
-		cfg.Seed = time.Now().UnixNano() & (1<<53 - 1)
-	}
+	cfg = cfg.WithSetup(faults)
 	if o.vary {
 		cfg.Workload = o.varied(cfg.Workload, cfg.SessionTimeout, cfg.Nemesis)
 	}
@@ -200,16 +149,69 @@ func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config,
 		cfg.Log = stderr
 	}
 	if cfg.SSH, err = o.ssh.config(o.set); err != nil {
-		return cfg, models.Config{}, err
+		return cfg, err
 	}
 	if cfg.SSH != nil && o.set["nodes"] && cfg.Nodes != len(cfg.SSH.Nodes) {
-		return cfg, models.Config{}, usageError{fmt.Sprintf("--nodes %d but --ssh-nodes names %d nodes (one server each)", cfg.Nodes, len(cfg.SSH.Nodes))}
+		return cfg, usageError{fmt.Sprintf("--nodes %d but --ssh-nodes names %d nodes (one server each)", cfg.Nodes, len(cfg.SSH.Nodes))}
 	}
-	cfg = cfg.Defaults()
-	if err := cfg.Validate(); err != nil {
-		return cfg, models.Config{}, err
+	return cfg, nil
+}
+
+// plan is the run the options make, completed and checked without running it
+// (harness.Config.Prepare).
+func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config, error) {
+	cfg, err := o.config(stderr)
+	if err != nil {
+		return cfg, err
 	}
-	return cfg, models.Config{Kind: kind.Model(), Permits: cfg.Workload.Permits, Timeout: o.checkTO}, nil
+	return cfg.Prepare(ctx)
+}
+
+// worker is the worker command of --recipe exec, or how the library builds a
+// catalogue recipe's (harness.WorkerSetup): the Java and Python workers are unpacked
+// (and the Curator worker compiled) into $ZLC_CACHE_DIR, by default the user's cache
+// directory, on first use.
+func (o runOptions) worker(stderr io.Writer) ([]string, harness.WorkerSetup, error) {
+	if o.recipe == "exec" {
+		if o.workerCmd == "" {
+			return nil, harness.WorkerSetup{}, usageError{"--recipe exec needs --worker-cmd"}
+		}
+		// The shell splits the command as the user wrote it; exec keeps the worker's
+		// pid the one the harness started (so kill and pause reach the worker itself).
+		return []string{"/bin/sh", "-c", "exec " + o.workerCmd}, harness.WorkerSetup{}, nil
+	}
+	if o.workerCmd != "" {
+		return nil, harness.WorkerSetup{}, usageError{"--worker-cmd goes with --recipe exec"}
+	}
+	w, err := workerSetup(stderr)
+	w.AllowMutants, w.CPUProfileDir = o.mutants, o.workerCPUProfile
+	return nil, w, err
+}
+
+// workerSetup is how this binary's recipes get their worker command: Go recipes are
+// served by this binary (`zlockcheck worker`).
+func workerSetup(stderr io.Writer) (harness.WorkerSetup, error) {
+	self, err := os.Executable()
+	return harness.WorkerSetup{Self: self, CacheDir: os.Getenv("ZLC_CACHE_DIR"), JavaDir: os.Getenv("ZLC_JAVA_DIR"), Log: stderr}, err
+}
+
+// faults is the run's fault setup: the matrix's column, or the --nemesis flags'.
+func (o runOptions) faults() (nemesis.Setup, error) {
+	if o.setup != nil {
+		return *o.setup, nil
+	}
+	var s nemesis.Setup
+	var err error
+	if s.Classes, err = nemesis.ParseClasses(o.nemesis); err != nil {
+		return s, fmt.Errorf("--nemesis: %w", err)
+	}
+	if s.ServerTargets, s.ClientTargets, err = nemesis.ParseTargets(o.targets); err != nil {
+		return s, fmt.Errorf("--nemesis-targets: %w", err)
+	}
+	if s.Shapes, err = nemesis.ParseShapes(o.shapes); err != nil {
+		return s, fmt.Errorf("--partition-shapes: %w", err)
+	}
+	return s, nil
 }
 
 // varied gives wl the standard regimes for these faults, with the knobs set by hand
@@ -227,45 +229,6 @@ func (o *runOptions) noteSet(fs *flag.FlagSet) {
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 }
 
-// errRunBroke: the run broke down, though what it recorded checks valid.
-var errRunBroke = errors.New("run did not complete cleanly (history checks valid)")
-
-// execute runs cfg, then checks its stored history and writes the run's report.
-func execute(ctx context.Context, cfg harness.Config, modelCfg models.Config, stderr io.Writer) (report.Results, error) {
-	outcome, runErr := harness.Run(ctx, cfg)
-	if outcome.History == "" {
-		return report.Results{}, runErr
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "zlockcheck run: %v\n", runErr)
-	}
-	rc := runConfig(cfg)
-	rc.RunID = outcome.RunID
-	course := report.Course{
-		Interrupted: outcome.Interrupted, Elapsed: outcome.Elapsed, ZooKeeperVersion: outcome.ZooKeeperVersion,
-		RecipeVersion: recipeVersion(cfg.Recipe), SetupError: errString(runErr),
-	}
-	if outcome.Baseline != nil { // a nil *harness.Baseline in an any would not be nil
-		course.Baseline = outcome.Baseline
-	}
-	if outcome.BaselineWarmup != nil {
-		course.BaselineWarmup = outcome.BaselineWarmup
-	}
-	if outcome.BaselineProcesses != nil {
-		course.BaselineProcesses = outcome.BaselineProcesses
-	}
-	run := report.NewRun(rundir.Dir(outcome.Dir), rc, cfg, course)
-	res, err := report.CheckRun(run, modelCfg)
-	if err != nil {
-		return res, err
-	}
-	if runErr != nil && res.Verdict == models.Valid {
-		// A run that broke down is not a pass, even if what it recorded checks.
-		return res, errRunBroke
-	}
-	return res, nil
-}
-
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("run", stderr)
 	var o runOptions
@@ -281,7 +244,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if err != nil {
 		return exitError, err
 	}
-	keep, err := parseKeep(o.keep)
+	keep, err := harness.ParseKeep(o.keep)
 	if err != nil {
 		return exitError, fmt.Errorf("--keep: %w", err)
 	}
@@ -289,10 +252,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if suite != nil {
 		return runSuite(ctx, fs, &o, *suite, keep, stdout, stderr)
 	}
-	cfg, modelCfg, err := o.plan(ctx, stderr)
+	cfg, err := o.config(stderr)
 	if err != nil {
 		return exitError, err
 	}
+	cfg.Keep = keep
 	if o.cpuProfile != "" {
 		stopProfile, err := startCPUProfile(o.cpuProfile)
 		if err != nil {
@@ -300,30 +264,23 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		}
 		defer stopProfile()
 	}
-	return runAndReport(ctx, cfg, modelCfg, runOutput{json: o.jsonOut, keep: keep}, stdout, stderr)
+	return runAndReport(ctx, cfg, o.jsonOut, stdout, stderr)
 }
 
-// runOutput says how a run's outcome is reported and kept.
-type runOutput struct {
-	// json prints results.json on stdout instead of the summary.
-	json bool
-	// keep decides whether a valid run's directory stays.
-	keep keepPolicy
-}
-
-// runAndReport executes one planned run and prints its outcome: the summary, or with
-// jsonOut results.json on stdout (the summary then goes to stderr).
-func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Config, out runOutput, stdout, stderr io.Writer) (int, error) {
+// runAndReport tests cfg and prints its outcome: the summary, or with jsonOut
+// results.json on stdout (the summary then goes to stderr).
+func runAndReport(ctx context.Context, cfg harness.Config, jsonOut bool, stdout, stderr io.Writer) (int, error) {
 	line := newStatusLine(stderr, cfg.Log != nil && cfg.Log != io.Discard)
 	if line != nil {
 		cfg.Progress = line.show
 		// Progress lines of the log would break the status line: keep one of them.
 		cfg.Log = line
 	}
-	res, err := execute(ctx, cfg, modelCfg, stderr)
+	t, err := test(ctx, cfg, stderr)
 	line.done()
+	res := t.Results
 	if res.Dir != "" {
-		if out.json {
+		if jsonOut {
 			report.Summary(stderr, res)
 			if jerr := writeResultsJSON(stdout, res); jerr != nil && err == nil {
 				err = jerr
@@ -335,13 +292,20 @@ func runAndReport(ctx context.Context, cfg harness.Config, modelCfg models.Confi
 	if err != nil {
 		return exitError, err
 	}
-	if out.keep == keepFailed && res.Verdict == models.Valid {
-		if err := rundir.Remove(cfg.Store, cfg.Name, rundir.Dir(res.Dir)); err != nil {
-			return exitError, fmt.Errorf("--keep failed: removing %s: %w", res.Dir, err)
-		}
+	if t.Removed {
 		fmt.Fprintf(stderr, "valid: removed %s (--keep failed)\n", res.Dir)
 	}
 	return verdictCode(res.Verdict), nil
+}
+
+// test is harness.Test, saying on stderr why a run broke down whose history was
+// checked anyway.
+func test(ctx context.Context, cfg harness.Config, stderr io.Writer) (harness.TestResult, error) {
+	t, err := harness.Test(ctx, cfg)
+	if t.RunErr != nil && t.Results.Dir != "" {
+		fmt.Fprintf(stderr, "zlockcheck run: %v\n", t.RunErr)
+	}
+	return t, err
 }
 
 // writeResultsJSON prints results as indented JSON.
@@ -353,15 +317,10 @@ func writeResultsJSON(w io.Writer, res report.Results) error {
 
 // runSuite runs every recipe × nemesis × seed of a suite with the other flags in
 // common, prints a line per run and a table, and exits with the worst verdict.
-func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteSpec, keep keepPolicy, stdout, stderr io.Writer) (int, error) {
+func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteSpec, keep harness.Keep, stdout, stderr io.Writer) (int, error) {
 	runs := suite.runs()
-	worst := exitValid
-	type row struct {
-		run     suiteRun
-		verdict string
-		dir     string
-	}
-	var rows []row
+	worst := models.Valid
+	var rows []suiteRow
 	for i, sr := range runs {
 		if ctx.Err() != nil {
 			break
@@ -375,73 +334,85 @@ func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteS
 			}
 		}
 		fmt.Fprintf(stderr, "[%d/%d] %s, nemesis %s, seed %d\n", i+1, len(runs), o.recipe, o.nemesis, o.cfg.Seed)
-		r := row{run: suiteRun{recipe: o.recipe, nemesis: o.nemesis, seed: o.cfg.Seed}}
-		cfg, modelCfg, err := o.plan(ctx, stderr)
-		code := exitError
-		if err == nil {
-			r.run.seed = cfg.Seed
-			var res report.Results
-			res, err = execute(ctx, cfg, modelCfg, stderr)
-			r.dir = res.Dir
-			if err == nil {
-				code = verdictCode(res.Verdict)
-				r.verdict = string(res.Verdict)
-				if keep == keepFailed && res.Verdict == models.Valid {
-					err = rundir.Remove(cfg.Store, cfg.Name, rundir.Dir(res.Dir))
-					r.dir = "(removed: --keep failed)"
-				}
-			}
-		}
-		if err != nil {
-			r.verdict = "error: " + err.Error()
-		}
-		worst = worseCode(worst, code)
+		r := suiteTest(ctx, *o, keep, stderr)
+		worst = models.Worse(worst, r.verdict)
 		rows = append(rows, r)
 	}
-	if o.jsonOut {
-		out := make([]map[string]any, 0, len(rows))
-		for _, r := range rows {
-			out = append(out, map[string]any{"recipe": r.run.recipe, "nemesis": r.run.nemesis, "seed": r.run.seed, "verdict": r.verdict, "dir": r.dir})
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(map[string]any{"runs": out, "exit_code": worst}); err != nil {
-			return exitError, err
-		}
-	} else {
-		fmt.Fprintf(stdout, "\n%-24s %-28s %-8s %s\n", "recipe", "nemesis", "seed", "verdict")
-		for _, r := range rows {
-			fmt.Fprintf(stdout, "%-24s %-28s %-8d %s  %s\n", r.run.recipe, r.run.nemesis, r.run.seed, r.verdict, r.dir)
-		}
+	if err := printSuite(stdout, rows, worst, o.jsonOut); err != nil {
+		return exitError, err
 	}
 	if ctx.Err() != nil {
 		return exitError, fmt.Errorf("suite interrupted after %d of %d runs", len(rows), len(runs))
 	}
-	return worst, nil
+	return verdictCode(worst), nil
 }
 
-// worseCode orders exit codes for a suite: error, then invalid, then unknown, then valid.
-func worseCode(a, b int) int {
-	rank := map[int]int{exitValid: 0, exitUnknown: 1, exitInvalid: 2, exitError: 3}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
+// suiteRow is one run of a suite: what it ran, its verdict, and its directory.
+type suiteRow struct {
+	run     suiteRun
+	verdict models.Verdict
+	// note is the error of a run whose verdict is models.Error.
+	note string
+	dir  string
 }
 
-func errString(err error) string {
+// suiteTest runs the options' test of a suite.
+func suiteTest(ctx context.Context, o runOptions, keep harness.Keep, stderr io.Writer) suiteRow {
+	r := suiteRow{run: suiteRun{recipe: o.recipe, nemesis: o.nemesis, seed: o.cfg.Seed}, verdict: models.Error}
+	cfg, err := o.config(stderr)
 	if err == nil {
-		return ""
+		cfg.Keep = keep
+		var t harness.TestResult
+		t, err = test(ctx, cfg, stderr)
+		r.run.seed, r.dir = t.Config.Seed, t.Results.Dir
+		if err == nil {
+			r.verdict = t.Results.Verdict
+		}
+		if t.Removed {
+			r.dir = "(removed: --keep failed)"
+		}
 	}
-	return err.Error()
+	if err != nil {
+		r.note = "error: " + err.Error()
+	}
+	return r
 }
 
+// printSuite prints a suite's runs: a table, or with jsonOut JSON with the exit code.
+func printSuite(stdout io.Writer, rows []suiteRow, worst models.Verdict, jsonOut bool) error {
+	if jsonOut {
+		out := make([]map[string]any, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, map[string]any{"recipe": r.run.recipe, "nemesis": r.run.nemesis, "seed": r.run.seed, "verdict": r.text(), "dir": r.dir})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"runs": out, "exit_code": verdictCode(worst)})
+	}
+	fmt.Fprintf(stdout, "\n%-24s %-28s %-8s %s\n", "recipe", "nemesis", "seed", "verdict")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "%-24s %-28s %-8d %s  %s\n", r.run.recipe, r.run.nemesis, r.run.seed, r.text(), r.dir)
+	}
+	return nil
+}
+
+// text is the row's verdict as the suite's table shows it.
+func (r suiteRow) text() string {
+	if r.note != "" {
+		return r.note
+	}
+	return string(r.verdict)
+}
+
+// verdictCode is the exit code of a verdict.
 func verdictCode(v models.Verdict) int {
 	switch v {
 	case models.Valid:
 		return exitValid
 	case models.Invalid:
 		return exitInvalid
+	case models.Error:
+		return exitError
 	}
 	return exitUnknown
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,102 +12,55 @@ import (
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
-	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
-// storedRun is what a run directory says about the run that made it.
-type storedRun struct {
-	dir rundir.Dir
-	// cfg is the run's config.json; nil for a directory without one (a copied or
-	// hand-made run directory: a history.jsonl, perhaps a results.json).
-	cfg *harness.Config
-	// prev is the run's results.json, if it has one (zero otherwise).
-	prev report.Results
-}
-
-// loadRunDir reads a run directory: its config.json (strictly: an unknown field is an
-// error naming file, line and field) and, if present, its results.json. Without
-// config.json the directory must hold a history.jsonl, and a results.json that does
-// not parse is an error (it is all there is to say what the run was).
-func loadRunDir(path string) (storedRun, error) {
-	d, err := rundir.Open(path)
-	if err != nil {
-		return storedRun{}, err
-	}
-	sr := storedRun{dir: d}
-	if !d.Has(rundir.Config) {
-		if _, err := os.Stat(d.HistoryPath()); err != nil {
-			return sr, fmt.Errorf("%s is not a run directory: %w", path, err)
-		}
-		if err := d.ReadResults(&sr.prev); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return sr, err
-		}
-		return sr, nil
-	}
-	var cfg harness.Config
-	if err := d.ReadConfig(&cfg); err != nil {
-		return sr, err
-	}
-	if cfg.Recipe == "" || len(cfg.WorkerArgv) == 0 {
-		return sr, fmt.Errorf("%s: field \"recipe\"/\"worker_argv\": missing, not a zlockcheck run configuration", d.File(rundir.Config))
-	}
-	sr.cfg = &cfg
-	// Only informative (versions, elapsed time): a broken one is ignored.
-	_ = d.ReadResults(&sr.prev)
-	return sr, nil
-}
-
-// modelFlags are check's --model and --permits, for a run directory that does not
-// say its model.
+// modelFlags are check's --model, --permits and --check-timeout: how a history file
+// is checked, and a run directory that does not say how it is judged (the timeout of
+// one that does: when given).
 type modelFlags struct {
 	model   string
 	permits int
+	timeout time.Duration
+	// timeoutSet: --check-timeout was given, and wins over the run's own.
+	timeoutSet bool
 }
 
-// modelConfig is the model a stored run's lock key is checked with: its workload's
-// (config.json), else the model its results.json names, else the flags'.
-func (sr storedRun) modelConfig(timeout time.Duration, flags modelFlags) (models.Config, error) {
-	switch {
-	case sr.cfg != nil:
-		return models.Config{Kind: sr.cfg.Workload.Kind.Model(), Permits: sr.cfg.Workload.Permits, Timeout: timeout}, nil
-	case sr.prev.Model != "":
-		return models.Config{Kind: sr.prev.Model, Permits: sr.prev.Permits, Timeout: timeout}, nil
+// config is how a stored run is checked: as the run says (harness.StoredRun.Check),
+// else as the flags say; a given --check-timeout wins.
+func (f modelFlags) config(sr harness.StoredRun) (models.Config, error) {
+	m, ok := sr.Check()
+	if !ok {
+		return f.flagsConfig()
 	}
-	kind, err := models.ParseKind(flags.model)
+	if f.timeoutSet {
+		m.Timeout = f.timeout
+	}
+	return m, nil
+}
+
+// flagsConfig is the model the flags say.
+func (f modelFlags) flagsConfig() (models.Config, error) {
+	kind, err := models.ParseKind(f.model)
 	if err != nil {
 		return models.Config{}, fmt.Errorf("--model: %w", err)
 	}
-	return models.Config{Kind: kind, Permits: flags.permits, Timeout: timeout}, nil
+	return models.Config{Kind: kind, Permits: f.permits, Timeout: f.timeout}, nil
 }
 
-// reportRun is the report.Run of the stored run, to check it again.
-func (sr storedRun) reportRun() report.Run {
-	if sr.cfg == nil {
-		return report.NewRun(sr.dir, sr.prev.RunConfig(), sr.prev.Config, sr.prev.Course())
-	}
-	return report.NewRun(sr.dir, runConfig(*sr.cfg), *sr.cfg, sr.prev.Course())
-}
-
-// runConfig is what the report reads of a harness configuration.
-func runConfig(cfg harness.Config) report.RunConfig {
-	return report.RunConfig{Name: cfg.Name, RunID: cfg.RunID, Recipe: cfg.Recipe, Seed: cfg.Seed, Workers: cfg.Workers, Duration: cfg.Duration,
-		SessionTimeout: cfg.SessionTimeout, Tick: cfg.Tick, SyncLimit: cfg.SyncLimit}
-}
-
-// checkRunDir is `check RUN_DIR`: the stored history re-checked with the run's own
-// model (see modelConfig), the report files rewritten; nothing is run.
-func checkRunDir(path string, timeout time.Duration, flags modelFlags, jsonOut bool, stdout, stderr io.Writer) (int, error) {
-	sr, err := loadRunDir(path)
+// checkRunDir is `check RUN_DIR`: the stored history re-checked as the run is judged
+// (see modelFlags.config), the report files rewritten; nothing is run.
+func checkRunDir(path string, flags modelFlags, jsonOut bool, stdout, stderr io.Writer) (int, error) {
+	sr, err := harness.OpenRun(path)
 	if err != nil {
 		return exitError, err
 	}
-	model, err := sr.modelConfig(timeout, flags)
+	model, err := flags.config(sr)
 	if err != nil {
 		return exitError, err
 	}
-	res, err := report.CheckRun(sr.reportRun(), model)
+	res, err := sr.Recheck(model)
 	if err != nil {
 		return exitError, err
 	}
@@ -142,43 +93,40 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if fs.NArg() != 1 {
 		return exitError, usageError{"replay takes exactly one run directory"}
 	}
-	sr, err := loadRunDir(fs.Arg(0))
+	sr, err := harness.OpenRun(fs.Arg(0))
 	if err != nil {
 		return exitError, err
 	}
-	if sr.cfg == nil {
-		return exitError, fmt.Errorf("%s: no %s: replay needs the run's configuration", sr.dir, rundir.Config)
+	if sr.Config == nil {
+		return exitError, fmt.Errorf("%s: no %s: replay needs the run's configuration", sr.Dir, rundir.Config)
 	}
-	cfg := *sr.cfg
+	cfg := *sr.Config
 	cfg.RunID = ""
 	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes, given(fs)); err != nil {
 		return exitError, err
 	}
 	if *store != "" {
 		cfg.Store = *store
-	} else if cfg.Store, err = sr.dir.Store(); err != nil { // keep the replay next to the original
+	} else if cfg.Store, err = sr.Dir.Store(); err != nil { // keep the replay next to the original
 		return exitError, err
 	}
 	// The worker command is rebuilt from the recipe's name (the binary may have moved);
-	// an exec worker keeps its stored command line.
+	// an exec worker keeps its stored command line. The stored run was allowed to run.
 	if cfg.Recipe != "exec" {
-		r, err := recipes.Find(cfg.Recipe)
-		if err != nil {
-			return exitError, fmt.Errorf("%s: field \"recipe\": %w", sr.dir.File(rundir.Config), err)
-		}
-		if cfg.WorkerArgv, err = workerArgv(ctx, r, stderr); err != nil {
+		cfg.WorkerArgv = nil
+		if cfg.Worker, err = workerSetup(stderr); err != nil {
 			return exitError, err
 		}
+		cfg.Worker.AllowMutants = true
 	}
 	if !*quiet {
 		cfg.Log = stderr
-		fmt.Fprintf(stderr, "replaying %s: %s, seed %d\n", sr.dir, strings.Join(describeConfig(cfg), ", "), cfg.Seed)
+		fmt.Fprintf(stderr, "replaying %s: %s, seed %d\n", sr.Dir, strings.Join(describeConfig(cfg), ", "), cfg.Seed)
 	}
-	model, err := sr.modelConfig(*checkTO, modelFlags{})
-	if err != nil {
-		return exitError, err
+	if given(fs)["check-timeout"] {
+		cfg.Check.Timeout = *checkTO
 	}
-	return runAndReport(ctx, cfg, model, runOutput{json: *jsonOut, keep: keepAll}, stdout, stderr)
+	return runAndReport(ctx, cfg, *jsonOut, stdout, stderr)
 }
 
 // describeConfig names what a run did, for a person.

@@ -19,7 +19,7 @@ func TestSSHFlagsMakeTheConfig(t *testing.T) {
 	}
 	o.noteSet(fs)
 	o.quiet = true
-	cfg, _, err := o.plan(context.Background(), io.Discard)
+	cfg, err := o.plan(context.Background(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestSSHFlagErrors(t *testing.T) {
 		err := fs.Parse(append(c.args, "--recipe", "zlc-mutex", "--quiet"))
 		if err == nil {
 			o.noteSet(fs)
-			_, _, err = o.plan(context.Background(), io.Discard)
+			_, err = o.plan(context.Background(), io.Discard)
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)

@@ -1,9 +1,9 @@
 // Package explore owns `zlockcheck explore`: a time budget spent in short rounds, each
-// an ordinary run (its own run directory, checked like any other), whose workload
-// regimes and faults are chosen by what the earlier rounds have not exercised yet.
-// The menu of round kinds (Probes), the feedback that picks the next one (Choose) and
-// the session loop (Run) live here; running and checking one round is the caller's
-// (Config.Round), so this package knows nothing of flags, recipes or reports.
+// an ordinary test (harness.Test: its own run directory, checked and kept like any
+// other), whose workload regimes and faults are chosen by what the earlier rounds have
+// not exercised yet. The menu of round kinds (Probes), the feedback that picks the
+// next one (Choose) and the session (Run: one ensemble for every round, the loop, the
+// session's directory and session.json) live here; flags and printing are the CLI's.
 package explore
 
 import (
@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
+	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -28,9 +30,9 @@ const minRound = 10 * time.Second
 
 // Config is one exploring session.
 type Config struct {
-	// Base is every round's run before its probe is applied: recipe, worker command,
-	// workload kind, ensemble, store and name; its Seed is the session's (round i runs
-	// with Seed+i).
+	// Base is every round's run before its probe is applied: recipe, workload kind,
+	// ensemble, store, name and keep policy; its Seed is the session's (0: drawn; round
+	// i runs with Seed+i). Run completes it once (harness.Config.Prepare).
 	Base harness.Config
 	// Budget is the session's time: no round starts once it is spent, and a round
 	// started near its end is shortened (down to ten seconds).
@@ -44,17 +46,16 @@ type Config struct {
 	// Menu is the probes to choose from (Probes for the base's session timeout and
 	// fencing when nil).
 	Menu []Probe
-	// RunRound runs and checks one round's configuration. An error (a round that could
-	// not run, or broke down on the way: its workers would not start) ends the session;
-	// a Round with a Dir is kept with it.
-	RunRound func(ctx context.Context, cfg harness.Config) (Round, error)
 	// Log receives a line per round (nil: none).
 	Log io.Writer
+	// Warn receives what does not end the session: why a round's run broke down when
+	// its history was checked anyway, an ensemble that would not stop (nil: none).
+	Warn io.Writer
 }
 
-// Round is one round's outcome, as RunRound reports it.
+// Round is one round's outcome.
 type Round struct {
-	// Probe is the probe's name, Seed the round's seed (set by Run).
+	// Probe is the probe's name, Seed the round's seed.
 	Probe string `json:"probe"`
 	Seed  int64  `json:"seed"`
 	// Dir is the round's run directory.
@@ -76,24 +77,64 @@ type Session struct {
 	// no round is unknown.
 	Verdict models.Verdict `json:"verdict"`
 	Elapsed time.Duration  `json:"elapsed_ns"`
+	// Dir is the session's directory (rundir.ExploreDir): session.json, and the
+	// servers' files of its ensemble; "" when the session never started.
+	Dir string `json:"-"`
 }
 
-// Run spends the budget in rounds until it is spent, ctx is cancelled, or (without
-// KeepGoing) a round is invalid. An error is a round that could not run (its set-up
-// failed): the rounds before it are returned with it.
+// Run is one session: it completes the base, starts one ensemble for every round
+// (harness.StartSite), spends the budget in rounds (each a harness.Test on that
+// ensemble) until it is spent, ctx is cancelled, or (without KeepGoing) a round is
+// invalid, writes session.json into the session's directory and stops the ensemble.
+// An error is a base that cannot run, an ensemble that would not start (the session
+// has no Dir then), or a round that could not run or broke down: the rounds before it
+// are returned with it.
 func Run(ctx context.Context, cfg Config) (Session, error) {
-	if cfg.Budget <= 0 || cfg.RunRound == nil {
-		return Session{}, errors.New("explore: want a budget > 0 and a round runner")
+	if cfg.Budget <= 0 {
+		return Session{}, errors.New("explore: want a budget > 0")
 	}
+	base, err := cfg.Base.Prepare(ctx)
+	if err != nil {
+		return Session{}, err
+	}
+	base.StallAfter = cfg.Base.StallAfter // derived from each round's faults, not the base's
+	dir := rundir.ExploreDir(base.Store, time.Now())
+	site, err := harness.StartSite(ctx, base, filepath.Join(dir, rundir.Servers))
+	if err != nil {
+		return Session{}, err
+	}
+	defer func() {
+		if cerr := site.Close(); cerr != nil && cfg.Warn != nil {
+			fmt.Fprintf(cfg.Warn, "zlockcheck explore: removing the ensemble: %v\n", cerr)
+		}
+	}()
+	base.Site = site
+	s, err := cfg.loop(ctx, base, func(ctx context.Context, rc harness.Config) (Round, error) {
+		return runRound(ctx, rc, cfg.Warn)
+	})
+	s.Dir = dir
+	if werr := rundir.Dir(dir).WriteJSON(rundir.Session, s); werr != nil && err == nil {
+		err = werr
+	}
+	return s, err
+}
+
+// roundFunc runs and checks one round's configuration. An error (a round that could
+// not run, or broke down on the way: its workers would not start) ends the session; a
+// Round with a Dir is kept with it.
+type roundFunc func(ctx context.Context, cfg harness.Config) (Round, error)
+
+// loop is the session's rounds on base, each run by run.
+func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) (Session, error) {
 	if cfg.Round <= 0 {
 		cfg.Round = DefaultRound
 	}
 	menu := cfg.Menu
 	if menu == nil {
-		menu = Probes(cfg.Base.SessionTimeout, cfg.Base.Workload.Fenced)
+		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
 	}
 	start := time.Now()
-	rng := rand.New(rand.NewPCG(uint64(cfg.Base.Seed), 0x6578706c))
+	rng := rand.New(rand.NewPCG(uint64(base.Seed), 0x6578706c))
 	s := Session{Tally: NewTally(), Verdict: models.Unknown}
 	for i := 0; ctx.Err() == nil; i++ {
 		left := cfg.Budget - time.Since(start)
@@ -101,12 +142,12 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 			break
 		}
 		p := Choose(menu, s.Tally, rng)
-		rc := roundConfig(cfg.Base, p, cfg.Fixed, int64(i), min(cfg.Round, left))
+		rc := roundConfig(base, p, cfg.Fixed, int64(i), min(cfg.Round, left))
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "round %d: %s (seed %d, %s)\n", i+1, p.Name, rc.Seed, rc.Duration)
 		}
 		t := time.Now()
-		r, err := cfg.RunRound(ctx, rc)
+		r, err := run(ctx, rc)
 		r.Probe, r.Seed, r.Elapsed = p.Name, rc.Seed, time.Since(t)
 		if err != nil {
 			if r.Dir != "" {
@@ -115,13 +156,7 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 			s.Elapsed = time.Since(start)
 			return s, fmt.Errorf("round %d (%s): %w", i+1, p.Name, err)
 		}
-		s.Rounds = append(s.Rounds, r)
-		s.Tally.Add(p, r.Coverage)
-		if len(s.Rounds) == 1 {
-			s.Verdict = r.Verdict // an empty session is unknown; its first round says
-		} else {
-			s.Verdict = models.Worse(s.Verdict, r.Verdict)
-		}
+		s.add(p, r)
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "round %d: %s in %s: %s\n", i+1, r.Verdict, r.Elapsed.Round(time.Second), r.Dir)
 		}
@@ -131,6 +166,47 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	}
 	s.Elapsed = time.Since(start)
 	return s, nil
+}
+
+// add counts round r of probe p into the session.
+func (s *Session) add(p Probe, r Round) {
+	s.Rounds = append(s.Rounds, r)
+	s.Tally.Add(p, r.Coverage)
+	if len(s.Rounds) == 1 {
+		s.Verdict = r.Verdict // an empty session is unknown; its first round says
+	} else {
+		s.Verdict = models.Worse(s.Verdict, r.Verdict)
+	}
+}
+
+// runRound tests one round's configuration, keeping its directory by the base's
+// policy; warn hears why a run broke down whose history was checked anyway.
+func runRound(ctx context.Context, cfg harness.Config, warn io.Writer) (Round, error) {
+	cfg.Log = io.Discard
+	t, err := harness.Test(ctx, cfg)
+	res := t.Results
+	if t.RunErr != nil && res.Dir != "" && warn != nil {
+		fmt.Fprintf(warn, "zlockcheck run: %v\n", t.RunErr)
+	}
+	if err != nil && res.Dir == "" {
+		return Round{}, err
+	}
+	r := Round{Dir: res.Dir, Verdict: res.Verdict, Coverage: res.Coverage}
+	if err != nil {
+		// The round broke down (its workers would not start, a fault would not
+		// heal): the next would too.
+		r.Verdict = models.Unknown
+		return r, err
+	}
+	for _, c := range res.Checks {
+		if c.Cause != nil && r.Cause == "" {
+			r.Cause = string(c.Cause.Class)
+		}
+	}
+	if t.Removed {
+		r.Dir = "(removed: --keep failed)"
+	}
+	return r, nil
 }
 
 // roundConfig is round i's run: the base with the probe's regimes (the fixed knobs in
@@ -143,9 +219,5 @@ func roundConfig(base harness.Config, p Probe, fixed workloads.Fixed, i int64, d
 	c.Workload.Regimes = workloads.Fix(p.Regimes, fixed)
 	c.Workload.RegimeLength = d / time.Duration(max(1, len(p.Regimes)))
 	c.Workload.KeepAfterInfo = p.KeepWorkers
-	c.Nemesis, c.ServerTargets, c.ClientTargets, c.Shapes = p.Faults, p.ServerTargets, p.ClientTargets, p.Shapes
-	if p.Interval > 0 {
-		c.NemesisInterval = p.Interval
-	}
-	return c
+	return c.WithSetup(p.Setup)
 }

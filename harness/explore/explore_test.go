@@ -19,7 +19,7 @@ func TestProbesLeaveOutUnfencedOnlyFaults(t *testing.T) {
 	unfenced := []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}
 	has := func(ps []Probe) bool {
 		for _, p := range ps {
-			for _, c := range p.Faults {
+			for _, c := range p.Classes {
 				if slices.Contains(unfenced, c) {
 					return true
 				}
@@ -55,7 +55,7 @@ func table(counts map[string]int) coverage.Table {
 }
 
 func TestChooseVisitsEachProbeThenTheLeastCovered(t *testing.T) {
-	menu := []Probe{{Name: "a", Aims: []string{"x"}}, {Name: "b", Aims: []string{"y", "z"}}, {Name: "c", Aims: []string{"x", "y"}}}
+	menu := []Probe{probe("a", "x"), probe("b", "y", "z"), probe("c", "x", "y")}
 	rng := rand.New(rand.NewPCG(1, 1))
 	tally := NewTally()
 	var order []string
@@ -82,7 +82,7 @@ func TestRoundConfigAppliesTheProbe(t *testing.T) {
 	base := harness.Config{Seed: 100, Workload: workloads.Config{Kind: workloads.Mutex}}
 	p := Probes(2*time.Second, false)[1]
 	c := roundConfig(base, p, workloads.Fixed{AcquireTimeout: 150 * time.Millisecond}, 3, 20*time.Second)
-	if c.Seed != 103 || c.Duration != 20*time.Second || !slices.Equal(c.Nemesis, p.Faults) || c.Workload.KeepAfterInfo != p.KeepWorkers {
+	if c.Seed != 103 || c.Duration != 20*time.Second || !slices.Equal(c.Nemesis, p.Classes) || c.NemesisInterval != p.Interval || c.Workload.KeepAfterInfo != p.KeepWorkers {
 		t.Fatalf("round config %+v does not carry probe %q", c, p.Name)
 	}
 	if c.Workload.RegimeLength*time.Duration(len(p.Regimes)) != c.Duration {
@@ -100,7 +100,7 @@ func TestRoundConfigAppliesTheProbe(t *testing.T) {
 
 // fakeRounds stands in for real runs (this is a unit test of the loop): each round
 // returns the next verdict of the list.
-func fakeRounds(verdicts ...models.Verdict) (func(context.Context, harness.Config) (Round, error), *[]harness.Config) {
+func fakeRounds(verdicts ...models.Verdict) (roundFunc, *[]harness.Config) {
 	var seen []harness.Config
 	return func(_ context.Context, c harness.Config) (Round, error) {
 		seen = append(seen, c)
@@ -111,7 +111,7 @@ func fakeRounds(verdicts ...models.Verdict) (func(context.Context, harness.Confi
 
 func TestRunStopsAtTheFirstViolation(t *testing.T) {
 	run, seen := fakeRounds(models.Valid, models.Unknown, models.Invalid, models.Valid)
-	s, err := Run(context.Background(), Config{Base: harness.Config{SessionTimeout: 2 * time.Second}, Budget: time.Hour, RunRound: run})
+	s, err := Config{Budget: time.Hour}.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestRunKeepsGoingToTheBudget(t *testing.T) {
 		}
 		return run(c, cfg)
 	}
-	s, err := Run(ctx, Config{Base: harness.Config{SessionTimeout: 2 * time.Second}, Budget: time.Hour, KeepGoing: true, RunRound: counted})
+	s, err := Config{Budget: time.Hour, KeepGoing: true}.loop(ctx, harness.Config{SessionTimeout: 2 * time.Second}, counted)
 	if err != nil || len(s.Rounds) != 4 || s.Verdict != models.Invalid {
 		t.Fatalf("rounds %d, verdict %s, err %v; want 4 rounds (cancelled), invalid", len(s.Rounds), s.Verdict, err)
 	}
@@ -141,11 +141,16 @@ func TestRunKeepsGoingToTheBudget(t *testing.T) {
 
 func TestRunReportsARoundThatCouldNotRun(t *testing.T) {
 	broken := func(context.Context, harness.Config) (Round, error) { return Round{}, errors.New("no quorum") }
-	s, err := Run(context.Background(), Config{Budget: time.Hour, RunRound: broken})
+	s, err := Config{Budget: time.Hour}.loop(context.Background(), harness.Config{}, broken)
 	if err == nil || len(s.Rounds) != 0 {
 		t.Fatalf("err %v, %d rounds; want the round's error", err, len(s.Rounds))
 	}
-	if _, err := Run(context.Background(), Config{RunRound: broken}); err == nil {
+	if s, err := Run(context.Background(), Config{Base: harness.Config{Recipe: "gozk"}}); err == nil || s.Dir != "" {
 		t.Error("a session without a budget ran")
 	}
+}
+
+// probe is a fault-free probe of this name aimed at these rows.
+func probe(name string, aims ...string) Probe {
+	return Probe{Setup: nemesis.Setup{Name: name}, Aims: aims}
 }

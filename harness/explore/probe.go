@@ -10,21 +10,14 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// Probe is one kind of round: the regimes its workload goes through and the faults
-// its nemesis injects, aimed at the situations (coverage rows) it is there to reach.
+// Probe is one kind of round: the regimes its workload goes through and the named
+// fault setup its nemesis runs (its Name is the probe's, a few words saying what it
+// does; no classes: a fault-free round), aimed at the situations (coverage rows) it
+// is there to reach.
 type Probe struct {
-	// Name says what the probe does, in a few words.
-	Name string `json:"name"`
+	nemesis.Setup
 	// Regimes are the workload's regimes, in turn, each a share of the round.
 	Regimes []workloads.Regime `json:"regimes"`
-	// Faults are the nemesis's classes (none: a fault-free round) and the targets it
-	// aims them at (empty: any).
-	Faults        []nemesis.Class        `json:"faults,omitempty"`
-	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
-	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
-	Shapes        []nemesis.Shape        `json:"shapes,omitempty"`
-	// Interval is the nemesis's mean quiet time between faults (0: the run's).
-	Interval time.Duration `json:"interval_ns,omitempty"`
 	// KeepWorkers keeps a worker whose call ended with an unknown outcome, with its
 	// session, as applications do (workloads.Config.KeepAfterInfo).
 	KeepWorkers bool `json:"keep_workers,omitempty"`
@@ -53,33 +46,35 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 	longHoldsOnly := []workloads.Regime{{Name: "long holds only",
 		Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 20 * time.Second}},
 		Holds:    []workloads.Span{{Weight: 1, Min: 2 * sessionTimeout, Max: 4 * sessionTimeout}}, Active: 0.6}}
+	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
 	probes := []Probe{
-		{Name: "queue churn", Regimes: std("full queue", "impatient waiters", "sparse"),
+		{Setup: nemesis.Setup{Name: "queue churn"}, Regimes: std("full queue", "impatient waiters", "sparse"),
 			Aims: []string{coverage.RowTimedOutQueued, coverage.RowPredecessorGone}},
-		{Name: "replies lost", KeepWorkers: true, Regimes: []workloads.Regime{{Name: "creates in flight",
-			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
-			Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
-			Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
-			Faults: []nemesis.Class{nemesis.ClassReplyLoss}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle},
-			Interval: 2 * time.Second, Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo}},
-		{Name: "holders cut off", Regimes: longHoldsOnly,
-			Faults: []nemesis.Class{nemesis.ClassClientPartition}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
-			Interval: 2 * time.Second, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold, coverage.RowLost}},
-		{Name: "holder's follower cut off", Regimes: longHoldsOnly, Interval: 3 * time.Second,
-			Faults: []nemesis.Class{nemesis.ClassPartition}, Shapes: []nemesis.Shape{nemesis.IsolateFollowerQuorum},
-			Aims: []string{coverage.RowServerFaultHeld, coverage.RowLost}},
-		{Name: "crashing and cut-off clients", Regimes: std("full queue", "impatient waiters"), Interval: 3 * time.Second,
-			Faults:        []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition, nemesis.ClassClientServerPartition},
-			ClientTargets: []nemesis.ClientTarget{nemesis.TargetRandomClient, nemesis.TargetHolder, nemesis.TargetWaiter},
-			Aims:          []string{coverage.RowFaultAcquiring, coverage.RowFaultHolding, coverage.RowPredecessorGone}},
-		{Name: "server faults", Regimes: std("full queue", "long holds"), Interval: 5 * time.Second,
-			Faults: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassPacket},
-			Aims:   []string{coverage.RowServerFaultHeld}},
+		{Setup: nemesis.Setup{Name: "replies lost", Classes: []nemesis.Class{nemesis.ClassReplyLoss},
+			ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle}, Interval: 2 * time.Second},
+			KeepWorkers: true, Regimes: []workloads.Regime{{Name: "creates in flight",
+				Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
+				Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
+				Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
+			Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo}},
+		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition}, ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: longHoldsOnly, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold, coverage.RowLost}},
+		{Setup: nemesis.Setup{Name: "holder's follower cut off", Classes: []nemesis.Class{nemesis.ClassPartition},
+			Shapes: []nemesis.Shape{nemesis.IsolateFollowerQuorum}, Interval: 3 * time.Second},
+			Regimes: longHoldsOnly, Aims: []string{coverage.RowServerFaultHeld, coverage.RowLost}},
+		{Setup: nemesis.Setup{Name: "crashing and cut-off clients",
+			Classes:       []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition, nemesis.ClassClientServerPartition},
+			ClientTargets: []nemesis.ClientTarget{nemesis.TargetRandomClient, nemesis.TargetHolder, nemesis.TargetWaiter}, Interval: 3 * time.Second},
+			Regimes: std("full queue", "impatient waiters"),
+			Aims:    []string{coverage.RowFaultAcquiring, coverage.RowFaultHolding, coverage.RowPredecessorGone}},
+		{Setup: nemesis.Setup{Name: "server faults", Classes: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassPacket},
+			Interval: 5 * time.Second},
+			Regimes: std("full queue", "long holds"), Aims: []string{coverage.RowServerFaultHeld}},
 	}
 	if fenced {
-		probes = append(probes, Probe{Name: "paused and expired holders", Regimes: std("long holds"), Interval: 2 * time.Second,
-			Faults: []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
-			Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}})
+		probes = append(probes, Probe{Setup: nemesis.Setup{Name: "paused and expired holders",
+			Classes: []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}, ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: std("long holds"), Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}})
 	}
 	return probes
 }
