@@ -139,6 +139,19 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		// The herd figure is not part of the verdict: say what went wrong.
 		out.Warnings = append(out.Warnings, err.Error())
 	}
+	if out.Checks, err = runChecks(h, res, cfg.Kind, run.Cause, out.Coverage); err != nil {
+		return Results{}, fmt.Errorf("%s: %w", run.History, err)
+	}
+	out.Checks, out.Verdict = Verdict(out.Checks)
+	err = writeReport(d, &out, h, res, cfg)
+	return out, err
+}
+
+// runChecks are a run's checks: each key's (with its first violation, its window and
+// an exclusive lock's cause class), the final phase's liveness if the history records
+// one, and a check that fails a history that exercised nothing.
+func runChecks(h histories.History, res models.Result, kind models.Kind, p cause.Params, covered coverage.Table) ([]Check, error) {
+	var checks []Check
 	for _, k := range res.Keys {
 		c := Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness}
 		if k.FirstViolation >= 0 && k.Verdict == models.Invalid {
@@ -148,32 +161,55 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		for _, op := range k.Window {
 			c.WindowIndexes = append(c.WindowIndexes, op.Index)
 		}
-		c.Cause = causeOf(h, c, cfg.Kind, run.Cause)
-		out.Checks = append(out.Checks, c)
+		c.Cause = causeOf(h, c, kind, p)
+		checks = append(checks, c)
 	}
 	live, found, err := LivenessCheck(h)
 	if err != nil {
-		return Results{}, fmt.Errorf("%s: %w", run.History, err)
+		return nil, err
 	}
 	if found {
-		out.Checks = append(out.Checks, live)
+		checks = append(checks, live)
 	}
-	if c, nothing := ExercisedCheck(out.Coverage); nothing {
-		out.Checks = append(out.Checks, c)
+	if c, nothing := ExercisedCheck(covered); nothing {
+		checks = append(checks, c)
 	}
-	out.Checks, out.Verdict = Verdict(out.Checks)
+	return checks, nil
+}
+
+// writeReport writes the run's report files into d, listing each in out.Files, and
+// results.json last.
+func writeReport(d rundir.Dir, out *Results, h histories.History, res models.Result, cfg models.Config) error {
 	out.Files["history"] = rundir.History
 	if out.Herd != nil {
 		out.Files["herd"] = rundir.Herd
 	}
 	if err := writeFile(d.File(rundir.Nemesis), func(w io.Writer) error { return histories.WriteJSONL(w, NemesisOps(h)) }); err != nil {
-		return out, err
+		return err
 	}
 	out.Files["nemesis"] = rundir.Nemesis
 	if err := writeFile(d.File(rundir.Timeline), func(w io.Writer) error { return WriteTimeline(w, h, res, out.Coverage) }); err != nil {
-		return out, err
+		return err
 	}
 	out.Files["timeline"] = rundir.Timeline
+	writePictures(d, out, h)
+	if res.Verdict == models.Invalid {
+		if err := writeFile(d.File(rundir.Linearizability), func(w io.Writer) error { return models.WriteVisualization(w, res, cfg) }); err != nil {
+			return err
+		}
+		out.Files["linearizability"] = rundir.Linearizability
+	}
+	if err := writeFile(d.File(rundir.JUnit), func(w io.Writer) error { return WriteJUnit(w, *out, time.Now()) }); err != nil {
+		return err
+	}
+	out.Files["junit"] = rundir.JUnit
+	out.Files["results"] = rundir.Results
+	return d.WriteJSON(rundir.Results, *out)
+}
+
+// writePictures draws the latency and rate plots into d. A picture is a view of the
+// history, not part of the verdict: one that cannot be drawn is a warning.
+func writePictures(d rundir.Dir, out *Results, h histories.History) {
 	chart := plots.Chart{Title: out.Test, Marks: Marks(out.Checks)}
 	if chart.Title == "" {
 		chart.Title = out.Recipe
@@ -183,25 +219,11 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		draw      func(io.Writer, histories.History, plots.Chart) error
 	}{{"latency", rundir.Latency, plots.Latency}, {"rate", rundir.Rate, plots.Rate}} {
 		if err := writeFile(d.File(pic.file), func(w io.Writer) error { return pic.draw(w, h, chart) }); err != nil {
-			// A picture is a view of the history, not part of the verdict: say what went
-			// wrong and write the rest of the report.
 			out.Warnings = append(out.Warnings, err.Error())
 			continue
 		}
 		out.Files[pic.key] = pic.file
 	}
-	if res.Verdict == models.Invalid {
-		if err := writeFile(d.File(rundir.Linearizability), func(w io.Writer) error { return models.WriteVisualization(w, res, cfg) }); err != nil {
-			return out, err
-		}
-		out.Files["linearizability"] = rundir.Linearizability
-	}
-	if err := writeFile(d.File(rundir.JUnit), func(w io.Writer) error { return WriteJUnit(w, out, time.Now()) }); err != nil {
-		return out, err
-	}
-	out.Files["junit"] = rundir.JUnit
-	out.Files["results"] = rundir.Results
-	return out, d.WriteJSON(rundir.Results, out)
 }
 
 // NemesisOps returns the nemesis ops of h (fault starts and stops, the final phase's

@@ -12,6 +12,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/report"
 )
 
+// checkCmd is `zlockcheck check`: a history file checked with the flags' model, or a
+// run directory checked again as the run is judged.
 func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("check", stderr)
 	var (
@@ -44,25 +46,7 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitError, err
 	}
-	if *format == "" {
-		*format = "jsonl"
-		if strings.EqualFold(filepath.Ext(path), ".edn") {
-			*format = "edn"
-		}
-	}
-	var h histories.History
-	switch *format {
-	case "jsonl":
-		var warnings []string
-		h, warnings, err = histories.Load(path)
-		for _, w := range warnings {
-			fmt.Fprintf(stderr, "warning: %s\n", w)
-		}
-	case "edn":
-		h, err = histories.LoadEDN(path)
-	default:
-		return exitError, fmt.Errorf("--format: want jsonl or edn, got %q", *format)
-	}
+	h, err := loadHistory(path, *format, stderr)
 	if err != nil {
 		return exitError, err
 	}
@@ -90,4 +74,26 @@ func checkCmd(args []string, stdout, stderr io.Writer) (int, error) {
 		fmt.Fprintf(stdout, "visualization: %s\n", *html)
 	}
 	return verdictCode(verdict), nil
+}
+
+// loadHistory loads a history file in format (jsonl or edn; "": by the file's name),
+// its warnings on stderr.
+func loadHistory(path, format string, stderr io.Writer) (histories.History, error) {
+	if format == "" {
+		format = "jsonl"
+		if strings.EqualFold(filepath.Ext(path), ".edn") {
+			format = "edn"
+		}
+	}
+	switch format {
+	case "jsonl":
+		h, warnings, err := histories.Load(path)
+		for _, w := range warnings {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		return h, err
+	case "edn":
+		return histories.LoadEDN(path)
+	}
+	return nil, fmt.Errorf("--format: want jsonl or edn, got %q", format)
 }

@@ -79,17 +79,23 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		worst = models.Worse(worst, verdict)
 	}
 	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		var v any = sessions2
-		if len(sessions2) == 1 {
-			v = sessions2[0]
-		}
-		if err := enc.Encode(v); err != nil {
+		if err := writeSessionsJSON(stdout, sessions2); err != nil {
 			return exitError, err
 		}
 	}
 	return verdictCode(worst), nil
+}
+
+// writeSessionsJSON prints the sessions as indented JSON: one session alone, many as
+// a list.
+func writeSessionsJSON(w io.Writer, sessions []explore.Session) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	var v any = sessions
+	if len(sessions) == 1 {
+		v = sessions[0]
+	}
+	return enc.Encode(v)
 }
 
 // exploreFlags defines explore's flags: run's, less those explore chooses itself,
