@@ -18,8 +18,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
-// Outcome is what a finished run left behind: where its files are. Checking the
-// history is the caller's job.
+// Outcome is what a finished run left behind: where its files are. Run does not
+// check the history: Test does.
 type Outcome struct {
 	// Dir is the run's directory.
 	Dir string
