@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/internal/testenv/leftover"
 )
 
 func TestEnsembleStartsAndServes(t *testing.T) {
-	requireIntegration(t)
+	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.IPRoute2)
 	for _, nodes := range []int{3, 5} {
 		ctx := context.Background()
 		net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
@@ -42,14 +44,14 @@ func TestEnsembleStartsAndServes(t *testing.T) {
 		if err := net.Destroy(); err != nil {
 			t.Fatal(err)
 		}
-		assertNothingLeft(t)
+		leftover.Assert(t)
 	}
 }
 
 // TestEnsembleFromZKHome lays Debian's ZooKeeper jars out as a release tarball does
 // (DIR/*.jar, DIR/lib/*.jar) and starts an ensemble from it with ZKHome.
 func TestEnsembleFromZKHome(t *testing.T) {
-	requireIntegration(t)
+	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.IPRoute2)
 	home := t.TempDir()
 	if err := os.Mkdir(filepath.Join(home, "lib"), 0o755); err != nil {
 		t.Fatal(err)
