@@ -53,12 +53,13 @@ func (e *Ensemble) PlainLoops(ctx context.Context, path string, n int, d, sessio
 }
 
 // plainSession opens a go-zookeeper session (through dialer, unless nil) and waits
-// until it is established.
-func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dialer) (*zk.Conn, error) {
+// until it is established; opts are further options (a logger).
+func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dialer, opts ...zk.ConnOption) (*zk.Conn, error) {
 	if dialer == nil {
 		dialer = net.DialTimeout
 	}
-	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithDialer(dialer))
+	opts = append([]zk.ConnOption{zk.WithLogInfo(false), zk.WithDialer(dialer)}, opts...)
+	c, events, err := zk.Connect(servers, sessionTimeout, opts...)
 	if err != nil {
 		return nil, err
 	}

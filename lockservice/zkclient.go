@@ -18,16 +18,7 @@ func (e *Ensemble) Client(ctx context.Context, sessionTimeout time.Duration) (*z
 	dialer := func(_, addr string, timeout time.Duration) (net.Conn, error) {
 		return e.Dial(ctx, addr, timeout)
 	}
-	conn, events, err := zk.Connect(strings.Split(e.Connect(), ","), sessionTimeout,
-		zk.WithDialer(dialer), zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
-	if err != nil {
-		return nil, err
-	}
-	if err := WaitSession(events, 2*sessionTimeout); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	return plainSession(strings.Split(e.Connect(), ","), sessionTimeout, dialer, zk.WithLogger(quietLogger{}))
 }
 
 type quietLogger struct{}
