@@ -41,7 +41,7 @@ func (e *Ensemble) PlainLoops(ctx context.Context, path string, n int, d, sessio
 	b := Baseline{Goroutines: n, Duration: d}
 	conns := make([]*zk.Conn, n)
 	for i := range conns {
-		c, err := plainSession(strings.Split(connect, ","), sessionTimeout, dialer)
+		c, err := plainSession(strings.Split(connect, ","), sessionTimeout, dialer, nil)
 		if err != nil {
 			return b, fmt.Errorf("baseline session %d: %w", i, err)
 		}
@@ -53,13 +53,15 @@ func (e *Ensemble) PlainLoops(ctx context.Context, path string, n int, d, sessio
 }
 
 // plainSession opens a go-zookeeper session (through dialer, unless nil) and waits
-// until it is established; opts are further options (a logger).
-func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dialer, opts ...zk.ConnOption) (*zk.Conn, error) {
+// until it is established; logger, unless nil, replaces go-zookeeper's.
+func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dialer, logger zk.Logger) (*zk.Conn, error) {
 	if dialer == nil {
 		dialer = net.DialTimeout
 	}
-	opts = append([]zk.ConnOption{zk.WithLogInfo(false), zk.WithDialer(dialer)}, opts...)
-	c, events, err := zk.Connect(servers, sessionTimeout, opts...)
+	if logger == nil {
+		logger = zk.DefaultLogger
+	}
+	c, events, err := zk.Connect(servers, sessionTimeout, zk.WithLogInfo(false), zk.WithDialer(dialer), zk.WithLogger(logger))
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func PlainLoop(ctx context.Context, cfg PlainLoopConfig) (Baseline, error) {
 	case cfg.HoldMin < 0 || cfg.HoldMax < cfg.HoldMin:
 		return b, fmt.Errorf("plain loop: hold range %s..%s: want 0 <= min <= max", cfg.HoldMin, cfg.HoldMax)
 	}
-	c, err := plainSession(cfg.Servers, cfg.SessionTimeout, nil)
+	c, err := plainSession(cfg.Servers, cfg.SessionTimeout, nil, nil)
 	if err != nil {
 		return b, fmt.Errorf("plain loop: %w", err)
 	}

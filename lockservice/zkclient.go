@@ -18,7 +18,7 @@ func (e *Ensemble) Client(ctx context.Context, sessionTimeout time.Duration) (*z
 	dialer := func(_, addr string, timeout time.Duration) (net.Conn, error) {
 		return e.Dial(ctx, addr, timeout)
 	}
-	return plainSession(strings.Split(e.Connect(), ","), sessionTimeout, dialer, zk.WithLogger(quietLogger{}))
+	return plainSession(strings.Split(e.Connect(), ","), sessionTimeout, dialer, quietLogger{})
 }
 
 type quietLogger struct{}
