@@ -7,10 +7,19 @@
 // Service is the seam: the run (harness), the nemesis and explore see a lock service
 // only through it, plus optional abilities declared where they are used (a lock's
 // entries and live sessions for the liveness and orphan watches, a counter, the
-// herd sample). ZooKeeper is the one kind today (Ensemble: local namespaces,
-// StartEnsemble; SSH nodes, StartRemoteEnsemble; an existing ensemble,
-// ConnectEnsemble; Start picks one from a Config). A second kind (a set of Redis
-// instances, a Postgres server, an etcd cluster) is one more implementation of
+// herd sample). Start picks a kind and a place from a Config:
+//
+//   - ZooKeeper (Ensemble): servers in local namespaces (StartEnsemble), on SSH nodes
+//     (StartRemoteEnsemble), or an existing ensemble (ConnectEnsemble); it has every
+//     ability.
+//   - Redis (Redis, StartRedis): Debian's redis-server, one instance per namespace of
+//     the run's network, in a topology (one instance, a primary with replicas, or
+//     independent primaries for RedLock) with a persistence setting (RedisSettings);
+//     it reads the lock's key and its clients (OpenLock, LiveSessions) and has no
+//     counter, herd sample or plain client loop yet. CleanupRedis finds an instance
+//     that outlived its run's namespace.
+//
+// A further kind (a Postgres server, an etcd cluster) is one more implementation of
 // Service, with the abilities that mean something for it.
 //
 // StartStandalone is a single ZooKeeper server on loopback for tests of one worker

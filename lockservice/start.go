@@ -2,14 +2,42 @@ package lockservice
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
+// Kind is a kind of lock service: what a run starts and its workers talk to.
+type Kind string
+
+// The kinds of lock service.
+const (
+	// KindZooKeeper is an ensemble of ZooKeeper servers (Ensemble), the default.
+	KindZooKeeper Kind = "zookeeper"
+	// KindRedis is a set of Redis instances (Redis).
+	KindRedis Kind = "redis"
+)
+
+// ParseKind reads a service kind: zookeeper or redis.
+func ParseKind(s string) (Kind, error) {
+	switch Kind(s) {
+	case KindZooKeeper, KindRedis:
+		return Kind(s), nil
+	}
+	return "", fmt.Errorf("want zookeeper or redis, got %q", s)
+}
+
 // Config says which servers a run uses: ZooKeeper servers started in the run's
-// namespaces (the default), on SSH nodes (SSH), or an existing ensemble (Connect).
+// namespaces (the default), on SSH nodes (SSH), or an existing ensemble (Connect); or,
+// for Kind redis, Redis instances started in the run's namespaces (Redis).
 type Config struct {
+	// Kind is the kind of service ("": ZooKeeper).
+	Kind Kind
+	// Redis says how to run the Redis instances of Kind redis (its Dir and Nodes,
+	// when unset, are Ensemble's).
+	Redis RedisConfig
 	// Ensemble says how to run servers the tool starts (its Dir receives their files).
 	Ensemble EnsembleConfig
 	// SSH, when set, starts the servers on these nodes instead (remote.go).
@@ -24,6 +52,13 @@ type Config struct {
 // it makes (namespaces, node directories). On error the Service returned, if not
 // nil, holds what was started so far: Close it.
 func Start(ctx context.Context, network *netns.Network, cfg Config, runID string) (Service, error) {
+	switch cfg.Kind {
+	case "", KindZooKeeper:
+	case KindRedis:
+		return startRedis(ctx, network, cfg)
+	default:
+		return nil, fmt.Errorf("service: want zookeeper or redis, got %q", cfg.Kind)
+	}
 	switch {
 	case cfg.Connect != "":
 		e, err := ConnectEnsemble(ctx, network, cfg.Connect, cfg.ConnectTimeout)
@@ -43,4 +78,27 @@ func orNil(e *Ensemble) Service {
 		return nil
 	}
 	return e
+}
+
+// startRedis starts the Redis instances cfg asks for: only in the run's namespaces
+// (an existing Redis, or Redis on SSH nodes, is not built).
+func startRedis(ctx context.Context, network *netns.Network, cfg Config) (Service, error) {
+	switch {
+	case cfg.Connect != "":
+		return nil, errors.New("service redis: testing an existing Redis (--connect) is not built yet")
+	case cfg.SSH != nil:
+		return nil, errors.New("service redis: Redis on SSH nodes (--ssh-nodes) is not built yet")
+	}
+	rc := cfg.Redis
+	if rc.Dir == "" {
+		rc.Dir = cfg.Ensemble.Dir
+	}
+	if rc.Nodes == 0 {
+		rc.Nodes = cfg.Ensemble.Nodes
+	}
+	r, err := StartRedis(ctx, network, rc)
+	if r == nil {
+		return nil, err
+	}
+	return r, err
 }

@@ -35,6 +35,8 @@ const (
 	Curator
 	// Chromium: Debian's chromium (the results browser's tests).
 	Chromium
+	// RedisServer: Debian's redis-server on the PATH (the binary is in redis-tools).
+	RedisServer
 	// StandaloneZK: a standalone ZooKeeper named by ZLC_ZK_CONNECT
 	// (scripts/with-zk.sh starts one; make test runs go test under it).
 	StandaloneZK
@@ -61,9 +63,10 @@ func catalogue() map[Requirement]requirement {
 		Kazoo: {"/usr/bin/python3 with python3-kazoo", func() bool {
 			return exec.Command("/usr/bin/python3", "-c", "import kazoo").Run() == nil
 		}},
-		JDK:      {"javac (default-jdk-headless)", onPath("javac")},
-		Curator:  {"libcurator-recipes-java", fileExists("/usr/share/java/curator-recipes.jar")},
-		Chromium: {"Debian's chromium package", func() bool { return ChromiumPath() != "" }},
+		JDK:         {"javac (default-jdk-headless)", onPath("javac")},
+		Curator:     {"libcurator-recipes-java", fileExists("/usr/share/java/curator-recipes.jar")},
+		Chromium:    {"Debian's chromium package", func() bool { return ChromiumPath() != "" }},
+		RedisServer: {"Debian's redis-server and redis-tools (redis-server)", onPath("redis-server")},
 		StandaloneZK: {"a standalone ZooKeeper in " + ZKConnectVar + " (run under scripts/with-zk.sh; make test does)",
 			func() bool { return os.Getenv(ZKConnectVar) != "" }},
 	}

@@ -1,0 +1,358 @@
+package lockservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// RedisInstance is one redis-server of a run: its id, where it runs, its files.
+type RedisInstance struct {
+	// ID is the instance's number, from 1 (instance 1 is the replicas' primary).
+	ID int
+	// Host is where it runs: starting, killing and signalling it, changing its
+	// network and reading its log all go through it (a namespace, nsHost).
+	Host nemesis.ServerHost
+	// Dir holds its redis.conf (Conf), log (Log), pid file and data directory.
+	Dir  string
+	Conf string
+	Log  string
+}
+
+// ClientAddr is the instance's client address, host:6379.
+func (in *RedisInstance) ClientAddr() string {
+	return netip.AddrPortFrom(in.Host.Addr(), redisPort).String()
+}
+
+// Redis is a running set of Redis instances, each in its own namespace of the run's
+// network (server N at ServerAddr(N), port 6379), started fresh for the run.
+type Redis struct {
+	net       *netns.Network
+	cfg       RedisConfig
+	Instances []*RedisInstance
+}
+
+var _ Service = (*Redis)(nil)
+
+// opTimeout bounds one exchange of the harness with an instance: a paused instance
+// accepts the connection (the kernel does) but never answers.
+const opTimeout = time.Second
+
+// StartRedis creates a namespace per instance on net, writes each instance's
+// redis.conf and starts them, then waits until every one serves (the replicas linked
+// to their primary). On error the Redis returned, if not nil, holds what was started
+// so far: Close it.
+func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redis, error) {
+	cfg.defaults()
+	if err := cfg.Validate(cfg.Nodes); err != nil {
+		return nil, err
+	}
+	bin, err := exec.LookPath(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %s not found (%v): install Debian's redis-server and redis-tools (make setup)", cfg.Binary, err)
+	}
+	cfg.Binary = bin
+	r := &Redis{net: net, cfg: cfg}
+	for id := 1; id <= cfg.Nodes; id++ {
+		in, err := r.addInstance(ctx, id)
+		if err != nil {
+			return r, err
+		}
+		r.Instances = append(r.Instances, in)
+	}
+	for _, in := range r.Instances {
+		if err := in.Host.Start(ctx); err != nil {
+			return r, fmt.Errorf("redis instance %d: %w", in.ID, err)
+		}
+	}
+	return r, r.WaitServing(ctx, cfg.StartTimeout)
+}
+
+// addInstance makes instance id's namespace on the network and writes its files.
+func (r *Redis) addInstance(ctx context.Context, id int) (*RedisInstance, error) {
+	ns, err := r.net.AddHost(ctx, fmt.Sprintf("s%d", id), ServerAddr(id))
+	if err != nil {
+		return nil, err
+	}
+	in := &RedisInstance{ID: id, Dir: filepath.Join(r.cfg.Dir, ns.Name)}
+	f := redisFiles{Conf: filepath.Join(in.Dir, "redis.conf"), Log: filepath.Join(in.Dir, "server.log"),
+		Pid: filepath.Join(in.Dir, "redis.pid"), Data: filepath.Join(in.Dir, "data")}
+	in.Conf, in.Log = f.Conf, f.Log
+	if err := os.MkdirAll(f.Data, 0o755); err != nil {
+		return nil, err
+	}
+	var primary netip.Addr
+	if r.cfg.Topology == RedisReplicas && id > 1 {
+		primary = ServerAddr(1)
+	}
+	if err := os.WriteFile(f.Conf, redisConf(r.cfg.RedisSettings, id, ServerAddr(id), f, primary), 0o644); err != nil {
+		return nil, err
+	}
+	in.Host = newNSHost(id, ns, []string{r.cfg.Binary, f.Conf}, f.Log)
+	return in, nil
+}
+
+// Settings are the instances' topology and persistence.
+func (r *Redis) Settings() RedisSettings { return r.cfg.RedisSettings }
+
+// Connect is every instance's address, host:6379,..., instance 1 (the primary) first.
+func (r *Redis) Connect() string {
+	addrs := make([]string, len(r.Instances))
+	for i, in := range r.Instances {
+		addrs[i] = in.ClientAddr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Nodes are the instances as the nemesis addresses them.
+func (r *Redis) Nodes() []nemesis.Server {
+	out := make([]nemesis.Server, len(r.Instances))
+	for i, in := range r.Instances {
+		out[i] = nemesis.Server{ID: in.ID, Host: in.Host}
+	}
+	return out
+}
+
+// Managed is true: the tool starts and stops every instance.
+func (r *Redis) Managed() bool { return true }
+
+// Dial opens a TCP connection from the harness (the run network's hub) to addr.
+func (r *Redis) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return r.net.Dial(ctx, addr, timeout)
+}
+
+// call sends commands to an instance over a fresh connection, bounded by opTimeout,
+// and returns their replies (an error reply is a respError among them).
+func (r *Redis) call(ctx context.Context, in *RedisInstance, cmds ...[]string) ([]any, error) {
+	conn, err := r.Dial(ctx, in.ClientAddr(), opTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(opTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	return newRespConn(conn).pipeline(cmds...)
+}
+
+// do sends one command to an instance; an error reply is the error.
+func (r *Redis) do(ctx context.Context, in *RedisInstance, args ...string) (any, error) {
+	out, err := r.call(ctx, in, args)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := out[0].(respError); ok {
+		return nil, e
+	}
+	return out[0], nil
+}
+
+// info is one section of an instance's INFO as key:value pairs.
+func (r *Redis) info(ctx context.Context, in *RedisInstance, section string) (map[string]string, error) {
+	v, err := r.do(ctx, in, "INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	text, err := replyString(v)
+	if err != nil {
+		return nil, err
+	}
+	return parseInfo(text), nil
+}
+
+// parseInfo reads INFO's key:value lines (comments and blank lines skipped).
+func parseInfo(text string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Version is what the first instance that answers says it runs (INFO server's
+// redis_version), "" when none answers.
+func (r *Redis) Version(ctx context.Context) string {
+	for _, in := range r.Instances {
+		if m, err := r.info(ctx, in, "server"); err == nil && m["redis_version"] != "" {
+			return m["redis_version"]
+		}
+	}
+	return ""
+}
+
+// Leader is the primary: for replicas the instance that reports role:master (the
+// lowest id if several do), for a single instance instance 1; RedLock's independent
+// instances have none.
+func (r *Redis) Leader(ctx context.Context) (int, bool) {
+	switch r.cfg.Topology {
+	case RedisSingle:
+		return 1, true
+	case RedisReplicas:
+		for _, in := range r.Instances {
+			if m, err := r.info(ctx, in, "replication"); err == nil && m["role"] == "master" {
+				return in.ID, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Close kills every instance and waits until each one's processes (a child forked
+// for a sync or a rewrite too) are gone. The instances' files stay in the run
+// directory.
+func (r *Redis) Close() error {
+	var pgids []int
+	for _, in := range r.Instances {
+		if pid := in.Host.Pid(); pid > 0 {
+			pgids = append(pgids, pid)
+		}
+		_ = in.Host.Kill(context.Background())
+	}
+	var errs []error
+	for _, pgid := range pgids {
+		errs = append(errs, waitGroupGone(pgid, 5*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// waitGroupGone waits until process group pgid has no process left, killing what
+// is left of it.
+func waitGroupGone(pgid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for syscall.Kill(-pgid, 0) == nil {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis: process group %d outlived SIGKILL for %s", pgid, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// redisStatus is whether one instance serves, and why not.
+type redisStatus struct {
+	ID      int
+	Serving bool
+	Error   string
+}
+
+// statuses asks every instance, in parallel, whether it serves: it answers PING,
+// and a replica's link to its primary is up.
+func (r *Redis) statuses(ctx context.Context) []redisStatus {
+	out := make([]redisStatus, len(r.Instances))
+	var wg sync.WaitGroup
+	for i, in := range r.Instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = redisStatus{ID: in.ID}
+			if err := r.serving(ctx, in); err != nil {
+				out[i].Error = err.Error()
+				return
+			}
+			out[i].Serving = true
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// serving is nil when instance in answers PING and, as a replica, is linked.
+func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
+	cmds := [][]string{{"PING"}}
+	replica := r.cfg.Topology == RedisReplicas && in.ID > 1
+	if replica {
+		cmds = append(cmds, []string{"INFO", "replication"})
+	}
+	out, err := r.call(ctx, in, cmds...)
+	if err != nil {
+		return err
+	}
+	if pong, err := replyString(out[0]); err != nil || pong != "PONG" {
+		return fmt.Errorf("PING: %v%s", err, pong)
+	}
+	if !replica {
+		return nil
+	}
+	text, err := replyString(out[1])
+	if err != nil {
+		return err
+	}
+	if m := parseInfo(text); m["master_link_status"] != "up" {
+		return fmt.Errorf("replica of %s: link %s", ServerAddr(1), m["master_link_status"])
+	}
+	return nil
+}
+
+// WaitServing waits until every instance serves (a replica: linked to its primary).
+// An instance that exited, or the timeout, is an error naming each instance that does
+// not serve, why, and the tail of its log.
+func (r *Redis) WaitServing(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		sts := r.statuses(ctx)
+		all := true
+		for _, st := range sts {
+			all = all && st.Serving
+		}
+		if all {
+			return nil
+		}
+		for _, st := range sts {
+			if in := r.Instances[st.ID-1]; !st.Serving && in.Host.Pid() == 0 {
+				return r.notServing(ctx, sts, fmt.Sprintf("instance %d exited", in.ID))
+			}
+		}
+		if time.Now().After(deadline) {
+			return r.notServing(ctx, sts, fmt.Sprintf("not every instance serves within %s", timeout))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// notServing is WaitServing's error: why, then each instance that does not serve.
+func (r *Redis) notServing(ctx context.Context, sts []redisStatus, why string) error {
+	var b strings.Builder
+	b.WriteString("redis not serving: " + why)
+	for _, st := range sts {
+		if st.Serving {
+			continue
+		}
+		in := r.Instances[st.ID-1]
+		fmt.Fprintf(&b, "\n  instance %d (%s, %s): %s; last lines of %s:\n", in.ID, in.ClientAddr(), in.Host, st.Error, in.Log)
+		lines, err := in.Host.LogTail(ctx, 8)
+		if err != nil {
+			lines = []string{"(" + err.Error() + ")"}
+		}
+		for _, l := range lines {
+			b.WriteString("    " + l + "\n")
+		}
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
