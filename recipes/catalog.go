@@ -27,6 +27,12 @@ const (
 	Python Runtime = "python"
 )
 
+// The lock services a recipe can talk to (Entry.Service).
+const (
+	ServiceZooKeeper = "zookeeper"
+	ServiceRedis     = "redis"
+)
+
 // Library names the library a recipe tests, for the record of a run: its version is
 // the Debian package's (Debian) or the Go module's (Module; "" for this module).
 type Library struct {
@@ -45,12 +51,17 @@ type Entry struct {
 	Kinds []workloads.Kind
 	// Runtime is what runs its worker.
 	Runtime Runtime
-	// Mutant marks a deliberately broken variant of zlc-mutex, which a run is
-	// expected to find invalid (or stuck); mutant-herd, safe and live, is expected to
-	// be flagged by the herd check.
+	// Mutant marks a deliberately broken variant of a recipe (zlc-mutex, redis-lock,
+	// or a hand-written RedLock), which a run is expected to find invalid (or stuck);
+	// mutant-herd, safe and live, is expected to be flagged by the herd check.
 	Mutant bool
 	// Library is the library under test.
 	Library Library
+	// Service is the lock service the recipe's worker talks to: "" (or
+	// ServiceZooKeeper) for a ZooKeeper ensemble, ServiceRedis for Redis instances
+	// (init's connect lists host:port of each; see NewRedisLock). A harness refuses a
+	// recipe on another service.
+	Service string
 	// New builds an InProcess recipe; nil for the others.
 	New Constructor
 }
@@ -94,6 +105,7 @@ func Catalog() []Entry {
 		list = append(list, Entry{Name: m.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
 	}
+	list = append(list, redisEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
 			if a.Mutant {
@@ -103,6 +115,33 @@ func Catalog() []Entry {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	return list
+}
+
+// redisEntries are the Redis recipes and their mutants.
+func redisEntries() []Entry {
+	mutex := []workloads.Kind{workloads.Mutex}
+	goRedis := Library{Name: "go-redis", Module: "github.com/redis/go-redis/v9"}
+	list := []Entry{
+		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: ServiceRedis, New: NewRedislock,
+			Library: Library{Name: "redislock", Module: "github.com/bsm/redislock"},
+			Doc:     "bsm/redislock's Obtain / Release on one Redis instance, polling until the acquire timeout; lost when the TTL runs out (monotonic); cannot fence"},
+		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: ServiceRedis, New: NewRedsync,
+			Library: Library{Name: "redsync", Module: "github.com/go-redsync/redsync/v4"},
+			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); lost when Until() passes; cannot fence"},
+	}
+	for _, v := range redisLockVariants {
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: mutex, Service: ServiceRedis, Library: goRedis,
+			Mutant: v.m != redisCorrect, New: redisLockVariant(v.m), Doc: v.doc}
+		if v.m == redisCorrect {
+			e.New = NewRedisLock
+		}
+		list = append(list, e)
+	}
+	for _, v := range redLockVariants {
+		list = append(list, Entry{Name: v.name, Runtime: InProcess, Kinds: mutex, Service: ServiceRedis,
+			Library: goRedis, Mutant: true, New: redLockVariant(v.m), Doc: v.doc})
+	}
 	return list
 }
 

@@ -12,8 +12,11 @@ func TestCatalog(t *testing.T) {
 	for _, r := range Catalog() {
 		names = append(names, r.Name)
 	}
-	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore,zlc-mutex," +
-		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one,mutant-unprotected-create"
+	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
+		"redis-lock,redislock,redsync,zlc-mutex," +
+		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one," +
+		"mutant-redis-blind-del,mutant-redis-ignore-validity,mutant-redis-no-expiry,mutant-redis-setnx-then-expire,mutant-redis-static-value," +
+		"mutant-redlock-minority,mutant-redlock-no-elapsed-check,mutant-unprotected-create"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("Catalog() names = %s, want %s", got, want)
 	}
@@ -37,6 +40,11 @@ func TestCatalog(t *testing.T) {
 		}
 		if r.Library.Name == "" {
 			t.Errorf("%s: no library named", r.Name)
+		}
+		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") ||
+			strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
+		if wantService := map[bool]string{true: ServiceRedis, false: ""}[redisName]; r.Service != wantService {
+			t.Errorf("%s: Service = %q, want %q", r.Name, r.Service, wantService)
 		}
 		if got, err := Find(r.Name); err != nil || got.Name != r.Name {
 			t.Errorf("Find(%s) = %s, %v", r.Name, got.Name, err)

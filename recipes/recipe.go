@@ -20,7 +20,8 @@ type Recipe interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	// Release gives up the lock. Fail means it was not held (any more).
 	Release(ctx context.Context) error
-	// Close ends the recipe's session; what it held is released by ZooKeeper.
+	// Close ends the recipe's session; what it held is released by ZooKeeper (a
+	// Redis recipe deletes its key, best effort).
 	Close() error
 }
 
@@ -43,17 +44,23 @@ type Grant struct {
 type Events interface {
 	// Lost reports that what was acquired is no longer held.
 	Lost(reason string)
-	// Session reports a new ZooKeeper session; passwd may be nil.
+	// Session reports a new ZooKeeper session; passwd may be nil. A Redis recipe
+	// reports the CLIENT ID of each new connection it locks through (RedLock: to the
+	// first instance), with a nil passwd.
 	Session(id int64, passwd []byte)
 }
 
 // Config is what a recipe is built from: the init request's fields, decoded.
 type Config struct {
-	// Servers are the ZooKeeper client addresses, host:port.
+	// Servers are the ZooKeeper client addresses, host:port. For a Redis recipe they
+	// are Redis instances: a single-instance recipe uses the first, RedLock every
+	// one as an independent primary.
 	Servers []string
-	// SessionTimeout is the session timeout the recipe asks for.
+	// SessionTimeout is the session timeout the recipe asks for; a Redis recipe's
+	// lock TTL.
 	SessionTimeout time.Duration
-	// Path is the lock's znode path, used by this lock only.
+	// Path is the lock's znode path, used by this lock only; a Redis recipe's key,
+	// verbatim.
 	Path string
 	// Kind is the workload, e.g. mutex; a recipe refuses kinds it does not speak
 	// (its catalogue entry's Kinds).

@@ -1,0 +1,308 @@
+package recipes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// The Redis recipes share this file's plumbing: one go-redis client per instance,
+// configured for a lock rather than for throughput (redisOptions), the CLIENT ID of
+// its one connection (redisNode), the lock value that names it (lockValue), the
+// classification of go-redis errors (redisDefinite), and the validity watch that
+// reports lost (lease).
+
+// redisIOTimeout bounds one request to one Redis instance (dial, write, read): a
+// quarter of the lock's TTL, between 10ms and 1s, so that an answer that comes at all
+// comes while the lock it grants is still valid.
+func redisIOTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, 10*time.Millisecond), time.Second)
+}
+
+// redisDrift is the clock-drift allowance taken off a lock's validity, as Redis's
+// lock page does for RedLock: 1% of the TTL plus 2ms, so that a server whose clock
+// runs a little fast has not yet expired the key when the holder's validity ends.
+func redisDrift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// redisOptions configures a go-redis client of one instance for a lock (the
+// reasons are in docs/recipes.md, "Redis recipes"):
+//   - MaxRetries -1: go-redis re-sends a command after a read timeout or EOF by
+//     default (3 times), so a SET NX whose reply was lost would be re-sent and find
+//     its own key; the caller must see the unknown outcome instead.
+//   - ContextTimeoutEnabled: without it a request's context deadline does not bound
+//     its socket I/O (go-redis uses context.Background() there).
+//   - Dial, read, write and pool timeouts of redisIOTimeout(ttl), below the TTL; one
+//     dial attempt per request (go-redis tries 5 by default).
+//   - PoolSize 1 (MaxActiveConns 1, no separate pipeline pool): one connection, so
+//     the CLIENT ID that onConnect learns is the one the next command uses.
+//   - RESP2, no CLIENT SETINFO, no maintenance notifications: Debian's Redis 7.0
+//     knows neither of the latter, and a lock needs no push messages.
+func redisOptions(addr string, ttl time.Duration, name string, onConnect func(context.Context, *redis.Conn) error) *redis.Options {
+	limit := redisIOTimeout(ttl)
+	return &redis.Options{
+		Addr:                     addr,
+		ClientName:               name,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1,
+		ContextTimeoutEnabled:    true,
+		DialTimeout:              limit,
+		DialerRetries:            1,
+		ReadTimeout:              limit,
+		WriteTimeout:             limit,
+		PoolTimeout:              limit,
+		PoolSize:                 1,
+		MaxActiveConns:           1,
+		PipelinePoolSize:         -1,
+		ConnMaxIdleTime:          -1,
+		OnConnect:                onConnect,
+	}
+}
+
+// redisNode is a go-redis client of one Redis instance (redisOptions) that learns
+// the CLIENT ID of each connection it opens, in go-redis's OnConnect hook, before the
+// connection carries any command.
+type redisNode struct {
+	addr   string
+	client *redis.Client
+	// session, if set, is told each new connection's id; it must not block.
+	session func(id int64)
+
+	mu  sync.Mutex
+	id  int64  // the current connection's CLIENT ID; 0 before the first
+	gen uint64 // counts connections
+}
+
+// newRedisNode makes the client; it connects on first use (see connect).
+func newRedisNode(addr string, ttl time.Duration, name string, session func(int64)) *redisNode {
+	n := &redisNode{addr: addr, session: session}
+	n.client = redis.NewClient(redisOptions(addr, ttl, name, n.onConnect))
+	return n
+}
+
+// onConnect is go-redis's OnConnect hook: it asks the new connection its CLIENT ID.
+func (n *redisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
+	id, err := cn.ClientID(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("CLIENT ID: %w", err)
+	}
+	n.mu.Lock()
+	n.id = id
+	n.gen++
+	n.mu.Unlock()
+	if n.session != nil {
+		n.session(id)
+	}
+	return nil
+}
+
+// current returns the CLIENT ID of the connection commands go through now, and the
+// generation that changes with every new connection.
+func (n *redisNode) current() (id int64, gen uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.id, n.gen
+}
+
+// connect makes sure the node has a connection (and so an id), waiting at most wait.
+func (n *redisNode) connect(ctx context.Context, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := n.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("connecting to %s: %w", n.addr, err)
+	}
+	return nil
+}
+
+// lockValue is the value a recipe locks with: the CLIENT ID of the connection that
+// sets it, as the session event spells it ("0x1f"), a colon, and token. The harness
+// attributes a key to a live client by it (GET key, CLIENT LIST).
+func lockValue(id int64, token string) string {
+	return FormatSessionID(id) + ":" + token
+}
+
+// randomToken returns 20 random bytes in hex, unique across all clients and all
+// acquisitions, as Redis's lock page asks of a lock value.
+func randomToken() (string, error) {
+	var b [20]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random lock value: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// redisDefinite reports whether a go-redis error certainly left the server unchanged:
+// an error reply (the server refused: READONLY, OOM, NOPERM...; the recipes' scripts
+// cannot fail halfway), or a request that was never sent (dial failure, no pooled
+// connection, client closed). Timeouts and broken connections after sending are not.
+func redisDefinite(err error) bool {
+	var reply redis.Error
+	var op *net.OpError
+	switch {
+	case errors.As(err, &reply):
+		return true
+	case errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted), errors.Is(err, redis.ErrClosed):
+		return true
+	case errors.As(err, &op) && op.Op == "dial":
+		return true
+	}
+	return false
+}
+
+// redisReply reports whether err is an error reply of the server.
+func redisReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && !errors.Is(err, redis.Nil)
+}
+
+// checkRedisConfig refuses what a Redis recipe named name cannot do: kinds other than
+// mutex, several permits, a missing key or TTL, fewer than minServers addresses.
+func checkRedisConfig(name string, cfg Config, minServers int) error {
+	switch {
+	case cfg.Kind != workloads.Mutex:
+		return Fail(fmt.Errorf("recipe %s does not support kind %s", name, cfg.Kind))
+	case cfg.Permits > 1:
+		return Fail(fmt.Errorf("recipe %s: a mutex has one permit, got permits %d", name, cfg.Permits))
+	case cfg.SessionTimeout <= 0 || cfg.Path == "":
+		return Fail(fmt.Errorf("recipe %s: Config needs Servers, SessionTimeout (the TTL) and Path (the key)", name))
+	case len(cfg.Servers) == 0:
+		return Fail(fmt.Errorf("recipe %s: no Redis address in connect", name))
+	case len(cfg.Servers) < minServers:
+		return Fail(fmt.Errorf("recipe %s: RedLock needs at least %d independent Redis primaries, got %d (%v)",
+			name, minServers, len(cfg.Servers), cfg.Servers))
+	}
+	return nil
+}
+
+// redisLogger returns the recipe's logger and fills in cfg's defaults.
+func redisLogger(name string, cfg *Config) *log.Logger {
+	w := cfg.Log
+	if w == nil {
+		w = io.Discard
+	}
+	if cfg.Events == nil {
+		cfg.Events = nopEvents{}
+	}
+	return log.New(w, fmt.Sprintf("%s[%d] ", name, cfg.Worker), log.LstdFlags|log.Lmicroseconds)
+}
+
+// lease tracks whether a Redis recipe holds its lock and, when watched, reports
+// Lost("validity ran out") when the lock's validity passes while held. Its timer runs
+// concurrently with Serve's calls.
+type lease struct {
+	events Events
+
+	mu    sync.Mutex
+	held  bool
+	gen   uint64
+	timer *time.Timer
+}
+
+// grant records a hold that is valid until until (a time with a monotonic reading);
+// with watch, lost is reported when until passes while still held.
+func (l *lease) grant(until time.Time, watch bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopLocked()
+	l.held = true
+	if watch {
+		gen := l.gen
+		l.timer = time.AfterFunc(time.Until(until), func() { l.expire(gen) })
+	}
+}
+
+// expire ends hold gen, if it is still the current one, and reports lost.
+func (l *lease) expire(gen uint64) {
+	l.mu.Lock()
+	lost := l.gen == gen && l.held
+	if lost {
+		l.held = false
+	}
+	l.mu.Unlock()
+	if lost {
+		l.events.Lost("validity ran out")
+	}
+}
+
+// end forgets the hold and reports whether it was still held (no lost reported).
+func (l *lease) end() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	held := l.held
+	l.stopLocked()
+	l.held = false
+	return held
+}
+
+// holding reports whether the lock is held and its validity has not run out.
+func (l *lease) holding() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+func (l *lease) stopLocked() {
+	l.gen++
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+}
+
+// errValidityRanOut is the cause of a release after lost was reported.
+var errValidityRanOut = errors.New("not held: its validity ran out before the release")
+
+// pollBackoff is the randomized pause between two polls of a contended lock,
+// 1-10ms: short against the TTL, random so that contenders do not march in step.
+func pollBackoff() time.Duration {
+	var b [1]byte
+	_, _ = rand.Read(b[:])
+	return time.Millisecond + time.Duration(b[0])*9*time.Millisecond/255
+}
+
+// pollWait pauses before the next poll of an acquire that runs until deadline (zero:
+// until ctx ends). It returns Fail(ErrTimeout) once the deadline has passed (naming
+// lastErr, the last error that did not end the acquire), or Fail when ctx ends: no
+// request is in flight here, so nothing is held.
+func pollWait(ctx context.Context, deadline time.Time, pause time.Duration, lastErr error) error {
+	if !deadline.IsZero() {
+		left := time.Until(deadline)
+		if left <= 0 {
+			if lastErr != nil {
+				return Fail(fmt.Errorf("%w (last error: %v)", ErrTimeout, lastErr))
+			}
+			return Fail(ErrTimeout)
+		}
+		pause = min(pause, left)
+	}
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return Fail(fmt.Errorf("acquire interrupted between polls: %w", ctx.Err()))
+	case <-t.C:
+		return nil
+	}
+}
+
+// deadlineOf is the end of an acquire that may wait timeout; zero for no timeout.
+func deadlineOf(timeout time.Duration) time.Time {
+	if timeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(timeout)
+}

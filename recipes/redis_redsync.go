@@ -1,0 +1,264 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+)
+
+// redLockMinServers is the fewest independent primaries a RedLock recipe accepts.
+const redLockMinServers = 3
+
+// NewRedsync builds the redsync recipe: RedLock with github.com/go-redsync/redsync/v4
+// over the independent Redis primaries of Config.Servers (at least 3), one go-redis
+// client each, configured as for redis-lock (redisOptions), through redsync's
+// goredis/v9 pool. Only kind mutex; RedLock has no fencing token, so a fenced init
+// fails.
+//
+// Acquire is Mutex.LockContext of a new mutex with WithExpiry(TTL =
+// Config.SessionTimeout), WithFailFast(true) (answer as soon as a majority has
+// answered, rather than wait for a blocked instance) and unlimited WithTries bounded
+// by the acquire's timeout: the retry delay (redsync's default, 50-250ms at random)
+// is cut at the deadline, where it cancels the context, so no try is ever cut off in
+// flight. Every failure to lock is fail (redsync holds nothing it did not get a
+// majority for within the validity, and unlocks every instance after a failed try):
+// fail "timeout" at the deadline. The value is "<CLIENT ID on the first instance>:
+// <random>"; sessions report the first instance's connections. Lost is reported
+// when the mutex's Until() passes while held.
+//
+// Release is Mutex.UnlockContext: ok when a majority deleted the key, info when the
+// instances that did not answer could have made one, fail "not held" otherwise.
+func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
+	const name = "redsync"
+	if cfg.Fenced {
+		return nil, Fail(errors.New("redsync cannot fence: RedLock has no fencing token (no single counter orders the grants of independent instances)"))
+	}
+	if err := checkRedisConfig(name, cfg, redLockMinServers); err != nil {
+		return nil, err
+	}
+	logger := redisLogger(name, &cfg)
+	r := &redsyncLock{cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout), lease: lease{events: cfg.Events}}
+	r.nodes = newRedisNodes(ctx, cfg, logger)
+	pools := make([]redsyncredis.Pool, len(r.nodes))
+	for i, n := range r.nodes {
+		pools[i] = goredis.NewPool(n.client)
+	}
+	r.rs = redsync.New(pools...)
+	return r, nil
+}
+
+// newRedisNodes makes one node per address; the first reports its connections as
+// sessions. It connects to all of them at once and logs those it cannot reach: RedLock
+// works while a majority can be reached.
+func newRedisNodes(ctx context.Context, cfg Config, logger *log.Logger) []*redisNode {
+	nodes := make([]*redisNode, len(cfg.Servers))
+	name := fmt.Sprintf("zlc-worker-%d", cfg.Worker)
+	for i, addr := range cfg.Servers {
+		var session func(int64)
+		if i == 0 {
+			session = func(id int64) { cfg.Events.Session(id, nil) }
+		}
+		nodes[i] = newRedisNode(addr, cfg.SessionTimeout, name, session)
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() {
+			if err := n.connect(ctx, 3*redisIOTimeout(cfg.SessionTimeout)); err != nil {
+				logger.Printf("%v (RedLock goes on with the others)", err)
+			}
+		})
+	}
+	wg.Wait()
+	return nodes
+}
+
+// closeRedisNodes closes every node's client.
+func closeRedisNodes(nodes []*redisNode) {
+	for _, n := range nodes {
+		n.client.Close()
+	}
+}
+
+// redsyncLock is the redsync recipe.
+type redsyncLock struct {
+	cfg   Config
+	log   *log.Logger
+	nodes []*redisNode
+	rs    *redsync.Redsync
+	io    time.Duration
+	lease lease
+	// mutex is the last mutex locked, nil after a release; request goroutine only.
+	mutex *redsync.Mutex
+}
+
+var _ Recipe = (*redsyncLock)(nil)
+
+// Acquire implements Recipe.
+func (r *redsyncLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	if req.Mode != "" {
+		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	}
+	if r.mutex != nil && r.lease.holding() {
+		return Grant{}, Fail(errors.New("already held"))
+	}
+	r.lease.end()
+	r.mutex = nil
+	deadline := deadlineOf(req.Timeout)
+	for {
+		m, gen, err := r.lock(ctx, deadline)
+		if err != nil {
+			return Grant{}, err
+		}
+		if _, now := r.nodes[0].current(); now == gen {
+			r.mutex = m
+			r.lease.grant(m.Until(), true)
+			return Grant{}, nil
+		}
+		const why = "the first instance's connection changed under the acquire, so the value names a closed one"
+		if err := r.unlock(context.Background(), m); err != nil && !errors.Is(err, errNotHeldByMajority) {
+			return Grant{}, Info(fmt.Errorf("locked, but %s, and unlocking failed: %w", why, err))
+		}
+		r.log.Printf("locked, but %s: unlocked; again", why)
+	}
+}
+
+// lock runs LockContext on a new mutex until deadline (zero: until ctx ends). It
+// returns the mutex and the first instance's connection generation its value names,
+// or a classified error.
+func (r *redsyncLock) lock(ctx context.Context, deadline time.Time) (*redsync.Mutex, uint64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timedOut := false
+	delay := func(int) time.Duration {
+		d := 50*time.Millisecond + rand.N(200*time.Millisecond)
+		if deadline.IsZero() {
+			return d
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			timedOut = true
+			cancel() // LockContext returns before another try
+		}
+		return max(min(d, left), time.Millisecond)
+	}
+	var gen uint64
+	value := func() (string, error) {
+		var id int64
+		id, gen = r.nodes[0].current()
+		token, err := randomToken()
+		return lockValue(id, token), err
+	}
+	m := r.rs.NewMutex(r.cfg.Path, redsync.WithExpiry(r.cfg.SessionTimeout), redsync.WithTries(math.MaxInt32),
+		redsync.WithRetryDelayFunc(delay), redsync.WithFailFast(true), redsync.WithGenValueFunc(value))
+	err := m.LockContext(ctx)
+	switch {
+	case err == nil:
+		return m, gen, nil
+	case timedOut:
+		return nil, 0, Fail(ErrTimeout)
+	case ctx.Err() != nil:
+		return nil, 0, Info(fmt.Errorf("acquire interrupted: %w", ctx.Err()))
+	}
+	return nil, 0, Fail(fmt.Errorf("lock: %w", err))
+}
+
+// errNotHeldByMajority is the cause of an unlock that certainly deleted the key on no
+// majority.
+var errNotHeldByMajority = errors.New("not held: no majority of the instances held this worker's value")
+
+// unlock runs UnlockContext, bounded by twice the request timeout, and classifies
+// its outcome.
+func (r *redsyncLock) unlock(ctx context.Context, m *redsync.Mutex) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*r.io)
+	defer cancel()
+	ok, err := m.UnlockContext(ctx)
+	if ok {
+		return nil
+	}
+	quorum := len(r.nodes)/2 + 1
+	if unanswered := countRedsyncNodeErrors(err); unanswered > 0 && unanswered+countDeleted(err, len(r.nodes)) >= quorum {
+		return Info(fmt.Errorf("unlock: %w", err))
+	}
+	return Fail(fmt.Errorf("%w (%v)", errNotHeldByMajority, err))
+}
+
+// countRedsyncNodeErrors counts the instances an operation could not talk to
+// (redsync.RedisError) in redsync's joined error.
+func countRedsyncNodeErrors(err error) int {
+	if err == nil {
+		return 0
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range joined.Unwrap() {
+			n += countRedsyncNodeErrors(e)
+		}
+		return n
+	}
+	var re *redsync.RedisError
+	if errors.As(err, &re) {
+		return 1
+	}
+	return 0
+}
+
+// countDeleted is how many instances deleted the key in an unlock that failed with
+// err: those that reported neither an error, nor a taken key, nor an expired one.
+func countDeleted(err error, nodes int) int {
+	return max(nodes-countLeaves(err), 0)
+}
+
+// countLeaves counts the errors joined in err.
+func countLeaves(err error) int {
+	if err == nil {
+		return 0
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range joined.Unwrap() {
+			n += countLeaves(e)
+		}
+		return n
+	}
+	return 1
+}
+
+// Release implements Recipe.
+func (r *redsyncLock) Release(ctx context.Context) error {
+	m := r.mutex
+	r.mutex = nil
+	held := r.lease.end()
+	if m == nil {
+		return Fail(errors.New("not held"))
+	}
+	err := r.unlock(ctx, m)
+	if !held {
+		if err != nil {
+			r.log.Printf("release after lost: %v", err)
+		}
+		return Fail(errValidityRanOut)
+	}
+	return err
+}
+
+// Close implements Recipe: it unlocks a lock still held (best effort) and closes
+// the connections.
+func (r *redsyncLock) Close() error {
+	if r.mutex != nil && r.lease.end() {
+		if err := r.unlock(context.Background(), r.mutex); err != nil {
+			r.log.Printf("close: unlocking: %v", err)
+		}
+	}
+	r.mutex = nil
+	closeRedisNodes(r.nodes)
+	return nil
+}
