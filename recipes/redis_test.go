@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -264,4 +267,74 @@ func lastSession(t *testing.T, ev *recordedEvents) string {
 		t.Fatal("no session event")
 	}
 	return FormatSessionID(ev.sessions[len(ev.sessions)-1])
+}
+
+// dropProxy forwards TCP connections to a Redis server; armed, it closes the
+// client's connection instead of passing on the next reply: the request ran, its
+// reply is lost.
+type dropProxy struct {
+	addr  string
+	armed atomic.Bool
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// startDropProxy listens on a free port of 127.0.0.1 until t ends.
+func startDropProxy(t *testing.T, backend string) *dropProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{addr: l.Addr().String()}
+	t.Cleanup(func() {
+		l.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, backend)
+		}
+	}()
+	return p
+}
+
+func (p *dropProxy) serve(client net.Conn, backend string) {
+	server, err := net.Dial("tcp", backend)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, client, server)
+	p.mu.Unlock()
+	go func() {
+		io.Copy(server, client)
+		server.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 && p.armed.CompareAndSwap(true, false) {
+			break
+		}
+		if n > 0 {
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	client.Close()
+	server.Close()
 }

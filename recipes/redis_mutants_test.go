@@ -1,0 +1,219 @@
+package recipes
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Each Redis mutant shows its bug directly, next to its control (redis-lock, or the
+// hand-written RedLock without the bug) under the same steps.
+
+// newTestRedisLock builds a redis-lock variant for a test.
+func newTestRedisLock(t *testing.T, m redisMutant, addrs []string, key string, ttl time.Duration, worker int) (*redisLock, *recordedEvents) {
+	t.Helper()
+	r, ev := newTestRedisRecipe(t, redisLockVariant(m), addrs, key, ttl, worker)
+	return r.(*redisLock), ev
+}
+
+// newTestRedLock builds a hand-written RedLock variant for a test.
+func newTestRedLock(t *testing.T, m redLockMutant, addrs []string, key string, ttl time.Duration, worker int) (*redLock, *recordedEvents) {
+	t.Helper()
+	r, ev := newTestRedisRecipe(t, redLockVariant(m), addrs, key, ttl, worker)
+	return r.(*redLock), ev
+}
+
+// TestRedisMutantReleaseDeletesAnothersKey: A's key expires, B locks, A releases.
+// redis-lock's compare-and-delete leaves B's key; mutant-redis-blind-del's DEL and
+// mutant-redis-static-value's shared token delete it, and C locks while B holds.
+func TestRedisMutantReleaseDeletesAnothersKey(t *testing.T) {
+	for _, c := range []struct {
+		m   redisMutant
+		bug bool
+	}{{redisCorrect, false}, {redisBlindDel, true}, {redisStaticValue, true}} {
+		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+			s := startRedis(t)
+			key := testRedisKey(t)
+			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, 300*time.Millisecond, 1)
+			b, _ := newTestRedisLock(t, c.m, []string{s.addr}, key, 5*time.Second, 2)
+			cc, _ := newTestRedisLock(t, c.m, []string{s.addr}, key, 5*time.Second, 3)
+			mustAcquire(t, a, "a")
+			waitLost(t, evA, 2*time.Second)
+			waitGone(t, s, key)
+			mustAcquire(t, b, "b after a's key expired")
+			valueB := s.get(t, key)
+			a.Release(context.Background()) // fails (a lost it); what matters is its effect
+			if got := s.get(t, key); (got == "") != c.bug {
+				t.Fatalf("after a's release, b's key is %q; the bug deletes it: %v", got, c.bug)
+			}
+			if !c.bug {
+				expectTimeout(t, cc, "c while b holds")
+				return
+			}
+			mustAcquire(t, cc, "c while b still holds")
+			if !b.lease.holding() || valueB == s.get(t, key) {
+				t.Fatal("b should still believe it holds, c should have the key")
+			}
+		})
+	}
+}
+
+// waitGone waits until key has expired on s.
+func waitGone(t *testing.T, s *redisServer, key string) {
+	t.Helper()
+	for start := time.Now(); s.pttl(t, key) != -2; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 3*time.Second {
+			t.Fatalf("%s did not expire", key)
+		}
+	}
+}
+
+// TestRedisMutantNoExpiry: a holder that dies (its connection closes, no release)
+// leaves redis-lock's key until the TTL, mutant-redis-no-expiry's for ever.
+func TestRedisMutantNoExpiry(t *testing.T) {
+	for _, c := range []struct {
+		m   redisMutant
+		bug bool
+	}{{redisCorrect, false}, {redisNoExpiry, true}} {
+		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+			s := startRedis(t)
+			key := testRedisKey(t)
+			const ttl = 300 * time.Millisecond
+			a, _ := newTestRedisLock(t, c.m, []string{s.addr}, key, ttl, 1)
+			b, _ := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, ttl, 2)
+			mustAcquire(t, a, "a")
+			if pttl := s.pttl(t, key); (pttl == -1) != c.bug {
+				t.Fatalf("PTTL %v, want no expiry: %v", pttl, c.bug)
+			}
+			a.node.client.Close() // a dies holding
+			time.Sleep(2 * ttl)
+			if c.bug {
+				expectTimeout(t, b, "b after a died")
+				if s.get(t, key) == "" {
+					t.Fatal("the dead holder's key is gone")
+				}
+				return
+			}
+			mustAcquire(t, b, "b after a died")
+		})
+	}
+}
+
+// TestRedisMutantSetNXThenExpire: when the second command fails (here the server
+// refuses PEXPIRE: ACL), mutant-redis-setnx-then-expire holds a key with no TTL and
+// answers info; redis-lock sets key and TTL in one command.
+func TestRedisMutantSetNXThenExpire(t *testing.T) {
+	for _, c := range []struct {
+		m   redisMutant
+		bug bool
+	}{{redisCorrect, false}, {redisSetNXThenExpire, true}} {
+		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+			s := startRedis(t)
+			key := testRedisKey(t)
+			s.do(t, "ACL", "SETUSER", "default", "-pexpire")
+			a, _ := newTestRedisLock(t, c.m, []string{s.addr}, key, time.Second, 1)
+			_, typ, msg := acquire(t, a, time.Second)
+			pttl := s.pttl(t, key)
+			if !c.bug {
+				if typ != workloads.ReplyOK || pttl <= 0 {
+					t.Fatalf("acquire %s %q, PTTL %v: want ok with a TTL", typ, msg, pttl)
+				}
+				return
+			}
+			if typ != workloads.ReplyInfo || !strings.Contains(msg, "PEXPIRE failed") || pttl != -1 {
+				t.Fatalf("acquire %s %q, PTTL %v: want info, a key without TTL", typ, msg, pttl)
+			}
+		})
+	}
+}
+
+// TestRedisMutantIgnoreValidity: past its TTL, redis-lock reports lost;
+// mutant-redis-ignore-validity goes on holding while another client locks.
+func TestRedisMutantIgnoreValidity(t *testing.T) {
+	for _, c := range []struct {
+		m   redisMutant
+		bug bool
+	}{{redisCorrect, false}, {redisIgnoreValidity, true}} {
+		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+			s := startRedis(t)
+			key := testRedisKey(t)
+			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, 300*time.Millisecond, 1)
+			b, _ := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, 5*time.Second, 2)
+			mustAcquire(t, a, "a")
+			if c.bug {
+				expectNoLost(t, evA, 600*time.Millisecond)
+			} else {
+				waitLost(t, evA, 2*time.Second)
+			}
+			waitGone(t, s, key)
+			mustAcquire(t, b, "b after a's key expired")
+			if a.lease.holding() != c.bug {
+				t.Fatalf("a holds: %v, want %v", a.lease.holding(), c.bug)
+			}
+		})
+	}
+}
+
+// TestRedisMutantRedLockMinority: instance 2 is down, and A and B are cut off from
+// each other's instance (A reaches only 0, B only 1). RedLock (and redsync) lock
+// neither; mutant-redlock-minority, content with 1 of 3, locks both.
+func TestRedisMutantRedLockMinority(t *testing.T) {
+	for _, c := range []struct {
+		m   redLockMutant
+		bug bool
+	}{{redLockCorrect, false}, {redLockMinority, true}} {
+		t.Run(map[bool]string{false: "redlock", true: "mutant-redlock-minority"}[c.bug], func(t *testing.T) {
+			_, up := startRedises(t, 2)
+			down := freeAddr(t)
+			key := testRedisKey(t)
+			a, _ := newTestRedLock(t, c.m, []string{up[0], freeAddr(t), down}, key, 2*time.Second, 1)
+			b, _ := newTestRedLock(t, c.m, []string{freeAddr(t), up[1], down}, key, 2*time.Second, 2)
+			if !c.bug {
+				expectTimeout(t, a, "a")
+				expectTimeout(t, b, "b")
+				rs, _ := newTestRedisRecipe(t, NewRedsync, []string{up[0], freeAddr(t), down}, key, 2*time.Second, 3)
+				expectTimeout(t, rs, "redsync as a")
+				return
+			}
+			mustAcquire(t, a, "a")
+			mustAcquire(t, b, "b while a holds")
+			if !a.lease.holding() || !b.lease.holding() {
+				t.Fatal("both should hold")
+			}
+		})
+	}
+}
+
+// TestRedisMutantRedLockNoElapsedCheck: A is paused between its replies and its check
+// of the elapsed time, longer than the TTL. RedLock refuses that grant (and locks on
+// its next try); mutant-redlock-no-elapsed-check takes it, with keys that have
+// expired, and B locks too.
+func TestRedisMutantRedLockNoElapsedCheck(t *testing.T) {
+	for _, c := range []struct {
+		m   redLockMutant
+		bug bool
+	}{{redLockCorrect, false}, {redLockNoElapsedCheck, true}} {
+		t.Run(map[bool]string{false: "redlock", true: "mutant-redlock-no-elapsed-check"}[c.bug], func(t *testing.T) {
+			_, addrs := startRedises(t, 3)
+			key := testRedisKey(t)
+			const ttl = 300 * time.Millisecond
+			a, _ := newTestRedLock(t, c.m, addrs, key, ttl, 1)
+			b, _ := newTestRedLock(t, redLockCorrect, addrs, key, 5*time.Second, 2)
+			var once sync.Once
+			a.afterReplies = func() { once.Do(func() { time.Sleep(ttl + 100*time.Millisecond) }) }
+			mustAcquire(t, a, "a, paused once after its replies")
+			if !c.bug {
+				expectTimeout(t, b, "b while a holds")
+				return
+			}
+			mustAcquire(t, b, "b while a holds")
+			if !a.lease.holding() {
+				t.Fatal("a should still believe it holds")
+			}
+		})
+	}
+}
