@@ -31,7 +31,7 @@ const redLockMinServers = 3
 // is cut at the deadline, where it cancels the context, so no try is ever cut off in
 // flight. Every failure to lock is fail (redsync holds nothing it did not get a
 // majority for within the validity, and unlocks every instance after a failed try):
-// fail "timeout" at the deadline. The value is "<CLIENT ID on the first instance>:
+// fail "timeout" at the deadline; an acquire interrupted by the end of ctx is info. The value is "<CLIENT ID on the first instance>:
 // <random>"; sessions report the first instance's connections. Lost is reported
 // when the mutex's Until() passes while held.
 //
