@@ -158,24 +158,29 @@ func TestRedisMutantIgnoreValidity(t *testing.T) {
 	}
 }
 
-// TestRedisMutantRedLockMinority: instance 2 is down, and A and B are cut off from
-// each other's instance (A reaches only 0, B only 1). RedLock (and redsync) lock
-// neither; mutant-redlock-minority, content with 1 of 3, locks both.
+// TestRedisMutantRedLockMinority: after the clients started, instance 2 goes down, and
+// A and B are cut off from each other's instance (A reaches only 0, B only 1).
+// RedLock (and redsync) lock neither; mutant-redlock-minority, content with 1 of 3,
+// locks both.
 func TestRedisMutantRedLockMinority(t *testing.T) {
 	for _, c := range []struct {
 		m   redLockMutant
 		bug bool
 	}{{redLockCorrect, false}, {redLockMinority, true}} {
 		t.Run(map[bool]string{false: "redlock", true: "mutant-redlock-minority"}[c.bug], func(t *testing.T) {
-			_, up := startRedises(t, 2)
-			down := freeAddr(t)
+			servers, addrs := startRedises(t, 3)
 			key := testRedisKey(t)
-			a, _ := newTestRedLock(t, c.m, []string{up[0], freeAddr(t), down}, key, 2*time.Second, 1)
-			b, _ := newTestRedLock(t, c.m, []string{freeAddr(t), up[1], down}, key, 2*time.Second, 2)
+			aTo1, bTo0 := startDropProxy(t, addrs[1]), startDropProxy(t, addrs[0])
+			aAddrs, bAddrs := []string{addrs[0], aTo1.addr, addrs[2]}, []string{bTo0.addr, addrs[1], addrs[2]}
+			a, _ := newTestRedLock(t, c.m, aAddrs, key, 2*time.Second, 1)
+			b, _ := newTestRedLock(t, c.m, bAddrs, key, 2*time.Second, 2)
+			rs, _ := newTestRedisRecipe(t, NewRedsync, aAddrs, key, 2*time.Second, 3)
+			servers[2].kill(t)
+			aTo1.cut()
+			bTo0.cut()
 			if !c.bug {
 				expectTimeout(t, a, "a")
 				expectTimeout(t, b, "b")
-				rs, _ := newTestRedisRecipe(t, NewRedsync, []string{up[0], freeAddr(t), down}, key, 2*time.Second, 3)
 				expectTimeout(t, rs, "redsync as a")
 				return
 			}

@@ -274,8 +274,9 @@ func TestRedisRecipesRefuse(t *testing.T) {
 		}
 		refuse("kind counter", Config{Servers: addrs, Kind: workloads.Counter}, "does not support kind counter")
 		refuse("no server", Config{}, "no Redis address")
-		if c.servers == 1 {
-			refuse("nobody listening", Config{Servers: []string{freeAddr(t)}}, "connection refused")
+		refuse("nobody listening", Config{Servers: slices.Repeat([]string{freeAddr(t)}, c.servers)}, "connection refused")
+		if c.servers > 1 {
+			refuse("a minority listening", Config{Servers: []string{s.addr, freeAddr(t), freeAddr(t)}}, "reached 1 of 3 Redis instances, fewer than a majority")
 		}
 		if c.name != "redis-lock" {
 			refuse("fenced", Config{Servers: addrs, Fenced: true}, c.name+" cannot fence: ")

@@ -89,7 +89,11 @@ func newRedLock(ctx context.Context, cfg Config, m redLockMutant) (*redLock, err
 	if m == redLockMinority {
 		r.quorum = len(cfg.Servers) / 2
 	}
-	r.nodes = newRedisNodes(ctx, cfg, logger)
+	nodes, err := newRedisNodes(ctx, name, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	r.nodes = nodes
 	return r, nil
 }
 

@@ -47,7 +47,11 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	}
 	logger := redisLogger(name, &cfg)
 	r := &redsyncLock{cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout), lease: lease{events: cfg.Events}}
-	r.nodes = newRedisNodes(ctx, cfg, logger)
+	nodes, err := newRedisNodes(ctx, name, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	r.nodes = nodes
 	pools := make([]redsyncredis.Pool, len(r.nodes))
 	for i, n := range r.nodes {
 		pools[i] = goredis.NewPool(n.client)
@@ -57,28 +61,38 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 }
 
 // newRedisNodes makes one node per address; the first reports its connections as
-// sessions. It connects to all of them at once and logs those it cannot reach: RedLock
-// works while a majority can be reached.
-func newRedisNodes(ctx context.Context, cfg Config, logger *log.Logger) []*redisNode {
+// sessions. It connects to all of them at once: RedLock works while a majority can be
+// reached, so it logs the others, and fails (closing every client) only when fewer
+// than a majority answer.
+func newRedisNodes(ctx context.Context, name string, cfg Config, logger *log.Logger) ([]*redisNode, error) {
 	nodes := make([]*redisNode, len(cfg.Servers))
-	name := fmt.Sprintf("zlc-worker-%d", cfg.Worker)
 	for i, addr := range cfg.Servers {
 		var session func(int64)
 		if i == 0 {
 			session = func(id int64) { cfg.Events.Session(id, nil) }
 		}
-		nodes[i] = newRedisNode(addr, cfg.SessionTimeout, name, session)
+		nodes[i] = newRedisNode(addr, cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker), session)
 	}
+	var mu sync.Mutex
+	var errs []error
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
 			if err := n.connect(ctx, 3*redisIOTimeout(cfg.SessionTimeout)); err != nil {
 				logger.Printf("%v (RedLock goes on with the others)", err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	return nodes
+	if reached := len(nodes) - len(errs); reached < len(nodes)/2+1 {
+		closeRedisNodes(nodes)
+		return nil, Fail(fmt.Errorf("recipe %s: reached %d of %d Redis instances, fewer than a majority: %w",
+			name, reached, len(nodes), errors.Join(errs...)))
+	}
+	return nodes, nil
 }
 
 // closeRedisNodes closes every node's client.

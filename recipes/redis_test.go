@@ -155,6 +155,13 @@ func (s *redisServer) cont(t *testing.T) {
 	}
 }
 
+// kill ends the server for good.
+func (s *redisServer) kill(t *testing.T) {
+	t.Helper()
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+}
+
 // clientIDs returns the ids of the clients CLIENT LIST shows.
 func (s *redisServer) clientIDs(t *testing.T) []string {
 	t.Helper()
@@ -273,10 +280,11 @@ func lastSession(t *testing.T, ev *recordedEvents) string {
 // client's connection instead of passing on the next reply: the request ran, its
 // reply is lost.
 type dropProxy struct {
-	addr  string
-	armed atomic.Bool
-	mu    sync.Mutex
-	conns []net.Conn
+	addr     string
+	listener net.Listener
+	armed    atomic.Bool
+	mu       sync.Mutex
+	conns    []net.Conn
 }
 
 // startDropProxy listens on a free port of 127.0.0.1 until t ends.
@@ -286,7 +294,7 @@ func startDropProxy(t *testing.T, backend string) *dropProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &dropProxy{addr: l.Addr().String()}
+	p := &dropProxy{addr: l.Addr().String(), listener: l}
 	t.Cleanup(func() {
 		l.Close()
 		p.mu.Lock()
@@ -305,6 +313,17 @@ func startDropProxy(t *testing.T, backend string) *dropProxy {
 		}
 	}()
 	return p
+}
+
+// cut closes every connection and refuses new ones: the backend becomes unreachable
+// through the proxy.
+func (p *dropProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.listener.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
 }
 
 func (p *dropProxy) serve(client net.Conn, backend string) {
