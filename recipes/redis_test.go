@@ -26,22 +26,14 @@ import (
 // The Redis recipe tests start private redis-server processes (Debian's, from the
 // redis-server package) on 127.0.0.1, one per instance, with no persistence.
 
+// redisServerBin is Debian's redis-server (the redis-tools package).
 const redisServerBin = "/usr/bin/redis-server"
 
 // requireRedis skips t in -short mode, and without Debian's redis-server unless
 // ZLC_REQUIRE_INTEGRATION is set, where its absence fails t.
 func requireRedis(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test skipped in -short mode")
-	}
-	if _, err := os.Stat(redisServerBin); err != nil {
-		msg := "test needs Debian's redis-server (" + redisServerBin + ": apt-get install redis-server)"
-		if testenv.Strict() {
-			t.Fatal(msg + " (" + testenv.RequireIntegrationVar + " is set)")
-		}
-		t.Skip(msg + " (run make test)")
-	}
+	testenv.RequireIntegration(t, testenv.RedisServer)
 }
 
 // redisServer is one private redis-server of a test.
