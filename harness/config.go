@@ -24,7 +24,14 @@ type Config struct {
 	Name string `json:"name"`
 	// Store is the directory that holds all runs.
 	Store string `json:"store"`
-	// Nodes is the ensemble size.
+	// Service is the kind of lock service the run starts: zookeeper or redis. Empty:
+	// the recipe's (Defaults: a Redis recipe's is redis, any other zookeeper).
+	Service lockservice.Kind `json:"service"`
+	// Redis are the Redis instances' topology and persistence (service redis only;
+	// Defaults fills them: single, none).
+	Redis lockservice.RedisSettings `json:"redis,omitzero"`
+	// Nodes is the number of servers: the ensemble's size, or the Redis instances
+	// (0: 3, or 1 for Redis's single topology).
 	Nodes int `json:"nodes"`
 	// ZKHome is a ZooKeeper install to use instead of Debian's package (on the SSH
 	// nodes, when SSH is set: a path on each node).
@@ -38,7 +45,8 @@ type Config struct {
 	Duration time.Duration `json:"duration_ns"`
 	// Seed drives every random choice of the harness (hold times, modes, faults).
 	Seed int64 `json:"seed"`
-	// SessionTimeout is the ZooKeeper session timeout workers ask for.
+	// SessionTimeout is the session timeout workers ask for: ZooKeeper's session
+	// timeout, Redis's lock TTL.
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
 	// Tick, InitLimit, SyncLimit are the servers' timing knobs.
 	Tick      time.Duration `json:"tick_ns"`
@@ -146,6 +154,7 @@ func DefaultConfig() Config {
 func (c Config) Defaults() Config {
 	d := DefaultConfig()
 	fill(&c.Store, d.Store)
+	c = c.serviceDefaults()
 	fill(&c.Nodes, d.Nodes)
 	if c.SSH != nil {
 		c.Nodes = len(c.SSH.Nodes)
@@ -194,7 +203,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
 	case c.Duration <= 0:
 		return fmt.Errorf("time: want > 0, got %s", c.Duration)
-	case c.SessionTimeout < 2*c.Tick:
+	case c.Service != lockservice.KindRedis && c.SessionTimeout < 2*c.Tick:
 		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
 	case len(c.WorkerArgv) == 0:
 		return errors.New("worker command: empty")
@@ -206,6 +215,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
 	}
 	if err := c.validateConnect(); err != nil {
+		return err
+	}
+	if err := c.validateService(); err != nil {
 		return err
 	}
 	return c.Workload.Validate()
@@ -259,6 +271,8 @@ func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2
 // files go under serversDir.
 func (c Config) service(serversDir string) lockservice.Config {
 	return lockservice.Config{
+		Kind:  c.Service,
+		Redis: lockservice.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir},
 		Ensemble: lockservice.EnsembleConfig{
 			Nodes: c.Nodes, ZKHome: c.ZKHome, Dir: serversDir,
 			Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,

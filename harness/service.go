@@ -2,10 +2,16 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models/herd"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/recipes"
 )
 
 // What a run asks of its lock service beyond lockservice.Service, each declared here
@@ -48,4 +54,127 @@ var (
 	_ lockInspector = (*lockservice.Ensemble)(nil)
 	_ counterStore  = (*lockservice.Ensemble)(nil)
 	_ herdSampler   = (*lockservice.Ensemble)(nil)
+
+	_ lockInspector = (*lockservice.Redis)(nil)
 )
+
+// The service a run starts is its Config.Service; a recipe of the catalogue works
+// with one kind of service, and a run refuses a recipe of another kind, and what the
+// service cannot do yet, before it makes anything.
+
+// RecipeService is the kind of service a recipe works with (its catalogue entry's
+// Service: zookeeper when it names none), "" for a recipe not in the catalogue (exec:
+// whatever the run says).
+func RecipeService(name string) lockservice.Kind {
+	r, err := recipes.Find(name)
+	switch {
+	case err != nil:
+		return ""
+	case r.Service == "":
+		return lockservice.KindZooKeeper
+	}
+	return lockservice.Kind(r.Service)
+}
+
+// redlockRecipe reports whether a recipe is RedLock over independent instances
+// (redsync and its mutants): it needs the redlock topology and has no fencing token.
+func redlockRecipe(name string) bool {
+	return name == "redsync" || strings.HasPrefix(name, "mutant-redlock")
+}
+
+// serviceDefaults fills the service (the recipe's, else zookeeper) and, for Redis,
+// its settings and, when unset, its number of instances.
+func (c Config) serviceDefaults() Config {
+	if c.Service == "" {
+		c.Service = RecipeService(c.Recipe)
+	}
+	if c.Service == "" {
+		c.Service = lockservice.KindZooKeeper
+	}
+	if c.Service == lockservice.KindRedis {
+		c.Redis = c.Redis.WithDefaults()
+		fill(&c.Nodes, c.Redis.DefaultNodes())
+	}
+	return c
+}
+
+// validateService refuses a service the tool does not know, a recipe of another
+// service, and Redis settings without Redis.
+func (c Config) validateService() error {
+	switch c.Service {
+	case "", lockservice.KindZooKeeper:
+		if c.Redis != (lockservice.RedisSettings{}) {
+			return fmt.Errorf("redis-topology, redis-persistence: Redis settings (%+v) for the zookeeper service: add --service redis", c.Redis)
+		}
+		if RecipeService(c.Recipe) == lockservice.KindRedis {
+			return fmt.Errorf("recipe %s is a Redis recipe: run it with --service redis", c.Recipe)
+		}
+		return nil
+	case lockservice.KindRedis:
+		return c.validateRedis()
+	}
+	return fmt.Errorf("service: want zookeeper or redis, got %q", c.Service)
+}
+
+// redisClassesNotBuilt are the fault classes that act on ZooKeeper's client port or
+// sessions: on Redis they would do nothing (issue 25 builds Redis's own).
+var redisClassesNotBuilt = []nemesis.Class{nemesis.ClassSessionExpire, nemesis.ClassClientServerPartition, nemesis.ClassReplyLoss}
+
+// validateRedis refuses what a run on Redis cannot do (yet).
+func (c Config) validateRedis() error {
+	switch {
+	case c.Connect != "":
+		return errors.New("connect: testing an existing Redis is not built yet (--service redis starts its own instances)")
+	case c.SSH != nil:
+		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
+	case RecipeService(c.Recipe) == lockservice.KindZooKeeper:
+		return fmt.Errorf("recipe %s is a ZooKeeper recipe: it cannot run with --service redis (the Redis recipes: %s)", c.Recipe, strings.Join(redisRecipeNames(), ", "))
+	case c.Workload.Fenced && redlockRecipe(c.Recipe):
+		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", c.Recipe)
+	}
+	if err := c.Redis.Validate(c.Nodes); err != nil {
+		return err
+	}
+	if err := c.redisTopologyFits(); err != nil {
+		return err
+	}
+	switch {
+	case c.Workload.Kind.HasCounter():
+		return fmt.Errorf("workload %s: the redis service keeps no counter yet", c.Workload.Kind)
+	case c.Baseline || len(c.BaselineArgv) > 0:
+		return errors.New("baseline: there is no plain Redis client loop to measure against yet")
+	}
+	for _, cl := range c.Nemesis {
+		if slices.Contains(redisClassesNotBuilt, cl) {
+			return fmt.Errorf("nemesis %s: not built for Redis yet (it acts on ZooKeeper's client port and sessions)", cl)
+		}
+	}
+	return nil
+}
+
+// redisTopologyFits refuses a catalogue recipe on a topology it cannot use: RedLock
+// needs independent instances; a single-instance lock uses one primary.
+func (c Config) redisTopologyFits() error {
+	if RecipeService(c.Recipe) != lockservice.KindRedis {
+		return nil
+	}
+	redlock := c.Redis.WithDefaults().Topology == lockservice.RedisRedlock
+	switch {
+	case redlockRecipe(c.Recipe) && !redlock:
+		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", c.Recipe)
+	case !redlockRecipe(c.Recipe) && redlock:
+		return fmt.Errorf("recipe %s locks one Redis primary: run it with --redis-topology single or replicas, not redlock", c.Recipe)
+	}
+	return nil
+}
+
+// redisRecipeNames lists the catalogue's Redis recipes, mutants included.
+func redisRecipeNames() []string {
+	var out []string
+	for _, r := range recipes.Catalog() {
+		if RecipeService(r.Name) == lockservice.KindRedis {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}

@@ -10,12 +10,13 @@ import (
 	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
-// Site is where runs happen: a private network, the ensemble serving on it (or an
-// existing one reached from it, Config.Connect), and one namespace per worker slot. Run makes one for itself and removes it at its end. A
-// caller that runs many short runs on one ensemble (explore's rounds) starts one with
-// StartSite, passes it in Config.Site, and closes it when done: the ensemble is then
-// started once, and each run leaves the site as it found it (faults healed, its
-// workers gone, the ensemble serving).
+// Site is where runs happen: a private network, the lock service serving on it (a
+// ZooKeeper ensemble or Redis instances, Config.Service; or an existing ensemble
+// reached from it, Config.Connect), and one namespace per worker slot. Run makes one
+// for itself and removes it at its end. A caller that runs many short runs on one
+// service (explore's rounds) starts one with StartSite, passes it in Config.Site, and
+// closes it when done: the servers are then started once, and each run leaves the
+// site as it found it (faults healed, its workers gone, the servers serving).
 type Site struct {
 	network *netns.Network
 	svc     lockservice.Service
@@ -23,7 +24,10 @@ type Site struct {
 	// version is what the servers report; quorum how long they took to serve.
 	version string
 	quorum  time.Duration
-	// nodes and workers are what the site was made for: a run must match them.
+	// service, redis, nodes, workers and connect are what the site was made for: a
+	// run must match them.
+	service        lockservice.Kind
+	redis          lockservice.RedisSettings
 	nodes, workers int
 	connect        string
 }
@@ -42,7 +46,7 @@ func StartSite(ctx context.Context, cfg Config, serversDir string) (*Site, error
 // newSite builds a site named runID (its namespaces are zlc<runID>...).
 func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf func(string, ...any)) (s *Site, err error) {
 	start := time.Now()
-	s = &Site{nodes: cfg.Nodes, workers: cfg.Workers, connect: cfg.Connect}
+	s = &Site{service: cfg.Service, redis: cfg.Redis, nodes: cfg.Nodes, workers: cfg.Workers, connect: cfg.Connect}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())
@@ -57,9 +61,13 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	}
 	s.quorum = time.Since(start)
 	s.version = s.svc.Version(ctx)
-	if !s.svc.Managed() {
+	switch {
+	case !s.svc.Managed():
 		logf("existing ensemble (not managed by zlockcheck) serving at %s, reached after %s", s.svc.Connect(), s.quorum.Round(time.Millisecond))
-	} else {
+	case cfg.Service == lockservice.KindRedis:
+		logf("redis %s, %s topology of %d, persistence %s: serving after %s (%s)", s.version, cfg.Redis.Topology, cfg.Nodes,
+			cfg.Redis.Persistence, s.quorum.Round(time.Millisecond), s.svc.Connect())
+	default:
 		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.svc.Connect())
 	}
 	s.hosts = make([]netns.Host, cfg.Workers)
@@ -73,6 +81,9 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 
 // fits reports why a run of cfg cannot use the site, if it cannot.
 func (s *Site) fits(cfg Config) error {
+	if cfg.Service != s.service || cfg.Redis != s.redis {
+		return fmt.Errorf("site: made for service %s %+v, the run wants %s %+v", s.service, s.redis, cfg.Service, cfg.Redis)
+	}
 	if cfg.Connect != s.connect {
 		return fmt.Errorf("site: made for connect %q, the run wants %q", s.connect, cfg.Connect)
 	}

@@ -155,6 +155,8 @@ func (c Config) Resolve(ctx context.Context) (Config, error) {
 		return c, nil
 	case r.Mutant && !c.Worker.AllowMutants:
 		return c, fmt.Errorf("recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.Name)
+	case c.Workload.Fenced && redlockRecipe(r.Name):
+		return c, fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", r.Name)
 	case !r.Supports(c.Workload.Kind):
 		return c, fmt.Errorf("recipe %s does not do the %s workload (it does %v)", r.Name, c.Workload.Kind, r.Kinds)
 	case len(c.WorkerArgv) == 0:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -52,7 +53,12 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if rep.Skipped > 0 {
 		fmt.Fprintf(stdout, "left %d namespaces of runs whose harness is still running (--all removes them too)\n", rep.Skipped)
 	}
-	if err != nil {
+	// After the namespaces: an instance still in one belongs to a live run.
+	left, rerr := lockservice.CleanupRedis()
+	for _, l := range left {
+		fmt.Fprintf(stdout, "killed redis-server %d (%s): its run's namespace was gone\n", l.Pid, l.Conf)
+	}
+	if err := errors.Join(err, rerr); err != nil {
 		return exitError, err
 	}
 	return 0, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -41,16 +42,19 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	fs := newFlagSet("matrix", stderr)
 	var o runOptions
 	o.register(fs)
-	recipesF := fs.String("recipes", "", "comma-separated recipes (default: every real recipe)")
+	recipesF := fs.String("recipes", "", "comma-separated recipes (default: every real ZooKeeper recipe)")
 	faultsF := fs.String("faults", "", "comma-separated fault classes (default: all of "+setupNames(nemesis.Setups())+")")
 	out := fs.String("out", "", "directory for matrix.json and matrix.md (default STORE/matrix/<timestamp>)")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
 	o.quiet = true
-	names := realRecipeNames()
+	names := serviceRecipes(realRecipeNames(), lockservice.KindZooKeeper)
 	if *recipesF != "" {
 		names = splitList(*recipesF)
+	}
+	if err := matrixOnZooKeeper(o, names); err != nil {
+		return exitError, err
 	}
 	setups, err := pickSetups(*faultsF)
 	if err != nil {
@@ -91,6 +95,37 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		fmt.Fprintf(stdout, "\nmatrix: %s\n", dir)
 	}
 	return verdictCode(worst), nil
+}
+
+// matrixOnZooKeeper refuses a matrix on another service than ZooKeeper: its fault
+// setups are ZooKeeper's (the matrix across services is not built yet).
+func matrixOnZooKeeper(o runOptions, names []string) error {
+	if o.service != "" {
+		k, err := lockservice.ParseKind(o.service)
+		if err != nil {
+			return usageError{"--service: " + err.Error()}
+		}
+		if k != lockservice.KindZooKeeper {
+			return fmt.Errorf("--service %s: not built yet, the matrix's faults are ZooKeeper's (docs/redis.md)", k)
+		}
+	}
+	for _, n := range names {
+		if k := harness.RecipeService(n); k != "" && k != lockservice.KindZooKeeper {
+			return fmt.Errorf("recipe %s is a %s recipe: the matrix on %s is not built yet (docs/redis.md)", n, k, k)
+		}
+	}
+	return nil
+}
+
+// serviceRecipes are the names whose recipe works with service k.
+func serviceRecipes(names []string, k lockservice.Kind) []string {
+	var out []string
+	for _, n := range names {
+		if harness.RecipeService(n) == k {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // pickSetups are the named setups --faults lists (all when empty).

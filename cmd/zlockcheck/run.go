@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/report"
@@ -54,6 +55,9 @@ type runOptions struct {
 	keep                         string
 	// ssh are the --ssh-* flags (ssh.go).
 	ssh sshOptions
+	// service, redisTopology and redisPersistence are --service and the Redis
+	// settings ("": the recipe's service; Redis's defaults).
+	service, redisTopology, redisPersistence string
 	// setup, when set, is the run's faults instead of --nemesis, --nemesis-targets and
 	// --partition-shapes (a matrix column).
 	setup *nemesis.Setup
@@ -92,7 +96,10 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.baselineProc, "baseline-processes", false, "after the workload (and --baseline's loop), time the plain loop as one OS process per worker slot, in its namespace, as the workers run (benchmarks)")
 	fs.DurationVar(&o.cfg.BaselineWarmup, "baseline-warmup", def.BaselineWarmup, "with --baseline or --baseline-processes: first run the plain loop this long, untimed, so that the servers have warmed up before either side is timed (0: none)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
-	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "ZooKeeper servers in the ensemble")
+	fs.StringVar(&o.service, "service", "", "lock service the run starts: zookeeper or redis (default: the recipe's; zookeeper for exec); docs/redis.md")
+	fs.StringVar(&o.redisTopology, "redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
+	fs.StringVar(&o.redisPersistence, "redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
+	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's ensemble, or Redis instances (default 1 for --redis-topology single, else 3)")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
 	fs.DurationVar(&o.cfg.Duration, "time", def.Duration, "how long the workload runs")
 	fs.Int64Var(&o.cfg.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
@@ -116,6 +123,9 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 	cfg := o.cfg
 	cfg.Recipe = o.recipe
+	if err := o.serviceConfig(&cfg); err != nil {
+		return cfg, err
+	}
 	var err error
 	if cfg.WorkerArgv, cfg.Worker, err = o.worker(stderr); err != nil {
 		return cfg, err
@@ -155,6 +165,42 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 		return cfg, usageError{fmt.Sprintf("--nodes %d but --ssh-nodes names %d nodes (one server each)", cfg.Nodes, len(cfg.SSH.Nodes))}
 	}
 	return cfg, nil
+}
+
+// serviceConfig sets the run's service and its Redis settings from the flags; for
+// Redis, a --nodes not given is left to the topology (harness.Config.Defaults).
+func (o runOptions) serviceConfig(cfg *harness.Config) error {
+	var err error
+	if o.service != "" {
+		if cfg.Service, err = lockservice.ParseKind(o.service); err != nil {
+			return usageError{"--service: " + err.Error()}
+		}
+	}
+	if o.redisTopology != "" {
+		if cfg.Redis.Topology, err = lockservice.ParseRedisTopology(o.redisTopology); err != nil {
+			return usageError{"--redis-topology: " + err.Error()}
+		}
+	}
+	if o.redisPersistence != "" {
+		if cfg.Redis.Persistence, err = lockservice.ParseRedisPersistence(o.redisPersistence); err != nil {
+			return usageError{"--redis-persistence: " + err.Error()}
+		}
+	}
+	if o.serviceKind() == lockservice.KindRedis && !o.set["nodes"] {
+		cfg.Nodes = 0
+	}
+	return nil
+}
+
+// serviceKind is the service the run will start: --service, else the recipe's.
+func (o runOptions) serviceKind() lockservice.Kind {
+	if o.service != "" {
+		return lockservice.Kind(o.service)
+	}
+	if k := harness.RecipeService(o.recipe); k != "" {
+		return k
+	}
+	return lockservice.KindZooKeeper
 }
 
 // plan is the run the options make, completed and checked without running it

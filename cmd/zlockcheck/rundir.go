@@ -11,6 +11,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -138,8 +139,13 @@ func describeConfig(cfg harness.Config) []string {
 	if len(nem) == 0 {
 		nem = []string{"none"}
 	}
-	return []string{"recipe " + cfg.Recipe, "workload " + string(cfg.Workload.Kind), "nemesis " + strings.Join(nem, ","),
+	out := []string{"recipe " + cfg.Recipe, "workload " + string(cfg.Workload.Kind), "nemesis " + strings.Join(nem, ","),
 		fmt.Sprintf("%d workers", cfg.Workers), "time " + cfg.Duration.String()}
+	if cfg.Service == lockservice.KindRedis {
+		r := cfg.Redis.WithDefaults()
+		out = append(out, fmt.Sprintf("service redis (%s, %d instances, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
+	}
+	return out
 }
 
 func exportCmd(args []string, stdout, stderr io.Writer) (int, error) {

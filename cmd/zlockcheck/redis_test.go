@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+)
+
+// planRedis is the run the flags (and a run file, if yaml is not empty) make.
+func planRedis(t *testing.T, yaml string, args ...string) (harnessConfigView, error) {
+	t.Helper()
+	fs, o := runFlags()
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if yaml != "" {
+		if _, err := applyRunFile(fs, writeFile(t, "redis.yaml", yaml)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.noteSet(fs)
+	cfg, err := o.plan(context.Background(), io.Discard)
+	return harnessConfigView{cfg.Service, cfg.Redis, cfg.Nodes}, err
+}
+
+// harnessConfigView is what the Redis flags decide of a run's configuration.
+type harnessConfigView struct {
+	Service lockservice.Kind
+	Redis   lockservice.RedisSettings
+	Nodes   int
+}
+
+func TestRedisFlagsAndRunFile(t *testing.T) {
+	single := lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistNone}
+	cases := []struct {
+		name, yaml string
+		args       []string
+		want       harnessConfigView
+	}{
+		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{lockservice.KindZooKeeper, lockservice.RedisSettings{}, 3}},
+		{"the recipe's service", "", []string{"--recipe", "redis-lock"}, harnessConfigView{lockservice.KindRedis, single, 1}},
+		{"--service", "", []string{"--service", "redis", "--recipe", "redis-lock", "--redis-persistence", "aof-always"},
+			harnessConfigView{lockservice.KindRedis, lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistAOFAlways}, 1}},
+		{"redlock", "", []string{"--recipe", "redsync", "--redis-topology", "redlock"},
+			harnessConfigView{lockservice.KindRedis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistNone}, 3}},
+		{"run file", "service: redis\nrecipe: redsync\nredis-topology: redlock\nnodes: 5\nredis-persistence: aof-everysec\n", nil,
+			harnessConfigView{lockservice.KindRedis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistAOFEverysec}, 5}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := planRedis(t, c.yaml, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+	bad := map[string][]string{
+		"--service: want zookeeper or redis": {"--service", "etcd", "--recipe", "redis-lock"},
+		"--redis-topology: want single":      {"--recipe", "redis-lock", "--redis-topology", "cluster"},
+		"--redis-persistence: want none":     {"--recipe", "redis-lock", "--redis-persistence", "rdb"},
+		"is a ZooKeeper recipe":              {"--service", "redis", "--recipe", "gozk"},
+		"is a Redis recipe":                  {"--service", "zookeeper", "--recipe", "redis-lock"},
+		"single topology is one instance":    {"--recipe", "redis-lock", "--nodes", "3"},
+		"RedLock wants at least 3":           {"--recipe", "redsync", "--redis-topology", "redlock", "--nodes", "2"},
+		"has no fencing token":               {"--recipe", "redsync", "--redis-topology", "redlock", "--fenced"},
+		"Redis settings":                     {"--recipe", "gozk", "--redis-topology", "redlock"},
+		"not built for Redis yet":            {"--recipe", "redis-lock", "--nemesis", "session-expire"},
+		"testing an existing Redis":          {"--recipe", "redis-lock", "--connect", "192.0.2.1:6379"},
+		"no plain Redis client loop":         {"--recipe", "redis-lock", "--baseline"},
+		"redlock over independent instances": {"--recipe", "redsync"},
+		"not redlock":                        {"--recipe", "redis-lock", "--redis-topology", "redlock"},
+	}
+	for want, args := range bad {
+		if _, err := planRedis(t, "", args...); err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
+			t.Errorf("%v: got %v, want an error about %q", args, err, want)
+		}
+	}
+}
+
+// TestRedisBadInputLeavesNothing: the binary refuses a ZooKeeper recipe on Redis, a
+// RedLock recipe on one instance, explore and the matrix on Redis, before it makes
+// anything.
+func TestRedisBadInputLeavesNothing(t *testing.T) {
+	store := t.TempDir()
+	cases := map[string][]string{
+		"is a ZooKeeper recipe":    {"run", "--service", "redis", "--recipe", "gozk", "--store", store},
+		"--redis-topology redlock": {"run", "--recipe", "redsync", "--store", store},
+		"explore on redis":         {"explore", "--recipe", "redis-lock", "--store", store},
+		"matrix's faults":          {"matrix", "--service", "redis", "--store", store},
+	}
+	for want, args := range cases {
+		code, stdout, stderr := zlockcheck(t, args...)
+		if code != exitError || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q", args, code, stderr, stdout, exitError, want)
+		}
+	}
+	if entries, err := os.ReadDir(store); err != nil || len(entries) > 0 {
+		t.Errorf("the store holds %v (%v) after runs that should not start", entries, err)
+	}
+	if _, err := os.Stat(filepath.Join(store, "latest")); err == nil {
+		t.Error("a run directory was made")
+	}
+}

@@ -1,0 +1,127 @@
+package harness
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/recipes"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// redisConfig is a valid run of an exec worker on Redis, before Defaults.
+func redisConfig() Config {
+	return Config{Recipe: "exec", WorkerArgv: []string{"w"}, Service: lockservice.KindRedis}
+}
+
+func TestServiceDefaults(t *testing.T) {
+	zk := Config{Recipe: "gozk", WorkerArgv: []string{"w"}}.Defaults()
+	if zk.Service != lockservice.KindZooKeeper || zk.Nodes != 3 || zk.Redis != (lockservice.RedisSettings{}) {
+		t.Errorf("a ZooKeeper recipe's run: service %q, %d nodes, redis %+v", zk.Service, zk.Nodes, zk.Redis)
+	}
+	single := redisConfig().Defaults()
+	want := lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistNone}
+	if single.Redis != want || single.Nodes != 1 {
+		t.Errorf("redis defaults: %+v, %d nodes; want %+v, 1 node", single.Redis, single.Nodes, want)
+	}
+	c := redisConfig()
+	c.Redis.Topology = lockservice.RedisRedlock
+	if n := c.Defaults().Nodes; n != 3 {
+		t.Errorf("redlock's default nodes: %d", n)
+	}
+	c.Nodes = 5
+	if n := c.Defaults().Nodes; n != 5 {
+		t.Errorf("redlock with 5 nodes asked for: %d", n)
+	}
+	sc := single.service("/srv")
+	if sc.Kind != lockservice.KindRedis || sc.Redis.RedisSettings != want || sc.Redis.Nodes != 1 || sc.Redis.Dir != "/srv" {
+		t.Errorf("the service's configuration: %+v", sc)
+	}
+	for name, cfg := range map[string]Config{"zookeeper": zk, "redis": single} {
+		data, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasRedis := strings.Contains(string(data), `"redis":{"topology":"single","persistence":"none"}`)
+		if !strings.Contains(string(data), `"service":"`+name+`"`) || hasRedis != (name == "redis") {
+			t.Errorf("%s run's config.json: %s", name, data)
+		}
+	}
+}
+
+func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
+	cases := map[string]func(*Config){
+		"connect":           func(c *Config) { c.Connect = "10.0.0.1:6379" },
+		"ssh-nodes":         func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} },
+		"single topology":   func(c *Config) { c.Nodes = 3 },
+		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = lockservice.RedisRedlock, 2 },
+		"redis-persistence": func(c *Config) { c.Redis.Persistence = "rdb" },
+		"keeps no counter":  func(c *Config) { c.Workload.Kind = workloads.Counter },
+		"plain Redis":       func(c *Config) { c.Baseline = true },
+		"session-expire":    func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
+		"reply-loss":        func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassReplyLoss} },
+		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
+		"want zookeeper or redis": func(c *Config) {
+			c.Service = "etcd"
+		},
+	}
+	if err := redisConfig().Defaults().Validate(); err != nil {
+		t.Fatalf("a valid Redis run: %v", err)
+	}
+	ok := redisConfig()
+	ok.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassClientPause}
+	if err := ok.Defaults().Validate(); err != nil {
+		t.Errorf("kill, pause, partition and client-pause on Redis: %v", err)
+	}
+	for want, change := range cases {
+		c := redisConfig()
+		change(&c)
+		if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error about %q, got %v", want, err)
+		}
+	}
+	zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Redis: lockservice.RedisSettings{Topology: lockservice.RedisRedlock}}
+	if err := zk.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--service redis") {
+		t.Errorf("Redis settings on ZooKeeper: %v", err)
+	}
+}
+
+func TestRedisRecipesNeedRedis(t *testing.T) {
+	for _, r := range recipes.Catalog() {
+		if _, err := lockservice.ParseKind(string(RecipeService(r.Name))); err != nil {
+			t.Errorf("recipe %s: its service is no kind the harness starts: %v", r.Name, err)
+		}
+	}
+	if s := RecipeService("redsync"); s != lockservice.KindRedis {
+		t.Errorf("redsync's service: %q", s)
+	}
+	if s := RecipeService("gozk"); s != lockservice.KindZooKeeper {
+		t.Errorf("gozk's service: %q", s)
+	}
+	if s := RecipeService("exec"); s != "" {
+		t.Errorf("exec's service: %q", s)
+	}
+	cases := []struct {
+		recipe string
+		change func(*Config)
+		want   string // "" for valid
+	}{
+		{"redis-lock", func(*Config) {}, ""},
+		{"redis-lock", func(c *Config) { c.Service = lockservice.KindZooKeeper }, "--service redis"},
+		{"redis-lock", func(c *Config) { c.Redis.Topology = lockservice.RedisRedlock }, "not redlock"},
+		{"redis-lock", func(c *Config) { c.Redis.Topology = lockservice.RedisReplicas }, ""},
+		{"redsync", func(c *Config) { c.Redis.Topology = lockservice.RedisRedlock }, ""},
+		{"redsync", func(*Config) {}, "--redis-topology redlock"},
+		{"redsync", func(c *Config) { c.Redis.Topology, c.Workload.Fenced = lockservice.RedisRedlock, true }, "no fencing token"},
+	}
+	for _, c := range cases {
+		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}
+		c.change(&cfg)
+		err := cfg.Defaults().Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s %+v: got %v, want %q", c.recipe, cfg.Redis, err, c.want)
+		}
+	}
+}
