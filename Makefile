@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin/zlockcheck
 APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo chromium \
-             iproute2 nftables iptables procps time openssh-server
+             iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
 .PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu property clean cleanup
@@ -12,9 +12,10 @@ RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 all: build
 
 # Idempotent: apt-get runs only when a package is missing. openssh-server is there for
-# the SSH-node test fixture only (its sshd runs inside namespaces the tests make): while
-# installing, a policy-rc.d that denies every service start keeps Debian from starting
-# an sshd on the host (one the machine already has is left as it is).
+# the SSH-node test fixture only (its sshd runs inside namespaces the tests make), and
+# redis-server and redis-sentinel for the instances a run starts in its own namespaces:
+# while installing, a policy-rc.d that denies every service start keeps Debian from
+# starting an sshd or a Redis on the host (one the machine already has is left as it is).
 setup:
 	@missing=""; for p in $(APT_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \

@@ -17,9 +17,10 @@ func requireRedis(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer)
 }
 
-// TestRunRedisTopologiesAreValid: the correct single-instance lock on one instance,
-// and RedLock on three, are valid, their liveness judged through the lock's key;
-// config.json records the service; nothing of the run is left.
+// TestRunRedisTopologiesAreValid: one run per topology, each valid, its liveness
+// judged through the lock's key: the single-instance lock on one instance, RedLock on
+// three, bsm/redislock on a primary with two replicas (AOF always); config.json
+// records the service; nothing of the run is left.
 func TestRunRedisTopologiesAreValid(t *testing.T) {
 	requireRedis(t)
 	cases := []struct {
@@ -30,6 +31,8 @@ func TestRunRedisTopologiesAreValid(t *testing.T) {
 		{"redis-lock", []string{"--service", "redis", "--recipe", "redis-lock"}, []string{"servers/s1/redis.conf"}},
 		{"redsync", []string{"--service", "redis", "--redis-topology", "redlock", "--nodes", "3", "--recipe", "redsync"},
 			[]string{"servers/s1/redis.conf", "servers/s3/redis.conf"}},
+		{"replicas", []string{"--service", "redis", "--redis-topology", "replicas", "--redis-persistence", "aof-always", "--recipe", "redislock"},
+			[]string{"servers/s2/redis.conf", "servers/s1/data/appendonlydir"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -52,6 +55,16 @@ func TestRunRedisTopologiesAreValid(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(store, "latest", f)); err != nil {
 					t.Errorf("run directory lacks %s: %v", f, err)
 				}
+			}
+			var cfg struct {
+				Service string `json:"service"`
+				Redis   struct {
+					Topology, Persistence string
+				} `json:"redis"`
+			}
+			data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+			if err != nil || json.Unmarshal(data, &cfg) != nil || cfg.Service != "redis" || cfg.Redis.Topology == "" || cfg.Redis.Persistence == "" {
+				t.Errorf("config.json does not record the service and its settings: %+v (%v)", cfg, err)
 			}
 			if !strings.Contains(stderr, "redis 7.") {
 				t.Errorf("the run's log does not say which Redis serves:\n%s", stderr)

@@ -143,7 +143,7 @@ func describeConfig(cfg harness.Config) []string {
 		fmt.Sprintf("%d workers", cfg.Workers), "time " + cfg.Duration.String()}
 	if cfg.Service == lockservice.KindRedis {
 		r := cfg.Redis.WithDefaults()
-		out = append(out, fmt.Sprintf("service redis (%s, %d instances, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
+		out = append(out, fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
 	}
 	return out
 }
