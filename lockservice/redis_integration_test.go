@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -334,7 +333,8 @@ func TestCleanupRedisKillsOnlyTheToolsLeftovers(t *testing.T) {
 	if err := os.Mkdir(foreignDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	foreign := exec.Command("redis-server", "--port", "0", "--save", "", "--appendonly", "no", "--dir", foreignDir)
+	sock := filepath.Join(foreignDir, "redis.sock")
+	foreign := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no", "--dir", foreignDir)
 	if err := foreign.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,9 @@ func TestCleanupRedisKillsOnlyTheToolsLeftovers(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "del", orphan.Host.String()).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns del: %v: %s", err, out)
 	}
-	time.Sleep(100 * time.Millisecond) // the foreign server has started
+	if !answers(sock) {
+		t.Fatal("the foreign redis-server does not answer")
+	}
 	left, err := CleanupRedis()
 	if err != nil {
 		t.Fatal(err)
@@ -352,13 +354,24 @@ func TestCleanupRedisKillsOnlyTheToolsLeftovers(t *testing.T) {
 	if len(left) != 1 || left[0].Pid != pid || left[0].Conf != orphan.Conf {
 		t.Fatalf("CleanupRedis = %+v; want only instance 3 (pid %d, %s)", left, pid, orphan.Conf)
 	}
-	if orphan.Host.Pid() != 0 {
+	if running(pid) {
 		t.Error("instance 3 still runs")
 	}
-	if syscall.Kill(foreign.Process.Pid, 0) != nil || r.Instances[0].Host.Pid() == 0 || r.Instances[1].Host.Pid() == 0 {
+	if !answers(sock) || r.Instances[0].Host.Pid() == 0 || r.Instances[1].Host.Pid() == 0 {
 		t.Error("CleanupRedis killed a server it should have left alone")
 	}
 	if err := r.WaitServing(ctx, time.Second); err == nil {
 		t.Error("WaitServing with instance 3 killed: no error")
 	}
+}
+
+// answers reports whether a redis-server answers PING on unix socket sock (waiting
+// up to 5 s for it to start).
+func answers(sock string) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if out, err := exec.Command("redis-cli", "-s", sock, "PING").Output(); err == nil && strings.TrimSpace(string(out)) == "PONG" {
+			return true
+		}
+	}
+	return false
 }

@@ -67,7 +67,7 @@ func CleanupRedis() ([]LeftRedis, error) {
 	var errs []error
 	deadline := time.Now().Add(5 * time.Second)
 	for _, l := range left {
-		for syscall.Kill(l.Pid, 0) == nil && isRedisServer(l.Pid) {
+		for running(l.Pid) && isRedisServer(l.Pid) {
 			if time.Now().After(deadline) {
 				errs = append(errs, fmt.Errorf("redis-server %d (%s) outlived SIGKILL for 5s", l.Pid, l.Conf))
 				break
@@ -76,6 +76,17 @@ func CleanupRedis() ([]LeftRedis, error) {
 		}
 	}
 	return left, errors.Join(errs...)
+}
+
+// running reports whether process pid exists and is no zombie (one that died but
+// that its parent has not yet waited for).
+func running(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }
 
 // isRedisServer reports whether pid is a redis-server (its command name; Debian's

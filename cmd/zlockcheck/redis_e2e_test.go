@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
@@ -129,4 +133,54 @@ func hasCheck(res map[string]any, key, verdict string) bool {
 		}
 	}
 	return false
+}
+
+// TestCleanupKillsALeftRedis: a redis-server running a configuration the tool wrote,
+// outside any namespace of a live run, is killed and reported by cleanup; a
+// redis-server the tool did not start is left alone.
+func TestCleanupKillsALeftRedis(t *testing.T) {
+	requireRedis(t)
+	ours, theirs := t.TempDir(), t.TempDir()
+	conf := filepath.Join(ours, "redis.conf")
+	text := "# written by zlockcheck: a leftover for the cleanup test\nport 0\nunixsocket " + ours + "/redis.sock\nsave \"\"\nappendonly no\ndir " + ours + "\n"
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	left := exec.Command("redis-server", conf)
+	foreign := exec.Command("redis-server", "--port", "0", "--unixsocket", filepath.Join(theirs, "redis.sock"), "--save", "", "--appendonly", "no", "--dir", theirs)
+	for _, c := range []*exec.Cmd{left, foreign} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = c.Wait() }()
+		defer func() { _ = c.Process.Kill() }()
+	}
+	for _, dir := range []string{ours, theirs} {
+		waitRedisSocket(t, filepath.Join(dir, "redis.sock"))
+	}
+	code, stdout, stderr := zlockcheck(t, "cleanup")
+	if code != 0 {
+		t.Fatalf("cleanup: exit %d\n%s%s", code, stdout, stderr)
+	}
+	want := fmt.Sprintf("killed redis-server %d (%s)", left.Process.Pid, conf)
+	if !strings.Contains(stdout, want) {
+		t.Errorf("cleanup did not report %q:\n%s", want, stdout)
+	}
+	if out, err := exec.Command("redis-cli", "-s", filepath.Join(theirs, "redis.sock"), "PING").Output(); err != nil || strings.TrimSpace(string(out)) != "PONG" {
+		t.Errorf("the redis-server the tool did not start no longer answers: %q, %v", out, err)
+	}
+	if strings.Contains(stdout, strconv.Itoa(foreign.Process.Pid)) {
+		t.Errorf("cleanup reported the foreign redis-server:\n%s", stdout)
+	}
+}
+
+// waitRedisSocket waits (up to 5 s) until a redis-server answers PING on sock.
+func waitRedisSocket(t *testing.T, sock string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if out, err := exec.Command("redis-cli", "-s", sock, "PING").Output(); err == nil && strings.TrimSpace(string(out)) == "PONG" {
+			return
+		}
+	}
+	t.Fatalf("no redis-server answers on %s", sock)
 }
