@@ -290,8 +290,12 @@ func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
 	if err != nil {
 		return err
 	}
-	if pong, err := replyString(out[0]); err != nil || pong != "PONG" {
-		return fmt.Errorf("PING: %v%s", err, pong)
+	pong, err := replyString(out[0])
+	switch {
+	case err != nil:
+		return fmt.Errorf("PING: %w", err)
+	case pong != "PONG":
+		return fmt.Errorf("PING: answered %q", pong)
 	}
 	if !replica {
 		return nil
