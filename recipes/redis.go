@@ -128,6 +128,102 @@ func (n *redisNode) connect(ctx context.Context, wait time.Duration) error {
 	return nil
 }
 
+// redisInitPause is the pause between two rounds of an init's attempts to reach its
+// instances (redisDial).
+const redisInitPause = 100 * time.Millisecond
+
+// redisDial makes one node per address (newNode(i)) and connects them all at once,
+// then again, every redisInitPause, those that did not answer, until at least need
+// of them answered: for up to wait (the session timeout, as long as a ZooKeeper client
+// waits for its session) or until ctx ends. Each attempt is bounded by attempt (and
+// by the time left) and uses a fresh client: go-redis's pool, once a dial failed,
+// answers with that error for up to a second without dialing again.
+//
+// It returns every node, those that never answered included (they connect on first
+// use), or closes them all and returns a plain error, not Fail: a fault may have cut
+// the worker off from its instances for a while (a killed or paused server, a
+// partition), and the harness retries the slot, as it does for a ZooKeeper worker
+// whose session did not come.
+func redisDial(ctx context.Context, addrs []string, need int, wait, attempt time.Duration, logger *log.Logger,
+	newNode func(i int) *redisNode) ([]*redisNode, error) {
+	nodes := make([]*redisNode, len(addrs))
+	for i := range addrs {
+		nodes[i] = newNode(i)
+	}
+	start := time.Now()
+	deadline := start.Add(wait)
+	errs := make([]error, len(nodes))
+	for round := 0; ; round++ {
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			if round > 0 && errs[i] == nil {
+				continue
+			}
+			if round > 0 {
+				n.client.Close()
+				n = newNode(i)
+				nodes[i] = n
+			}
+			limit := min(attempt, max(time.Until(deadline), time.Millisecond))
+			wg.Go(func() { errs[i] = n.connect(ctx, limit) })
+		}
+		wg.Wait()
+		reached := 0
+		for _, err := range errs {
+			if err == nil {
+				reached++
+			}
+		}
+		if reached >= need {
+			if round > 0 {
+				logger.Printf("reached %d of %d Redis instances after %s", reached, len(nodes), time.Since(start).Round(time.Millisecond))
+			}
+			for _, err := range errs {
+				if err != nil {
+					logger.Printf("%v (RedLock goes on with the others)", err)
+				}
+			}
+			return nodes, nil
+		}
+		if round == 0 {
+			logger.Printf("reached %d of %d Redis instances, need %d: trying again for up to %s: %v",
+				reached, len(nodes), need, wait, errors.Join(errs...))
+		}
+		fail := func(why string) ([]*redisNode, error) {
+			closeRedisNodes(nodes)
+			var missing []error
+			for _, err := range errs {
+				if err != nil {
+					missing = append(missing, err)
+				}
+			}
+			if len(nodes) == 1 {
+				return nil, fmt.Errorf("%s: %w", why, missing[0])
+			}
+			return nil, fmt.Errorf("%s: reached %d of %d Redis instances, fewer than %d: %w",
+				why, reached, len(nodes), need, errors.Join(missing...))
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fail(fmt.Sprintf("gave up after %s (the session timeout)", time.Since(start).Round(time.Millisecond)))
+		}
+		t := time.NewTimer(min(redisInitPause, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fail(fmt.Sprintf("interrupted after %s: %v", time.Since(start).Round(time.Millisecond), ctx.Err()))
+		case <-t.C:
+		}
+	}
+}
+
+// closeRedisNodes closes every node's client.
+func closeRedisNodes(nodes []*redisNode) {
+	for _, n := range nodes {
+		n.client.Close()
+	}
+}
+
 // lockValue is the value a recipe locks with: the CLIENT ID of the connection that
 // sets it, as the session event spells it ("0x1f"), a colon, and token. The harness
 // attributes a key to a live client by it (GET key, CLIENT LIST).

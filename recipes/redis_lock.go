@@ -126,12 +126,14 @@ func newRedisLock(ctx context.Context, cfg Config, m redisMutant) (Recipe, error
 	logger := redisLogger(name, &cfg)
 	r := &redisLock{name: name, mutant: m, cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout),
 		keys: []string{cfg.Path, cfg.Path + ":fence"}, lease: lease{events: cfg.Events}}
-	r.node = newRedisNode(cfg.Servers[0], cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker),
-		func(id int64) { cfg.Events.Session(id, nil) })
-	if err := r.node.connect(ctx, 3*r.io); err != nil {
-		r.node.client.Close()
-		return nil, Fail(fmt.Errorf("recipe %s: %w", name, err))
+	nodes, err := redisDial(ctx, cfg.Servers[:1], 1, cfg.SessionTimeout, 3*r.io, logger, func(int) *redisNode {
+		return newRedisNode(cfg.Servers[0], cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker),
+			func(id int64) { cfg.Events.Session(id, nil) })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", name, err)
 	}
+	r.node = nodes[0]
 	return r, nil
 }
 

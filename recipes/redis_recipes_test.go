@@ -274,10 +274,6 @@ func TestRedisRecipesRefuse(t *testing.T) {
 		}
 		refuse("kind counter", Config{Servers: addrs, Kind: workloads.Counter}, "does not support kind counter")
 		refuse("no server", Config{}, "no Redis address")
-		refuse("nobody listening", Config{Servers: slices.Repeat([]string{freeAddr(t)}, c.servers)}, "connection refused")
-		if c.servers > 1 {
-			refuse("a minority listening", Config{Servers: []string{s.addr, freeAddr(t), freeAddr(t)}}, "reached 1 of 3 Redis instances, fewer than a majority")
-		}
 		if c.name != "redis-lock" {
 			refuse("fenced", Config{Servers: addrs, Fenced: true}, c.name+" cannot fence: ")
 		}
@@ -361,6 +357,90 @@ func TestRedisRecipesLostReply(t *testing.T) {
 			}
 			if c.name == "redis-lock" && s.get(t, key) != "" {
 				t.Errorf("key %q left after the lost reply, want it cleaned up", s.get(t, key))
+			}
+		})
+	}
+}
+
+// TestRedisRecipesInitWaits: a worker's init keeps trying to reach its instances (the
+// primary; a majority for RedLock) for up to the session timeout, as a ZooKeeper client
+// waits for its session: an instance that comes up a moment later is used, and when
+// none does, init gives up after the session timeout with a plain error (info, not
+// fail: the harness retries the slot), and at once when ctx ends.
+func TestRedisRecipesInitWaits(t *testing.T) {
+	requireRedis(t)
+	const ttl = 2 * time.Second
+	for _, c := range redisRecipeCases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := func(addrs []string) Config {
+				return Config{Servers: addrs, SessionTimeout: ttl, Path: testRedisKey(t), Kind: workloads.Mutex,
+					Permits: 1, Worker: 1, Log: newTestLog(t), Events: newRecordedEvents()}
+			}
+			// Up a moment later: one instance listens from the start (RedLock's
+			// minority), the one that makes the majority (or the primary) 500ms later.
+			var addrs []string
+			if c.servers > 1 {
+				addrs = append(addrs, startRedis(t).addr)
+			}
+			late := freeAddr(t)
+			addrs = append(addrs, late)
+			for len(addrs) < c.servers {
+				addrs = append(addrs, freeAddr(t))
+			}
+			started := make(chan error, 1)
+			time.AfterFunc(500*time.Millisecond, func() {
+				_, err := tryStartRedisAt(t, late)
+				started <- err
+			})
+			begin := time.Now()
+			r, err := c.new(context.Background(), cfg(addrs))
+			took := time.Since(begin)
+			if err := <-started; err != nil {
+				t.Fatalf("starting the late redis-server: %v", err)
+			}
+			if err != nil {
+				t.Fatalf("init with an instance up 500ms later: %v (after %s), want it to wait", err, took)
+			}
+			if took < 500*time.Millisecond {
+				t.Errorf("init returned after %s, before the late instance was up", took)
+			}
+			mustAcquire(t, r, "after the wait")
+			mustRelease(t, r, "after the wait")
+			r.Close()
+
+			// None comes: a plain error after the session timeout.
+			none := slices.Repeat([]string{freeAddr(t)}, c.servers)
+			if c.servers > 1 {
+				none[0] = startRedis(t).addr
+			}
+			begin = time.Now()
+			r, err = c.new(context.Background(), cfg(none))
+			took = time.Since(begin)
+			if r != nil {
+				r.Close()
+			}
+			typ, msg := Classify(err)
+			if err == nil || typ != workloads.ReplyInfo || !strings.Contains(msg, "gave up after") || !strings.Contains(msg, "connection refused") {
+				t.Errorf("init with no instance coming: %s %q, want info naming the wait and connection refused", typ, msg)
+			}
+			if c.servers > 1 && !strings.Contains(msg, "reached 1 of 3 Redis instances, fewer than 2") {
+				t.Errorf("RedLock init with a minority: %q, want it to say it reached 1 of 3", msg)
+			}
+			if took < ttl || took > ttl+2*time.Second {
+				t.Errorf("init gave up after %s, want about the session timeout %s", took, ttl)
+			}
+
+			// ctx ends: init stops waiting.
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			begin = time.Now()
+			r, err = c.new(ctx, cfg(none))
+			took = time.Since(begin)
+			if r != nil {
+				r.Close()
+			}
+			if typ, msg := Classify(err); err == nil || typ != workloads.ReplyInfo || took > time.Second {
+				t.Errorf("init whose ctx ends after 300ms: %s %q after %s, want info within 1s", typ, msg, took)
 			}
 		})
 	}

@@ -7,7 +7,6 @@ import (
 	"log"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -61,45 +60,21 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 }
 
 // newRedisNodes makes one node per address; the first reports its connections as
-// sessions. It connects to all of them at once: RedLock works while a majority can be
-// reached, so it logs the others, and fails (closing every client) only when fewer
-// than a majority answer.
+// sessions. RedLock works while a majority can be reached, so it waits (redisDial) for
+// a majority to answer, for up to the session timeout, and logs the others.
 func newRedisNodes(ctx context.Context, name string, cfg Config, logger *log.Logger) ([]*redisNode, error) {
-	nodes := make([]*redisNode, len(cfg.Servers))
-	for i, addr := range cfg.Servers {
-		var session func(int64)
-		if i == 0 {
-			session = func(id int64) { cfg.Events.Session(id, nil) }
-		}
-		nodes[i] = newRedisNode(addr, cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker), session)
-	}
-	var mu sync.Mutex
-	var errs []error
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() {
-			if err := n.connect(ctx, 3*redisIOTimeout(cfg.SessionTimeout)); err != nil {
-				logger.Printf("%v (RedLock goes on with the others)", err)
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+	nodes, err := redisDial(ctx, cfg.Servers, len(cfg.Servers)/2+1, cfg.SessionTimeout, 3*redisIOTimeout(cfg.SessionTimeout), logger,
+		func(i int) *redisNode {
+			var session func(int64)
+			if i == 0 {
+				session = func(id int64) { cfg.Events.Session(id, nil) }
 			}
+			return newRedisNode(cfg.Servers[i], cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker), session)
 		})
-	}
-	wg.Wait()
-	if reached := len(nodes) - len(errs); reached < len(nodes)/2+1 {
-		closeRedisNodes(nodes)
-		return nil, Fail(fmt.Errorf("recipe %s: reached %d of %d Redis instances, fewer than a majority: %w",
-			name, reached, len(nodes), errors.Join(errs...)))
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", name, err)
 	}
 	return nodes, nil
-}
-
-// closeRedisNodes closes every node's client.
-func closeRedisNodes(nodes []*redisNode) {
-	for _, n := range nodes {
-		n.client.Close()
-	}
 }
 
 // redsyncLock is the redsync recipe.

@@ -61,8 +61,12 @@ func startRedis(t *testing.T) *redisServer {
 }
 
 func tryStartRedis(t *testing.T) (*redisServer, error) {
+	return tryStartRedisAt(t, freeAddr(t))
+}
+
+// tryStartRedisAt starts a redis-server on addr, as startRedis does.
+func tryStartRedisAt(t *testing.T, addr string) (*redisServer, error) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(redisServerBin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
 		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no")
