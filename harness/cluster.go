@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sort"
 	"sync"
@@ -20,7 +21,33 @@ type cluster struct {
 	workers map[int]*worker // by slot: the slot's current process
 }
 
-var _ nemesis.Cluster = (*cluster)(nil)
+var _ nemesis.RedisCluster = (*cluster)(nil)
+
+// redisAdmin is a service of Redis instances: what the Redis faults need of it.
+type redisAdmin interface {
+	Settings() lockservice.RedisSettings
+	Command(ctx context.Context, id int, args ...string) (any, error)
+}
+
+// RedisSettings are the Redis instances' topology and persistence; ok is false when
+// the run's service is not Redis.
+func (c *cluster) RedisSettings() (topology, persistence string, ok bool) {
+	r, ok := c.svc.(redisAdmin)
+	if !ok {
+		return "", "", false
+	}
+	s := r.Settings().WithDefaults()
+	return string(s.Topology), string(s.Persistence), true
+}
+
+// RedisCommand sends one command to Redis instance id.
+func (c *cluster) RedisCommand(ctx context.Context, id int, args ...string) (any, error) {
+	r, ok := c.svc.(redisAdmin)
+	if !ok {
+		return nil, fmt.Errorf("redis command: the run's servers are not Redis")
+	}
+	return r.Command(ctx, id, args...)
+}
 
 func newCluster(svc lockservice.Service) *cluster {
 	return &cluster{svc: svc, workers: map[int]*worker{}}

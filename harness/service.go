@@ -109,6 +109,11 @@ func (c Config) validateService() error {
 		if RecipeService(c.Recipe) == lockservice.KindRedis {
 			return fmt.Errorf("recipe %s is a Redis recipe: run it with --service redis", c.Recipe)
 		}
+		for _, cl := range c.Nemesis {
+			if cl.RedisOnly() {
+				return fmt.Errorf("nemesis %s: acts on Redis instances only (--service redis)", cl)
+			}
+		}
 		return nil
 	case lockservice.KindRedis:
 		return c.validateRedis()
@@ -147,6 +152,9 @@ func (c Config) validateRedis() error {
 	for _, cl := range c.Nemesis {
 		if slices.Contains(redisClassesNotBuilt, cl) {
 			return fmt.Errorf("nemesis %s: not built for Redis yet (it acts on ZooKeeper's client port and sessions)", cl)
+		}
+		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != lockservice.RedisReplicas {
+			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", c.Redis.WithDefaults().Topology)
 		}
 	}
 	return nil

@@ -360,3 +360,13 @@ func (r *Redis) notServing(ctx context.Context, sts []redisStatus, why string) e
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
+
+// Command sends one command to instance id (from 1) over a fresh connection from the
+// harness, bounded by opTimeout, and returns its reply; an error reply is the error.
+// The nemesis's Redis faults (promotion, the clock-jump script) go through it.
+func (r *Redis) Command(ctx context.Context, id int, args ...string) (any, error) {
+	if id < 1 || id > len(r.Instances) {
+		return nil, fmt.Errorf("redis: no instance %d (1..%d)", id, len(r.Instances))
+	}
+	return r.do(ctx, r.Instances[id-1], args...)
+}

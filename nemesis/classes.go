@@ -32,6 +32,14 @@ const (
 	ClassClientServerPartition Class = "client-server-partition"
 	// ClassReplyLoss drops the replies to a worker (ReplyLoss).
 	ClassReplyLoss Class = "reply-loss"
+	// ClassRestart kills servers and starts them again at once (Restart): a Redis
+	// instance keeps what its persistence kept.
+	ClassRestart Class = "restart"
+	// ClassFailover loses a grant to a replica promotion (Failover; Redis replicas).
+	ClassFailover Class = "failover"
+	// ClassClockJump jumps one Redis instance's clock forward, as its keys' expiries
+	// see it (ClockJump).
+	ClassClockJump Class = "clock-jump"
 )
 
 // classSpec is one fault class of the catalogue: everything the schedule knows about
@@ -47,6 +55,9 @@ type classSpec struct {
 	// hold is how long the schedule holds a fault of the class: uniform in [lo, hi);
 	// lo == hi is a fixed time, 0 an instantaneous fault.
 	hold func(s Schedule) (lo, hi time.Duration)
+	// redis is set for a class made for Redis (issue 25): named explicitly, never
+	// among Classes() ("all", the classes every service shares).
+	redis bool
 }
 
 // catalogue lists every fault class, in a fixed order: the one place a class is
@@ -55,26 +66,31 @@ type classSpec struct {
 // seed's schedule depends on that order.
 func catalogue() []classSpec {
 	return []classSpec{
-		{ClassKill, true, func(d drawer) fault { return Kill{Target: d.serverTarget()} }, serverHold},
-		{ClassPause, true, func(d drawer) fault { return Pause{Target: d.serverTarget()} }, serverHold},
-		{ClassPartition, true, func(d drawer) fault { return Partition{Shape: d.shape()} }, serverHold},
+		{ClassKill, true, func(d drawer) fault { return Kill{Target: d.serverTarget()} }, serverHold, false},
+		{ClassPause, true, func(d drawer) fault { return Pause{Target: d.serverTarget()} }, serverHold, false},
+		{ClassPartition, true, func(d drawer) fault { return Partition{Shape: d.shape()} }, serverHold, false},
 		{ClassPacket, true, func(d drawer) fault {
 			return Packet{Target: d.serverTarget(), Loss: 10 + d.rng.IntN(41)}
-		}, serverHold},
-		{ClassClientPartition, false, func(d drawer) fault { return ClientPartition{Target: d.clientTarget()} }, clientHold},
+		}, serverHold, false},
+		{ClassClientPartition, false, func(d drawer) fault { return ClientPartition{Target: d.clientTarget()} }, clientHold, false},
 		{ClassSessionExpire, false, func(d drawer) fault {
 			return SessionExpire{Target: d.clientTarget(), SessionTimeout: d.s.SessionTimeout}
-		}, noHold},
-		{ClassClientPause, false, func(d drawer) fault { return ClientPause{Target: d.clientTarget()} }, clientHold},
-		{ClassClientKill, false, func(d drawer) fault { return ClientKill{Target: d.clientTarget()} }, noHold},
+		}, noHold, false},
+		{ClassClientPause, false, func(d drawer) fault { return ClientPause{Target: d.clientTarget()} }, clientHold, false},
+		{ClassClientKill, false, func(d drawer) fault { return ClientKill{Target: d.clientTarget()} }, noHold, false},
 		{ClassClientServerPartition, true, func(d drawer) fault {
 			t := d.serverTarget()
 			if t != TargetLeader {
 				t = TargetOne // a client-server partition cuts the clients of one server
 			}
 			return ClientServerPartition{Target: t}
-		}, serverHold},
-		{ClassReplyLoss, false, func(d drawer) fault { return ReplyLoss{Target: d.clientTarget()} }, replyLossHold},
+		}, serverHold, false},
+		{ClassReplyLoss, false, func(d drawer) fault { return ReplyLoss{Target: d.clientTarget()} }, replyLossHold, false},
+		{ClassRestart, true, func(d drawer) fault { return Restart{Target: d.serverTarget()} }, noHold, true},
+		{ClassFailover, true, func(d drawer) fault { return Failover{} }, noHold, true},
+		{ClassClockJump, true, func(d drawer) fault {
+			return ClockJump{Target: d.serverTarget(), Delta: DefaultClockJump(d.s.SessionTimeout)}
+		}, noHold, true},
 	}
 }
 
@@ -136,12 +152,24 @@ func (c Class) ServerFault() bool {
 // that varies itself must give the time to show (workloads.StandardRegimes).
 func (c Class) OnClients() bool { return !c.ServerFault() || c == ClassClientServerPartition }
 
-// Classes lists every fault class, in a fixed order.
-func Classes() []Class {
-	specs := catalogue()
-	out := make([]Class, len(specs))
-	for i, s := range specs {
-		out[i] = s.class
+// Classes lists every fault class every service shares, in a fixed order: what
+// "all" means. The classes made for Redis are RedisClasses.
+func Classes() []Class { return classes(false) }
+
+// RedisClasses lists the classes made for Redis (restart, failover, clock-jump),
+// which a run names explicitly.
+func RedisClasses() []Class { return classes(true) }
+
+// RedisOnly reports whether c acts on Redis instances only (failover, clock-jump): a
+// run on another service refuses it.
+func (c Class) RedisOnly() bool { return c == ClassFailover || c == ClassClockJump }
+
+func classes(redis bool) []Class {
+	var out []Class
+	for _, s := range catalogue() {
+		if s.redis == redis {
+			out = append(out, s.class)
+		}
 	}
 	return out
 }
@@ -172,7 +200,7 @@ func ParseClasses(s string) ([]Class, error) {
 		}
 		if _, known := Class(name).spec(); !known {
 			valid := []string{"none", "all"}
-			for _, c := range Classes() {
+			for _, c := range append(Classes(), RedisClasses()...) {
 				valid = append(valid, string(c))
 			}
 			return nil, fmt.Errorf("unknown nemesis fault %q; valid: %s", name, strings.Join(valid, ", "))

@@ -1,0 +1,159 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RedisPort is the port every Redis instance of a run serves on.
+const RedisPort = 6379
+
+// RedisCluster is a Cluster whose servers are Redis instances the tool started. The
+// Redis faults (failover, clock-jump) need it; restart records the persistence
+// setting it reports. The harness's cluster implements it over every service and
+// says ok=false in RedisSettings when the run's servers are not Redis.
+type RedisCluster interface {
+	Cluster
+	// RedisSettings are the instances' topology (single, replicas, redlock) and
+	// persistence (none, aof-everysec, aof-always); ok is false when the run's
+	// servers are not Redis.
+	RedisSettings() (topology, persistence string, ok bool)
+	// RedisCommand sends one command to instance id over a fresh connection from
+	// the harness's namespace and returns its reply; an error reply is the error.
+	RedisCommand(ctx context.Context, id int, args ...string) (any, error)
+}
+
+// redisOf returns c as a Redis cluster, or an error that says the fault needs one.
+func redisOf(c Cluster, class Class) (RedisCluster, string, error) {
+	rc, ok := c.(RedisCluster)
+	if !ok {
+		return nil, "", fmt.Errorf("%s: acts on Redis instances only; this run's servers are not Redis", class)
+	}
+	topology, _, ok := rc.RedisSettings()
+	if !ok {
+		return nil, "", fmt.Errorf("%s: acts on Redis instances only; this run's servers are not Redis", class)
+	}
+	return rc, topology, nil
+}
+
+// redisPersistence is the run's Redis persistence setting, "" when its servers are
+// not Redis.
+func redisPersistence(c Cluster) string {
+	if rc, ok := c.(RedisCluster); ok {
+		if _, p, ok := rc.RedisSettings(); ok {
+			return p
+		}
+	}
+	return ""
+}
+
+// redisAddr is instance s's client address as another instance names it (REPLICAOF).
+func redisAddr(s Server) (host, port string) {
+	return s.Host.Addr().String(), strconv.Itoa(RedisPort)
+}
+
+// waitRedis polls instance id with cmd until ok accepts the reply, for at most
+// within; the error says what the last reply or error was.
+func waitRedis(ctx context.Context, rc RedisCluster, id int, within time.Duration, ok func(any) bool, cmd ...string) error {
+	deadline := time.Now().Add(within)
+	var last string
+	for {
+		v, err := rc.RedisCommand(ctx, id, cmd...)
+		if err == nil && ok(v) {
+			return nil
+		}
+		last = fmt.Sprint(v)
+		if err != nil {
+			last = err.Error()
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%s on s%d: not as wanted within %s (last: %.120s)", strings.Join(cmd, " "), id, within, last)
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// isPong accepts PING's answer.
+func isPong(v any) bool { return v == "PONG" }
+
+// linkUp accepts a replica's INFO replication that says its link to the primary is up
+// (so a full resync, if one was needed, has replaced its data).
+func linkUp(v any) bool {
+	s, ok := v.(string)
+	return ok && strings.Contains(s, "master_link_status:up")
+}
+
+// joinErrs joins errs, nil when every one is nil.
+func joinErrs(errs ...error) error { return errors.Join(errs...) }
+
+var (
+	_ fault = (*Restart)(nil)
+	_ fault = (*Failover)(nil)
+)
+
+// Restart kills servers and starts them again at once (ServerHost.Kill, Start), then
+// waits until a Redis instance answers PING again. What the server kept is what its
+// persistence kept: a Redis instance with persistence none comes back empty, so the
+// holder's key is gone while the holder's validity runs; with AOF always it comes back
+// with every acknowledged write. On ZooKeeper (every write fsynced) it is a kill with
+// no downtime to speak of. Undo starts a server still down. The record names the
+// Redis persistence setting, which the cause reads.
+type Restart struct {
+	// Target says which servers.
+	Target Target
+}
+
+// Apply restarts the target servers.
+func (f Restart) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, error) {
+	return run(ctx, f, c, rng)
+}
+
+func (f Restart) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
+	v := map[string]any{"fault": string(ClassRestart), "target": string(f.Target)}
+	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	if err != nil {
+		return plan{value: v}, err
+	}
+	v["servers"] = serverNames(ids)
+	if note != "" {
+		v["note"] = note
+	}
+	persistence := redisPersistence(c)
+	if persistence != "" {
+		v["persistence"] = persistence
+	}
+	ss := serversByID(c, ids)
+	undo := func(ctx context.Context) error {
+		var errs []error
+		for _, s := range ss {
+			if s.Host.Pid() == 0 {
+				errs = append(errs, s.Host.Start(ctx))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	apply := func(ctx context.Context) error {
+		var errs []error
+		for _, s := range ss {
+			if err := s.Host.Kill(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("restart server %d: kill: %w", s.ID, err))
+			} else if err := s.Host.Start(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("restart server %d: start: %w", s.ID, err))
+			}
+		}
+		if rc, ok := c.(RedisCluster); ok && persistence != "" {
+			for _, s := range ss {
+				errs = append(errs, waitRedis(ctx, rc, s.ID, 5*time.Second, isPong, "PING"))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return plan{value: v, apply: apply, undo: undo}, nil
+}
