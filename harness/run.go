@@ -14,6 +14,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
@@ -32,8 +33,10 @@ type Outcome struct {
 	Elapsed time.Duration
 	// Interrupted is set when the run was cancelled before its time was up.
 	Interrupted bool
-	// ZooKeeperVersion is what the servers reported.
-	ZooKeeperVersion string
+	// Service is the lock service the run used, and ServerVersion the version its
+	// servers reported (ZooKeeper's or Redis's).
+	Service       lockservice.Kind
+	ServerVersion string
 	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it, and
 	// BaselineProcesses the per-process one, when Config.BaselineArgv did.
 	Baseline, BaselineProcesses *Baseline
@@ -96,7 +99,7 @@ func newRunner(cfg Config) (*runner, error) {
 		logf: func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) },
 		hard: newLatch(), sessions: map[string]int{},
 	}
-	r.out.RunID = cfg.RunID
+	r.out.RunID, r.out.Service = cfg.RunID, cfg.Service
 	dir, err := rundir.Create(cfg.Store, cfg.Name, time.Now())
 	if err != nil {
 		return r, err
@@ -112,7 +115,7 @@ func (r *runner) setUp(ctx context.Context) error {
 		return err
 	}
 	r.network, r.svc, r.hosts = r.site.network, r.site.svc, r.site.hosts
-	r.out.Timings.Quorum, r.out.ZooKeeperVersion = r.site.quorum, r.site.version
+	r.out.Timings.Quorum, r.out.ServerVersion = r.site.quorum, r.site.version
 	r.connect = r.svc.Connect()
 	r.cluster = newCluster(r.svc)
 	if err := r.makeChroot(ctx); err != nil {

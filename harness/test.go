@@ -314,7 +314,7 @@ func (c Config) reportConfig() report.RunConfig {
 // outcomeCourse is how a run of recipe went, from its outcome and error, for its report.
 func outcomeCourse(out Outcome, runErr error, recipe string) report.Course {
 	c := report.Course{
-		Interrupted: out.Interrupted, Elapsed: out.Elapsed, ZooKeeperVersion: out.ZooKeeperVersion,
+		Interrupted: out.Interrupted, Elapsed: out.Elapsed, Service: string(out.Service), ServerVersion: out.ServerVersion,
 		RecipeVersion: recipeVersion(recipe),
 	}
 	if runErr != nil {

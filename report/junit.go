@@ -89,7 +89,12 @@ func JUnit(r Results, at time.Time) JUnitSuites {
 	prop("ops", fmt.Sprint(r.Ops))
 	prop("processes", fmt.Sprint(r.Processes))
 	prop("run_seconds", fmt.Sprintf("%.3f", r.ElapsedSeconds))
-	prop("zookeeper_version", r.ZooKeeperVersion)
+	service, version := r.Server()
+	prop("service", service)
+	prop("server_version", version)
+	if service == ServiceZooKeeper {
+		prop("zookeeper_version", version)
+	}
 	prop("tool_version", r.ToolVersion)
 	if r.Interrupted {
 		prop("interrupted", "true")

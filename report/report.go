@@ -27,10 +27,12 @@ type Run struct {
 	RunID string
 	Seed  int64
 	// Config is the run's configuration, copied into results.json.
-	Config           any
-	Interrupted      bool
-	Elapsed          time.Duration
-	ZooKeeperVersion string
+	Config      any
+	Interrupted bool
+	Elapsed     time.Duration
+	// Service is the lock service the run used ("zookeeper", "redis"; empty: zookeeper)
+	// and ServerVersion the version its servers reported.
+	Service, ServerVersion string
 	// RecipeVersion names the library under test and its version (e.g. "Curator 5.4.0-3").
 	RecipeVersion string
 	// SetupError is set when the run broke down before its end.
@@ -73,16 +75,23 @@ type Results struct {
 	// every first worker had asked for the lock to the end of the workload time (the
 	// yardstick a plain loop, whose sessions are open before its clock starts, is
 	// compared with).
-	SteadyCyclesPerSecond float64           `json:"steady_cycles_per_second,omitempty"`
-	Baseline              any               `json:"baseline,omitempty"`
-	BaselineProcesses     any               `json:"baseline_processes,omitempty"`
-	BaselineWarmup        any               `json:"baseline_warmup,omitempty"`
-	CheckSeconds          float64           `json:"check_seconds"`
-	ZooKeeperVersion      string            `json:"zookeeper_version,omitempty"`
-	RecipeVersion         string            `json:"recipe_version,omitempty"`
-	ToolVersion           string            `json:"tool_version"`
-	Config                any               `json:"config,omitempty"`
-	Files                 map[string]string `json:"files"`
+	SteadyCyclesPerSecond float64 `json:"steady_cycles_per_second,omitempty"`
+	Baseline              any     `json:"baseline,omitempty"`
+	BaselineProcesses     any     `json:"baseline_processes,omitempty"`
+	BaselineWarmup        any     `json:"baseline_warmup,omitempty"`
+	CheckSeconds          float64 `json:"check_seconds"`
+	// Service is the lock service the run used ("zookeeper", "redis") and
+	// ServerVersion the version its servers reported (report.DisplayVersion).
+	// ZooKeeperVersion is the older field: a results.json written before Redis has
+	// only it (read as ZooKeeper's, see Server); a ZooKeeper run still writes it, for
+	// those who read it.
+	Service          string            `json:"service,omitempty"`
+	ServerVersion    string            `json:"server_version,omitempty"`
+	ZooKeeperVersion string            `json:"zookeeper_version,omitempty"`
+	RecipeVersion    string            `json:"recipe_version,omitempty"`
+	ToolVersion      string            `json:"tool_version"`
+	Config           any               `json:"config,omitempty"`
+	Files            map[string]string `json:"files"`
 	// Coverage is what the run exercised: the situations that matter for locks.
 	Coverage coverage.Table `json:"coverage"`
 	// Herd says whether a release woke every waiter, from the servers' watches
@@ -123,9 +132,13 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		Verdict: res.Verdict, Test: run.Test, RunID: run.RunID, Recipe: run.Recipe, Seed: run.Seed, Dir: run.Dir,
 		History: run.History, Model: cfg.Kind, Permits: cfg.Permits, Interrupted: run.Interrupted,
 		SetupError: run.SetupError, Warnings: warnings, ElapsedSeconds: run.Elapsed.Seconds(),
-		CheckSeconds: time.Since(start).Seconds(), ZooKeeperVersion: DisplayVersion(run.ZooKeeperVersion), RecipeVersion: run.RecipeVersion,
+		CheckSeconds: time.Since(start).Seconds(), RecipeVersion: run.RecipeVersion,
 		ToolVersion: toolVersion(), Config: run.Config, Files: map[string]string{},
 		Ops: len(h),
+	}
+	out.Service, out.ServerVersion = serviceName(run.Service), DisplayVersion(run.ServerVersion)
+	if out.Service == ServiceZooKeeper {
+		out.ZooKeeperVersion = out.ServerVersion
 	}
 	out.Counts, out.Processes = Count(h)
 	out.Baseline, out.BaselineProcesses, out.BaselineWarmup = run.Baseline, run.BaselineProcesses, run.BaselineWarmup
@@ -133,7 +146,8 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		out.CyclesPerSecond = float64(out.Counts[histories.FRelease]["ok"]) / run.Elapsed.Seconds()
 	}
 	out.SteadyCyclesPerSecond = SteadyCyclesPerSecond(h, run.Workers, run.Workload)
-	out.Coverage = Coverage(h, cfg, run.Cause.SessionTimeout)
+	out.Coverage = coverage.Compute(h, coverage.Options{Kind: string(cfg.Kind), Permits: cfg.Permits,
+		SessionTimeout: run.Cause.SessionTimeout, Service: out.Service})
 	d := rundir.Dir(run.Dir)
 	if out.Herd, err = Herd(d, h); err != nil {
 		// The herd figure is not part of the verdict: say what went wrong.
@@ -346,7 +360,8 @@ func PrintCheck(w io.Writer, path string, h histories.History, res models.Result
 const CoverageKey = "coverage"
 
 // Coverage is the coverage table of h checked with cfg, whose run had the given
-// session timeout (zero: not known, the default).
+// session timeout (zero: not known, the default), with ZooKeeper's rows (a history
+// alone does not say its service).
 func Coverage(h histories.History, cfg models.Config, sessionTimeout time.Duration) coverage.Table {
 	return coverage.Compute(h, coverage.Options{Kind: string(cfg.Kind), Permits: cfg.Permits, SessionTimeout: sessionTimeout})
 }

@@ -29,10 +29,12 @@ type RunConfig struct {
 // harness's outcome for a run just made, from the previous results.json (see
 // Results.Course) when a stored run is checked again.
 type Course struct {
-	Interrupted      bool
-	Elapsed          time.Duration
-	ZooKeeperVersion string
-	RecipeVersion    string
+	Interrupted bool
+	Elapsed     time.Duration
+	// Service is the lock service ("zookeeper", "redis"; empty: zookeeper) and
+	// ServerVersion what its servers reported.
+	Service, ServerVersion string
+	RecipeVersion          string
 	// SetupError is set when the run broke down before its end.
 	SetupError string
 	// Baseline and BaselineProcesses are the plain-loop yardsticks, if any (nil: none),
@@ -42,9 +44,10 @@ type Course struct {
 
 // Course returns how the run these (previous) results describe went.
 func (r Results) Course() Course {
+	service, version := r.Server()
 	return Course{
 		Interrupted: r.Interrupted, Elapsed: time.Duration(r.ElapsedSeconds * float64(time.Second)),
-		ZooKeeperVersion: r.ZooKeeperVersion, RecipeVersion: r.RecipeVersion, SetupError: r.SetupError, Baseline: r.Baseline,
+		Service: service, ServerVersion: version, RecipeVersion: r.RecipeVersion, SetupError: r.SetupError, Baseline: r.Baseline,
 		BaselineProcesses: r.BaselineProcesses, BaselineWarmup: r.BaselineWarmup,
 	}
 }
@@ -65,7 +68,7 @@ func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
 		Dir: d.Path(), History: d.HistoryPath(), Test: rc.Name, RunID: rc.RunID, Recipe: rc.Recipe, Seed: rc.Seed,
 		Config: config, Workers: rc.Workers, Workload: rc.Duration,
 		Cause:       cause.Params{SessionTimeout: rc.SessionTimeout, Tick: rc.Tick, SyncLimit: rc.SyncLimit},
-		Interrupted: c.Interrupted, Elapsed: c.Elapsed, ZooKeeperVersion: c.ZooKeeperVersion,
+		Interrupted: c.Interrupted, Elapsed: c.Elapsed, Service: c.Service, ServerVersion: c.ServerVersion,
 		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
 		BaselineProcesses: c.BaselineProcesses, BaselineWarmup: c.BaselineWarmup,
 	}

@@ -25,8 +25,8 @@ func Summary(w io.Writer, r Results) {
 	}
 	fmt.Fprintln(w)
 	var versions []string
-	if v := DisplayVersion(r.ZooKeeperVersion); v != "" {
-		versions = append(versions, "ZooKeeper "+v)
+	if v := ServerLabel(r.Server()); v != "" {
+		versions = append(versions, v)
 	}
 	if r.RecipeVersion != "" {
 		versions = append(versions, r.RecipeVersion)
@@ -75,6 +75,55 @@ func KeyName(key string) string {
 		return "(the lock)"
 	}
 	return key
+}
+
+// The lock services results.json's "service" names.
+const (
+	ServiceZooKeeper = "zookeeper"
+	ServiceRedis     = "redis"
+)
+
+// serviceName is the service as results.json records it: "zookeeper" for none (a
+// run made before there was another).
+func serviceName(s string) string {
+	if s == "" {
+		return ServiceZooKeeper
+	}
+	return s
+}
+
+// Server returns the lock service these results were made with and its servers'
+// version as shown (DisplayVersion). An older results.json, with only
+// zookeeper_version, is ZooKeeper's.
+func (r Results) Server() (service, version string) {
+	version = r.ServerVersion
+	if version == "" {
+		version = r.ZooKeeperVersion
+	}
+	return serviceName(r.Service), DisplayVersion(version)
+}
+
+// ServiceTitle is how a person reads a service's name: "ZooKeeper", "Redis"; any
+// other name as it is.
+func ServiceTitle(service string) string {
+	switch serviceName(service) {
+	case ServiceZooKeeper:
+		return "ZooKeeper"
+	case ServiceRedis:
+		return "Redis"
+	}
+	return service
+}
+
+// ServerLabel is the service and its version as the summary shows them, "Redis
+// 7.0.15" or "ZooKeeper 3.8.0" (the version through DisplayVersion); "" when the
+// version is not known.
+func ServerLabel(service, version string) string {
+	v := DisplayVersion(version)
+	if v == "" {
+		return ""
+	}
+	return ServiceTitle(service) + " " + v
 }
 
 // mavenPlaceholder is a Maven property left unexpanded in a version string, with

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/cause"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
@@ -61,7 +64,7 @@ func recordedRun(t *testing.T, name, zkVersion string, p cause.Params) Results {
 		t.Fatal(err)
 	}
 	res, err := CheckRun(Run{Dir: dir, History: path, Test: name, Recipe: "curator-mutex", Seed: 1, Elapsed: 60 * time.Second,
-		ZooKeeperVersion: zkVersion, RecipeVersion: "Curator 5.4.0-3", Cause: p}, models.Config{Kind: models.Mutex})
+		ServerVersion: zkVersion, RecipeVersion: "Curator 5.4.0-3", Cause: p}, models.Config{Kind: models.Mutex})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +214,115 @@ func TestReasonsDecidingFirst(t *testing.T) {
 	}
 	if r := Reasons([]Check{{Key: "l0", Verdict: models.Valid}}); len(r) != 0 {
 		t.Errorf("a valid check is a reason: %+v", r)
+	}
+}
+
+// fixtureSummary decodes the results.json at path and prints its summary.
+func fixtureSummary(t *testing.T, path string) (Results, string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res Results
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var b strings.Builder
+	Summary(&b, res)
+	return res, b.String()
+}
+
+// TestSummaryRedisService: a Redis run's results.json (testdata/redis-results.json, as
+// `zlockcheck run --service redis` wrote it) names Redis and its version, in the
+// summary, junit.xml and the results.json written again; ZooKeeper appears nowhere,
+// and the coverage rows that only ZooKeeper's queue has say "not applicable", with
+// no count, and are not counted as not exercised.
+func TestSummaryRedisService(t *testing.T) {
+	res, out := fixtureSummary(t, filepath.Join("testdata", "redis-results.json"))
+	if service, version := res.Server(); service != ServiceRedis || version != "7.0.15" {
+		t.Errorf("Server() = %q, %q, want redis, 7.0.15", service, version)
+	}
+	assertLineOrder(t, out, "verdict:  VALID", "  Redis 7.0.15, ", "coverage: what the run exercised")
+	if strings.Contains(out, "ZooKeeper") {
+		t.Errorf("a Redis run's summary names ZooKeeper:\n%s", out)
+	}
+
+	// Checked again (as `zlockcheck check` of a stored run does), from its course.
+	dir := t.TempDir()
+	path := filepath.Join(dir, rundir.History)
+	data, err := os.ReadFile(filepath.Join("testdata", "valid.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := CheckRun(NewRun(rundir.Dir(dir), res.RunConfig(), res.Config, res.Course()), models.Config{Kind: models.Mutex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, rundir.Results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"service": "redis"`, `"server_version": "7.0.15"`} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("results.json lacks %s", want)
+		}
+	}
+	if strings.Contains(string(raw), "zookeeper_version") {
+		t.Errorf("a Redis run's results.json has zookeeper_version")
+	}
+	junit, err := os.ReadFile(filepath.Join(dir, rundir.JUnit))
+	if err != nil || !strings.Contains(string(junit), `<property name="server_version" value="7.0.15">`) ||
+		!strings.Contains(string(junit), `<property name="service" value="redis">`) || strings.Contains(string(junit), "zookeeper") {
+		t.Errorf("junit.xml does not name Redis 7.0.15 alone (%v)", err)
+	}
+	var b strings.Builder
+	Summary(&b, again)
+	out = b.String()
+	if !strings.Contains(out, "  Redis 7.0.15") || strings.Contains(out, "ZooKeeper") {
+		t.Errorf("the summary of the run checked again:\n%s", out)
+	}
+	for _, id := range []string{coverage.RowTimedOutQueued, coverage.RowPredecessorGone} {
+		r, ok := again.Coverage.Row(id)
+		if !ok || !strings.HasPrefix(r.NotApplicable, "not applicable: ") || r.Count != 0 || r.NotExercised != "" {
+			t.Errorf("coverage row %s of a Redis run: %+v, want not applicable", id, r)
+			continue
+		}
+		if !strings.Contains(out, "       -  "+r.Situation+"\n          "+r.NotApplicable+"\n") {
+			t.Errorf("the summary does not show row %s as not applicable:\n%s", id, out)
+		}
+	}
+	if r, _ := again.Coverage.Row(coverage.RowOrphans); strings.Contains(r.Situation, "nodes") {
+		t.Errorf("a Redis run's orphan row speaks of nodes: %q", r.Situation)
+	}
+	na := len(again.Coverage.Rows) - again.Coverage.ApplicableCount()
+	if want := fmt.Sprintf("situations not exercised, %d not applicable)", na); na == 0 || !strings.Contains(out, want) {
+		t.Errorf("the coverage header does not say %q:\n%s", want, out)
+	}
+}
+
+// TestSummaryOldResultsZooKeeper: a results.json written before Redis (only
+// zookeeper_version, Debian's unexpanded version) still reads as ZooKeeper's, and a
+// ZooKeeper run's results.json keeps writing zookeeper_version beside the new fields.
+func TestSummaryOldResultsZooKeeper(t *testing.T) {
+	res, out := fixtureSummary(t, filepath.Join("web", "testdata", "runs", "gozk-mutex", "20261122T060322.360Z", "results.json"))
+	if res.Service != "" || res.ServerVersion != "" {
+		t.Fatalf("the old fixture has service %q, server_version %q: not an old results.json", res.Service, res.ServerVersion)
+	}
+	if service, version := res.Server(); service != ServiceZooKeeper || version != "3.8.0" {
+		t.Errorf("Server() = %q, %q, want zookeeper, 3.8.0", service, version)
+	}
+	if !strings.Contains(out, "  ZooKeeper 3.8.0") || strings.Contains(out, "Redis") || strings.Contains(out, "not applicable") {
+		t.Errorf("an old results.json's summary:\n%s", out)
+	}
+	if c := res.Course(); c.Service != ServiceZooKeeper || c.ServerVersion != "3.8.0" {
+		t.Errorf("Course() = %q, %q, want zookeeper, 3.8.0", c.Service, c.ServerVersion)
+	}
+	zk := recordedRun(t, "curator-zombie-follower", debianVersion, cause.Params{})
+	if zk.Service != ServiceZooKeeper || zk.ServerVersion != "3.8.0" || zk.ZooKeeperVersion != "3.8.0" {
+		t.Errorf("a ZooKeeper run's results: service %q, server_version %q, zookeeper_version %q", zk.Service, zk.ServerVersion, zk.ZooKeeperVersion)
 	}
 }

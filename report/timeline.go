@@ -413,22 +413,25 @@ document.documentElement.dataset.readyMs=Math.round(performance.now());
 // have found.
 func writeCoverageTable(w *bufio.Writer, cov coverage.Table) {
 	esc := html.EscapeString
-	fmt.Fprintf(w, `<details open><summary>coverage: what the run exercised (%d of %d situations not exercised)</summary>`, cov.NotExercisedCount(), len(cov.Rows))
+	fmt.Fprintf(w, `<details open><summary>coverage: what the run exercised (%s)</summary>`, esc(cov.Tally()))
 	if !cov.Exercised {
 		fmt.Fprintf(w, `<p class="violation" id="nothing-exercised">%s</p>`, esc(coverage.NothingExercised))
 	}
 	w.WriteString(`<table id="coverage"><tr><th>situation</th><th>count</th><th>what bugs live here</th></tr>` + "\n")
 	for _, r := range cov.Rows {
-		cls, bugs := "", r.Bugs
+		cls, bugs, count := "", r.Bugs, fmt.Sprint(r.Count)
 		if r.NotExercised != "" {
 			cls, bugs = ` class="not-exercised"`, r.NotExercised
+		}
+		if r.NotApplicable != "" {
+			cls, bugs, count = ` class="not-applicable"`, r.NotApplicable, "-"
 		}
 		by := ""
 		if t := r.ByText(); t != "" {
 			by = " (" + esc(t) + ")"
 		}
-		fmt.Fprintf(w, `<tr%s data-row="%s"><td>%s%s</td><td data-count="%s">%d</td><td style="text-align:left">%s</td></tr>`+"\n",
-			cls, esc(r.ID), esc(r.Situation), by, esc(r.ID), r.Count, esc(bugs))
+		fmt.Fprintf(w, `<tr%s data-row="%s"><td>%s%s</td><td data-count="%s">%s</td><td style="text-align:left">%s</td></tr>`+"\n",
+			cls, esc(r.ID), esc(r.Situation), by, esc(r.ID), count, esc(bugs))
 	}
 	w.WriteString("</table></details>\n")
 }

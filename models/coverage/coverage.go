@@ -37,7 +37,17 @@ type Options struct {
 	Permits int
 	// SessionTimeout is the run's session timeout (0: DefaultSessionTimeout).
 	SessionTimeout time.Duration
+	// Service is the lock service the history was made with (ServiceRedis, or
+	// ServiceZooKeeper, which "" means): rows that speak of what only ZooKeeper
+	// locks have (queue nodes, predecessors' watches) are not applicable on Redis.
+	Service string
 }
+
+// The services Options.Service names.
+const (
+	ServiceZooKeeper = "zookeeper"
+	ServiceRedis     = "redis"
+)
 
 // Row is one situation of the table.
 type Row struct {
@@ -55,6 +65,10 @@ type Row struct {
 	// NotExercised is set when Count is 0 and the situation is one a run must reach
 	// to find those bugs: "not exercised: the run could not have found ...".
 	NotExercised string `json:"not_exercised,omitempty"`
+	// NotApplicable is set when the situation cannot arise with the run's lock
+	// service ("not applicable: ..."): Count is then 0 and means nothing, and the
+	// row is never flagged not exercised.
+	NotApplicable string `json:"not_applicable,omitempty"`
 }
 
 // Table is the coverage of one history.
@@ -77,6 +91,17 @@ func (t Table) Row(id string) (Row, bool) {
 		}
 	}
 	return Row{}, false
+}
+
+// ApplicableCount is the number of rows that apply to the run's service.
+func (t Table) ApplicableCount() int {
+	n := 0
+	for _, r := range t.Rows {
+		if r.NotApplicable == "" {
+			n++
+		}
+	}
+	return n
 }
 
 // NotExercisedCount is the number of rows flagged not exercised.
@@ -128,17 +153,23 @@ type rowSpec struct {
 	missed string
 	// kind, when set, limits the row to that lock kind.
 	kind string
+	// notOnRedis, when set, says why the row does not apply to a Redis lock
+	// (completing "not applicable: ..."); redis, when set, is the row's situation in
+	// a Redis run's words.
+	notOnRedis, redis string
 }
 
 // catalogue is the table's rows, in order. A row's situation may contain one %s: the
 // session timeout.
 var catalogue = []rowSpec{
 	{id: RowTimedOutQueued, situation: "acquires that timed out while queued behind another (a holder or an earlier waiter)",
-		bugs:   "a waiter that gives up must delete its own queue node and only its own: deleting the lowest node (someone else's) breaks mutual exclusion, leaving its own blocks every later waiter",
-		missed: "a timed-out acquire that deletes the wrong node or leaves its own behind"},
+		bugs:       "a waiter that gives up must delete its own queue node and only its own: deleting the lowest node (someone else's) breaks mutual exclusion, leaving its own blocks every later waiter",
+		missed:     "a timed-out acquire that deletes the wrong node or leaves its own behind",
+		notOnRedis: "a Redis lock has no queue: a waiter polls one key and leaves nothing behind when it gives up"},
 	{id: RowPredecessorGone, situation: "waiters whose predecessor gave up while they waited",
-		bugs:   "an earlier waiter's node vanished without it ever holding: a recipe that takes its predecessor's deletion for a grant overlaps the holder, one that sets no watch when the predecessor vanishes between getChildren and exists waits forever (missed wake-up)",
-		missed: "a waiter that trusts its predecessor's watch, or misses its wake-up"},
+		bugs:       "an earlier waiter's node vanished without it ever holding: a recipe that takes its predecessor's deletion for a grant overlaps the holder, one that sets no watch when the predecessor vanishes between getChildren and exists waits forever (missed wake-up)",
+		missed:     "a waiter that trusts its predecessor's watch, or misses its wake-up",
+		notOnRedis: "a Redis lock has no queue, so no waiter has a predecessor or a watch"},
 	{id: RowAcquireInfo, situation: "acquires that ended unknown (info)",
 		bugs:   "a create retried blindly after connection loss, a create whose reply was lost: the recipe must find its own node again or it is left as an orphan",
 		missed: "a lost or retried create (an orphan lock node)"},
@@ -171,7 +202,8 @@ var catalogue = []rowSpec{
 		missed: "a grant racing a holder whose session ended"},
 	{id: RowContention, situation: "most waiters queued at once behind a holder",
 		bugs:   "the queue: watches on predecessors, wake-ups in order, herd effects",
-		missed: "any bug of the wait queue (nobody ever waited behind a holder)"},
+		missed: "any bug of the wait queue (nobody ever waited behind a holder)",
+		redis:  "most acquires polling at once while another held the lock"},
 	{id: RowNested, situation: "nested acquires (reentrant depth above 1)", kind: kindReentrant,
 		bugs:   "a reentrant count that is lost, a nested release that frees the whole lock",
 		missed: "a wrong reentrant count"},
@@ -181,7 +213,7 @@ var catalogue = []rowSpec{
 	{id: RowReadersTogether, situation: "read grants while another reader held", kind: kindRWLock,
 		bugs:   "readers sharing the lock: a writer let in among readers, readers shut out by each other",
 		missed: "a writer admitted among readers"},
-	{id: RowOrphans, situation: "orphan lock nodes seen",
+	{id: RowOrphans, situation: "orphan lock nodes seen", redis: "orphan lock keys seen (a key whose owner's connection is gone)",
 		bugs: "a finding, not a situation: a node nobody waits on blocks every waiter (the orphan watch and the final phase's listing)"},
 }
 
@@ -204,22 +236,36 @@ func Compute(h histories.History, opt Options) Table {
 		if spec.id == RowLongHold {
 			r.Situation = fmt.Sprintf(spec.situation, opt.SessionTimeout)
 		}
+		if opt.Service == ServiceRedis {
+			if spec.redis != "" {
+				r.Situation = spec.redis
+			}
+			if spec.notOnRedis != "" {
+				r.NotApplicable = "not applicable: " + spec.notOnRedis
+			}
+		}
 		t.Rows = append(t.Rows, r)
 	}
 	for i := range t.Rows {
 		counts[t.Rows[i].ID] = &t.Rows[i]
 	}
 	s.count(counts, opt)
+	for i := range t.Rows {
+		if t.Rows[i].NotApplicable != "" {
+			t.Rows[i].Count, t.Rows[i].By = 0, nil
+		}
+	}
 	t.flag()
 	return t
 }
 
-// flag sets NotExercised on the rows at 0 that a run must reach to find their bugs.
+// flag sets NotExercised on the applicable rows at 0 that a run must reach to find
+// their bugs.
 func (t Table) flag() {
 	for i, r := range t.Rows {
 		t.Rows[i].NotExercised = ""
 		for _, spec := range catalogue {
-			if spec.id == r.ID && r.Count == 0 && spec.missed != "" {
+			if spec.id == r.ID && r.Count == 0 && spec.missed != "" && r.NotApplicable == "" {
 				t.Rows[i].NotExercised = "not exercised: the run could not have found " + spec.missed
 			}
 		}
@@ -228,7 +274,8 @@ func (t Table) flag() {
 
 // Sum is the coverage of several runs together (explore's session): counts and
 // splits added, RowContention the largest, a row present if any table has it, the
-// shortest session timeout (a row's situation says the first table's).
+// shortest session timeout (a row's situation says the first table's); a row is not
+// applicable only when it is in none of the tables that have it.
 func Sum(tables ...Table) Table {
 	var out Table
 	at := map[string]int{}
@@ -242,9 +289,12 @@ func Sum(tables ...Table) Table {
 			i, ok := at[r.ID]
 			if !ok {
 				i, at[r.ID] = len(out.Rows), len(out.Rows)
-				out.Rows = append(out.Rows, Row{ID: r.ID, Situation: r.Situation, Bugs: r.Bugs})
+				out.Rows = append(out.Rows, Row{ID: r.ID, Situation: r.Situation, Bugs: r.Bugs, NotApplicable: r.NotApplicable})
 			}
 			sum := &out.Rows[i]
+			if r.NotApplicable == "" {
+				sum.NotApplicable = ""
+			}
 			if r.ID == RowContention {
 				sum.Count = max(sum.Count, r.Count)
 				continue

@@ -342,3 +342,45 @@ func TestPropertyCounts(t *testing.T) {
 		}
 	})
 }
+
+// TestRedisNotApplicable: on Redis the rows of ZooKeeper's queue (a waiter timed out
+// while queued, a predecessor gone) are not applicable even when the history has what
+// would count for them on ZooKeeper: no count, not flagged not exercised, shown as
+// such; the orphan row speaks of keys. Summed with a ZooKeeper table, they apply.
+func TestRedisNotApplicable(t *testing.T) {
+	var b hb
+	b.op(0, histories.Invoke, "acquire", 0)
+	b.call(1, "acquire", 1, histories.OK, 2)
+	b.call(2, "acquire", 3, histories.Fail, 50)
+	b.op(0, histories.OK, "acquire", 60)
+	zk := Compute(b.h, Options{})
+	redis := Compute(b.h, Options{Service: ServiceRedis})
+	if r, _ := zk.Row(RowTimedOutQueued); r.Count == 0 || r.NotApplicable != "" {
+		t.Fatalf("ZooKeeper row %s: %+v, want a count (the history must exercise it)", RowTimedOutQueued, r)
+	}
+	for _, id := range []string{RowTimedOutQueued, RowPredecessorGone} {
+		r, ok := redis.Row(id)
+		if !ok || r.Count != 0 || r.By != nil || r.NotExercised != "" || !strings.HasPrefix(r.NotApplicable, "not applicable: ") {
+			t.Errorf("Redis row %s: %+v, want not applicable", id, r)
+		}
+	}
+	if got, want := redis.ApplicableCount(), len(redis.Rows)-2; got != want {
+		t.Errorf("ApplicableCount() = %d, want %d", got, want)
+	}
+	if r, _ := redis.Row(RowOrphans); !strings.Contains(r.Situation, "keys") {
+		t.Errorf("Redis orphan row: %q, want keys", r.Situation)
+	}
+	var out strings.Builder
+	if err := WriteText(&out, redis); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), ", 2 not applicable)") || !strings.Contains(out.String(), "       -  waiters whose predecessor gave up") {
+		t.Errorf("WriteText:\n%s", out.String())
+	}
+	if r, _ := Sum(redis, zk).Row(RowTimedOutQueued); r.NotApplicable != "" || r.Count == 0 {
+		t.Errorf("summed with a ZooKeeper table, row %s: %+v, want it to apply", RowTimedOutQueued, r)
+	}
+	if r, _ := Sum(redis, redis).Row(RowPredecessorGone); r.NotApplicable == "" {
+		t.Errorf("two Redis tables summed: row %s applies", RowPredecessorGone)
+	}
+}

@@ -34,14 +34,15 @@ type runPage struct {
 	Reasons []checkRow
 	// Passed are, for a valid run, the checks that decided it.
 	Passed []checkRow
-	// ZooKeeper is the servers' version as shown (report.DisplayVersion).
-	ZooKeeper string
-	Reports   []link
-	Plots     []link
-	Checks    []checkRow
-	Counts    []countRow
-	Config    string
-	Files     []fileEntry
+	// Service is the lock service's name as shown ("ZooKeeper", "Redis") and
+	// ServerVersion its servers' version (report.Results.Server, DisplayVersion).
+	Service, ServerVersion string
+	Reports                []link
+	Plots                  []link
+	Checks                 []checkRow
+	Counts                 []countRow
+	Config                 string
+	Files                  []fileEntry
 	// FilesErr says why the run directory could not be listed in full.
 	FilesErr string
 }
@@ -127,7 +128,10 @@ func (h *Handler) serveRun(w http.ResponseWriter, r *http.Request) {
 // buildRunPage gathers what the run page shows.
 func buildRunPage(root, run *os.Root, id string) runPage {
 	info := loadRun(root, id)
-	page := runPage{Run: info, ZooKeeper: report.DisplayVersion(info.Results.ZooKeeperVersion)}
+	page := runPage{Run: info}
+	if service, version := info.Results.Server(); version != "" {
+		page.Service, page.ServerVersion = report.ServiceTitle(service), version
+	}
 	for _, c := range report.Reasons(info.Results.Checks) {
 		page.Reasons = append(page.Reasons, newCheckRow(c))
 	}

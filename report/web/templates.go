@@ -85,7 +85,7 @@ const runHTML = `<!DOCTYPE html>
 {{if .Ops}}<tr><th>ops</th><td>{{.Ops}} by {{.Processes}} processes</td></tr>{{end}}
 {{if .CyclesPerSecond}}<tr><th>lock cycles</th><td>{{printf "%.1f" .CyclesPerSecond}} per second</td></tr>{{end}}
 {{if .Interrupted}}<tr><th>interrupted</th><td>yes</td></tr>{{end}}
-{{with $.ZooKeeper}}<tr><th>ZooKeeper</th><td>{{.}}</td></tr>{{end}}
+{{with $.ServerVersion}}<tr><th>{{$.Service}}</th><td>{{.}}</td></tr>{{end}}
 {{if .ToolVersion}}<tr><th>zlockcheck</th><td>{{.ToolVersion}}</td></tr>{{end}}
 {{if .RunID}}<tr><th>run id</th><td>{{.RunID}}</td></tr>{{end}}{{end}}
 {{if not .Run.Err}}<tr><th>faults</th><td>{{.Run.Faults}}</td></tr>
@@ -119,11 +119,11 @@ const runHTML = `<!DOCTYPE html>
 {{end}}</tbody>
 </table>
 {{end}}{{with .Run.Results.Coverage}}{{if .Rows}}<h2 id="coverage">Coverage</h2>
-<p>What the run exercised: {{.NotExercisedCount}} of {{len .Rows}} situations not exercised (a situation at 0 means the run could not have found the bugs that live there).</p>
+<p>What the run exercised: {{.Tally}} (a situation at 0 means the run could not have found the bugs that live there).</p>
 {{if not .Exercised}}<p class="error" id="nothing-exercised">{{nothingExercised}}</p>
 {{end}}<table class="coverage">
 <thead><tr><th>situation</th><th>count</th><th>what bugs live here</th></tr></thead>
-<tbody>{{range .Rows}}<tr class="coverage-row{{if .NotExercised}} not-exercised{{end}}" data-row="{{.ID}}"><td>{{.Situation}}{{with .ByText}} ({{.}}){{end}}</td><td class="num">{{.Count}}</td><td>{{if .NotExercised}}{{.NotExercised}}{{else}}{{.Bugs}}{{end}}</td></tr>
+<tbody>{{range .Rows}}<tr class="coverage-row{{if .NotExercised}} not-exercised{{end}}{{if .NotApplicable}} not-applicable{{end}}" data-row="{{.ID}}"><td>{{.Situation}}{{with .ByText}} ({{.}}){{end}}</td><td class="num">{{if .NotApplicable}}-{{else}}{{.Count}}{{end}}</td><td>{{if .NotApplicable}}{{.NotApplicable}}{{else if .NotExercised}}{{.NotExercised}}{{else}}{{.Bugs}}{{end}}</td></tr>
 {{end}}</tbody>
 </table>
 {{end}}{{end}}{{with .Run.Results.Herd}}<h2 id="herd">Herd effect</h2>
