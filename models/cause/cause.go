@@ -1,6 +1,6 @@
 // Package cause says why a lock's mutual exclusion broke, from the history alone: it
 // finds the first moment two workers held the same exclusive lock and sorts it into
-// one of three classes, by the rule docs/checking.md states (Verdicts: what broke):
+// one of five classes, by the rule docs/checking.md states (Verdicts: what broke):
 //
 //   - Unfenced overlap: the earlier holder could not have known yet (the nemesis had
 //     stopped its process, client-pause; or the servers had closed its session under
@@ -11,6 +11,13 @@
 //     a follower off from the quorum, and the servers' sync window (syncLimit x
 //     tickTime) exceeded the session timeout, so that follower may go on serving a
 //     session the leader has already expired.
+//   - Server lost the lock: the earlier holder had no fault of its own while the
+//     server forgot its key (a Redis restart with persistence other than aof-always,
+//     started while it held; a failover in force while it held, whose promoted
+//     replica never saw the grant). The finding names the setting that would have
+//     kept the key (AOF always or a delayed restart; WAIT after the grant).
+//   - Clock: the earlier holder had no fault of its own while a clock jump on a
+//     server expired its key early.
 //   - Recipe bug: everything else (a holder that kept running, was cut off, and did
 //     not report lost before its session could expire; a holder that never reported
 //     lost at all; two holders with no fault at all).
@@ -37,6 +44,13 @@ const (
 	Unfenced      Class = "unfenced overlap"
 	Configuration Class = "configuration"
 	RecipeBug     Class = "recipe bug"
+	// ServerLost: the server forgot the earlier holder's key under it (a Redis
+	// restart without durable persistence, a failover to a replica that never saw the
+	// grant).
+	ServerLost Class = "server lost the lock"
+	// Clock: a server's clock jumped forward and expired the earlier holder's key
+	// early (clock-jump).
+	Clock Class = "clock"
 )
 
 // Params are the run's settings the rule needs.
@@ -68,7 +82,8 @@ type Finding struct {
 	Holder int   `json:"holder"`
 	Next   int   `json:"next"`
 	At     int64 `json:"at_ns"`
-	// Fix says what would close the window, for a configuration finding.
+	// Fix says what would close the window, for a configuration, server-lost or clock
+	// finding.
 	Fix string `json:"fix,omitempty"`
 }
 
@@ -87,9 +102,17 @@ type fault struct {
 	shape       string
 	start, stop int64
 	// holder and server: a partition aimed at the follower the lock holder was
-	// connected to names them (holder -1 otherwise).
+	// connected to names them, a failover the holder whose grant it lost (holder -1
+	// otherwise).
 	holder int
 	server string
+	// persistence, servers, promoted and delta are a Redis fault's: the instances'
+	// persistence setting, the instances it acted on, a failover's promoted replica, a
+	// clock jump's Δ.
+	persistence string
+	servers     []string
+	promoted    string
+	delta       time.Duration
 }
 
 // Classify finds the first overlap of two holders of key and says its cause; false
@@ -120,6 +143,10 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 				return f, true
 			}
 		}
+	}
+	if x, found := serverFault(faults, a, b); found {
+		f.Class, f.Why, f.Fix = serverLoss(x, a, b)
+		return f, true
 	}
 	if cut, found := followerCut(faults, a, b); found && p.SyncWindow() > p.SessionTimeout {
 		f.Class = Configuration
@@ -227,11 +254,15 @@ func faults(h histories.History) []fault {
 			continue
 		}
 		var v struct {
-			Fault        string `json:"fault"`
-			Process      *int   `json:"process"`
-			Shape        string `json:"shape"`
-			Holder       *int   `json:"holder"`
-			HolderServer string `json:"holder_server"`
+			Fault        string   `json:"fault"`
+			Process      *int     `json:"process"`
+			Shape        string   `json:"shape"`
+			Holder       *int     `json:"holder"`
+			HolderServer string   `json:"holder_server"`
+			Persistence  string   `json:"persistence"`
+			Servers      []string `json:"servers"`
+			Promoted     string   `json:"promoted"`
+			DeltaMS      int64    `json:"delta_ms"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
 			continue
@@ -241,7 +272,8 @@ func faults(h histories.History) []fault {
 			proc = *v.Process
 		}
 		if op.F == histories.FStart {
-			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer}
+			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
+				persistence: v.Persistence, servers: v.Servers, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond}
 			if v.Holder != nil {
 				f.holder = *v.Holder
 			}
@@ -251,6 +283,9 @@ func faults(h histories.History) []fault {
 		for i := len(out) - 1; i >= 0; i-- {
 			if out[i].class == v.Fault && out[i].process == proc && out[i].stop == math.MaxInt64 {
 				out[i].stop = op.Time
+				if v.Holder != nil && out[i].holder < 0 {
+					out[i].holder = *v.Holder // a failover learns its holder while applied
+				}
 				break
 			}
 		}

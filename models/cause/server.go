@@ -1,0 +1,64 @@
+package cause
+
+import (
+	"fmt"
+	"strings"
+)
+
+// serverFault finds the server fault that made the servers forget a's key before b
+// was granted, when a had no client fault of its own:
+//
+//   - a restart of Redis instances whose persistence is not aof-always, started while
+//     a held (a forgot the key with everything else);
+//   - a failover in force while a held and before b was granted, not recorded as
+//     aimed at another holder (the promoted replica never saw a's grant);
+//   - a clock jump started while a held (the key expired early).
+func serverFault(faults []fault, a, b hold) (fault, bool) {
+	for _, x := range faults {
+		if x.process == a.process && x.start >= a.start && x.start <= b.start {
+			return fault{}, false // the holder had a client fault: not the servers' doing
+		}
+	}
+	for _, x := range faults {
+		during := x.start >= a.start && x.start <= b.start
+		switch x.class {
+		case "restart":
+			if during && x.persistence != "" && x.persistence != "aof-always" {
+				return x, true
+			}
+		case "failover":
+			if x.start <= b.start && x.stop >= a.start && (x.holder < 0 || x.holder == a.process) {
+				return x, true
+			}
+		case "clock-jump":
+			if during {
+				return x, true
+			}
+		}
+	}
+	return fault{}, false
+}
+
+// serverLoss says what the server fault x did to a's key and which setting would have
+// kept it.
+func serverLoss(x fault, a, b hold) (Class, string, string) {
+	granted := fmt.Sprintf("process %d was granted at %s while process %d held", b.process, at(b.start), a.process)
+	on := strings.Join(x.servers, ", ")
+	switch x.class {
+	case "restart":
+		why := fmt.Sprintf("%s restarted at %s with persistence %s and came back without process %d's key; %s",
+			on, at(x.start), x.persistence, a.process, granted)
+		fix := "appendfsync always (--redis-persistence aof-always), or a delayed restart: an instance that stays down at least the lock's TTL before it serves again"
+		if x.persistence == "aof-everysec" {
+			fix = "appendfsync always (--redis-persistence aof-always: everysec loses up to a second of acknowledged writes), or a delayed restart of at least the lock's TTL"
+		}
+		return ServerLost, why, fix
+	case "failover":
+		why := fmt.Sprintf("a failover at %s promoted %s, which never saw process %d's grant, and the primary went on with its data; %s",
+			at(x.start), x.promoted, a.process, granted)
+		return ServerLost, why, "WAIT 1 <timeout> after the grant, so that a replica has the key before the grant counts (a failover then promotes a replica that has it)"
+	}
+	why := fmt.Sprintf("%s's clock jumped forward %s at %s and expired process %d's key early; %s",
+		on, x.delta, at(x.start), a.process, granted)
+	return Clock, why, "no Redis setting: expiry follows the server's wall clock; fence the resource (a token it checks), or keep server clocks from jumping (slewing NTP)"
+}

@@ -1,0 +1,62 @@
+package cause
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/histories"
+)
+
+// TestServerFaultClasses: overlap grants process 1 at 1 s and process 2 at 5 s; a
+// server fault that forgot the earlier holder's key while it
+// held is "server lost the lock" (restart without durable persistence, a failover) or
+// "clock" (a clock jump); the same faults at other times, aimed elsewhere, with AOF
+// always, or with a fault of the holder's own, are not.
+func TestServerFaultClasses(t *testing.T) {
+	restart := func(at int64, persistence string) []histories.Op {
+		v := `{"fault":"restart","servers":["s1"],"persistence":"` + persistence + `"}`
+		return []histories.Op{nem("start", at, v), nem("stop", at+s/10, v)}
+	}
+	failover := func(holder string) []histories.Op {
+		v := `{"fault":"failover","primary":"s1","promoted":"s2"}`
+		return []histories.Op{nem("start", s/2, v), nem("stop", 3*s, `{"fault":"failover","primary":"s1","promoted":"s2"`+holder+`}`)}
+	}
+	jump := func(at int64) []histories.Op {
+		v := `{"fault":"clock-jump","servers":["s1"],"delta_ms":8000}`
+		return []histories.Op{nem("start", at, v), nem("stop", at, v)}
+	}
+	pausedToo := append(restart(3*s, "none"), nem("start", 2*s, `{"fault":"client-pause","process":1}`),
+		nem("stop", 9*s, `{"fault":"client-pause","process":1}`))
+	for _, tc := range []struct {
+		name string
+		mid  []histories.Op
+		want Class
+		fix  string
+	}{
+		{"restart, persistence none", restart(3*s, "none"), ServerLost, "aof-always"},
+		{"restart, aof-everysec", restart(3*s, "aof-everysec"), ServerLost, "everysec loses"},
+		{"restart, aof-always", restart(3*s, "aof-always"), RecipeBug, ""},
+		{"restart on ZooKeeper (no persistence recorded)", restart(3*s, ""), RecipeBug, ""},
+		{"restart before the grant", restart(s/2, "none"), RecipeBug, ""},
+		{"restart, holder paused too", pausedToo, RecipeBug, ""},
+		{"failover, this holder's grant", failover(`,"holder":1`), ServerLost, "WAIT"},
+		{"failover, no holder recorded", failover(""), ServerLost, "WAIT"},
+		{"failover, another holder's grant", failover(`,"holder":7`), RecipeBug, ""},
+		{"clock jump while held", jump(3 * s), Clock, "fence"},
+		{"clock jump before the grant", jump(s / 2), RecipeBug, ""},
+	} {
+		f, ok := Classify(overlap(tc.mid, 0), "l0", params)
+		if !ok || f.Class != tc.want || !strings.Contains(f.Fix, tc.fix) {
+			t.Errorf("%s: %+v (found %v), want %s with a fix saying %q", tc.name, f, ok, tc.want, tc.fix)
+		}
+	}
+}
+
+// TestRecordedRestart: redis-lock on one instance without persistence, restarted
+// while process 3 held (testdata/histories/README.md): the server lost the lock.
+func TestRecordedRestart(t *testing.T) {
+	f, ok := Classify(load(t, "redis-lock-restart-none.jsonl"), "l0", params)
+	if !ok || f.Class != ServerLost || !strings.Contains(f.Why, "persistence none") || !strings.Contains(f.Fix, "aof-always") {
+		t.Errorf("%+v (found %v), want server lost the lock, persistence none, aof-always", f, ok)
+	}
+}
