@@ -25,14 +25,13 @@ import (
 //     follows it (REPLICAOF primary): the workers' primary now serves data that never
 //     saw the grant.
 //
-// Steps 3-4 take a few milliseconds, during which the workers' writes get READONLY (a
-// certain refusal). The fault is over when applied; Undo (idempotent) makes the
+// Steps 3-4 take some tens of milliseconds (recorded as readonly_ms), during which
+// the workers' writes get READONLY (a certain refusal). The fault is over when applied; Undo (idempotent) makes the
 // original primary a primary again and the promoted replica its replica, so that a
 // partial apply leaves the topology as it was. What it does not emulate: the window a
 // real failover leaves (Sentinel's down-after-milliseconds, clients finding the new
 // primary) and the old primary's clients writing on meanwhile. The record names the
-// primary, the promoted replica, the holder whose grant was lost and the setting that
-// would have kept it (WAIT for a replica's acknowledgement before the grant counts).
+// primary, the promoted replica and the holder whose grant was lost (apply adds it).
 type Failover struct {
 	// HolderWait bounds step 2 (0: DefaultHolderWait); with no new grant by then the
 	// fault goes on and says so.
@@ -68,7 +67,6 @@ func (f Failover) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, er
 	promoted := replicas[rng.IntN(len(replicas))]
 	v["primary"], v["promoted"] = serverName(primary.ID), serverName(promoted.ID)
 	v["persistence"] = redisPersistence(c)
-	v["would_keep"] = "WAIT 1 <timeout> after the grant (a replica acknowledges it before it counts)"
 	fo := failover{rc: rc, primary: primary, promoted: promoted, wait: f.HolderWait, value: v}
 	return plan{value: v, apply: fo.apply, undo: fo.undo}, nil
 }
@@ -85,12 +83,18 @@ func (fo failover) apply(ctx context.Context) error {
 	if _, err := fo.rc.RedisCommand(ctx, fo.promoted.ID, "REPLICAOF", "NO", "ONE"); err != nil {
 		return fmt.Errorf("failover: promote s%d: %w", fo.promoted.ID, err)
 	}
-	if h, ok := fo.newGrant(ctx); ok {
+	h, ok := fo.newGrant(ctx)
+	if err := ctx.Err(); err != nil {
+		return err // the run is ending: Undo puts the roles back
+	}
+	if ok {
 		fo.value["holder"] = h.Process
 	} else {
 		fo.value["note"] = fmt.Sprintf("no lock granted within %s of the split", fo.holderWait())
 	}
 	host, port := redisAddr(fo.promoted)
+	demoted := time.Now()
+	defer func() { fo.value["readonly_ms"] = time.Since(demoted).Milliseconds() }()
 	if _, err := fo.rc.RedisCommand(ctx, fo.primary.ID, "REPLICAOF", host, port); err != nil {
 		return fmt.Errorf("failover: demote s%d: %w", fo.primary.ID, err)
 	}
