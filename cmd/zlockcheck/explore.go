@@ -14,7 +14,6 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/harness/explore"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -127,9 +126,6 @@ type exploreOptions struct {
 // exploreOne is one session: o's recipe explored for the budget (explore.Run), its
 // rounds printed.
 func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harness.Keep, stdout, stderr io.Writer) (explore.Session, error) {
-	if k := o.serviceKind(); k != lockservice.KindZooKeeper {
-		return explore.Session{}, fmt.Errorf("explore on %s is not built yet: its probes are ZooKeeper's faults (docs/redis.md); use run", k)
-	}
 	o.nemesis = "none"
 	o.vary = false
 	base, err := o.config(stderr)

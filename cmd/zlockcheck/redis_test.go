@@ -86,14 +86,14 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 }
 
 // TestRedisBadInputLeavesNothing: the binary refuses a ZooKeeper recipe on Redis, a
-// RedLock recipe on one instance, explore and the matrix on Redis, before it makes
-// anything.
+// RedLock recipe on one instance, explore of a recipe on a topology it cannot use and
+// the matrix on Redis, before it makes anything.
 func TestRedisBadInputLeavesNothing(t *testing.T) {
 	store := t.TempDir()
 	cases := map[string][]string{
 		"is a ZooKeeper recipe":    {"run", "--service", "redis", "--recipe", "gozk", "--store", store},
 		"--redis-topology redlock": {"run", "--recipe", "redsync", "--store", store},
-		"explore on redis":         {"explore", "--recipe", "redis-lock", "--store", store},
+		"locks one Redis primary":  {"explore", "--recipe", "redis-lock", "--redis-topology", "redlock", "--nodes", "3", "--store", store},
 		"matrix's faults":          {"matrix", "--service", "redis", "--store", store},
 	}
 	for want, args := range cases {

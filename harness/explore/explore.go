@@ -43,8 +43,8 @@ type Config struct {
 	KeepGoing bool
 	// Fixed are workload knobs set by hand: they replace the probes' draws.
 	Fixed workloads.Fixed
-	// Menu is the probes to choose from (Probes for the base's session timeout and
-	// fencing when nil).
+	// Menu is the probes to choose from (nil: Run takes Menu of the prepared base, the
+	// service's probes it can run).
 	Menu []Probe
 	// Log receives a line per round (nil: none).
 	Log io.Writer
@@ -98,6 +98,12 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 		return Session{}, err
 	}
 	base.StallAfter = cfg.Base.StallAfter // derived from each round's faults, not the base's
+	if cfg.Menu == nil {
+		cfg.Menu = Menu(base)
+	}
+	if len(cfg.Menu) == 0 {
+		return Session{}, fmt.Errorf("explore: no probe of the %s menu can run with this configuration", base.Service)
+	}
 	dir := rundir.ExploreDir(base.Store, time.Now())
 	site, err := harness.StartSite(ctx, base, filepath.Join(dir, rundir.Servers))
 	if err != nil {

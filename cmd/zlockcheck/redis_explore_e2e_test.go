@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/harness/explore"
+	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/cause"
+)
+
+// redisExploreArgs is the one explore command line of the Redis proof: only --recipe
+// (and, for a RedLock recipe, the topology it needs) differs between recipes.
+func redisExploreArgs(recipe, store string) []string {
+	args := []string{"explore", "--allow-mutants", "--recipe", recipe, "--budget", "90s", "--round", "10s",
+		"--seed", "1", "--store", store, "--quiet", "--json"}
+	if recipe == "redsync" || strings.HasPrefix(recipe, "mutant-redlock-") {
+		args = append(args, "--redis-topology", "redlock", "--nodes", "3")
+	}
+	return args
+}
+
+// redisExploreSets are the recipes of the proof: the short set in make test, every
+// Redis mutant and correct recipe with ZLC_REDIS_MUTANTS=all (make mutants-redis).
+func redisExploreSets(t *testing.T) (mutants, correct []string) {
+	switch os.Getenv("ZLC_REDIS_MUTANTS") {
+	case "":
+		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}
+	case "all":
+		return []string{"mutant-redis-blind-del", "mutant-redis-no-expiry", "mutant-redis-setnx-then-expire",
+				"mutant-redis-static-value", "mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redlock-no-elapsed-check"},
+			[]string{"redis-lock", "redislock", "redsync"}
+	}
+	t.Fatalf("ZLC_REDIS_MUTANTS=%q: want all or nothing", os.Getenv("ZLC_REDIS_MUTANTS"))
+	return nil, nil
+}
+
+// runRedisExplore runs the proof's command line on recipe and reads its session.
+func runRedisExplore(t *testing.T, recipe string) explore.Session {
+	t.Helper()
+	store := keptIfFailed(t)
+	code, stdout, stderr := zlockcheck(t, redisExploreArgs(recipe, store)...)
+	var s explore.Session
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("exit %d: %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
+	}
+	if len(s.Rounds) == 0 {
+		t.Fatalf("exit %d: no round ran:\n%s", code, stderr)
+	}
+	assertNothingLeft(t, store)
+	return s
+}
+
+// TestExploreCatchesEveryRedisMutant: the one explore command finds each Redis mutant
+// invalid (an overlap, or liveness: a key nobody can take) within its budget, and the
+// correct recipes under it show no recipe bug: an overlap of a holder paused past its
+// TTL (unfenced), of an instance that forgot a key (server lost the lock) or expired it
+// early (clock) is the truth about the run.
+func TestExploreCatchesEveryRedisMutant(t *testing.T) {
+	requireIntegration(t)
+	mutants, correct := redisExploreSets(t)
+	for _, recipe := range mutants {
+		t.Run(recipe, func(t *testing.T) {
+			s := runRedisExplore(t, recipe)
+			last := s.Rounds[len(s.Rounds)-1]
+			if s.Verdict != models.Invalid || last.Verdict != models.Invalid {
+				t.Fatalf("%d rounds in %s: %s, want invalid: %+v", len(s.Rounds), s.Elapsed, s.Verdict, s.Rounds)
+			}
+			t.Logf("caught in round %d (%s, cause %q) after %s", len(s.Rounds), last.Probe, last.Cause, s.Elapsed.Round(time.Second))
+		})
+	}
+	honest := []string{string(cause.Unfenced), string(cause.ServerLost), string(cause.Clock), string(cause.Configuration)}
+	for _, recipe := range correct {
+		t.Run(recipe, func(t *testing.T) {
+			s := runRedisExplore(t, recipe)
+			for i, r := range s.Rounds {
+				ok := r.Verdict == models.Valid || r.Verdict == models.Invalid && slices.Contains(honest, r.Cause)
+				if !ok {
+					t.Errorf("round %d (%s, seed %d): %s %q: %s", i+1, r.Probe, r.Seed, r.Verdict, r.Cause, r.Dir)
+				}
+				t.Logf("round %d (%s): %s %s", i+1, r.Probe, r.Verdict, r.Cause)
+			}
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package explore
+
+import (
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/models/coverage"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// Menu is explore's menu for the base run: Probes for ZooKeeper, RedisProbes for
+// Redis, each probe less the fault classes the base refuses with that probe's setup
+// (harness.Config.Validate: a class the service or topology cannot have, such as
+// failover off the replicas topology), so that a refusal is written in one place; a
+// probe left with no class it had is dropped.
+func Menu(base harness.Config) []Probe {
+	menu := Probes(base.SessionTimeout, base.Workload.Fenced)
+	if base.Service == lockservice.KindRedis {
+		menu = RedisProbes(base.SessionTimeout)
+	}
+	var out []Probe
+	for _, p := range menu {
+		if p, ok := runnable(base, p); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// runnable is p with only the classes base can run with p's setup; ok is false when
+// p had classes and none is left, or a fault-free p is refused.
+func runnable(base harness.Config, p Probe) (Probe, bool) {
+	if len(p.Classes) == 0 {
+		return p, base.WithSetup(p.Setup).Validate() == nil
+	}
+	var kept []nemesis.Class
+	for _, c := range p.Classes {
+		one := p.Setup
+		one.Classes = []nemesis.Class{c}
+		if base.WithSetup(one).Validate() == nil {
+			kept = append(kept, c)
+		}
+	}
+	p.Classes = kept
+	return p, len(kept) > 0
+}
+
+// RedisProbes is explore's menu on Redis for a lock whose TTL is ttl (the session
+// timeout). The first probes can only find recipe bugs in a correct lock (races,
+// holds past the TTL, dead holders, paused acquirers, servers slowed or cut off);
+// the last ones make overlaps no recipe prevents (an instance that forgets or expires
+// a key early: "server lost the lock", "clock"; a holder paused past its TTL: an
+// unfenced overlap), so a session on a correct recipe reaches them last.
+func RedisProbes(ttl time.Duration) []Probe {
+	ms := time.Millisecond
+	timeouts := []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}}
+	// Short cycles: every release or expiry sets the waiters racing.
+	race := workloads.Regime{Name: "racing acquires", Timeouts: timeouts,
+		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 20 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 10 * ms}}, Active: 1}
+	// Every hold outlives the TTL: the holder must learn it lost the lock, and what it
+	// does after (its release) must not touch the next holder's key.
+	pastTTL := workloads.Regime{Name: "holds past the TTL", Timeouts: timeouts,
+		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}}, Active: 0.6}
+	shortHolds := workloads.Regime{Name: "short holds", Timeouts: timeouts,
+		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 200 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 50 * ms}}, Active: 1}
+	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
+	minority := []nemesis.Target{nemesis.TargetOne, nemesis.TargetMinority}
+	return []Probe{
+		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, pastTTL},
+			Aims: []string{coverage.RowContention, coverage.RowLost, coverage.RowLongHold}},
+		{Setup: nemesis.Setup{Name: "instances slowed, paused, cut off",
+			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition},
+			ServerTargets: minority, Shapes: []nemesis.Shape{nemesis.IsolateOne}, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowAcquireInfo}},
+		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill},
+			ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowOrphans}},
+		{Setup: nemesis.Setup{Name: "acquirers paused", Classes: []nemesis.Class{nemesis.ClassClientPause},
+			ClientTargets: []nemesis.ClientTarget{nemesis.TargetWaiter}, Interval: time.Second},
+			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowFaultAcquiring}},
+		{Setup: nemesis.Setup{Name: "instances lost or restarted",
+			Classes:       []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassFailover, nemesis.ClassClockJump},
+			ServerTargets: minority, Interval: 3 * time.Second},
+			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss}},
+		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
+			ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
+	}
+}

@@ -1,0 +1,69 @@
+package explore
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// redisBase is a base run of recipe on a Redis topology, as Run would prepare it.
+func redisBase(t *testing.T, recipe string, topology lockservice.RedisTopology, nodes int) harness.Config {
+	t.Helper()
+	c := harness.Config{Recipe: recipe, Nodes: nodes, WorkerArgv: []string{"worker"}}
+	c.Redis.Topology = topology
+	c = c.Defaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("base: %v", err)
+	}
+	return c
+}
+
+// menuClasses are the fault classes of a menu, by probe name.
+func menuClasses(menu []Probe) map[string][]nemesis.Class {
+	out := map[string][]nemesis.Class{}
+	for _, p := range menu {
+		out[p.Name] = p.Classes
+	}
+	return out
+}
+
+// TestRedisMenuHasOnlyWhatTheTopologyRuns: on Redis the menu is RedisProbes, with no
+// ZooKeeper-only class, failover only on replicas, and every probe in it accepted by
+// the base it was chosen for.
+func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
+	zkOnly := []nemesis.Class{nemesis.ClassSessionExpire, nemesis.ClassReplyLoss, nemesis.ClassClientServerPartition}
+	for _, tc := range []struct {
+		recipe   string
+		topology lockservice.RedisTopology
+		nodes    int
+		failover bool
+	}{
+		{"redis-lock", lockservice.RedisSingle, 1, false},
+		{"redis-lock", lockservice.RedisReplicas, 3, true},
+		{"redsync", lockservice.RedisRedlock, 3, false},
+	} {
+		base := redisBase(t, tc.recipe, tc.topology, tc.nodes)
+		menu := Menu(base)
+		if len(menu) != len(RedisProbes(base.SessionTimeout)) {
+			t.Errorf("%s on %s: %d probes, want every Redis probe: %v", tc.recipe, tc.topology, len(menu), menuClasses(menu))
+		}
+		var all []nemesis.Class
+		for _, p := range menu {
+			if err := base.WithSetup(p.Setup).Validate(); err != nil {
+				t.Errorf("%s on %s: probe %s refused: %v", tc.recipe, tc.topology, p.Name, err)
+			}
+			all = append(all, p.Classes...)
+		}
+		for _, c := range zkOnly {
+			if slices.Contains(all, c) {
+				t.Errorf("%s on %s: the menu has %s", tc.recipe, tc.topology, c)
+			}
+		}
+		if got := slices.Contains(all, nemesis.ClassFailover); got != tc.failover {
+			t.Errorf("%s on %s: failover in the menu: %v, want %v", tc.recipe, tc.topology, got, tc.failover)
+		}
+	}
+}
