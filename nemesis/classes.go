@@ -40,6 +40,9 @@ const (
 	// ClassClockJump jumps one Redis instance's clock forward, as its keys' expiries
 	// see it (ClockJump).
 	ClassClockJump Class = "clock-jump"
+	// ClassConnectionKill closes a worker's connection from a Redis instance's side
+	// (ConnectionKill).
+	ClassConnectionKill Class = "connection-kill"
 )
 
 // classSpec is one fault class of the catalogue: everything the schedule knows about
@@ -91,6 +94,7 @@ func catalogue() []classSpec {
 		{ClassClockJump, true, func(d drawer) fault {
 			return ClockJump{Target: d.serverTarget(), Delta: DefaultClockJump(d.s.SessionTimeout)}
 		}, noHold, true},
+		{ClassConnectionKill, false, func(d drawer) fault { return ConnectionKill{Target: d.clientTarget()} }, noHold, true},
 	}
 }
 
@@ -156,13 +160,15 @@ func (c Class) OnClients() bool { return !c.ServerFault() || c == ClassClientSer
 // "all" means. The classes made for Redis are RedisClasses.
 func Classes() []Class { return classes(false) }
 
-// RedisClasses lists the classes made for Redis (restart, failover, clock-jump),
-// which a run names explicitly.
+// RedisClasses lists the classes made for Redis (restart, failover, clock-jump,
+// connection-kill), which a run names explicitly.
 func RedisClasses() []Class { return classes(true) }
 
-// RedisOnly reports whether c acts on Redis instances only (failover, clock-jump): a
-// run on another service refuses it.
-func (c Class) RedisOnly() bool { return c == ClassFailover || c == ClassClockJump }
+// RedisOnly reports whether c acts on Redis instances only (failover, clock-jump,
+// connection-kill): a run on another service refuses it.
+func (c Class) RedisOnly() bool {
+	return c == ClassFailover || c == ClassClockJump || c == ClassConnectionKill
+}
 
 func classes(redis bool) []Class {
 	var out []Class

@@ -82,7 +82,7 @@ func TestRedisFaultsRefused(t *testing.T) {
 	if _, err := (Failover{}).Apply(ctx, newFakeRedis(1, "single"), rng); err == nil || !strings.Contains(err.Error(), "replicas topology") {
 		t.Errorf("failover on a single instance: %v", err)
 	}
-	for _, f := range []Fault{Failover{}, ClockJump{Target: TargetOne, Delta: time.Second}} {
+	for _, f := range []Fault{Failover{}, ClockJump{Target: TargetOne, Delta: time.Second}, ConnectionKill{Target: TargetHolder}} {
 		if _, err := f.Apply(ctx, newFakeCluster(3, 1), rng); err == nil || !strings.Contains(err.Error(), "Redis instances only") {
 			t.Errorf("%T on ZooKeeper: %v", f, err)
 		}
@@ -129,12 +129,29 @@ func TestRestartKillsStartsAndWaits(t *testing.T) {
 func TestRedisClassesAreNotInAll(t *testing.T) {
 	all, _ := ParseClasses("all")
 	for _, c := range all {
-		if c == ClassRestart || c == ClassFailover || c == ClassClockJump {
+		if c == ClassRestart || c == ClassFailover || c == ClassClockJump || c == ClassConnectionKill {
 			t.Errorf("all includes %s", c)
 		}
 	}
-	got, err := ParseClasses("restart,failover,clock-jump")
+	got, err := ParseClasses("restart,failover,clock-jump,connection-kill")
 	if err != nil || !reflect.DeepEqual(got, RedisClasses()) {
 		t.Fatalf("ParseClasses: %v %v", got, err)
+	}
+}
+
+// TestConnectionKillKillsTheHoldersClientID: CLIENT KILL ID with the holder's session
+// id in decimal, on the instance the servers say it uses.
+func TestConnectionKillKillsTheHoldersClientID(t *testing.T) {
+	f := newFakeRedis(3, "redlock")
+	f.holderServer = 2
+	a, err := ConnectionKill{Target: TargetHolder}.Apply(context.Background(), f, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s2 CLIENT KILL ID 257"}; !reflect.DeepEqual(f.cmds, want) { // 0x101
+		t.Fatalf("commands %q, want %q", f.cmds, want)
+	}
+	if a.Value["process"] != 11 || a.Value["server"] != "s2" {
+		t.Fatalf("record %v", a.Value)
 	}
 }
