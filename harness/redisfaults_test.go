@@ -1,0 +1,31 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// TestValidateRedisFaults: the Redis classes run on Redis (failover on the replicas
+// topology only); failover, clock-jump and connection-kill are refused on ZooKeeper,
+// restart is not.
+func TestValidateRedisFaults(t *testing.T) {
+	c := redisConfig()
+	c.Nemesis = nemesis.RedisClasses()
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--redis-topology replicas") {
+		t.Errorf("failover on a single instance: %v", err)
+	}
+	c.Redis.Topology, c.Nodes = lockservice.RedisReplicas, 3
+	if err := c.Defaults().Validate(); err != nil {
+		t.Errorf("the Redis classes on replicas: %v", err)
+	}
+	for _, cl := range nemesis.RedisClasses() {
+		zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Nemesis: []nemesis.Class{cl}}
+		err := zk.Defaults().Validate()
+		if refused := err != nil && strings.Contains(err.Error(), "Redis instances only"); refused != cl.RedisOnly() {
+			t.Errorf("%s on ZooKeeper: %v", cl, err)
+		}
+	}
+}
