@@ -1,7 +1,9 @@
 // Package nemesis owns fault injection: the real faults a run inflicts on its ZooKeeper
 // servers (kill, pause, network partitions, packet loss) and on its worker processes
 // (cutting a worker off, expiring its session, pausing or killing it, cutting a
-// server's clients off, losing the replies to one worker), the catalogue of fault
+// server's clients off, losing the replies to one worker), the faults made for Redis
+// (restart, failover, clock-jump, connection-kill: redis.go, failover.go, clockjump.go,
+// connkill.go; they reach the instances through RedisCluster), the catalogue of fault
 // classes (classes.go), and the schedule that picks them one at a time from a seeded
 // random number generator.
 //
