@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -98,13 +99,30 @@ var (
 	_ fault = (*Failover)(nil)
 )
 
+// forgetting names the restarted instances whose restart can forget a lock key: every
+// one, but on the replicas topology only the primary (a replica resyncs from it).
+func forgetting(ctx context.Context, c Cluster, ids []int) []string {
+	rc, ok := c.(RedisCluster)
+	if !ok {
+		return serverNames(ids)
+	}
+	if topology, _, _ := rc.RedisSettings(); topology != "replicas" {
+		return serverNames(ids)
+	}
+	if primary, ok := c.Leader(ctx); ok && slices.Contains(ids, primary) {
+		return []string{serverName(primary)}
+	}
+	return []string{}
+}
+
 // Restart kills servers and starts them again at once (ServerHost.Kill, Start), then
 // waits until a Redis instance answers PING again. What the server kept is what its
 // persistence kept: a Redis instance with persistence none comes back empty, so the
 // holder's key is gone while the holder's validity runs; with AOF always it comes back
 // with every acknowledged write. On ZooKeeper (every write fsynced) it is a kill with
 // no downtime to speak of. Undo starts a server still down. The record names the
-// Redis persistence setting, which the cause reads.
+// Redis persistence setting and the instances whose restart can forget a key
+// ("forgetting"), which the cause reads.
 type Restart struct {
 	// Target says which servers.
 	Target Target
@@ -128,6 +146,7 @@ func (f Restart) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, err
 	persistence := redisPersistence(c)
 	if persistence != "" {
 		v["persistence"] = persistence
+		v["forgetting"] = forgetting(ctx, c, ids)
 	}
 	ss := serversByID(c, ids)
 	undo := func(ctx context.Context) error {

@@ -119,7 +119,7 @@ func TestRestartKillsStartsAndWaits(t *testing.T) {
 	if want := []string{"kill 1", "restart 1"}; !reflect.DeepEqual(f.calls, want) {
 		t.Fatalf("host calls %q, want %q", f.calls, want)
 	}
-	if !reflect.DeepEqual(f.cmds, []string{"s1 PING"}) || a.Value["persistence"] != "none" {
+	if !reflect.DeepEqual(f.cmds, []string{"s1 PING"}) || a.Value["persistence"] != "none" || !reflect.DeepEqual(a.Value["forgetting"], []string{"s1"}) {
 		t.Fatalf("commands %q, record %v", f.cmds, a.Value)
 	}
 }
@@ -153,5 +153,19 @@ func TestConnectionKillKillsTheHoldersClientID(t *testing.T) {
 	}
 	if a.Value["process"] != 11 || a.Value["server"] != "s2" {
 		t.Fatalf("record %v", a.Value)
+	}
+}
+
+// TestRestartOfAReplicaForgetsNothing: on the replicas topology only the primary's
+// restart can forget a key.
+func TestRestartOfAReplicaForgetsNothing(t *testing.T) {
+	for target, want := range map[Target][]string{TargetLeader: {"s1"}, TargetAll: {"s1"}} {
+		a, err := Restart{Target: target}.Apply(context.Background(), newFakeRedis(3, "replicas"), rand.New(rand.NewPCG(1, 2)))
+		if err != nil || !reflect.DeepEqual(a.Value["forgetting"], want) {
+			t.Errorf("%s: %v, %v; want forgetting %v", target, a.Value, err, want)
+		}
+	}
+	if got := forgetting(context.Background(), newFakeRedis(3, "replicas"), []int{2, 3}); len(got) != 0 {
+		t.Errorf("replicas s2, s3: forgetting %v, want none", got)
 	}
 }

@@ -111,6 +111,7 @@ type fault struct {
 	// clock jump's Δ.
 	persistence string
 	servers     []string
+	forgetting  []string // a restart's instances that can forget a key (nil: unrecorded, all)
 	promoted    string
 	delta       time.Duration
 }
@@ -261,6 +262,7 @@ func faults(h histories.History) []fault {
 			HolderServer string   `json:"holder_server"`
 			Persistence  string   `json:"persistence"`
 			Servers      []string `json:"servers"`
+			Forgetting   []string `json:"forgetting"`
 			Promoted     string   `json:"promoted"`
 			DeltaMS      int64    `json:"delta_ms"`
 		}
@@ -273,7 +275,7 @@ func faults(h histories.History) []fault {
 		}
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
-				persistence: v.Persistence, servers: v.Servers, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond}
+				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond}
 			if v.Holder != nil {
 				f.holder = *v.Holder
 			}

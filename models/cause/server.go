@@ -9,7 +9,7 @@ import (
 // was granted, when a had no client fault of its own:
 //
 //   - a restart of Redis instances whose persistence is not aof-always, started while
-//     a held (a forgot the key with everything else);
+//     a held, of an instance that can forget the key (not a replica, which resyncs);
 //   - a failover in force while a held and before b was granted, not recorded as
 //     aimed at another holder (the promoted replica never saw a's grant);
 //   - a clock jump started while a held (the key expired early).
@@ -23,7 +23,8 @@ func serverFault(faults []fault, a, b hold) (fault, bool) {
 		during := x.start >= a.start && x.start <= b.start
 		switch x.class {
 		case "restart":
-			if during && x.persistence != "" && x.persistence != "aof-always" {
+			forgets := x.forgetting == nil || len(x.forgetting) > 0
+			if during && forgets && x.persistence != "" && x.persistence != "aof-always" {
 				return x, true
 			}
 		case "failover":
@@ -44,6 +45,9 @@ func serverFault(faults []fault, a, b hold) (fault, bool) {
 func serverLoss(x fault, a, b hold) (Class, string, string) {
 	granted := fmt.Sprintf("process %d was granted at %s while process %d held", b.process, at(b.start), a.process)
 	on := strings.Join(x.servers, ", ")
+	if len(x.forgetting) > 0 {
+		on = strings.Join(x.forgetting, ", ")
+	}
 	switch x.class {
 	case "restart":
 		why := fmt.Sprintf("%s restarted at %s with persistence %s and came back without process %d's key; %s",

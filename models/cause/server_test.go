@@ -25,6 +25,8 @@ func TestServerFaultClasses(t *testing.T) {
 		v := `{"fault":"clock-jump","servers":["s1"],"delta_ms":8000}`
 		return []histories.Op{nem("start", at, v), nem("stop", at, v)}
 	}
+	rv := `{"fault":"restart","servers":["s2"],"persistence":"none","forgetting":[]}`
+	replicaRestart := []histories.Op{nem("start", 3*s, rv), nem("stop", 3*s, rv)}
 	pausedToo := append(restart(3*s, "none"), nem("start", 2*s, `{"fault":"client-pause","process":1}`),
 		nem("stop", 9*s, `{"fault":"client-pause","process":1}`))
 	for _, tc := range []struct {
@@ -37,6 +39,7 @@ func TestServerFaultClasses(t *testing.T) {
 		{"restart, aof-everysec", restart(3*s, "aof-everysec"), ServerLost, "everysec loses"},
 		{"restart, aof-always", restart(3*s, "aof-always"), RecipeBug, ""},
 		{"restart on ZooKeeper (no persistence recorded)", restart(3*s, ""), RecipeBug, ""},
+		{"restart of a replica only", replicaRestart, RecipeBug, ""},
 		{"restart before the grant", restart(s/2, "none"), RecipeBug, ""},
 		{"restart, holder paused too", pausedToo, RecipeBug, ""},
 		{"failover, this holder's grant", failover(`,"holder":1`), ServerLost, "WAIT"},
