@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu property clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants mutants-redis explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu property clean cleanup
 
 all: build
 
@@ -71,6 +71,14 @@ mutants: build
 	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_MUTANT_SEEDS=3 ZLC_MUTANT_TIME=60s $(GO) test -count=1 -timeout 90m -v \
 	  -run 'TestEveryMutantIsCaught|TestZlcMutexSurvivesTheExposures' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
 	  grep -E '^(\s*---|ok|FAIL)|seed [0-9]' $$log; rm -f $$log; exit $$rc
+
+# Every Redis mutant caught by one explore command (only --recipe differs; RedLock on
+# --redis-topology redlock --nodes 3), a 90 s budget each, and redis-lock, redislock
+# and redsync with no recipe bug under it (about 15 minutes; docs/redis.md).
+mutants-redis: build
+	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_REDIS_MUTANTS=all $(GO) test -count=1 -timeout 40m -v \
+	  -run 'TestExploreCatchesEveryRedisMutant' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
+	  grep -E '^(\s*---|ok|FAIL)|caught in|round [0-9]+ \(' $$log; rm -f $$log; exit $$rc
 
 # explore's control: the default explore command on zlc-mutex, curator-mutex and
 # kazoo-lock (a 5-minute budget each, about 16 minutes) reports no recipe bug.
