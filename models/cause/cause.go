@@ -14,10 +14,11 @@
 //   - Server lost the lock: the earlier holder had no fault of its own while the
 //     server forgot its key (a Redis restart with persistence other than aof-always,
 //     started while it held; a failover in force while it held, whose promoted
-//     replica never saw the grant). The finding names the setting that would have
-//     kept the key (AOF always or a delayed restart; WAIT after the grant).
+//     replica never saw the grant), and the next holder was granted within one TTL
+//     (the session timeout) of the loss. The finding names the setting that would
+//     have kept the key (AOF always or a delayed restart; WAIT after the grant).
 //   - Clock: the earlier holder had no fault of its own while a clock jump on a
-//     server expired its key early.
+//     server expired its key early, within one TTL before the next grant.
 //   - Recipe bug: everything else (a holder that kept running, was cut off, and did
 //     not report lost before its session could expire; a holder that never reported
 //     lost at all; two holders with no fault at all).
@@ -145,7 +146,7 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 			}
 		}
 	}
-	if x, found := serverFault(faults, a, b); found {
+	if x, found := serverFault(faults, a, b, p.SessionTimeout); found {
 		f.Class, f.Why, f.Fix = serverLoss(x, a, b)
 		return f, true
 	}

@@ -3,6 +3,7 @@ package cause
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // serverFault finds the server fault that made the servers forget a's key before b
@@ -13,7 +14,11 @@ import (
 //   - a failover in force while a held and before b was granted, not recorded as
 //     aimed at another holder (the promoted replica never saw a's grant);
 //   - a clock jump started while a held (the key expired early).
-func serverFault(faults []fault, a, b hold) (fault, bool) {
+//
+// In each case b was granted within one TTL (the session timeout) of the loss: later,
+// the holder's own validity had run out since its last successful extend (every
+// extend after the loss fails), and not reporting lost is the recipe's bug.
+func serverFault(faults []fault, a, b hold, ttl time.Duration) (fault, bool) {
 	for _, x := range faults {
 		if x.process == a.process && x.start >= a.start && x.start <= b.start {
 			return fault{}, false // the holder had a client fault: not the servers' doing
@@ -21,6 +26,13 @@ func serverFault(faults []fault, a, b hold) (fault, bool) {
 	}
 	for _, x := range faults {
 		during := x.start >= a.start && x.start <= b.start
+		loss := x.start
+		if x.class == "failover" && x.stop <= b.start {
+			loss = x.stop // the grant is lost when the primary has resynced
+		}
+		if ttl > 0 && b.start-loss >= ttl.Nanoseconds() {
+			continue
+		}
 		switch x.class {
 		case "restart":
 			forgets := x.forgetting == nil || len(x.forgetting) > 0

@@ -47,6 +47,7 @@ func TestServerFaultClasses(t *testing.T) {
 		{"failover, another holder's grant", failover(`,"holder":7`), RecipeBug, ""},
 		{"clock jump while held", jump(3 * s), Clock, "fence"},
 		{"clock jump before the grant", jump(s / 2), RecipeBug, ""},
+		{"restart a TTL before the next grant", restart(1*s, "none"), RecipeBug, ""},
 	} {
 		f, ok := Classify(overlap(tc.mid, 0), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Fix, tc.fix) {
