@@ -56,11 +56,21 @@ func TestServerFaultClasses(t *testing.T) {
 	}
 }
 
-// TestRecordedRestart: redis-lock on one instance without persistence, restarted
-// while process 3 held (testdata/histories/README.md): the server lost the lock.
-func TestRecordedRestart(t *testing.T) {
-	f, ok := Classify(load(t, "redis-lock-restart-none.jsonl"), "l0", params)
-	if !ok || f.Class != ServerLost || !strings.Contains(f.Why, "persistence none") || !strings.Contains(f.Fix, "aof-always") {
-		t.Errorf("%+v (found %v), want server lost the lock, persistence none, aof-always", f, ok)
+// TestRecordedRedisFaults: redis-lock under restart (one instance, persistence
+// none), failover (replicas) and clock-jump (testdata/histories/README.md).
+func TestRecordedRedisFaults(t *testing.T) {
+	for _, tc := range []struct {
+		file     string
+		want     Class
+		why, fix string
+	}{
+		{"redis-lock-restart-none.jsonl", ServerLost, "persistence none", "aof-always"},
+		{"redis-lock-failover.jsonl", ServerLost, "promoted s2", "WAIT 1"},
+		{"redis-lock-clock-jump.jsonl", Clock, "jumped forward 8s", "fence"},
+	} {
+		f, ok := Classify(load(t, tc.file), "l0", params)
+		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) || !strings.Contains(f.Fix, tc.fix) {
+			t.Errorf("%s: %+v (found %v), want %s saying %q, fixed by %q", tc.file, f, ok, tc.want, tc.why, tc.fix)
+		}
 	}
 }
