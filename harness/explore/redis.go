@@ -70,17 +70,18 @@ func RedisProbes(ttl time.Duration) []Probe {
 	return []Probe{
 		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, pastTTL},
 			Aims: []string{coverage.RowContention, coverage.RowLost, coverage.RowLongHold}},
-		// A worker cut off with a request in flight (an acquire's SET, a release's
-		// DEL) has it delivered when the cut heals, late: only a compare-and-delete
-		// and a SET with its expiry stay harmless. A killed holder leaves its key.
-		{Setup: nemesis.Setup{Name: "clients killed or cut off", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassClientPartition},
-			ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder, nemesis.TargetIdle}, Interval: time.Second},
-			Regimes: []workloads.Regime{shortHolds},
-			Aims:    []string{coverage.RowFaultHolding, coverage.RowFaultIdle, coverage.RowOrphans}},
+		// A holder cut off has its release's DEL delivered when the cut heals, late:
+		// only a compare-and-delete leaves the next holder's key alone.
+		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
+			ClientTargets: holder, Interval: time.Second},
+			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},
 		{Setup: nemesis.Setup{Name: "instances slowed, paused, cut off",
 			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition},
 			ServerTargets: minority, Shapes: []nemesis.Shape{nemesis.IsolateOne}, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowAcquireInfo}},
+		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill},
+			ClientTargets: holder, Interval: time.Second},
+			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowOrphans}},
 		{Setup: nemesis.Setup{Name: "acquirers paused", Classes: []nemesis.Class{nemesis.ClassClientPause},
 			ClientTargets: []nemesis.ClientTarget{nemesis.TargetWaiter}, Interval: time.Second},
 			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowFaultAcquiring}},
