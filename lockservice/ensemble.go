@@ -2,7 +2,6 @@ package lockservice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -419,53 +418,28 @@ func (e *Ensemble) LeaderServer(ctx context.Context) *Server {
 // WaitServing waits until there is a leader and every server serves. On timeout the
 // error names each server that is not serving and the tail of its log.
 func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return waitServing(ctx, timeout, 100*time.Millisecond, "ensemble not serving", "no quorum", func() servingPoll {
 		sts := e.Statuses(ctx)
 		leader, all := false, true
 		for _, st := range sts {
 			leader = leader || st.Mode == "leader" || st.Mode == "standalone" || e.external
 			all = all && (st.Serving() || e.external && st.Mode == "observer")
 		}
-		if leader && all {
-			return nil
-		}
-		// Only a server that does not serve may have exited (asking a host over SSH
-		// for its pid costs a round trip).
+		p := servingPoll{ok: leader && all}
 		for _, st := range sts {
-			if s := e.Servers[st.ID-1]; !st.Serving() && !e.external && s.Host.Pid() == 0 {
-				return e.notServing(ctx, sts, fmt.Sprintf("server %d exited", s.ID))
+			if st.Serving() {
+				continue
+			}
+			s := e.Servers[st.ID-1]
+			p.down = append(p.down, downServer{what: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host), why: st.Error, host: s.Host, log: s.Log})
+			// Only a server that does not serve may have exited (asking a host over
+			// SSH for its pid costs a round trip).
+			if !p.ok && p.exited == "" && !e.external && s.Host.Pid() == 0 {
+				p.exited = fmt.Sprintf("server %d", s.ID)
 			}
 		}
-		if time.Now().After(deadline) {
-			return e.notServing(ctx, sts, fmt.Sprintf("no quorum within %s", timeout))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func (e *Ensemble) notServing(ctx context.Context, sts []Status, why string) error {
-	var b strings.Builder
-	b.WriteString("ensemble not serving: " + why)
-	for _, st := range sts {
-		if st.Serving() {
-			continue
-		}
-		s := e.Servers[st.ID-1]
-		fmt.Fprintf(&b, "\n  server %d (%s, %s): %s; last lines of %s:\n", s.ID, s.ClientAddr(), s.Host, st.Error, s.Log)
-		lines, err := s.Host.LogTail(ctx, 8)
-		if err != nil {
-			lines = []string{"(" + err.Error() + ")"}
-		}
-		for _, l := range lines {
-			b.WriteString("    " + l + "\n")
-		}
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+		return p
+	})
 }
 
 // Nodes are the servers as the nemesis addresses them.

@@ -314,51 +314,21 @@ func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
 // An instance that exited, or the timeout, is an error naming each instance that does
 // not serve, why, and the tail of its log.
 func (r *Redis) WaitServing(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		sts := r.statuses(ctx)
-		all := true
-		for _, st := range sts {
-			all = all && st.Serving
-		}
-		if all {
-			return nil
-		}
-		for _, st := range sts {
-			if in := r.Instances[st.ID-1]; !st.Serving && in.Host.Pid() == 0 {
-				return r.notServing(ctx, sts, fmt.Sprintf("instance %d exited", in.ID))
+	return waitServing(ctx, timeout, 50*time.Millisecond, "redis not serving", "not every instance serves", func() servingPoll {
+		p := servingPoll{ok: true}
+		for _, st := range r.statuses(ctx) {
+			if st.Serving {
+				continue
+			}
+			in := r.Instances[st.ID-1]
+			p.ok = false
+			p.down = append(p.down, downServer{what: fmt.Sprintf("instance %d (%s, %s)", in.ID, in.ClientAddr(), in.Host), why: st.Error, host: in.Host, log: in.Log})
+			if p.exited == "" && in.Host.Pid() == 0 {
+				p.exited = fmt.Sprintf("instance %d", in.ID)
 			}
 		}
-		if time.Now().After(deadline) {
-			return r.notServing(ctx, sts, fmt.Sprintf("not every instance serves within %s", timeout))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// notServing is WaitServing's error: why, then each instance that does not serve.
-func (r *Redis) notServing(ctx context.Context, sts []redisStatus, why string) error {
-	var b strings.Builder
-	b.WriteString("redis not serving: " + why)
-	for _, st := range sts {
-		if st.Serving {
-			continue
-		}
-		in := r.Instances[st.ID-1]
-		fmt.Fprintf(&b, "\n  instance %d (%s, %s): %s; last lines of %s:\n", in.ID, in.ClientAddr(), in.Host, st.Error, in.Log)
-		lines, err := in.Host.LogTail(ctx, 8)
-		if err != nil {
-			lines = []string{"(" + err.Error() + ")"}
-		}
-		for _, l := range lines {
-			b.WriteString("    " + l + "\n")
-		}
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+		return p
+	})
 }
 
 // Command sends one command to instance id (from 1) over a fresh connection from the
