@@ -247,3 +247,22 @@ func Setups() []Setup {
 		{Name: "isolate-follower-quorum", Label: "a follower cut off from its peers, not its clients", Classes: []Class{ClassPartition}, Shapes: []Shape{IsolateFollowerQuorum}},
 	}
 }
+
+// RedisSetups are the named setups of the faults made for Redis (RedisClasses), the
+// safety matrix's further columns when a row is a Redis recipe: an instance restarted
+// at once, a failover, a clock jump, and the holder's connection killed. Their
+// faults are instantaneous, so they come every RedisSetupInterval on average. A
+// setup whose faults a row's service or topology refuses is "n/a" there
+// (harness.Config.Validate says which).
+func RedisSetups() []Setup {
+	holder := []ClientTarget{TargetHolder}
+	return []Setup{
+		{Name: "restart", Label: "an instance killed and started again at once", Classes: []Class{ClassRestart}, Interval: RedisSetupInterval},
+		{Name: "failover", Label: "a replica promoted after a grant it never saw", Classes: []Class{ClassFailover}, Interval: RedisSetupInterval},
+		{Name: "clock-jump", Label: "an instance's clock jumped forward", Classes: []Class{ClassClockJump}, Interval: RedisSetupInterval},
+		{Name: "connection-kill", Label: "the holder's connection killed by the server", Classes: []Class{ClassConnectionKill}, ClientTargets: holder, Interval: RedisSetupInterval},
+	}
+}
+
+// RedisSetupInterval is the mean quiet time between the faults of RedisSetups.
+const RedisSetupInterval = 5 * time.Second

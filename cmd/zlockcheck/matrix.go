@@ -19,11 +19,22 @@ import (
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
-// matrixCell is one run of the matrix.
+// matrixCell is one run of the matrix, or a cell whose setup its row's service or
+// topology refuses ("n/a").
 type matrixCell struct {
 	Recipe  string         `json:"recipe"`
 	Fault   string         `json:"fault"`
 	Verdict models.Verdict `json:"verdict"`
+	// Cause is the first violation's cause class (package cause), when known.
+	Cause string `json:"cause,omitempty"`
+	// Service, Topology and Nodes are the servers the cell ran on: the row's, or for a
+	// Redis row another topology the setup needs (see planCell).
+	Service  lockservice.Kind `json:"service,omitempty"`
+	Topology string           `json:"redis_topology,omitempty"`
+	Nodes    int              `json:"nodes,omitempty"`
+	// NotApplicable is why the setup cannot run on the row (the run's refusal), for an
+	// "n/a" cell.
+	NotApplicable string `json:"not_applicable,omitempty"`
 	// FirstViolationSeconds is the time from the run's start to its first violation.
 	FirstViolationSeconds *float64 `json:"first_violation_seconds,omitempty"`
 	Ops                   int      `json:"ops"`
@@ -35,32 +46,35 @@ type matrixCell struct {
 	Herd *herd.Report `json:"herd,omitempty"`
 }
 
-// matrixCmd runs every recipe under every named fault setup (nemesis.Setups), one
+// verdictNA is an n/a cell's verdict: its setup cannot run on its row's service or
+// topology. It counts in no exit code.
+const verdictNA models.Verdict = "n/a"
+
+// matrixCmd runs every recipe (of any service) under every named fault setup
+// (nemesis.Setups, and nemesis.RedisSetups when a row is a Redis recipe), one
 // harness.Test each, writes matrix.json and matrix.md as it goes, and exits with the
-// worst cell's verdict.
+// worst cell's verdict ("n/a" cells left out).
 func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("matrix", stderr)
 	var o runOptions
 	o.register(fs)
-	recipesF := fs.String("recipes", "", "comma-separated recipes (default: every real ZooKeeper recipe)")
-	faultsF := fs.String("faults", "", "comma-separated fault classes (default: all of "+setupNames(nemesis.Setups())+")")
+	recipesF := fs.String("recipes", "", "comma-separated recipes of any service (default: every real recipe of --service, ZooKeeper's when it is not given)")
+	faultsF := fs.String("faults", "", "comma-separated fault setups: "+setupNames(allSetups())+" (default: "+setupNames(nemesis.Setups())+", and the Redis ones when a recipe is Redis's)")
 	out := fs.String("out", "", "directory for matrix.json and matrix.md (default STORE/matrix/<timestamp>)")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
+	o.noteSet(fs)
 	o.quiet = true
-	names := serviceRecipes(realRecipeNames(), lockservice.KindZooKeeper)
-	if *recipesF != "" {
-		names = splitList(*recipesF)
-	}
-	if err := matrixOnZooKeeper(o, names); err != nil {
+	names, err := matrixRecipes(o, *recipesF)
+	if err != nil {
 		return exitError, err
 	}
-	setups, err := pickSetups(*faultsF)
+	setups, err := pickSetups(*faultsF, names)
 	if err != nil {
 		return exitError, fmt.Errorf("--faults: %w", err)
 	}
-	plan, err := planMatrix(ctx, o, names, setups, stderr)
+	rows, plan, err := planMatrix(ctx, o, names, setups, stderr)
 	if err != nil {
 		return exitError, err
 	}
@@ -71,50 +85,70 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return exitError, err
 	}
-	fmt.Fprintf(stderr, "matrix: %d recipes × %d fault classes = %d runs of %s\n", len(names), len(setups), len(plan), o.cfg.Duration)
+	worst, err := runMatrix(ctx, dir, rows, setups, plan, o, stderr)
+	if err != nil {
+		return exitError, err
+	}
+	printMatrix(dir, o.jsonOut, stdout)
+	return verdictCode(worst), nil
+}
+
+// runMatrix runs the plan's cells in order (an n/a cell is recorded, not run),
+// rewriting matrix.json and matrix.md after each, and returns the worst verdict.
+func runMatrix(ctx context.Context, dir string, rows []matrixRow, setups []nemesis.Setup, plan []matrixRun, o runOptions, stderr io.Writer) (models.Verdict, error) {
+	runs := 0
+	for _, p := range plan {
+		if p.cell.Verdict != verdictNA {
+			runs++
+		}
+	}
+	fmt.Fprintf(stderr, "matrix: %d recipes × %d fault setups = %d runs of %s (%d n/a)\n", len(rows), len(setups), runs, o.cfg.Duration, len(plan)-runs)
 	var cells []matrixCell
 	worst := models.Valid
 	for i, p := range plan {
 		if ctx.Err() != nil {
 			break
 		}
-		cell := runCell(ctx, p)
+		cell := p.cell
+		if cell.Verdict != verdictNA {
+			cell = runCell(ctx, p)
+			worst = models.Worse(worst, cell.Verdict)
+		}
 		cells = append(cells, cell)
 		fmt.Fprintf(stderr, "[%d/%d] %-20s %-24s %s\n", i+1, len(plan), cell.Recipe, cell.Fault, describeCell(cell))
-		worst = models.Worse(worst, cell.Verdict)
-		if err := writeMatrix(dir, names, setups, cells, o); err != nil {
-			return exitError, err
+		if err := writeMatrix(dir, rows, setups, cells, o); err != nil {
+			return worst, err
 		}
 	}
-	if o.jsonOut {
-		doc, _ := os.ReadFile(filepath.Join(dir, "matrix.json"))
-		stdout.Write(doc)
-	} else {
-		md, _ := os.ReadFile(filepath.Join(dir, "matrix.md"))
-		stdout.Write(md)
-		fmt.Fprintf(stdout, "\nmatrix: %s\n", dir)
-	}
-	return verdictCode(worst), nil
+	return worst, nil
 }
 
-// matrixOnZooKeeper refuses a matrix on another service than ZooKeeper: its fault
-// setups are ZooKeeper's (the matrix across services is not built yet).
-func matrixOnZooKeeper(o runOptions, names []string) error {
+// printMatrix prints matrix.json (--json) or matrix.md and where they are.
+func printMatrix(dir string, jsonOut bool, stdout io.Writer) {
+	if jsonOut {
+		doc, _ := os.ReadFile(filepath.Join(dir, "matrix.json"))
+		stdout.Write(doc)
+		return
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "matrix.md"))
+	stdout.Write(md)
+	fmt.Fprintf(stdout, "\nmatrix: %s\n", dir)
+}
+
+// matrixRecipes are the matrix's rows: --recipes, else every real recipe of
+// --service (ZooKeeper's when it is not given).
+func matrixRecipes(o runOptions, list string) ([]string, error) {
+	k := lockservice.KindZooKeeper
 	if o.service != "" {
-		k, err := lockservice.ParseKind(o.service)
-		if err != nil {
-			return usageError{"--service: " + err.Error()}
-		}
-		if k != lockservice.KindZooKeeper {
-			return fmt.Errorf("--service %s: not built yet, the matrix's faults are ZooKeeper's (docs/redis.md)", k)
+		var err error
+		if k, err = lockservice.ParseKind(o.service); err != nil {
+			return nil, usageError{"--service: " + err.Error()}
 		}
 	}
-	for _, n := range names {
-		if k := harness.RecipeService(n); k != "" && k != lockservice.KindZooKeeper {
-			return fmt.Errorf("recipe %s is a %s recipe: the matrix on %s is not built yet (docs/redis.md)", n, k, k)
-		}
+	if list != "" {
+		return splitList(list), nil
 	}
-	return nil
+	return serviceRecipes(realRecipeNames(), k), nil
 }
 
 // serviceRecipes are the names whose recipe works with service k.
@@ -128,11 +162,20 @@ func serviceRecipes(names []string, k lockservice.Kind) []string {
 	return out
 }
 
-// pickSetups are the named setups --faults lists (all when empty).
-func pickSetups(list string) ([]nemesis.Setup, error) {
-	all := nemesis.Setups()
+// allSetups are every named setup --faults can pick: nemesis.Setups, then
+// nemesis.RedisSetups.
+func allSetups() []nemesis.Setup { return append(nemesis.Setups(), nemesis.RedisSetups()...) }
+
+// pickSetups are the named setups --faults lists; when empty, nemesis.Setups (a
+// ZooKeeper-only matrix's columns, as ever), and nemesis.RedisSetups too when one of
+// the recipes is Redis's.
+func pickSetups(list string, recipes []string) ([]nemesis.Setup, error) {
+	all := allSetups()
 	if list == "" {
-		return all, nil
+		if slices.ContainsFunc(recipes, func(n string) bool { return harness.RecipeService(n) == lockservice.KindRedis }) {
+			return all, nil
+		}
+		return nemesis.Setups(), nil
 	}
 	var picked []nemesis.Setup
 	for _, name := range splitList(list) {
@@ -145,29 +188,11 @@ func pickSetups(list string) ([]nemesis.Setup, error) {
 	return picked, nil
 }
 
-// matrixRun is one planned cell: its recipe and setup, and its run's configuration.
+// matrixRun is one planned cell: its recipe and setup, and its run's configuration
+// (none for an n/a cell).
 type matrixRun struct {
 	cell matrixCell
 	cfg  harness.Config
-}
-
-// planMatrix is every cell's run, each checked (harness.Config.Prepare) before any
-// runs.
-func planMatrix(ctx context.Context, o runOptions, names []string, setups []nemesis.Setup, stderr io.Writer) ([]matrixRun, error) {
-	var plan []matrixRun
-	for _, name := range names {
-		for _, s := range setups {
-			po := o
-			po.recipe, po.setup = name, &s
-			po.cfg.Name = "matrix-" + name + "-" + s.Name
-			cfg, err := po.plan(ctx, stderr)
-			if err != nil {
-				return nil, fmt.Errorf("recipe %s, faults %s: %w", name, s.Name, err)
-			}
-			plan = append(plan, matrixRun{cell: matrixCell{Recipe: name, Fault: s.Name, Seed: cfg.Seed}, cfg: cfg})
-		}
-	}
-	return plan, nil
 }
 
 // runCell tests one cell of the matrix.
@@ -178,7 +203,10 @@ func runCell(ctx context.Context, p matrixRun) matrixCell {
 	cell.Verdict, cell.Ops, cell.Dir, cell.Herd = res.Verdict, res.Ops, res.Dir, res.Herd
 	for _, c := range res.Checks {
 		if c.Verdict == models.Invalid && (cell.FirstViolationSeconds == nil || (c.FirstViolationSeconds != nil && *c.FirstViolationSeconds < *cell.FirstViolationSeconds)) {
-			cell.FirstViolationSeconds, cell.Witness = c.FirstViolationSeconds, c.Witness
+			cell.FirstViolationSeconds, cell.Witness, cell.Cause = c.FirstViolationSeconds, c.Witness, ""
+			if c.Cause != nil {
+				cell.Cause = string(c.Cause.Class)
+			}
 		}
 	}
 	if err != nil {
@@ -211,8 +239,14 @@ func splitList(s string) []string {
 
 func describeCell(c matrixCell) string {
 	s := string(c.Verdict)
+	if c.Verdict == verdictNA {
+		return s + ": " + c.NotApplicable
+	}
 	if c.FirstViolationSeconds != nil {
 		s += fmt.Sprintf(" at %.1fs", *c.FirstViolationSeconds)
+	}
+	if c.Cause != "" {
+		s += " (" + c.Cause + ")"
 	}
 	s += fmt.Sprintf(" (%d ops)", c.Ops)
 	if c.Error != "" {
@@ -243,11 +277,11 @@ func herdCell(recipe string, cells []matrixCell) string {
 }
 
 // writeMatrix writes matrix.json and matrix.md with the cells so far.
-func writeMatrix(dir string, recipes []string, classes []nemesis.Setup, cells []matrixCell, o runOptions) error {
+func writeMatrix(dir string, rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, o runOptions) error {
 	doc := map[string]any{
 		"date": time.Now().UTC().Format(time.RFC3339), "time_per_run": o.cfg.Duration.String(),
 		"nodes": o.cfg.Nodes, "workers": o.cfg.Workers, "session_timeout": o.cfg.SessionTimeout.String(),
-		"fault_classes": classes, "cells": cells,
+		"rows": rows, "fault_classes": classes, "cells": cells,
 	}
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -256,6 +290,12 @@ func writeMatrix(dir string, recipes []string, classes []nemesis.Setup, cells []
 	if err := os.WriteFile(filepath.Join(dir, "matrix.json"), append(data, '\n'), 0o644); err != nil {
 		return err
 	}
+	return os.WriteFile(filepath.Join(dir, "matrix.md"), []byte(matrixTable(rows, classes, cells, o)), 0o644)
+}
+
+// matrixTable is matrix.md: a row per recipe, a column per setup, then the herd
+// column, and what a cell says.
+func matrixTable(rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, o runOptions) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| recipe |")
 	for _, c := range classes {
@@ -266,25 +306,48 @@ func writeMatrix(dir string, recipes []string, classes []nemesis.Setup, cells []
 		b.WriteString("---|")
 	}
 	b.WriteString("---|\n")
-	for _, r := range recipes {
-		fmt.Fprintf(&b, "| %s |", r)
+	redis := false
+	for _, r := range rows {
+		redis = redis || r.Service == lockservice.KindRedis
+		fmt.Fprintf(&b, "| %s |", r.label())
 		for _, c := range classes {
 			text := ""
-			for _, cell := range cells {
-				if cell.Recipe == r && cell.Fault == c.Name {
-					text = string(cell.Verdict)
-					if cell.FirstViolationSeconds != nil {
-						text += fmt.Sprintf(" (%.0fs)", *cell.FirstViolationSeconds)
-					}
-					text += fmt.Sprintf(", %d ops", cell.Ops)
-				}
+			if i := slices.IndexFunc(cells, func(cell matrixCell) bool { return cell.Recipe == r.Recipe && cell.Fault == c.Name }); i >= 0 {
+				text = cellText(r, cells[i])
 			}
 			fmt.Fprintf(&b, " %s |", text)
 		}
-		fmt.Fprintf(&b, " %s |\n", herdCell(r, cells))
+		fmt.Fprintf(&b, " %s |\n", herdCell(r.Recipe, cells))
 	}
-	fmt.Fprintf(&b, "\nEach cell: verdict (time from the start to the first violation), ops recorded; %s per run, %d servers, %d workers, session timeout %s.\n",
-		o.cfg.Duration, o.cfg.Nodes, o.cfg.Workers, o.cfg.SessionTimeout)
+	servers := fmt.Sprintf("%d servers", o.cfg.Nodes)
+	if redis {
+		servers = fmt.Sprintf("%d ZooKeeper servers, Redis instances as each row says", o.cfg.Nodes)
+	}
+	fmt.Fprintf(&b, "\nEach cell: verdict (time from the start to the first violation, its cause class), ops recorded; %s per run, %s, %d workers, session timeout %s.\n",
+		o.cfg.Duration, servers, o.cfg.Workers, o.cfg.SessionTimeout)
+	if redis {
+		b.WriteString("n/a: the setup's faults cannot run on the row's service or topology (matrix.json says why); \"on T ×N\": the cell ran on another Redis topology than its row's, the one its faults need.\n")
+	}
 	b.WriteString("herd: whether a release wakes every waiter (waiters watching the lock node's children, from the servers' watch tables) and the servers' reads per grant, from the recipe's run without faults (else its first run).\n")
-	return os.WriteFile(filepath.Join(dir, "matrix.md"), []byte(b.String()), 0o644)
+	return b.String()
+}
+
+// cellText is one cell of matrix.md: "n/a", or the verdict, the first violation's
+// time and cause class, the ops, and the topology when it is not the row's.
+func cellText(r matrixRow, cell matrixCell) string {
+	if cell.Verdict == verdictNA {
+		return string(verdictNA)
+	}
+	text := string(cell.Verdict)
+	switch {
+	case cell.FirstViolationSeconds != nil && cell.Cause != "":
+		text += fmt.Sprintf(" (%.0fs, %s)", *cell.FirstViolationSeconds, cell.Cause)
+	case cell.FirstViolationSeconds != nil:
+		text += fmt.Sprintf(" (%.0fs)", *cell.FirstViolationSeconds)
+	}
+	text += fmt.Sprintf(", %d ops", cell.Ops)
+	if cell.Topology != r.Topology || cell.Nodes != r.Nodes {
+		text += fmt.Sprintf(", on %s ×%d", cell.Topology, cell.Nodes)
+	}
+	return text
 }

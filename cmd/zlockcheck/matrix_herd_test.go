@@ -23,7 +23,7 @@ func TestMatrixHerdColumn(t *testing.T) {
 		{Recipe: "gozk", Fault: "none", Verdict: models.Valid},
 	}
 	var o runOptions
-	if err := writeMatrix(dir, []string{"zlc-mutex", "mutant-herd", "gozk"}, classes, cells, o); err != nil {
+	if err := writeMatrix(dir, []matrixRow{{Recipe: "zlc-mutex"}, {Recipe: "mutant-herd"}, {Recipe: "gozk"}}, classes, cells, o); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "matrix.md"))

@@ -87,14 +87,14 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 
 // TestRedisBadInputLeavesNothing: the binary refuses a ZooKeeper recipe on Redis, a
 // RedLock recipe on one instance, explore of a recipe on a topology it cannot use and
-// the matrix on Redis, before it makes anything.
+// a matrix row on a topology its recipe cannot use, before it makes anything.
 func TestRedisBadInputLeavesNothing(t *testing.T) {
 	store := t.TempDir()
 	cases := map[string][]string{
-		"is a ZooKeeper recipe":    {"run", "--service", "redis", "--recipe", "gozk", "--store", store},
-		"--redis-topology redlock": {"run", "--recipe", "redsync", "--store", store},
-		"locks one Redis primary":  {"explore", "--recipe", "redis-lock", "--redis-topology", "redlock", "--nodes", "3", "--store", store},
-		"matrix's faults":          {"matrix", "--service", "redis", "--store", store},
+		"is a ZooKeeper recipe":                     {"run", "--service", "redis", "--recipe", "gozk", "--store", store},
+		"--redis-topology redlock":                  {"run", "--recipe", "redsync", "--store", store},
+		"locks one Redis primary":                   {"explore", "--recipe", "redis-lock", "--redis-topology", "redlock", "--nodes", "3", "--store", store},
+		"recipe redsync: recipe redsync is RedLock": {"matrix", "--recipes", "redis-lock,redsync", "--redis-topology", "single", "--store", store},
 	}
 	for want, args := range cases {
 		code, stdout, stderr := zlockcheck(t, args...)
