@@ -39,14 +39,6 @@ func redisExploreSets(t *testing.T) (mutants, correct []string) {
 	return nil, nil
 }
 
-// notCaughtByOwnBug are the mutants the command finds invalid only by an honest cause
-// (the clock-jump probe's "clock", which the correct recipes show too), with why
-// (docs/redis.md#explore-on-redis): the test requires them invalid, and says so.
-func notCaughtByOwnBug() map[string]string {
-	late := "a release is sent as soon as lost fires, before the key expires on the server: a blind release hits another's key only when delivered late, which no probe achieved within the budget"
-	return map[string]string{"mutant-redis-blind-del": late, "mutant-redis-static-value": late}
-}
-
 // runRedisExplore runs the proof's command line on recipe and reads its session.
 func runRedisExplore(t *testing.T, recipe string) explore.Session {
 	t.Helper()
@@ -84,9 +76,7 @@ func TestExploreCatchesEveryRedisMutant(t *testing.T) {
 			if s.Verdict != models.Invalid || last.Verdict != models.Invalid {
 				t.Fatalf("%d rounds in %s: %s, want invalid: %+v", len(s.Rounds), s.Elapsed, s.Verdict, s.Rounds)
 			}
-			if why, known := notCaughtByOwnBug()[recipe]; known && slices.Contains(honestCauses(), last.Cause) {
-				t.Logf("round %d (%s): invalid by %q only, as known: %s", len(s.Rounds), last.Probe, last.Cause, why)
-			} else if slices.Contains(honestCauses(), last.Cause) {
+			if slices.Contains(honestCauses(), last.Cause) {
 				t.Fatalf("round %d (%s): invalid only by %q, which a correct recipe shows too: %s", len(s.Rounds), last.Probe, last.Cause, last.Dir)
 			}
 			t.Logf("caught in round %d (%s, cause %q) after %s", len(s.Rounds), last.Probe, last.Cause, s.Elapsed.Round(time.Second))
