@@ -67,3 +67,20 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestZooKeeperMenuIsProbes: on ZooKeeper, Menu is Probes, every class kept.
+func TestZooKeeperMenuIsProbes(t *testing.T) {
+	c := harness.Config{Recipe: "zlc-mutex", WorkerArgv: []string{"worker"}}.Defaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("base: %v", err)
+	}
+	got, want := menuClasses(Menu(c)), menuClasses(Probes(c.SessionTimeout, false))
+	if len(got) != len(want) {
+		t.Fatalf("menu %v, want %v", got, want)
+	}
+	for name, classes := range want {
+		if !slices.Equal(got[name], classes) {
+			t.Errorf("probe %s: classes %v, want %v", name, got[name], classes)
+		}
+	}
+}
