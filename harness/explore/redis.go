@@ -54,17 +54,7 @@ func runnable(base harness.Config, p Probe) (Probe, bool) {
 // a key early: "server lost the lock", "clock"; a holder paused past its TTL: an
 // unfenced overlap), so a session on a correct recipe reaches them last.
 func RedisProbes(ttl time.Duration) []Probe {
-	ms := time.Millisecond
-	timeouts := []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}}
-	// Short cycles: every release or expiry sets the waiters racing.
-	race := workloads.Regime{Name: "racing acquires", Timeouts: timeouts,
-		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 20 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 10 * ms}}, Active: 1}
-	// Every hold outlives the TTL: the holder must learn it lost the lock, and what it
-	// does after (its release) must not touch the next holder's key.
-	pastTTL := workloads.Regime{Name: "holds past the TTL", Timeouts: timeouts,
-		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}}, Active: 0.6}
-	shortHolds := workloads.Regime{Name: "short holds", Timeouts: timeouts,
-		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 200 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 50 * ms}}, Active: 1}
+	race, pastTTL, shortHolds := redisRegimes(ttl)
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
 	minority := []nemesis.Target{nemesis.TargetOne, nemesis.TargetMinority}
 	return []Probe{
@@ -94,4 +84,20 @@ func RedisProbes(ttl time.Duration) []Probe {
 			ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
 	}
+}
+
+// redisRegimes are the Redis probes' workload regimes for a TTL of ttl: racing
+// acquires (every release or expiry sets the waiters racing), holds that all outlive
+// the TTL (the holder must learn it lost the lock, and what it does after must not
+// touch the next holder's key), and short holds with think times.
+func redisRegimes(ttl time.Duration) (race, pastTTL, shortHolds workloads.Regime) {
+	ms := time.Millisecond
+	timeouts := []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}}
+	race = workloads.Regime{Name: "racing acquires", Timeouts: timeouts,
+		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 20 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 10 * ms}}, Active: 1}
+	pastTTL = workloads.Regime{Name: "holds past the TTL", Timeouts: timeouts,
+		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}}, Active: 0.6}
+	shortHolds = workloads.Regime{Name: "short holds", Timeouts: timeouts,
+		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 200 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 50 * ms}}, Active: 1}
+	return race, pastTTL, shortHolds
 }
