@@ -165,3 +165,17 @@ func TestMatrixNACellsNotCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestMatrixServiceRedis: --service redis makes every real Redis recipe a row, each on
+// Redis, with the Redis setups among the columns.
+func TestMatrixServiceRedis(t *testing.T) {
+	rows, setups, _ := planTestMatrix(t, "", "", "--service", "redis")
+	if len(rows) == 0 || len(setups) != len(nemesis.Setups())+len(nemesis.RedisSetups()) {
+		t.Fatalf("%d rows, columns %s", len(rows), setupNames(setups))
+	}
+	for _, r := range rows {
+		if r.Service != lockservice.KindRedis || strings.HasPrefix(r.Recipe, "mutant") {
+			t.Errorf("row %+v: want a real Redis recipe on Redis", r)
+		}
+	}
+}
