@@ -325,8 +325,11 @@ func matrixTable(rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, 
 	}
 	fmt.Fprintf(&b, "\nEach cell: verdict (time from the start to the first violation, its cause class), ops recorded; %s per run, %s, %d workers, session timeout %s.\n",
 		o.cfg.Duration, servers, o.cfg.Workers, o.cfg.SessionTimeout)
+	if slices.ContainsFunc(cells, func(c matrixCell) bool { return c.Verdict == verdictNA }) {
+		b.WriteString("n/a: the setup's faults cannot run on the row's service or topology (matrix.json says why); not run, not in the exit code.\n")
+	}
 	if redis {
-		b.WriteString("n/a: the setup's faults cannot run on the row's service or topology (matrix.json says why); \"on T ×N\": the cell ran on another Redis topology than its row's, the one its faults need.\n")
+		b.WriteString("\"on T ×N\": the cell ran on another Redis topology than its row's, the one its faults need.\n")
 	}
 	b.WriteString("herd: whether a release wakes every waiter (waiters watching the lock node's children, from the servers' watch tables) and the servers' reads per grant, from the recipe's run without faults (else its first run).\n")
 	return b.String()
