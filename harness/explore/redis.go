@@ -70,7 +70,7 @@ func RedisProbes(ttl time.Duration) []Probe {
 			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition},
 			ServerTargets: minority, Shapes: []nemesis.Shape{nemesis.IsolateOne}, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowAcquireInfo}},
-		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill},
+		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassConnectionKill},
 			ClientTargets: holder, Interval: time.Second},
 			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowOrphans}},
 		{Setup: nemesis.Setup{Name: "acquirers paused", Classes: []nemesis.Class{nemesis.ClassClientPause},
