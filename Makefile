@@ -74,7 +74,7 @@ mutants: build
 
 # Every Redis mutant caught by one explore command (only --recipe differs; RedLock on
 # --redis-topology redlock --nodes 3), a 90 s budget each, and redis-lock, redislock
-# and redsync with no recipe bug under it (about 15 minutes; docs/redis.md).
+# and redsync with no recipe bug under it (about 7 minutes; docs/redis.md).
 mutants-redis: build
 	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_REDIS_MUTANTS=all $(GO) test -count=1 -timeout 40m -v \
 	  -run 'TestExploreCatchesEveryRedisMutant' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
