@@ -278,13 +278,9 @@ func (f ClientServerPartition) Apply(ctx context.Context, c Cluster, rng *rand.R
 
 func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassClientServerPartition), "target": string(f.Target)}
-	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	ids, err := pickRecorded(ctx, c, v, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
-	}
-	v["servers"] = serverNames(ids)
-	if note != "" {
-		v["note"] = note
 	}
 	servers := serversByID(c, ids)
 	if cut, ok := clientSideCut(servers); ok {

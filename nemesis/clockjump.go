@@ -73,10 +73,7 @@ func (f ClockJump) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 			ids, note = []int{id}, "replicas: the primary (a replica expires nothing itself)"
 		}
 	}
-	v["servers"] = serverNames(ids)
-	if note != "" {
-		v["note"] = note
-	}
+	recordServers(v, ids, note)
 	apply := func(ctx context.Context) error {
 		for _, id := range ids {
 			r, err := rc.RedisCommand(ctx, id, "EVAL", clockJumpScript, "0", strconv.FormatInt(f.Delta.Milliseconds(), 10))

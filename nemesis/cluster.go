@@ -321,6 +321,26 @@ func serverHosts(ss []Server) []netHost {
 
 func majority(n int) int { return n/2 + 1 }
 
+// pickRecorded chooses target's servers (pickServers) and records them in a fault's
+// record v (recordServers).
+func pickRecorded(ctx context.Context, c Cluster, v map[string]any, t Target, rng *rand.Rand) ([]int, error) {
+	ids, note, err := pickServers(ctx, c, t, rng)
+	if err != nil {
+		return nil, err
+	}
+	recordServers(v, ids, note)
+	return ids, nil
+}
+
+// recordServers notes in a fault's record v the servers it acts on and, when set, why
+// those (note).
+func recordServers(v map[string]any, ids []int, note string) {
+	v["servers"] = serverNames(ids)
+	if note != "" {
+		v["note"] = note
+	}
+}
+
 // pickServers chooses target's servers (sorted by id). note explains a fallback.
 func pickServers(ctx context.Context, c Cluster, t Target, rng *rand.Rand) (ids []int, note string, err error) {
 	ss := sortedServers(c)

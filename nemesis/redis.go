@@ -135,13 +135,9 @@ func (f Restart) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied,
 
 func (f Restart) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassRestart), "target": string(f.Target)}
-	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	ids, err := pickRecorded(ctx, c, v, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
-	}
-	v["servers"] = serverNames(ids)
-	if note != "" {
-		v["note"] = note
 	}
 	persistence := redisPersistence(c)
 	if persistence != "" {

@@ -36,13 +36,9 @@ func (f Kill) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, er
 
 func (f Kill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassKill), "target": string(f.Target)}
-	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	ids, err := pickRecorded(ctx, c, v, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
-	}
-	v["servers"] = serverNames(ids)
-	if note != "" {
-		v["note"] = note
 	}
 	ss := serversByID(c, ids)
 	return plan{
@@ -84,11 +80,10 @@ func (f Pause) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied, e
 
 func (f Pause) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassPause), "target": string(f.Target)}
-	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	ids, err := pickRecorded(ctx, c, v, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
 	}
-	v["servers"] = serverNames(ids)
 	pids := map[string]int{}
 	var hosts []ServerHost
 	var down []string
@@ -101,9 +96,6 @@ func (f Pause) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error
 		}
 	}
 	v["pids"] = pids
-	if note != "" {
-		v["note"] = note
-	}
 	if len(down) > 0 {
 		v["not_running"] = down
 	}
@@ -272,15 +264,11 @@ func (f Packet) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, erro
 	if f.Loss == 0 && f.Delay == 0 {
 		return plan{value: v}, fmt.Errorf("packet: nothing to do (no loss, no delay)")
 	}
-	ids, note, err := pickServers(ctx, c, f.Target, rng)
+	ids, err := pickRecorded(ctx, c, v, f.Target, rng)
 	if err != nil {
 		return plan{value: v}, err
 	}
 	nss := serverHosts(serversByID(c, ids))
-	v["servers"] = serverNames(ids)
-	if note != "" {
-		v["note"] = note
-	}
 	if f.Loss > 0 {
 		v["loss_percent"] = f.Loss
 	}
