@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -332,6 +333,20 @@ func (l *lease) expire(gen uint64) {
 	if lost {
 		l.events.Lost("validity ran out")
 	}
+}
+
+// begin starts an acquire of a Redis mutex: a mode is refused (a mutex has none), as
+// is an acquire while the previous one (held says the recipe has it) still holds; a
+// hold that ran out is forgotten. The recipe then drops its handle on the old hold.
+func (l *lease) begin(req AcquireRequest, held bool) error {
+	if req.Mode != "" {
+		return Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	}
+	if held && l.holding() {
+		return Fail(errors.New("already held"))
+	}
+	l.end()
+	return nil
 }
 
 // end forgets the hold and reports whether it was still held (no lost reported).

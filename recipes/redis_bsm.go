@@ -70,13 +70,9 @@ var _ Recipe = (*bsmLock)(nil)
 
 // Acquire implements Recipe.
 func (r *bsmLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	if req.Mode != "" {
-		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	if err := r.lease.begin(req, r.lock != nil); err != nil {
+		return Grant{}, err
 	}
-	if r.lock != nil && r.lease.holding() {
-		return Grant{}, Fail(errors.New("already held"))
-	}
-	r.lease.end()
 	r.lock = nil
 	deadline := deadlineOf(req.Timeout)
 	for {

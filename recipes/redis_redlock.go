@@ -99,13 +99,9 @@ func newRedLock(ctx context.Context, cfg Config, m redLockMutant) (*redLock, err
 
 // Acquire implements Recipe.
 func (r *redLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	if req.Mode != "" {
-		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	if err := r.lease.begin(req, r.value != ""); err != nil {
+		return Grant{}, err
 	}
-	if r.value != "" && r.lease.holding() {
-		return Grant{}, Fail(errors.New("already held"))
-	}
-	r.lease.end()
 	r.value = ""
 	deadline := deadlineOf(req.Timeout)
 	for {

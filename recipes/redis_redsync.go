@@ -93,13 +93,9 @@ var _ Recipe = (*redsyncLock)(nil)
 
 // Acquire implements Recipe.
 func (r *redsyncLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	if req.Mode != "" {
-		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	if err := r.lease.begin(req, r.mutex != nil); err != nil {
+		return Grant{}, err
 	}
-	if r.mutex != nil && r.lease.holding() {
-		return Grant{}, Fail(errors.New("already held"))
-	}
-	r.lease.end()
 	r.mutex = nil
 	deadline := deadlineOf(req.Timeout)
 	for {
