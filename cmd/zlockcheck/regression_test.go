@@ -23,6 +23,9 @@ func TestRecordedHistories(t *testing.T) {
 		{"curator-zombie-follower.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"curator-kept-worker-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ORPHAN"}},
 		{"delete-lowest-stall.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ended early at 13.9s", "79 more (79 of them orphans"}},
+		{"redis-lock-restart-none.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redis-lock-failover.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redis-lock-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
