@@ -45,6 +45,7 @@ func Vars() []Var {
 		{"ZLC_PROCESS", "set by the harness for each worker: its history process id", "harness (sets), zlockcheck worker --cpuprofile (reads)"},
 		{"ZLC_PROPERTY", "set: run the long real-ensemble property searches", "harness/property_test.go, make property"},
 		{"ZLC_PROP_TRACE", "set: log every real-ensemble property run step by step", "harness/property_test.go"},
+		{"ZLC_REDIS_MUTANTS", "all: the Redis explore e2e test runs every Redis mutant and correct recipe (default: a short set)", "cmd/zlockcheck/redis_explore_e2e_test.go, make mutants-redis"},
 		{RequireIntegrationVar, "set: an integration test whose requirements are missing fails instead of skipping", "internal/testenv (every integration test), make test"},
 		{"ZLC_STRESS_SECONDS", "how long each of the Curator worker's harness-like runs lasts (default 15)", "recipes/curator/test.sh"},
 		{"ZLC_TEST_KEEP", "1: keep the standalone server's and the Curator suite's temporary directories", "scripts/with-zk.sh, recipes/curator/test.sh"},
