@@ -404,7 +404,7 @@ func endSessions(w *workload) {
 	}
 }
 
-// baseline times a plain go-zookeeper loop on the same ensemble, when asked and the
+// baseline times the service's plain client loop on the same servers, when asked and the
 // run went well (BENCHMARKS.md): as goroutines of this process (Config.Baseline), then
 // as one process per worker slot (Config.BaselineArgv), or both.
 func (r *runner) baseline(ctx context.Context) {
@@ -436,7 +436,7 @@ func (r *runner) warmUp(ctx context.Context) error {
 		return err
 	}
 	r.out.BaselineWarmup = &b
-	r.logf("baseline warm-up: plain go-zookeeper loop, %d goroutines, untimed: %d cycles in %s", b.Goroutines, b.Cycles, b.Duration)
+	r.logf("baseline warm-up: plain client loop, %d goroutines, untimed: %d cycles in %s", b.Goroutines, b.Cycles, b.Duration)
 	return nil
 }
 
@@ -470,7 +470,7 @@ func (r *runner) goroutineBaseline(ctx context.Context, path string) bool {
 		return false
 	}
 	r.out.Baseline = &b
-	r.logf("baseline: plain go-zookeeper loop, %d goroutines in the harness: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
+	r.logf("baseline: plain client loop, %d goroutines in the harness: %d cycles in %s (%.1f/s)", b.Goroutines, b.Cycles, b.Duration, b.CyclesPerSecond())
 	return true
 }
 

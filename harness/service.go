@@ -56,6 +56,7 @@ var (
 	_ herdSampler   = (*lockservice.Ensemble)(nil)
 
 	_ lockInspector = (*lockservice.Redis)(nil)
+	_ yardstick     = (*lockservice.Redis)(nil)
 )
 
 // The service a run starts is its Config.Service; a recipe of the catalogue works
@@ -146,8 +147,8 @@ func (c Config) validateRedis() error {
 	switch {
 	case c.Workload.Kind.HasCounter():
 		return fmt.Errorf("workload %s: the redis service keeps no counter yet", c.Workload.Kind)
-	case c.Baseline || len(c.BaselineArgv) > 0:
-		return errors.New("baseline: there is no plain Redis client loop to measure against yet")
+	case len(c.BaselineArgv) > 0:
+		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
 	}
 	for _, cl := range c.Nemesis {
 		if slices.Contains(redisClassesNotBuilt, cl) {

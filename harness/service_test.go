@@ -59,7 +59,7 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = lockservice.RedisRedlock, 2 },
 		"redis-persistence": func(c *Config) { c.Redis.Persistence = "rdb" },
 		"keeps no counter":  func(c *Config) { c.Workload.Kind = workloads.Counter },
-		"plain Redis":       func(c *Config) { c.Baseline = true },
+		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
 		"session-expire":    func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"reply-loss":        func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassReplyLoss} },
 		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },

@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 )
 
-// Baseline is what a plain go-zookeeper lock loop achieved on the servers: the
-// yardstick for the harness's own overhead (worker processes, pipes, recorder).
+// Baseline is what a plain client lock loop achieved on the servers (go-zookeeper's
+// on an Ensemble, go-redis's on Redis: Redis.PlainLoops): the yardstick for the
+// harness's own overhead (worker processes, pipes, recorder).
 type Baseline struct {
 	Goroutines int           `json:"goroutines"`
 	Duration   time.Duration `json:"duration_ns"`
@@ -25,6 +26,12 @@ type Baseline struct {
 	// namespace as the workers do (Config.BaselineArgv), not as goroutines of the
 	// harness's process.
 	Processes bool `json:"processes,omitempty"`
+	// AcquireP50 and AcquireP99 are the median and 99th percentile of the time from
+	// asking for the lock to holding it (waiting for other holders included), over
+	// every granted acquire; zero when none was granted or they were not measured
+	// (a per-process baseline adds up counts only).
+	AcquireP50 time.Duration `json:"acquire_p50_ns,omitempty"`
+	AcquireP99 time.Duration `json:"acquire_p99_ns,omitempty"`
 }
 
 // CyclesPerSecond is the baseline's lock cycles (acquire+release) per second.
@@ -48,7 +55,7 @@ func (e *Ensemble) PlainLoops(ctx context.Context, path string, n int, d, sessio
 		defer c.Close()
 		conns[i] = c
 	}
-	b.Cycles, b.Errors = plainLoop(ctx, conns, path, time.Now().Add(d), hold)
+	plainLoop(ctx, conns, path, time.Now().Add(d), hold).fill(&b)
 	return b, nil
 }
 
@@ -73,31 +80,69 @@ func plainSession(servers []string, sessionTimeout time.Duration, dialer zk.Dial
 }
 
 // plainLoop loops zk.Lock / hold / Unlock on every session in its own goroutine until
-// deadline and returns the cycles completed and the calls that failed.
-func plainLoop(ctx context.Context, conns []*zk.Conn, path string, deadline time.Time, hold func(int) time.Duration) (cycles, errs int64) {
-	var nCycles, nErrs atomic.Int64
+// deadline and returns what they achieved together.
+func plainLoop(ctx context.Context, conns []*zk.Conn, path string, deadline time.Time, hold func(int) time.Duration) loopCount {
+	counts := make([]loopCount, len(conns))
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			l := zk.NewLock(c, path, zk.WorldACL(zk.PermAll))
+			n := &counts[i]
 			for time.Now().Before(deadline) && ctx.Err() == nil {
+				start := time.Now()
 				if err := l.Lock(); err != nil {
-					nErrs.Add(1)
+					n.errs++
 					continue
 				}
+				n.acquires = append(n.acquires, time.Since(start))
 				time.Sleep(hold(i))
 				if err := l.Unlock(); err != nil {
-					nErrs.Add(1)
+					n.errs++
 					continue
 				}
-				nCycles.Add(1)
+				n.cycles++
 			}
 		}()
 	}
 	wg.Wait()
-	return nCycles.Load(), nErrs.Load()
+	return sumCounts(counts)
+}
+
+// loopCount is what a plain loop (one goroutine, or all of them) achieved: cycles
+// completed, calls that failed, and the latency of each granted acquire.
+type loopCount struct {
+	cycles, errs int64
+	acquires     []time.Duration
+}
+
+// sumCounts adds up the goroutines' counts.
+func sumCounts(counts []loopCount) loopCount {
+	var all loopCount
+	for _, c := range counts {
+		all.cycles += c.cycles
+		all.errs += c.errs
+		all.acquires = append(all.acquires, c.acquires...)
+	}
+	return all
+}
+
+// fill sets a Baseline's cycles, errors and acquire percentiles.
+func (c loopCount) fill(b *Baseline) {
+	b.Cycles, b.Errors = c.cycles, c.errs
+	sorted := slices.Clone(c.acquires)
+	slices.Sort(sorted)
+	b.AcquireP50, b.AcquireP99 = percentile(sorted, 50), percentile(sorted, 99)
+}
+
+// percentile is the p-th percentile (nearest rank) of sorted durations, 0 of none.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := (len(sorted)*p + 99) / 100
+	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // PlainLoopConfig is one process of a per-process baseline: the `zlockcheck
@@ -148,6 +193,6 @@ func PlainLoop(ctx context.Context, cfg PlainLoopConfig) (Baseline, error) {
 		}
 		return cfg.HoldMin
 	}
-	b.Cycles, b.Errors = plainLoop(ctx, []*zk.Conn{c}, cfg.Path, cfg.Start.Add(cfg.Duration), hold)
+	plainLoop(ctx, []*zk.Conn{c}, cfg.Path, cfg.Start.Add(cfg.Duration), hold).fill(&b)
 	return b, ctx.Err()
 }

@@ -25,3 +25,27 @@ func TestPlainLoopRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestLoopCountPercentiles(t *testing.T) {
+	var counts []loopCount
+	for g := range 4 {
+		c := loopCount{cycles: 25, errs: int64(g)}
+		for i := range 25 {
+			c.acquires = append(c.acquires, time.Duration(100-(g*25+i))*time.Millisecond)
+		}
+		counts = append(counts, c)
+	}
+	var b Baseline
+	sumCounts(counts).fill(&b)
+	if b.Cycles != 100 || b.Errors != 6 || b.AcquireP50 != 50*time.Millisecond || b.AcquireP99 != 99*time.Millisecond {
+		t.Errorf("got %+v, want 100 cycles, 6 errors, p50 50ms, p99 99ms", b)
+	}
+	var none Baseline
+	loopCount{}.fill(&none)
+	if none.AcquireP50 != 0 || none.AcquireP99 != 0 {
+		t.Errorf("no acquires: %+v, want zero percentiles", none)
+	}
+	if got := percentile([]time.Duration{7}, 99); got != 7 {
+		t.Errorf("one acquire's p99: %s", got)
+	}
+}
