@@ -7,7 +7,7 @@ APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-jav
              iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-short vet bench chaos mutants mutants-redis explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu property clean cleanup
+.PHONY: all setup build run test test-short vet bench chaos mutants mutants-redis explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
 
 all: build
 
@@ -111,6 +111,11 @@ bench-herd: build
 # workers at --hold-max 1ms (bench/cpucycle.sh, about 3 minutes; issue 15).
 bench-cpu: build
 	bash bench/cpucycle.sh
+
+# ZooKeeper's and Redis's recipes side by side, each against its service's plain client
+# loop, 5 and 20 workers at --hold-max 1ms (bench/services.sh, about 18 minutes; issue 25).
+bench-services: build
+	bash bench/services.sh
 
 # The lock property on a real ensemble (rapid over worker processes; about 8 minutes):
 # the open searches (every recipe, go-zookeeper's orphan) plus the short tests that

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# ZooKeeper and Redis locks side by side (make bench-services, or bench/services.sh;
+# issue 25; about 18 minutes): one run of TIME (default 20s) per service, recipe and
+# worker count, 1 ms holds (--hold-max 1ms), no faults, no final phase, each with
+# --baseline (after a 10 s warm-up of the plain loop, the plain client loop of that
+# service on the same servers: go-zookeeper's zk.Lock loop on ZooKeeper, whatever the
+# recipe; lockservice.Redis.PlainLoops on Redis, plain RedLock on the redlock
+# topology). Rows: ZooKeeper (3 servers) gozk, zlc-mutex, curator-mutex, kazoo-lock;
+# Redis, one instance: redis-lock, redislock; Redis, redlock topology (3 independent
+# primaries): redsync; at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
+# only those recipes).
+# Prints one markdown table: harness steady cycles/s (results.json
+# steady_cycles_per_second), the harness's acquire latency p50 and p99 (each acquire
+# invoke paired with its ok completion by process, from history.jsonl; waiting for
+# other holders included), the plain loop's cycles/s and acquire p50/p99
+# (results.json baseline), their ratio, and the verdict. A run that fails prints its
+# exit code and the last line it wrote to stderr in the verdict column.
+# The whole benchmark runs under flock ZLC_LOCK (default /tmp/zlc-ensemble.lock: real
+# servers, and other suites may share the machine); ZLC_LOCK= (empty) when the caller
+# already holds it. Needs root, ZooKeeper, Curator, Kazoo and Redis (make setup).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lock=${ZLC_LOCK-/tmp/zlc-ensemble.lock}
+if [ -n "$lock" ] && [ -z "${ZLC_SERVICES_LOCKED:-}" ]; then
+  exec env ZLC_SERVICES_LOCKED=1 flock "$lock" bash "$0" "$@"
+fi
+ZLC_LOCK= # every run below is already under the lock: common.sh's locked must not take it again
+. bench/common.sh
+time=${TIME:-20s}
+cells=(
+  "zookeeper (3 servers)|gozk|"
+  "zookeeper (3 servers)|zlc-mutex|"
+  "zookeeper (3 servers)|curator-mutex|"
+  "zookeeper (3 servers)|kazoo-lock|"
+  "redis single|redis-lock|--service redis --redis-topology single"
+  "redis single|redislock|--service redis --redis-topology single"
+  "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"
+)
+echo "## ZooKeeper and Redis side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
+echo
+printf '| service / topology | recipe | workers | harness cycles/s (steady) | harness acquire p50 (ms) | harness acquire p99 (ms) | plain loop cycles/s | plain acquire p50 (ms) | plain acquire p99 (ms) | harness / plain | verdict |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
+n=0
+for workers in ${WORKERS:-5 20}; do
+  for cell in "${cells[@]}"; do
+    IFS='|' read -r service recipe flags <<<"$cell"
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $recipe "* ]]; then continue; fi
+    n=$((n + 1))
+    dir="$store/$n"
+    rc=0
+    # shellcheck disable=SC2086 # flags are words
+    "$bin" run --quiet --json --recipe "$recipe" $flags --workers "$workers" --hold-max 1ms --time "$time" \
+      --seed 1 --final-phase=false --baseline --store "$dir" >"$store/$n.out" 2>"$store/$n.err" || rc=$?
+    python3 bench/services_row.py "$dir" "$rc" "$store/$n.err" "$service" "$recipe" "$workers"
+  done
+done
