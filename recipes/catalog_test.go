@@ -15,7 +15,7 @@ func TestCatalog(t *testing.T) {
 	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"redis-lock,redislock,redsync,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one," +
-		"mutant-redis-blind-del,mutant-redis-ignore-validity,mutant-redis-no-expiry,mutant-redis-setnx-then-expire,mutant-redis-static-value," +
+		"mutant-redis-blind-del,mutant-redis-extend-recreates,mutant-redis-ignore-validity,mutant-redis-no-expiry,mutant-redis-setnx-then-expire,mutant-redis-static-value," +
 		"mutant-redlock-minority,mutant-redlock-no-elapsed-check,mutant-unprotected-create"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("Catalog() names = %s, want %s", got, want)

@@ -310,28 +310,47 @@ type lease struct {
 }
 
 // grant records a hold that is valid until until (a time with a monotonic reading);
-// with watch, lost is reported when until passes while still held.
-func (l *lease) grant(until time.Time, watch bool) {
+// with watch, lost is reported when until passes while still held. It returns the
+// hold's generation, which extend and lose name.
+func (l *lease) grant(until time.Time, watch bool) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.held = true
+	gen := l.gen
 	if watch {
-		gen := l.gen
-		l.timer = time.AfterFunc(time.Until(until), func() { l.expire(gen) })
+		l.timer = time.AfterFunc(time.Until(until), func() { l.lose(gen, "validity ran out") })
 	}
+	return gen
 }
 
-// expire ends hold gen, if it is still the current one, and reports lost.
-func (l *lease) expire(gen uint64) {
+// extend moves hold gen's validity to until, if gen is still held; false when it is
+// not (released, or lost already reported).
+func (l *lease) extend(gen uint64, until time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen != gen || !l.held {
+		return false
+	}
+	if l.timer != nil {
+		l.timer.Reset(time.Until(until))
+	}
+	return true
+}
+
+// lose ends hold gen, if it is still the current one, and reports lost with why.
+func (l *lease) lose(gen uint64, why string) {
 	l.mu.Lock()
 	lost := l.gen == gen && l.held
 	if lost {
 		l.held = false
+		if l.timer != nil {
+			l.timer.Stop()
+		}
 	}
 	l.mu.Unlock()
 	if lost {
-		l.events.Lost("validity ran out")
+		l.events.Lost(why)
 	}
 }
 

@@ -28,8 +28,12 @@ const (
 	// redisStaticValue uses one token, shared by every client, and releases by
 	// comparing that token.
 	redisStaticValue
-	// redisIgnoreValidity never reports lost when its validity runs out.
+	// redisIgnoreValidity never reports lost: neither when its validity runs out
+	// nor when an extend finds the key gone.
 	redisIgnoreValidity
+	// redisExtendRecreates extends with a script that also sets the key again when
+	// it is missing.
+	redisExtendRecreates
 )
 
 // redisLockVariants names redis-lock and its mutants for the catalogue.
@@ -44,6 +48,7 @@ var redisLockVariants = []struct {
 	{redisSetNXThenExpire, "mutant-redis-setnx-then-expire", "redis-lock setting the expiry with a second command (PEXPIRE after SET NX): a holder cut off in between leaves a key without TTL"},
 	{redisStaticValue, "mutant-redis-static-value", "redis-lock with one token shared by every client (the value's random part), compared on release: one client's release deletes another's lock"},
 	{redisIgnoreValidity, "mutant-redis-ignore-validity", "redis-lock never reporting lost when its validity runs out: a holder paused past the TTL overlaps the next"},
+	{redisExtendRecreates, "mutant-redis-extend-recreates", "redis-lock whose extend sets the key again when it is missing: a holder whose key the server lost takes it back after another client held it, and never learns it lost the lock"},
 }
 
 // staticToken is the token every client of mutant-redis-static-value shares.
@@ -84,8 +89,10 @@ return 0`)
 // bytes in hex>", new for every attempt. The validity runs from a monotonic reading
 // taken before the request, for the TTL (Config.SessionTimeout) less a drift
 // allowance; a grant whose reply comes after that is undone (compare-and-delete) and
-// polled again, and lost is reported when the validity runs out while held. There is
-// no extend. A request whose outcome is unknown (a timeout, a connection broken after
+// polled again, and lost is reported when the validity runs out while held. While
+// held, the lock is extended every third of the TTL (extender: a Lua
+// compare-and-PEXPIRE; the validity then runs from the extend's start), and lost is
+// reported when an extend finds the key gone or another's. A request whose outcome is unknown (a timeout, a connection broken after
 // sending) makes the acquire info, after a best-effort compare-and-delete of its
 // value; a refusal by the server is fail.
 //
@@ -114,6 +121,8 @@ type redisLock struct {
 	lease  lease
 	// value is the value of the last grant, "" after a release; request goroutine only.
 	value string
+	// ext keeps the current hold alive (nil when none, or for a key without TTL).
+	ext *extender
 }
 
 var _ Recipe = (*redisLock)(nil)
@@ -142,7 +151,8 @@ func (r *redisLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	if err := r.lease.begin(req, r.value != ""); err != nil {
 		return Grant{}, err
 	}
-	r.value = ""
+	r.ext.halt()
+	r.value, r.ext = "", nil
 	deadline := deadlineOf(req.Timeout)
 	var lastErr error
 	for {
@@ -199,7 +209,7 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 		return r.retract(value, "the reply came after the lock's validity ran out")
 	}
 	r.value = value
-	r.lease.grant(until, r.mutant != redisNoExpiry && r.mutant != redisIgnoreValidity)
+	r.startExtender(value, r.lease.grant(until, r.mutant != redisNoExpiry && r.mutant != redisIgnoreValidity))
 	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10))}, true, nil
 }
 
@@ -257,10 +267,25 @@ func (r *redisLock) compareAndDelete(value string) error {
 	return redisReleaseScript.Run(ctx, r.node.client, r.keys[:1], value).Err()
 }
 
+// startExtender keeps the hold of value (lease generation gen) alive; a key set with
+// no TTL (mutant-redis-no-expiry) has nothing to extend.
+func (r *redisLock) startExtender(value string, gen uint64) {
+	if r.mutant == redisNoExpiry {
+		return
+	}
+	script := redisExtendScript
+	if r.mutant == redisExtendRecreates {
+		script = redisExtendRecreateScript
+	}
+	r.ext = startExtender(extendSpec{client: r.node.client, script: script, key: r.cfg.Path, value: value,
+		ttl: r.cfg.SessionTimeout, io: r.io, lease: &r.lease, gen: gen, report: r.mutant != redisIgnoreValidity, log: r.log})
+}
+
 // Release implements Recipe.
 func (r *redisLock) Release(ctx context.Context) error {
+	r.ext.halt()
 	value := r.value
-	r.value = ""
+	r.value, r.ext = "", nil
 	held := r.lease.end()
 	if value == "" {
 		return Fail(errors.New("not held"))
@@ -296,6 +321,8 @@ func (r *redisLock) del(ctx context.Context, value string) (int64, error) {
 // Close implements Recipe: it releases a lock still held (best effort: a worker that
 // dies cannot) and closes the connection.
 func (r *redisLock) Close() error {
+	r.ext.halt()
+	r.ext = nil
 	if r.value != "" && r.lease.end() {
 		if _, err := r.del(context.Background(), r.value); err != nil {
 			r.log.Printf("close: releasing: %v", err)

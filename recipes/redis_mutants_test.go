@@ -27,9 +27,10 @@ func newTestRedLock(t *testing.T, m redLockMutant, addrs []string, key string, t
 	return r.(*redLock), ev
 }
 
-// TestRedisMutantReleaseDeletesAnothersKey: A's key expires, B locks, A releases.
-// redis-lock's compare-and-delete leaves B's key; mutant-redis-blind-del's DEL and
-// mutant-redis-static-value's shared token delete it, and C locks while B holds.
+// TestRedisMutantReleaseDeletesAnothersKey: A is cut off until its key expires, B
+// locks, A releases. redis-lock's compare-and-delete leaves B's key;
+// mutant-redis-blind-del's DEL and mutant-redis-static-value's shared token delete it,
+// and C locks while B holds.
 func TestRedisMutantReleaseDeletesAnothersKey(t *testing.T) {
 	for _, c := range []struct {
 		m   redisMutant
@@ -38,14 +39,18 @@ func TestRedisMutantReleaseDeletesAnothersKey(t *testing.T) {
 		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
 			s := startRedis(t)
 			key := testRedisKey(t)
-			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, 300*time.Millisecond, 1)
+			proxy := startDropProxy(t, s.addr)
+			a, evA := newTestRedisLock(t, c.m, []string{proxy.addr}, key, 300*time.Millisecond, 1)
 			b, _ := newTestRedisLock(t, c.m, []string{s.addr}, key, 5*time.Second, 2)
 			cc, _ := newTestRedisLock(t, c.m, []string{s.addr}, key, 5*time.Second, 3)
 			mustAcquire(t, a, "a")
+			proxy.cut() // a's extends go nowhere
 			waitLost(t, evA, 2*time.Second)
 			waitGone(t, s, key)
 			mustAcquire(t, b, "b after a's key expired")
 			valueB := s.get(t, key)
+			proxy.heal(t)
+			waitReachable(t, a)
 			a.Release(context.Background()) // fails (a lost it); what matters is its effect
 			if got := s.get(t, key); (got == "") != c.bug {
 				t.Fatalf("after a's release, b's key is %q; the bug deletes it: %v", got, c.bug)
@@ -131,7 +136,20 @@ func TestRedisMutantSetNXThenExpire(t *testing.T) {
 	}
 }
 
-// TestRedisMutantIgnoreValidity: past its TTL, redis-lock reports lost;
+// waitReachable waits until r's client reaches its server again (after dial errors,
+// go-redis's pool retries dialling only once a second).
+func waitReachable(t *testing.T, r *redisLock) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.node.client.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the client does not reach its server again")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRedisMutantIgnoreValidity: cut off past its TTL, redis-lock reports lost;
 // mutant-redis-ignore-validity goes on holding while another client locks.
 func TestRedisMutantIgnoreValidity(t *testing.T) {
 	for _, c := range []struct {
@@ -141,9 +159,11 @@ func TestRedisMutantIgnoreValidity(t *testing.T) {
 		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
 			s := startRedis(t)
 			key := testRedisKey(t)
-			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, 300*time.Millisecond, 1)
+			proxy := startDropProxy(t, s.addr)
+			a, evA := newTestRedisLock(t, c.m, []string{proxy.addr}, key, 300*time.Millisecond, 1)
 			b, _ := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, 5*time.Second, 2)
 			mustAcquire(t, a, "a")
+			proxy.cut() // a's extends go nowhere
 			if c.bug {
 				expectNoLost(t, evA, 600*time.Millisecond)
 			} else {
@@ -153,6 +173,43 @@ func TestRedisMutantIgnoreValidity(t *testing.T) {
 			mustAcquire(t, b, "b after a's key expired")
 			if a.lease.holding() != c.bug {
 				t.Fatalf("a holds: %v, want %v", a.lease.holding(), c.bug)
+			}
+		})
+	}
+}
+
+// TestRedisMutantExtendRecreates: the server loses A's key (as a restart without
+// persistence does), B locks and releases, then A's extend comes. redis-lock's finds
+// the key gone and reports lost; mutant-redis-extend-recreates sets it again and goes
+// on holding, never told that B held the lock meanwhile.
+func TestRedisMutantExtendRecreates(t *testing.T) {
+	for _, c := range []struct {
+		m   redisMutant
+		bug bool
+	}{{redisCorrect, false}, {redisExtendRecreates, true}} {
+		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+			s := startRedis(t)
+			key := testRedisKey(t)
+			const ttl = 900 * time.Millisecond
+			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, ttl, 1)
+			b, _ := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, 5*time.Second, 2)
+			mustAcquire(t, a, "a")
+			valueA := s.get(t, key)
+			s.do(t, "DEL", key) // the server forgets a's key
+			mustAcquire(t, b, "b after the server lost a's key")
+			mustRelease(t, b, "b")
+			if c.bug {
+				expectNoLost(t, evA, ttl)
+				if got := s.get(t, key); got != valueA || !a.lease.holding() {
+					t.Fatalf("the key is %q (a's: %q), a holds: %v; the bug sets it again", got, valueA, a.lease.holding())
+				}
+				return
+			}
+			if reason := waitLost(t, evA, ttl); !strings.Contains(reason, "extend") {
+				t.Errorf("lost %q, want the extend's", reason)
+			}
+			if got := s.get(t, key); got != "" {
+				t.Fatalf("the key is %q, want none", got)
 			}
 		})
 	}

@@ -130,15 +130,23 @@ func TestRedisRecipesReleaseWhenNotHeld(t *testing.T) {
 // TestRedisRecipesLostWhenValidityRunsOut: a holder that outlasts its TTL hears lost,
 // not before its validity ran out, and its release then fails.
 func TestRedisRecipesLostWhenValidityRunsOut(t *testing.T) {
-	forEachRedisRecipe(t, func(t *testing.T, c redisRecipeCase, _ []*redisServer, addrs []string) {
+	forEachRedisRecipe(t, func(t *testing.T, c redisRecipeCase, servers []*redisServer, addrs []string) {
 		const ttl = 500 * time.Millisecond
 		r, ev := newTestRedisRecipe(t, c.new, addrs, testRedisKey(t), ttl, 1)
 		start := time.Now()
 		mustAcquire(t, r, "r")
-		if reason := waitLost(t, ev, ttl+2*time.Second); reason != "validity ran out" {
+		for _, s := range servers { // no extend can succeed now
+			s.stop(t)
+		}
+		reason := waitLost(t, ev, ttl+2*time.Second)
+		held := time.Since(start)
+		for _, s := range servers {
+			s.cont(t)
+		}
+		if reason != "validity ran out" {
 			t.Errorf("lost %q, want validity ran out", reason)
 		}
-		if held := time.Since(start); held < ttl-redisDrift(ttl)-50*time.Millisecond || held > ttl+500*time.Millisecond {
+		if held < ttl-redisDrift(ttl)-50*time.Millisecond || held > ttl+500*time.Millisecond {
 			t.Errorf("lost after %v, want about %v", held, ttl-redisDrift(ttl))
 		}
 		expectOutcome(t, "release after lost", r.Release(context.Background()), workloads.ReplyFail, errValidityRanOut.Error())
@@ -149,6 +157,25 @@ func TestRedisRecipesLostWhenValidityRunsOut(t *testing.T) {
 }
 
 var valueShape = regexp.MustCompile(`^(0x[0-9a-f]+):[0-9a-f]{40}$`)
+
+// TestRedisLockExtends: redis-lock held for several TTLs keeps its key (the extender
+// resets its TTL every third of it) and reports no lost; the release finds its value.
+func TestRedisLockExtends(t *testing.T) {
+	s := startRedis(t)
+	key := testRedisKey(t)
+	const ttl = 300 * time.Millisecond
+	r, ev := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, ttl, 1)
+	mustAcquire(t, r, "r")
+	value := s.get(t, key)
+	expectNoLost(t, ev, 4*ttl)
+	if got, left := s.get(t, key), s.pttl(t, key); got != value || left <= 0 || left > ttl {
+		t.Fatalf("after 4 TTLs the key is %q with %v left, want %q with at most %v", got, left, value, ttl)
+	}
+	mustRelease(t, r, "r")
+	if got := s.get(t, key); got != "" {
+		t.Fatalf("after the release the key is %q", got)
+	}
+}
 
 // TestRedisRecipesValueNamesTheSession: the key's value starts with the session id
 // reported, which CLIENT LIST shows on the (first) instance; after the server kills

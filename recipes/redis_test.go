@@ -278,6 +278,7 @@ func lastSession(t *testing.T, ev *recordedEvents) string {
 // reply is lost.
 type dropProxy struct {
 	addr     string
+	backend  string
 	listener net.Listener
 	armed    atomic.Bool
 	mu       sync.Mutex
@@ -291,25 +292,40 @@ func startDropProxy(t *testing.T, backend string) *dropProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &dropProxy{addr: l.Addr().String(), listener: l}
+	p := &dropProxy{addr: l.Addr().String(), listener: l, backend: backend}
 	t.Cleanup(func() {
-		l.Close()
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		p.listener.Close()
 		for _, c := range p.conns {
 			c.Close()
 		}
 	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c, backend)
-		}
-	}()
+	go p.accept(l)
 	return p
+}
+
+func (p *dropProxy) accept(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go p.serve(c, p.backend)
+	}
+}
+
+// heal accepts connections again, on the same address, after a cut.
+func (p *dropProxy) heal(t *testing.T) {
+	t.Helper()
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.listener = l
+	p.mu.Unlock()
+	go p.accept(l)
 }
 
 // cut closes every connection and refuses new ones: the backend becomes unreachable

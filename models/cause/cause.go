@@ -21,7 +21,9 @@
 //     server expired its key early, within one TTL before the next grant.
 //   - Recipe bug: everything else (a holder that kept running, was cut off, and did
 //     not report lost before its session could expire; a holder that never reported
-//     lost at all; two holders with no fault at all).
+//     lost at all; a holder whose key the server lost or a clock jump expired, that
+//     went on holding more than LostBound after the loss without reporting lost; two
+//     holders with no fault at all).
 //
 // The package reads op names and the nemesis's fault records; it knows nothing of
 // ZooKeeper's API.
@@ -146,8 +148,14 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 			}
 		}
 	}
-	if x, found := serverFault(faults, a, b, p.SessionTimeout); found {
-		f.Class, f.Why, f.Fix = serverLoss(x, a, b)
+	if x, loss, found := serverFault(faults, a, b, p.SessionTimeout); found {
+		if learned(h, a, lost, lostAt, loss, p) {
+			f.Class, f.Why, f.Fix = serverLoss(x, a, b)
+			return f, true
+		}
+		f.Class = RecipeBug
+		f.Why = fmt.Sprintf("the servers lost process %d's key (%s at %s), but it went on holding until %s and never reported lost; process %d was granted at %s while it held (a recipe must learn of it at its next extend, or when its validity runs out: within %s)",
+			a.process, x.class, at(loss), endOf(a), b.process, at(b.start), p.LostBound())
 		return f, true
 	}
 	if cut, found := followerCut(faults, a, b); found && p.SyncWindow() > p.SessionTimeout {
@@ -165,6 +173,26 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 	f.Class = RecipeBug
 	f.Why = recipeWhy(a, b, faults, lost, lostAt, p)
 	return f, true
+}
+
+// learned reports whether a's hold ended (a lost report or its release) within
+// LostBound of loss, when the servers forgot its key; a history that ends sooner
+// cannot say otherwise, and counts as learned.
+func learned(h histories.History, a hold, lost bool, lostAt, loss int64, p Params) bool {
+	end := a.end
+	if lost {
+		end = min(end, lostAt)
+	}
+	bound := loss + p.LostBound().Nanoseconds()
+	return end <= bound || len(h) == 0 || h[len(h)-1].Time < bound
+}
+
+// endOf says when hold a ended.
+func endOf(a hold) string {
+	if a.end == math.MaxInt64 {
+		return "the end of the run"
+	}
+	return at(a.end)
 }
 
 // recipeWhy says what the earlier holder did wrong.

@@ -17,11 +17,12 @@ import (
 //
 // In each case b was granted within one TTL (the session timeout) of the loss: later,
 // the holder's own validity had run out since its last successful extend (every
-// extend after the loss fails), and not reporting lost is the recipe's bug.
-func serverFault(faults []fault, a, b hold, ttl time.Duration) (fault, bool) {
+// extend after the loss fails), and not reporting lost is the recipe's bug. It also
+// returns when the key was lost.
+func serverFault(faults []fault, a, b hold, ttl time.Duration) (fault, int64, bool) {
 	for _, x := range faults {
 		if x.process == a.process && x.start >= a.start && x.start <= b.start {
-			return fault{}, false // the holder had a client fault: not the servers' doing
+			return fault{}, 0, false // the holder had a client fault: not the servers' doing
 		}
 	}
 	for _, x := range faults {
@@ -37,19 +38,19 @@ func serverFault(faults []fault, a, b hold, ttl time.Duration) (fault, bool) {
 		case "restart":
 			forgets := x.forgetting == nil || len(x.forgetting) > 0
 			if during && forgets && x.persistence != "" && x.persistence != "aof-always" {
-				return x, true
+				return x, loss, true
 			}
 		case "failover":
 			if x.start <= b.start && x.stop >= a.start && (x.holder < 0 || x.holder == a.process) {
-				return x, true
+				return x, max(loss, a.start), true
 			}
 		case "clock-jump":
 			if during {
-				return x, true
+				return x, loss, true
 			}
 		}
 	}
-	return fault{}, false
+	return fault{}, 0, false
 }
 
 // serverLoss says what the server fault x did to a's key and which setting would have

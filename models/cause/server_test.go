@@ -49,9 +49,41 @@ func TestServerFaultClasses(t *testing.T) {
 		{"clock jump before the grant", jump(s / 2), RecipeBug, ""},
 		{"restart a TTL before the next grant", restart(1*s, "none"), RecipeBug, ""},
 	} {
-		f, ok := Classify(overlap(tc.mid, 0), "l0", params)
+		lostAt := 7 * s // the holder learns 4 s after the loss
+		if tc.name == "restart, holder paused too" {
+			lostAt = 0 // it never learns: released at 9 s, after its pause
+		}
+		f, ok := Classify(overlap(tc.mid, lostAt), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Fix, tc.fix) {
 			t.Errorf("%s: %+v (found %v), want %s with a fix saying %q", tc.name, f, ok, tc.want, tc.fix)
+		}
+	}
+}
+
+// TestServerLossNotLearned: the same server faults, but the holder goes on holding
+// past LostBound (5 s) after the loss and never reports lost (its release at 9 s): a
+// recipe that hid the loss from itself, such as an extend that re-creates a missing
+// key. Lost at 7 s, or a history that ends before the bound, is the server's doing.
+func TestServerLossNotLearned(t *testing.T) {
+	restart := `{"fault":"restart","servers":["s1"],"persistence":"none"}`
+	jump := `{"fault":"clock-jump","servers":["s1"],"delta_ms":8000}`
+	for _, tc := range []struct {
+		name string
+		h    histories.History
+		want Class
+	}{
+		{"restart, released 6 s after", overlap([]histories.Op{nem("start", 3*s, restart), nem("stop", 3*s, restart)}, 0), RecipeBug},
+		{"clock jump, released 6.5 s after", overlap([]histories.Op{nem("start", 2500*s/1000, jump), nem("stop", 2500*s/1000, jump)}, 0), RecipeBug},
+		{"restart, lost 4 s after", overlap([]histories.Op{nem("start", 3*s, restart), nem("stop", 3*s, restart)}, 7*s), ServerLost},
+		{"restart, the history ends first", histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, 1*s), acq(2, histories.Invoke, 2*s),
+			nem("start", 3*s, restart), nem("stop", 3*s, restart), acq(2, histories.OK, 5*s)}, ServerLost},
+	} {
+		f, ok := Classify(tc.h, "l0", params)
+		if !ok || f.Class != tc.want {
+			t.Errorf("%s: %+v (found %v), want %s", tc.name, f, ok, tc.want)
+		}
+		if tc.want == RecipeBug && !strings.Contains(f.Why, "never reported lost") {
+			t.Errorf("%s: why %q should say it never reported lost", tc.name, f.Why)
 		}
 	}
 }
