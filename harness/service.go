@@ -56,6 +56,7 @@ var (
 	_ herdSampler   = (*lockservice.Ensemble)(nil)
 
 	_ lockInspector = (*lockservice.Redis)(nil)
+	_ counterStore  = (*lockservice.Redis)(nil)
 	_ yardstick     = (*lockservice.Redis)(nil)
 )
 
@@ -144,10 +145,7 @@ func (c Config) validateRedis() error {
 	if err := c.redisTopologyFits(); err != nil {
 		return err
 	}
-	switch {
-	case c.Workload.Kind.HasCounter():
-		return fmt.Errorf("workload %s: the redis service keeps no counter yet", c.Workload.Kind)
-	case len(c.BaselineArgv) > 0:
+	if len(c.BaselineArgv) > 0 {
 		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
 	}
 	for _, cl := range c.Nemesis {

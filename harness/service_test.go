@@ -58,7 +58,6 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"single topology":   func(c *Config) { c.Nodes = 3 },
 		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = lockservice.RedisRedlock, 2 },
 		"redis-persistence": func(c *Config) { c.Redis.Persistence = "rdb" },
-		"keeps no counter":  func(c *Config) { c.Workload.Kind = workloads.Counter },
 		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
 		"session-expire":    func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"reply-loss":        func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassReplyLoss} },
@@ -74,6 +73,11 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 	ok.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassClientPause}
 	if err := ok.Defaults().Validate(); err != nil {
 		t.Errorf("kill, pause, partition and client-pause on Redis: %v", err)
+	}
+	counter := redisConfig()
+	counter.Workload.Kind, counter.Workload.Fenced = workloads.Counter, true
+	if err := counter.Defaults().Validate(); err != nil {
+		t.Errorf("a fenced counter on Redis: %v", err)
 	}
 	for want, change := range cases {
 		c := redisConfig()

@@ -131,7 +131,7 @@ func redisEntries() []Entry {
 			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); lost when Until() passes; cannot fence"},
 	}
 	for _, v := range redisLockVariants {
-		e := Entry{Name: v.name, Runtime: InProcess, Kinds: mutex, Service: ServiceRedis, Library: goRedis,
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: ServiceRedis, Library: goRedis,
 			Mutant: v.m != redisCorrect, New: redisLockVariant(v.m), Doc: v.doc}
 		if v.m == redisCorrect {
 			e.New = NewRedisLock

@@ -267,10 +267,11 @@ func redisReply(err error) bool {
 }
 
 // checkRedisConfig refuses what a Redis recipe named name cannot do: kinds other than
-// mutex, several permits, a missing key or TTL, fewer than minServers addresses.
-func checkRedisConfig(name string, cfg Config, minServers int) error {
+// mutex (and counter, with counter), several permits, a missing key or TTL, fewer
+// than minServers addresses.
+func checkRedisConfig(name string, cfg Config, minServers int, counter bool) error {
 	switch {
-	case cfg.Kind != workloads.Mutex:
+	case cfg.Kind != workloads.Mutex && (cfg.Kind != workloads.Counter || !counter):
 		return Fail(fmt.Errorf("recipe %s does not support kind %s", name, cfg.Kind))
 	case cfg.Permits > 1:
 		return Fail(fmt.Errorf("recipe %s: a mutex has one permit, got permits %d", name, cfg.Permits))

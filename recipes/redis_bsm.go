@@ -35,7 +35,7 @@ func NewRedislock(ctx context.Context, cfg Config) (Recipe, error) {
 	if cfg.Fenced {
 		return nil, Fail(errors.New("redislock cannot fence: the library gives no fencing token"))
 	}
-	if err := checkRedisConfig(name, cfg, 1); err != nil {
+	if err := checkRedisConfig(name, cfg, 1, false); err != nil {
 		return nil, err
 	}
 	logger := redisLogger(name, &cfg)

@@ -123,13 +123,16 @@ type redisLock struct {
 	value string
 	// ext keeps the current hold alive (nil when none, or for a key without TTL).
 	ext *extender
+	// token is the last grant's fencing token, shown to the fenced counter; 0 after
+	// a release. Request goroutine only.
+	token int64
 }
 
 var _ Recipe = (*redisLock)(nil)
 
 func newRedisLock(ctx context.Context, cfg Config, m redisMutant) (Recipe, error) {
 	name := redisLockVariants[m].name
-	if err := checkRedisConfig(name, cfg, 1); err != nil {
+	if err := checkRedisConfig(name, cfg, 1, true); err != nil {
 		return nil, err
 	}
 	logger := redisLogger(name, &cfg)
@@ -152,7 +155,7 @@ func (r *redisLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 		return Grant{}, err
 	}
 	r.ext.halt()
-	r.value, r.ext = "", nil
+	r.value, r.ext, r.token = "", nil, 0
 	deadline := deadlineOf(req.Timeout)
 	var lastErr error
 	for {
@@ -208,7 +211,7 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 	if r.mutant != redisNoExpiry && !time.Now().Before(until) {
 		return r.retract(value, "the reply came after the lock's validity ran out")
 	}
-	r.value = value
+	r.value, r.token = value, token
 	r.startExtender(value, r.lease.grant(until, r.mutant != redisNoExpiry && r.mutant != redisIgnoreValidity))
 	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10))}, true, nil
 }
@@ -285,7 +288,7 @@ func (r *redisLock) startExtender(value string, gen uint64) {
 func (r *redisLock) Release(ctx context.Context) error {
 	r.ext.halt()
 	value := r.value
-	r.value, r.ext = "", nil
+	r.value, r.ext, r.token = "", nil, 0
 	held := r.lease.end()
 	if value == "" {
 		return Fail(errors.New("not held"))

@@ -79,7 +79,7 @@ func newRedLock(ctx context.Context, cfg Config, m redLockMutant) (*redLock, err
 	if cfg.Fenced {
 		return nil, Fail(fmt.Errorf("%s cannot fence: RedLock has no fencing token", name))
 	}
-	if err := checkRedisConfig(name, cfg, redLockMinServers); err != nil {
+	if err := checkRedisConfig(name, cfg, redLockMinServers, false); err != nil {
 		return nil, err
 	}
 	logger := redisLogger(name, &cfg)

@@ -41,7 +41,7 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	if cfg.Fenced {
 		return nil, Fail(errors.New("redsync cannot fence: RedLock has no fencing token (no single counter orders the grants of independent instances)"))
 	}
-	if err := checkRedisConfig(name, cfg, redLockMinServers); err != nil {
+	if err := checkRedisConfig(name, cfg, redLockMinServers, false); err != nil {
 		return nil, err
 	}
 	logger := redisLogger(name, &cfg)

@@ -1,12 +1,14 @@
 // Package cause says why a lock's mutual exclusion broke, from the history alone: it
-// finds the first moment two workers held the same exclusive lock and sorts it into
-// one of five classes, by the rule docs/checking.md states (Verdicts: what broke):
+// sorts each moment two workers held the same exclusive lock into one of five
+// classes, by the rule docs/checking.md states (Verdicts: what broke), and names the
+// first, unless a later one is a recipe bug:
 //
 //   - Unfenced overlap: the earlier holder could not have known yet (the nemesis had
 //     stopped its process, client-pause; or the servers had closed its session under
-//     it, session-expire) and it reported lost within LostBound of the moment it could
-//     know (the pause ended, the session was expired). No lock recipe can prevent such
-//     an overlap; only fencing the protected resource can.
+//     it, session-expire) and its hold ended (it reported lost, or released) within
+//     LostBound of the moment it could know (the pause ended, the session was
+//     expired). No lock recipe can prevent such an overlap; only fencing the
+//     protected resource can.
 //   - Configuration: the earlier holder had no fault of its own while a partition cut
 //     a follower off from the quorum, and the servers' sync window (syncLimit x
 //     tickTime) exceeded the session timeout, so that follower may go on serving a
@@ -14,11 +16,11 @@
 //   - Server lost the lock: the earlier holder had no fault of its own while the
 //     server forgot its key (a Redis restart with persistence other than aof-always,
 //     started while it held; a failover in force while it held, whose promoted
-//     replica never saw the grant), and the next holder was granted within one TTL
-//     (the session timeout) of the loss. The finding names the setting that would
-//     have kept the key (AOF always or a delayed restart; WAIT after the grant).
-//   - Clock: the earlier holder had no fault of its own while a clock jump on a
-//     server expired its key early, within one TTL before the next grant.
+//     replica never saw the grant), the next holder was granted within LostBound
+//     of the loss, and the earlier holder's hold ended within LostBound of it. The
+//     finding names the setting that would have kept the key (AOF always or a
+//     delayed restart; WAIT after the grant).
+//   - Clock: the same, after a clock jump on a server expired its key early.
 //   - Recipe bug: everything else (a holder that kept running, was cut off, and did
 //     not report lost before its session could expire; a holder that never reported
 //     lost at all; a holder whose key the server lost or a clock jump expired, that
@@ -75,7 +77,8 @@ func (p Params) SyncWindow() time.Duration { return time.Duration(p.SyncLimit) *
 // of slack for a busy machine.
 func (p Params) LostBound() time.Duration { return p.SessionTimeout + time.Second }
 
-// Finding is the first overlap of a key and its class.
+// Finding is the overlap of a key Classify names (the first, or a later recipe bug)
+// and its class.
 type Finding struct {
 	Class Class `json:"class"`
 	// Why says it in a sentence, with the times and the fault.
@@ -119,16 +122,36 @@ type fault struct {
 	delta       time.Duration
 }
 
-// Classify finds the first overlap of two holders of key and says its cause; false
-// when no two holds of key overlap for certain (both acquires had completed before
-// either release began).
+// Classify finds the overlaps of two holders of key and says the cause of the first,
+// unless a later one (of the first maxPairs) is a recipe bug: then that one, since a
+// recipe bug found anywhere is what the recipe's owner must hear (an honest overlap
+// first, a clock jump's, must not hide it). False when no two holds of key overlap
+// for certain (both acquires had completed before either release began).
 func Classify(h histories.History, key string, p Params) (Finding, bool) {
-	a, b, ok := firstOverlap(holds(h, key))
-	if !ok {
+	pairs := overlaps(holds(h, key), maxPairs)
+	if len(pairs) == 0 {
 		return Finding{}, false
 	}
-	f := Finding{Holder: a.process, Next: b.process, At: b.start}
 	faults := faults(h)
+	first := classifyPair(h, key, pairs[0], faults, p)
+	if first.Class == RecipeBug {
+		return first, true
+	}
+	for _, pair := range pairs[1:] {
+		if f := classifyPair(h, key, pair, faults, p); f.Class == RecipeBug {
+			return f, true
+		}
+	}
+	return first, true
+}
+
+// maxPairs bounds how many overlapping pairs Classify looks at.
+const maxPairs = 1000
+
+// classifyPair says the cause of one overlap: b granted while a held.
+func classifyPair(h histories.History, key string, pair [2]hold, faults []fault, p Params) Finding {
+	a, b := pair[0], pair[1]
+	f := Finding{Holder: a.process, Next: b.process, At: b.start}
 	lost, lostAt := lostReport(h, key, a)
 	for _, x := range faults {
 		if x.process != a.process || x.start < a.start || x.start > b.start {
@@ -140,23 +163,23 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 			if x.class == "session-expire" {
 				know = x.start
 			}
-			if lost && lostAt-know <= p.LostBound().Nanoseconds() {
+			if end, how := holdEnd(a, lost, lostAt); end-know <= p.LostBound().Nanoseconds() {
 				f.Class = Unfenced
-				f.Why = fmt.Sprintf("process %d could not know it had lost the lock (%s at %s) and reported lost %s after it could; process %d was granted at %s. No lock recipe can prevent this; only fencing can",
-					a.process, x.class, at(x.start), dur(lostAt-know), b.process, at(b.start))
-				return f, true
+				f.Why = fmt.Sprintf("process %d could not know it had lost the lock (%s at %s) and %s %s after it could; process %d was granted at %s. No lock recipe can prevent this; only fencing can",
+					a.process, x.class, at(x.start), how, dur(end-know), b.process, at(b.start))
+				return f
 			}
 		}
 	}
-	if x, loss, found := serverFault(faults, a, b, p.SessionTimeout); found {
+	if x, loss, found := serverFault(faults, a, b, p.LostBound()); found {
 		if learned(h, a, lost, lostAt, loss, p) {
 			f.Class, f.Why, f.Fix = serverLoss(x, a, b)
-			return f, true
+			return f
 		}
 		f.Class = RecipeBug
 		f.Why = fmt.Sprintf("the servers lost process %d's key (%s at %s), but it went on holding until %s and never reported lost; process %d was granted at %s while it held (a recipe must learn of it at its next extend, or when its validity runs out: within %s)",
 			a.process, x.class, at(loss), endOf(a), b.process, at(b.start), p.LostBound())
-		return f, true
+		return f
 	}
 	if cut, found := followerCut(faults, a, b); found && p.SyncWindow() > p.SessionTimeout {
 		f.Class = Configuration
@@ -168,23 +191,29 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 			a.process, cut.shape, at(cut.start), follower, p.SyncWindow(), p.SessionTimeout, b.process, at(b.start))
 		f.Fix = fmt.Sprintf("a sync window of at most half the session timeout %s: --sync-limit %d (now %d) with tickTime %s",
 			p.SessionTimeout, max(1, int(p.SessionTimeout/2/p.Tick)), p.SyncLimit, p.Tick)
-		return f, true
+		return f
 	}
 	f.Class = RecipeBug
 	f.Why = recipeWhy(a, b, faults, lost, lostAt, p)
-	return f, true
+	return f
 }
 
 // learned reports whether a's hold ended (a lost report or its release) within
 // LostBound of loss, when the servers forgot its key; a history that ends sooner
 // cannot say otherwise, and counts as learned.
 func learned(h histories.History, a hold, lost bool, lostAt, loss int64, p Params) bool {
-	end := a.end
-	if lost {
-		end = min(end, lostAt)
-	}
+	end, _ := holdEnd(a, lost, lostAt)
 	bound := loss + p.LostBound().Nanoseconds()
 	return end <= bound || len(h) == 0 || h[len(h)-1].Time < bound
+}
+
+// holdEnd is when hold a ended, by a lost report (at lostAt, when lost) or its
+// release, whichever came first, and which it was.
+func holdEnd(a hold, lost bool, lostAt int64) (int64, string) {
+	if lost && lostAt <= a.end {
+		return lostAt, "reported lost"
+	}
+	return a.end, "released"
 }
 
 // endOf says when hold a ended.
@@ -254,16 +283,20 @@ func holds(h histories.History, key string) []hold {
 	return out
 }
 
-// firstOverlap is the pair of holds whose overlap begins first: b granted while a held.
-func firstOverlap(hs []hold) (a, b hold, ok bool) {
+// overlaps lists up to limit pairs of holds {a, b} with b granted while a held, in
+// the order their overlaps begin (b's grant), the first first.
+func overlaps(hs []hold, limit int) [][2]hold {
+	var out [][2]hold
 	for j, next := range hs {
 		for _, prev := range hs[:j] {
 			if prev.process != next.process && prev.start < next.start && next.start < prev.end {
-				return prev, next, true
+				if out = append(out, [2]hold{prev, next}); len(out) == limit {
+					return out
+				}
 			}
 		}
 	}
-	return hold{}, hold{}, false
+	return out
 }
 
 // lostReport is when a's process reported it lost the lock during or right after a.

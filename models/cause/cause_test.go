@@ -94,7 +94,8 @@ func TestClassifyRule(t *testing.T) {
 	}{
 		{"paused holder, lost at once", overlap(pause, 7*s+s/2), params, Unfenced},
 		{"paused holder, lost too late", overlap(pause, 7*s+6*s), params, RecipeBug},
-		{"paused holder, never lost", overlap(pause, 0), params, RecipeBug},
+		{"paused holder, released at once, never lost", releasedAt(overlap(pause, 0), 7*s+s/2), params, Unfenced},
+		{"paused holder, held on, never lost", releasedAt(overlap(pause, 0), 13*s), params, RecipeBug},
 		{"expired session, lost at once", overlap(expire, 5*s+s/2), params, Unfenced},
 		{"cut-off holder, lost late", overlap(cut, 8*s), params, RecipeBug},
 		{"no fault", overlap(nil, 0), params, RecipeBug},
@@ -116,6 +117,12 @@ func TestClassifyRule(t *testing.T) {
 	}
 }
 
+// releasedAt moves the release of overlap's process 1 (its last two ops) to at.
+func releasedAt(h histories.History, at int64) histories.History {
+	h[len(h)-2].Time, h[len(h)-1].Time = at, at
+	return h
+}
+
 func TestNoOverlapNoFinding(t *testing.T) {
 	h := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s), acq(2, histories.Invoke, s),
 		rel(1, histories.Invoke, 2*s, false), acq(2, histories.OK, 2*s+1), rel(1, histories.OK, 3*s, false)}
@@ -124,5 +131,24 @@ func TestNoOverlapNoFinding(t *testing.T) {
 	}
 	if _, ok := Classify(nil, "l0", params); ok {
 		t.Error("an empty history has an overlap")
+	}
+}
+
+// TestLaterRecipeBugWins: the first overlap is honest (a paused holder that reported
+// lost at once), a later one has no fault at all: Classify names the recipe bug, so
+// an honest overlap cannot hide it; with only the honest one, that one.
+func TestLaterRecipeBugWins(t *testing.T) {
+	pause := []histories.Op{nem("start", 2*s, `{"fault":"client-pause","process":1}`), nem("stop", 7*s, `{"fault":"client-pause","process":1}`)}
+	honest := overlap(pause, 7*s+s/2)
+	honest = append(honest, rel(2, histories.Invoke, 8*s, false), rel(2, histories.OK, 8*s, false))
+	withBug := append(append(histories.History{}, honest...),
+		acq(3, histories.Invoke, 10*s), acq(3, histories.OK, 11*s), acq(4, histories.Invoke, 11*s), acq(4, histories.OK, 12*s),
+		rel(3, histories.Invoke, 13*s, false), rel(3, histories.OK, 13*s, false))
+	if f, ok := Classify(honest, "l0", params); !ok || f.Class != Unfenced {
+		t.Errorf("honest only: %+v (found %v), want unfenced", f, ok)
+	}
+	f, ok := Classify(withBug, "l0", params)
+	if !ok || f.Class != RecipeBug || f.Holder != 3 || f.Next != 4 || f.At != 12*s {
+		t.Errorf("with a later bug: %+v (found %v), want a recipe bug, 3 then 4 at 12s", f, ok)
 	}
 }

@@ -15,11 +15,11 @@ import (
 //     aimed at another holder (the promoted replica never saw a's grant);
 //   - a clock jump started while a held (the key expired early).
 //
-// In each case b was granted within one TTL (the session timeout) of the loss: later,
-// the holder's own validity had run out since its last successful extend (every
-// extend after the loss fails), and not reporting lost is the recipe's bug. It also
-// returns when the key was lost.
-func serverFault(faults []fault, a, b hold, ttl time.Duration) (fault, int64, bool) {
+// In each case b was granted within window (LostBound) of the loss: later, the holder
+// should have learned of the loss (its next extend fails, its validity runs out), and
+// holding on without reporting lost is the recipe's bug. It also returns when the key
+// was lost.
+func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64, bool) {
 	for _, x := range faults {
 		if x.process == a.process && x.start >= a.start && x.start <= b.start {
 			return fault{}, 0, false // the holder had a client fault: not the servers' doing
@@ -31,7 +31,7 @@ func serverFault(faults []fault, a, b hold, ttl time.Duration) (fault, int64, bo
 		if x.class == "failover" && x.stop <= b.start {
 			loss = x.stop // the grant is lost when the primary has resynced
 		}
-		if ttl > 0 && b.start-loss >= ttl.Nanoseconds() {
+		if window > 0 && b.start-loss >= window.Nanoseconds() {
 			continue
 		}
 		switch x.class {
