@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin/zlockcheck
 APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo chromium \
-             iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel
+             iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel postgresql mariadb-server
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
 .PHONY: all setup build run test test-short vet bench chaos mutants mutants-redis explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup

@@ -18,15 +18,24 @@ const (
 	KindZooKeeper Kind = "zookeeper"
 	// KindRedis is a set of Redis instances (Redis).
 	KindRedis Kind = "redis"
+	// KindPostgres is a Postgres primary, optionally with a streaming standby
+	// (Postgres).
+	KindPostgres Kind = "postgres"
+	// KindMariaDB is one MariaDB server, or several independent ones (MariaDB).
+	KindMariaDB Kind = "mariadb"
 )
 
-// ParseKind reads a service kind: zookeeper or redis.
+// kindsWanted is what Start's error for a bad kind says is wanted.
+const kindsWanted = "zookeeper, redis, postgres or mariadb"
+
+// ParseKind reads a service kind: zookeeper, redis, postgres or mariadb. Its error
+// names only the kinds a run takes (the harness does not run the databases yet).
 func ParseKind(s string) (Kind, error) {
 	switch Kind(s) {
-	case KindZooKeeper, KindRedis:
+	case KindZooKeeper, KindRedis, KindPostgres, KindMariaDB:
 		return Kind(s), nil
 	}
-	return "", fmt.Errorf("want zookeeper or redis, got %q", s)
+	return "", fmt.Errorf("want zookeeper or redis (postgres and mariadb are not wired into runs yet), got %q", s)
 }
 
 // Config says which servers a run uses: ZooKeeper servers started in the run's
@@ -38,6 +47,10 @@ type Config struct {
 	// Redis says how to run the Redis instances of Kind redis (its Dir and Nodes,
 	// when unset, are Ensemble's).
 	Redis RedisConfig
+	// Postgres and MariaDB say how to run the servers of Kind postgres and mariadb
+	// (their Dir, when unset, is Ensemble's; MariaDB's Nodes too).
+	Postgres PostgresConfig
+	MariaDB  MariaDBConfig
 	// Ensemble says how to run servers the tool starts (its Dir receives their files).
 	Ensemble EnsembleConfig
 	// SSH, when set, starts the servers on these nodes instead (remote.go).
@@ -56,8 +69,10 @@ func Start(ctx context.Context, network *netns.Network, cfg Config, runID string
 	case "", KindZooKeeper:
 	case KindRedis:
 		return startRedis(ctx, network, cfg)
+	case KindPostgres, KindMariaDB:
+		return startDatabase(ctx, network, cfg)
 	default:
-		return nil, fmt.Errorf("service: want zookeeper or redis, got %q", cfg.Kind)
+		return nil, fmt.Errorf("service: want %s, got %q", kindsWanted, cfg.Kind)
 	}
 	switch {
 	case cfg.Connect != "":
@@ -101,4 +116,38 @@ func startRedis(ctx context.Context, network *netns.Network, cfg Config) (Servic
 		return nil, err
 	}
 	return r, err
+}
+
+// startDatabase starts the Postgres or MariaDB servers cfg asks for, only in the
+// run's namespaces.
+func startDatabase(ctx context.Context, network *netns.Network, cfg Config) (Service, error) {
+	switch {
+	case cfg.Connect != "":
+		return nil, fmt.Errorf("service %s: testing an existing server (--connect) is not built yet", cfg.Kind)
+	case cfg.SSH != nil:
+		return nil, fmt.Errorf("service %s: servers on SSH nodes (--ssh-nodes) are not built yet", cfg.Kind)
+	}
+	if cfg.Kind == KindPostgres {
+		pc := cfg.Postgres
+		if pc.Dir == "" {
+			pc.Dir = cfg.Ensemble.Dir
+		}
+		p, err := StartPostgres(ctx, network, pc)
+		if p == nil {
+			return nil, err
+		}
+		return p, err
+	}
+	mc := cfg.MariaDB
+	if mc.Dir == "" {
+		mc.Dir = cfg.Ensemble.Dir
+	}
+	if mc.Nodes == 0 {
+		mc.Nodes = cfg.Ensemble.Nodes
+	}
+	m, err := StartMariaDB(ctx, network, mc)
+	if m == nil {
+		return nil, err
+	}
+	return m, err
 }

@@ -58,7 +58,15 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	for _, l := range left {
 		fmt.Fprintf(stdout, "killed redis-server %d (%s): its run's namespace was gone\n", l.Pid, l.Conf)
 	}
-	if err := errors.Join(err, rerr); err != nil {
+	dbs, derr := lockservice.CleanupDatabases()
+	for _, d := range dbs {
+		killed := ""
+		if len(d.Pids) > 0 {
+			killed = fmt.Sprintf(", killed its processes %v", d.Pids)
+		}
+		fmt.Fprintf(stdout, "removed the %s server's directory %s%s: its run was gone\n", d.Kind, d.Dir, killed)
+	}
+	if err := errors.Join(err, rerr, derr); err != nil {
 		return exitError, err
 	}
 	return 0, nil

@@ -85,6 +85,10 @@ func (n *Network) HubNetns() string { return n.hub }
 // HubAddr is the harness's address on the bridge.
 func (n *Network) HubAddr() netip.Addr { return hubAddr }
 
+// CIDR is the run network's address range (10.77.0.0/16): the hub's and every
+// host's address is in it, and nothing outside the run's namespaces is.
+func (n *Network) CIDR() netip.Prefix { return runNet }
+
 // Hosts lists the hosts added so far.
 func (n *Network) Hosts() []Host { return append([]Host(nil), n.hosts...) }
 
@@ -153,8 +157,19 @@ func RunCmd(ctx context.Context, cmd *exec.Cmd) error {
 // Dial opens a TCP connection from the hub namespace (the harness's address on the
 // bridge) to addr, which must be on the run's network.
 func (n *Network) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return dialIn(ctx, n.hub, addr, timeout)
+}
+
+// Dial opens a TCP connection from the host's namespace (its address) to addr, as a
+// process running there would.
+func (h Host) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return dialIn(ctx, h.Netns, addr, timeout)
+}
+
+// dialIn dials addr from namespace ns.
+func dialIn(ctx context.Context, ns, addr string, timeout time.Duration) (net.Conn, error) {
 	var conn net.Conn
-	err := inNetns(n.hub, func() error {
+	err := inNetns(ns, func() error {
 		d := net.Dialer{Timeout: timeout}
 		var err error
 		conn, err = d.DialContext(ctx, "tcp", addr)
@@ -303,6 +318,9 @@ func List() ([]string, error) {
 	}
 	return names, nil
 }
+
+// Pids lists the processes in namespace ns (none when it does not exist).
+func Pids(ns string) []int { return pidsIn(ns) }
 
 func pidsIn(ns string) []int {
 	out, err := exec.Command("ip", "netns", "pids", ns).Output()
