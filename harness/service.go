@@ -123,9 +123,9 @@ func (c Config) validateService() error {
 	return fmt.Errorf("service: want zookeeper or redis, got %q", c.Service)
 }
 
-// redisClassesNotBuilt are the fault classes that act on ZooKeeper's client port or
-// sessions: on Redis they would do nothing (issue 25 builds Redis's own).
-var redisClassesNotBuilt = []nemesis.Class{nemesis.ClassSessionExpire, nemesis.ClassClientServerPartition, nemesis.ClassReplyLoss}
+// redisClassesNotBuilt are the fault classes that act on ZooKeeper's sessions: Redis
+// has none (connection-kill, CLIENT KILL of the worker's connection, is the analogue).
+var redisClassesNotBuilt = []nemesis.Class{nemesis.ClassSessionExpire}
 
 // validateRedis refuses what a run on Redis cannot do (yet).
 func (c Config) validateRedis() error {
@@ -150,7 +150,7 @@ func (c Config) validateRedis() error {
 	}
 	for _, cl := range c.Nemesis {
 		if slices.Contains(redisClassesNotBuilt, cl) {
-			return fmt.Errorf("nemesis %s: not built for Redis yet (it acts on ZooKeeper's client port and sessions)", cl)
+			return fmt.Errorf("nemesis %s: Redis has no sessions to expire (connection-kill, CLIENT KILL of the worker's connection, is its analogue)", cl)
 		}
 		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != lockservice.RedisReplicas {
 			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", c.Redis.WithDefaults().Topology)

@@ -59,8 +59,7 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = lockservice.RedisRedlock, 2 },
 		"redis-persistence": func(c *Config) { c.Redis.Persistence = "rdb" },
 		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
-		"session-expire":    func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
-		"reply-loss":        func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassReplyLoss} },
+		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
 		"want zookeeper or redis": func(c *Config) {
 			c.Service = "etcd"
@@ -70,9 +69,10 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		t.Fatalf("a valid Redis run: %v", err)
 	}
 	ok := redisConfig()
-	ok.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassClientPause}
+	ok.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassClientPause,
+		nemesis.ClassClientServerPartition, nemesis.ClassReplyLoss}
 	if err := ok.Defaults().Validate(); err != nil {
-		t.Errorf("kill, pause, partition and client-pause on Redis: %v", err)
+		t.Errorf("kill, pause, partition, client-pause, client-server-partition and reply-loss on Redis: %v", err)
 	}
 	counter := redisConfig()
 	counter.Workload.Kind, counter.Workload.Fenced = workloads.Counter, true

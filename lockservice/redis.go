@@ -120,7 +120,7 @@ func (r *Redis) Connect() string {
 func (r *Redis) Nodes() []nemesis.Server {
 	out := make([]nemesis.Server, len(r.Instances))
 	for i, in := range r.Instances {
-		out[i] = nemesis.Server{ID: in.ID, Host: in.Host}
+		out[i] = nemesis.Server{ID: in.ID, Host: in.Host, ClientPort: redisPort}
 	}
 	return out
 }

@@ -301,7 +301,7 @@ func (f ClientServerPartition) plan(ctx context.Context, c Cluster, rng *rand.Ra
 			for _, ns := range nss {
 				// Only the client port: on a real host the workers' traffic shares its
 				// source with this machine's SSH connection, which must go on working.
-				cl, port := hostClients(ns), strconv.Itoa(clientPort)
+				cl, port := hostClients(ns), portSet(servers)
 				if err := nftReplace(ctx, ns, tableClientCut,
 					chain("input", "ip saddr "+cl+" tcp dport "+port+" drop"),
 					chain("output", "ip daddr "+cl+" tcp sport "+port+" drop")); err != nil {
@@ -404,7 +404,7 @@ func (f ReplyLoss) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applie
 func (f ReplyLoss) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	return workerTablePlan(ctx, c, rng, ClassReplyLoss, f.Target, f.HolderWait, tableReplyLoss,
 		func(set string) []string {
-			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %d drop", set, clientPort))}
+			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %s drop", set, portSet(c.Servers())))}
 		})
 }
 
@@ -435,6 +435,6 @@ func (f WatchesOnly) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan,
 	return workerTablePlan(ctx, c, rng, Class("watches-only"), f.Target, f.HolderWait, tableWatchesOnly,
 		func(set string) []string {
 			// @ih is the transport payload: bits 32-63 are the frame's xid.
-			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %d @ih,32,32 != 0xffffffff drop", set, clientPort))}
+			return []string{chain("input", fmt.Sprintf("ip saddr %s tcp sport %s @ih,32,32 != 0xffffffff drop", set, portSet(c.Servers())))}
 		})
 }

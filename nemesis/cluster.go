@@ -7,7 +7,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +24,30 @@ type Server struct {
 	ID int
 	// Host is where the server runs; every fault on a server goes through it.
 	Host ServerHost
+	// ClientPort is the TCP port its clients connect to (0: ZooKeeper's, 2181).
+	ClientPort int
+}
+
+// Port is the TCP port the server's clients connect to.
+func (s Server) Port() int {
+	if s.ClientPort == 0 {
+		return clientPort
+	}
+	return s.ClientPort
+}
+
+// portSet is the client ports of ss as an nftables expression: one port, or a set.
+func portSet(ss []Server) string {
+	var ports []string
+	for _, s := range ss {
+		if p := strconv.Itoa(s.Port()); !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	if len(ports) == 1 {
+		return ports[0]
+	}
+	return "{ " + strings.Join(ports, ", ") + " }"
 }
 
 // ServerHost is where one ZooKeeper server runs: everything the nemesis, and the
