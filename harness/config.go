@@ -70,9 +70,10 @@ type Config struct {
 	// (Defaults). Recorded in config.json, so that a stored run is judged again the
 	// same way (StoredRun.Check).
 	Check models.Config `json:"check"`
-	// Baseline, when set, runs a plain go-zookeeper lock loop with as many goroutines
-	// as workers for as long as the workload, on the same ensemble after the workload:
-	// the yardstick for the harness's overhead (see BENCHMARKS.md).
+	// Baseline, when set, runs the service's plain client lock loop (go-zookeeper's;
+	// on Redis lockservice.Redis.PlainLoops) with as many goroutines as workers for as
+	// long as the workload, on the same servers after the workload: the yardstick for
+	// the harness's overhead (see BENCHMARKS.md). BaselineArgv is ZooKeeper's only.
 	Baseline bool `json:"baseline,omitempty"`
 	// BaselineArgv, when set, runs the same plain loop (after Baseline's, if both) as
 	// one OS process per worker slot, each in the slot's namespace with one session,
