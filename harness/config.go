@@ -110,9 +110,9 @@ type Config struct {
 	// lock, no fault is active) ends the final phase with a liveness failure (see
 	// orphans.go). Zero picks the session timeout; negative disables it.
 	OrphanAfter time.Duration `json:"orphan_after_ns"`
-	// EndOnOverlap ends the run early, with no final phase, at the first moment more
-	// workers hold the lock than it admits (see overlap.go): explore's rounds stop once
-	// their verdict is in.
+	// EndOnOverlap ends the run early, with no final phase, a session timeout and a
+	// second after the first moment more workers hold the lock than it admits (see
+	// overlap.go): explore's rounds stop once their verdict and its cause are in.
 	EndOnOverlap bool `json:"end_on_overlap,omitempty"`
 	// Connect, when set, names an existing ensemble (host:port,...; names resolved
 	// once) that the run tests instead of starting its own (run --connect, connect.go):

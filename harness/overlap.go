@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -23,11 +24,34 @@ func (r *runner) overlapWatch() bool {
 
 // endOnOverlap is the workload's overlap watch: when more workers hold the lock at
 // once than it admits (each was told ok and has not begun its release), it records
-// a nemesis op (f "overlap") and ends the workload, and the run skips its final
-// phase and ends the holds still running. It decides nothing: the checker finds the
-// violation in the history; the watch only spares the rest of a run whose verdict is
-// already in.
+// a nemesis op (f "overlap") and, overlapGrace later, ends the workload; the run
+// skips its final phase and ends the holds still running. It decides nothing: the
+// checker finds the violation in the history; the watch only spares the rest of a
+// run whose verdict is already in. The grace is what the cause of the overlap needs
+// to be told: whether the earlier holder learned it had lost the lock within
+// LostBound (models/cause), or went on holding.
 func (r *runner) endOnOverlap(ctx context.Context) error {
+	err := r.watchOverlap(ctx)
+	if err == nil {
+		return nil
+	}
+	t := time.NewTimer(r.overlapGrace())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return err
+}
+
+// overlapGrace is how long the workload goes on after the overlap watch saw one:
+// the cause's LostBound (a session timeout and a second) and a quarter second more.
+func (r *runner) overlapGrace() time.Duration {
+	return r.cfg.SessionTimeout + time.Second + 250*time.Millisecond
+}
+
+// watchOverlap waits for an overlap and records it; errEndWorkload when it saw one.
+func (r *runner) watchOverlap(ctx context.Context) error {
 	return everyQuarterSecond(ctx, func() bool {
 		var holders []int
 		for process, v := range r.workerViews() {
@@ -39,7 +63,7 @@ func (r *runner) endOnOverlap(ctx context.Context) error {
 			return false
 		}
 		sort.Ints(holders)
-		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the run", holders, r.cfg.Workload.Permits)
+		msg := fmt.Sprintf("processes %v held the lock at once (it admits %d): ending the run in %s", holders, r.cfg.Workload.Permits, r.overlapGrace())
 		r.rec.record(histories.NemesisOp(histories.Overlap{Holders: holders, Permits: r.cfg.Workload.Permits}, msg))
 		r.logf("OVERLAP: %s", msg)
 		return true
