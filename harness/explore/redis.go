@@ -63,9 +63,10 @@ func RedisProbes(ttl time.Duration) []Probe {
 		// A holder cut off has its release's DEL delivered when the cut heals, late (a
 		// TCP retransmission): only a compare-and-delete leaves the next holder's key
 		// alone. A long quiet time after the heal lets it land on a holder not cut off.
+		// Then long holds: a holder cut off past its TTL must report lost.
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * ttl},
-			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},
+			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},
 		{Setup: nemesis.Setup{Name: "instances slowed, paused, cut off",
 			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition},
 			ServerTargets: minority, Shapes: []nemesis.Shape{nemesis.IsolateOne}, Interval: 2 * time.Second},
@@ -76,10 +77,13 @@ func RedisProbes(ttl time.Duration) []Probe {
 		{Setup: nemesis.Setup{Name: "acquirers paused", Classes: []nemesis.Class{nemesis.ClassClientPause},
 			ClientTargets: []nemesis.ClientTarget{nemesis.TargetWaiter}, Interval: time.Second},
 			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowFaultAcquiring}},
+		// Long holds first: a server that loses a long holder's key lets a short
+		// holder take and release it before the long holder's next extend, which must
+		// find it gone.
 		{Setup: nemesis.Setup{Name: "instances lost or restarted",
 			Classes:       []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassFailover, nemesis.ClassClockJump},
 			ServerTargets: minority, Interval: 3 * time.Second},
-			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss}},
+			Regimes: []workloads.Regime{pastTTL, shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss}},
 		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
 			ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
