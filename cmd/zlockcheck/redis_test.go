@@ -72,9 +72,9 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		"RedLock wants at least 3":           {"--recipe", "redsync", "--redis-topology", "redlock", "--nodes", "2"},
 		"has no fencing token":               {"--recipe", "redsync", "--redis-topology", "redlock", "--fenced"},
 		"Redis settings":                     {"--recipe", "gozk", "--redis-topology", "redlock"},
-		"not built for Redis yet":            {"--recipe", "redis-lock", "--nemesis", "session-expire"},
+		"Redis has no sessions":              {"--recipe", "redis-lock", "--nemesis", "session-expire"},
 		"testing an existing Redis":          {"--recipe", "redis-lock", "--connect", "192.0.2.1:6379"},
-		"no plain Redis client loop":         {"--recipe", "redis-lock", "--baseline"},
+		"no plain Redis client loop":         {"--recipe", "redis-lock", "--baseline-processes"},
 		"redlock over independent instances": {"--recipe", "redsync"},
 		"not redlock":                        {"--recipe", "redis-lock", "--redis-topology", "redlock"},
 	}
