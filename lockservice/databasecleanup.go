@@ -40,7 +40,7 @@ type LeftDatabase struct {
 // in a namespace that still exists (a live run's) is never listed, nor is any
 // postgres or mariadbd that does not run in a directory the tool made.
 func FindLeftDatabases() ([]LeftDatabase, error) {
-	live, err := liveNamespaces()
+	live, err := namespaceNames()
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +59,15 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 			continue
 		}
 		dir, deleted, ok := ownDBDir(pid, kind)
-		if !ok || !deleted && live[netnsOf(pid)] {
+		ns, liveNS := live[netnsOf(pid)]
+		if !ok || !deleted && liveNS {
 			continue
 		}
 		l := leftAt(byDir, dir, kind)
 		l.Pids = append(l.Pids, pid)
+		if liveNS {
+			l.Namespace = ns
+		}
 	}
 	addRecorded(byDir)
 	out := make([]LeftDatabase, 0, len(byDir))
@@ -71,6 +75,21 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		out = append(out, *l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
+	return out, nil
+}
+
+// namespaceNames names the tool's namespaces that exist now by their identity.
+func namespaceNames() (map[nsID]string, error) {
+	names, err := netns.List()
+	if err != nil {
+		return nil, err
+	}
+	out := map[nsID]string{}
+	for _, n := range names {
+		if id := statNS(filepath.Join("/run/netns", n)); id != (nsID{}) {
+			out[id] = n
+		}
+	}
 	return out, nil
 }
 

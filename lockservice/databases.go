@@ -87,6 +87,22 @@ func (h dbHost) stop(sig syscall.Signal, grace time.Duration) error {
 	return h.Kill(context.Background())
 }
 
+// startPhase is how long one step of starting a database server took.
+type startPhase struct {
+	name string
+	took time.Duration
+}
+
+func (p startPhase) String() string { return p.name + " " + p.took.Round(time.Millisecond).String() }
+
+// timed runs fn and appends how long it took, as phase name, to phases.
+func timed(phases *[]startPhase, name string, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	*phases = append(*phases, startPhase{name, time.Since(start)})
+	return err
+}
+
 // removeDBDir removes a server's directory and its record; it refuses a directory
 // whose name lacks the database prefixes (it removes nothing but the tool's own).
 func removeDBDir(ns, dir string) error {

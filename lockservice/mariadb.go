@@ -51,6 +51,8 @@ type MariaDB struct {
 	net     *netns.Network
 	cfg     MariaDBConfig
 	Servers []*MariaDBServer
+
+	phases []startPhase // how long each step of StartMariaDB took
 }
 
 var _ Service = (*MariaDB)(nil)
@@ -67,7 +69,7 @@ func StartMariaDB(ctx context.Context, net *netns.Network, cfg MariaDBConfig) (*
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	for id := 1; id <= cfg.Nodes; id++ {
-		if err := m.addServer(ctx, id); err != nil {
+		if err := timed(&m.phases, fmt.Sprintf("server %d made", id), func() error { return m.addServer(ctx, id) }); err != nil {
 			return m, err
 		}
 	}
@@ -76,7 +78,7 @@ func StartMariaDB(ctx context.Context, net *netns.Network, cfg MariaDBConfig) (*
 			return m, fmt.Errorf("mariadb server %d: %w", s.ID, err)
 		}
 	}
-	return m, m.WaitServing(ctx, cfg.StartTimeout)
+	return m, timed(&m.phases, "started and serving", func() error { return m.WaitServing(ctx, cfg.StartTimeout) })
 }
 
 // checkMariaDB checks what StartMariaDB needs before it makes anything, and puts

@@ -65,7 +65,7 @@ func TestMariaDBServers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%d mariadb serving after %s: %s (version %s)", nodes, time.Since(start), m.Connect(), m.Version(ctx))
+			t.Logf("%d mariadb serving after %s (%v): %s (version %s)", nodes, time.Since(start), m.phases, m.Connect(), m.Version(ctx))
 			checkMariaDBServes(t, m, nodes)
 			checkMariaDBKill(t, m, net)
 			closing := time.Now()
@@ -160,13 +160,14 @@ func TestMariaDBBadConfig(t *testing.T) {
 	}
 	dir := t.TempDir()
 	net := dbNet(t, dir)
-	m, err := StartMariaDB(ctx, net, MariaDBConfig{Dir: dir})
-	if m != nil {
-		defer m.Close()
+	svc, err := Start(ctx, net, Config{Kind: KindMariaDB, Ensemble: EnsembleConfig{Dir: dir, Nodes: 1}}, "")
+	if svc != nil {
+		defer svc.Close()
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := svc.(*MariaDB)
 	s := m.Servers[0]
 	if err := s.Host.Kill(ctx); err != nil {
 		t.Fatal(err)
@@ -190,4 +191,42 @@ func TestMariaDBBadConfig(t *testing.T) {
 		t.Error(err)
 	}
 	checkNoDatabaseLeft(t, dir)
+}
+
+// TestCleanupFindsLeftMariaDB: a server whose directory was deleted under it (its
+// run is gone; Close never called) is found and killed though its namespace lives.
+func TestCleanupFindsLeftMariaDB(t *testing.T) {
+	requireMariaDB(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	net := dbNet(t, dir)
+	m, err := StartMariaDB(ctx, net, MariaDBConfig{Dir: dir})
+	if m != nil {
+		defer m.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Servers[0]
+	pid := s.Host.Pid()
+	if err := os.RemoveAll(s.Dir); err != nil {
+		t.Fatal(err)
+	}
+	left, err := CleanupDatabases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, l := range left {
+		found = found || l.Dir == s.Dir && l.Kind == KindMariaDB && len(l.Pids) == 1 && l.Pids[0] == pid
+	}
+	if !found {
+		t.Fatalf("CleanupDatabases = %+v; want %s (pid %d)", left, s.Dir, pid)
+	}
+	if running(pid) {
+		t.Errorf("mariadbd %d still runs", pid)
+	}
+	if _, err := os.Stat(dbRecord(s.ns)); err == nil {
+		t.Errorf("record file %s left", dbRecord(s.ns))
+	}
 }

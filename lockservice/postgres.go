@@ -55,6 +55,8 @@ type Postgres struct {
 
 	mu       sync.Mutex
 	promoted int // the server last promoted (0: none)
+
+	phases []startPhase // how long each step of StartPostgres took
 }
 
 var _ Service = (*Postgres)(nil)
@@ -77,10 +79,12 @@ func StartPostgres(ctx context.Context, net *netns.Network, cfg PostgresConfig) 
 	if err != nil {
 		return p, err
 	}
-	if err := p.waitServers(ctx, cfg.StartTimeout, primary); err != nil {
+	if err := timed(&p.phases, "primary serving", func() error {
+		return p.waitServers(ctx, cfg.StartTimeout, primary)
+	}); err != nil {
 		return p, err
 	}
-	if err := p.createLockDatabase(ctx, primary); err != nil {
+	if err := timed(&p.phases, "role and database", func() error { return p.createLockDatabase(ctx, primary) }); err != nil {
 		return p, err
 	}
 	if cfg.Standby {
@@ -88,7 +92,7 @@ func StartPostgres(ctx context.Context, net *netns.Network, cfg PostgresConfig) 
 			return p, err
 		}
 	}
-	return p, p.WaitServing(ctx, cfg.StartTimeout)
+	return p, timed(&p.phases, "all serving", func() error { return p.WaitServing(ctx, cfg.StartTimeout) })
 }
 
 // checkPostgres checks what StartPostgres needs before it makes anything: the
@@ -141,7 +145,7 @@ func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.
 	if err := os.Lchown(dir, p.user.UID, p.user.GID); err != nil {
 		return s, err
 	}
-	if err := makeData(ctx, s); err != nil {
+	if err := timed(&p.phases, fmt.Sprintf("server %d's data", id), func() error { return makeData(ctx, s) }); err != nil {
 		return s, fmt.Errorf("postgres server %d: %w", id, err)
 	}
 	if err := p.writeConf(s); err != nil {

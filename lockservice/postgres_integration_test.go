@@ -141,7 +141,7 @@ func TestPostgresPrimaryAndStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("postgres primary and standby serving after %s: %s (version %s)", time.Since(start), p.Connect(), p.Version(ctx))
+	t.Logf("postgres primary and standby serving after %s (%v): %s (version %s)", time.Since(start), p.phases, p.Connect(), p.Version(ctx))
 	if v := p.Version(ctx); !strings.HasPrefix(v, "15.") {
 		t.Errorf("Version = %q", v)
 	}
@@ -271,6 +271,7 @@ func TestPostgresBadConfig(t *testing.T) {
 	}
 	dir := dbTestDir(t)
 	net := dbNet(t, dir)
+	start := time.Now()
 	p, err := StartPostgres(ctx, net, PostgresConfig{Dir: dir})
 	if p != nil {
 		defer p.Close()
@@ -278,6 +279,7 @@ func TestPostgresBadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("postgres primary alone serving after %s (%v)", time.Since(start), p.phases)
 	s := p.Servers[0]
 	if err := s.Host.Kill(ctx); err != nil {
 		t.Fatal(err)
@@ -311,13 +313,14 @@ func TestCleanupFindsLeftDatabases(t *testing.T) {
 	ctx := context.Background()
 	dir := dbTestDir(t)
 	net := dbNet(t, dir)
-	p, err := StartPostgres(ctx, net, PostgresConfig{Dir: dir})
-	if p != nil {
-		defer p.Close()
+	svc, err := Start(ctx, net, Config{Kind: KindPostgres, Ensemble: EnsembleConfig{Dir: dir}}, "")
+	if svc != nil {
+		defer svc.Close()
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := svc.(*Postgres)
 	if left, err := FindLeftDatabases(); err != nil || containsDir(left, p.Servers[0].Dir) {
 		t.Fatalf("a live run's server is listed: %+v, %v", left, err)
 	}
