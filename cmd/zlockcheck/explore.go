@@ -14,6 +14,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/harness/explore"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -131,6 +132,9 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harnes
 	base, err := o.config(stderr)
 	if err != nil {
 		return explore.Session{}, err
+	}
+	if !o.set["session-timeout"] && (base.Service == lockservice.KindRedis || harness.RecipeService(base.Recipe) == lockservice.KindRedis) {
+		base.SessionTimeout = explore.RedisTTL
 	}
 	base.Keep = keep
 	var logw io.Writer
