@@ -79,6 +79,7 @@ func (h dbHost) Signal(ctx context.Context, sig syscall.Signal) error {
 // grace for every process in the namespace to go, then kills what is left.
 func (h dbHost) stop(sig syscall.Signal, grace time.Duration) error {
 	_ = h.Signal(context.Background(), sig)
+	_ = h.Signal(context.Background(), syscall.SIGCONT) // a paused server handles sig
 	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if h.Pid() == 0 && len(netns.Pids(h.ns.Netns)) == 0 {
 			return nil

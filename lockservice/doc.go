@@ -18,9 +18,16 @@
 //     it reads the lock's key and its clients (OpenLock, LiveSessions) and has no
 //     counter, herd sample or plain client loop yet. CleanupRedis finds an instance
 //     that outlived its run's namespace.
+//   - PostgreSQL (Postgres, StartPostgres) and MariaDB (MariaDB, StartMariaDB):
+//     Debian's servers, each server in a namespace of the run's network, made fresh
+//     (initdb, pg_basebackup, mariadb-install-db) in a zlc-prefixed directory of the
+//     run and removed by Close: a Postgres primary with an optional streaming standby
+//     (Promote, Terminate), or independent MariaDB servers (KillConnection). Groundwork
+//     only: no recipe, fault or run uses them yet (docs/databases.md).
+//     CleanupDatabases finds a server whose namespace or directory is gone.
 //
-// A further kind (a Postgres server, an etcd cluster) is one more implementation of
-// Service, with the abilities that mean something for it.
+// A further kind (an etcd cluster) is one more implementation of Service, with the
+// abilities that mean something for it.
 //
 // StartStandalone is a single ZooKeeper server on loopback for tests of one worker
 // (conformance); it is not a Service.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,9 +159,12 @@ func TestPostgresPrimaryAndStandby(t *testing.T) {
 	checkPgReplicates(t, p, w)
 	checkPgServerOfAndTerminate(t, p, w)
 	checkPgPromote(t, p)
+	checkPgPause(t, p)
+	closing := time.Now()
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("closed in %s", time.Since(closing))
 	checkNoDatabaseLeft(t, dir)
 	if _, err := os.Stat(dbRecord(p.Servers[0].ns)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("record file left: %v", err)
@@ -353,4 +357,33 @@ func containsDir(left []LeftDatabase, dir string) bool {
 		}
 	}
 	return false
+}
+
+// checkPgPause pauses server 2: every process in its namespace (the postmaster and
+// its backends, each its own process group) stops. It stays paused for Close.
+func checkPgPause(t *testing.T, p *Postgres) {
+	t.Helper()
+	s := p.Servers[1]
+	if err := s.Host.Signal(context.Background(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pids := netns.Pids(s.ns)
+	if len(pids) < 3 {
+		t.Fatalf("server 2 has %d processes: %v", len(pids), pids)
+	}
+	for _, pid := range pids {
+		var state byte
+		for deadline := time.Now().Add(time.Second); state != 'T' && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+				state = stat[i+2]
+			}
+		}
+		if state != 'T' {
+			t.Errorf("process %d of the paused server is in state %q", pid, state)
+		}
+	}
+	if _, ok := p.Leader(context.Background()); !ok {
+		t.Error("no leader while the promoted standby is paused (the old primary still leads)")
+	}
 }

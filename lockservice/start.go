@@ -40,7 +40,8 @@ func ParseKind(s string) (Kind, error) {
 
 // Config says which servers a run uses: ZooKeeper servers started in the run's
 // namespaces (the default), on SSH nodes (SSH), or an existing ensemble (Connect); or,
-// for Kind redis, Redis instances started in the run's namespaces (Redis).
+// for Kind redis, Redis instances started in the run's namespaces (Redis); for Kind
+// postgres or mariadb, database servers started there (Postgres, MariaDB).
 type Config struct {
 	// Kind is the kind of service ("": ZooKeeper).
 	Kind Kind
