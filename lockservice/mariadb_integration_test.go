@@ -145,6 +145,7 @@ func checkMariaDBKill(t *testing.T, m *MariaDB, net *netns.Network) {
 // clear error, and Close leaves nothing.
 func TestMariaDBBadConfig(t *testing.T) {
 	requireMariaDB(t)
+	testenv.RequireIntegration(t, testenv.Python3) // the listener that takes the port
 	ctx := context.Background()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {

@@ -255,6 +255,7 @@ func checkPgPromote(t *testing.T, p *Postgres) {
 // namespace is a clear error naming the log's line, and Close leaves nothing.
 func TestPostgresBadConfig(t *testing.T) {
 	requirePostgres(t)
+	testenv.RequireIntegration(t, testenv.Python3) // the listener that takes the port
 	ctx := context.Background()
 	closed := t.TempDir() // 0700, root's
 	if _, err := StartPostgres(ctx, nil, PostgresConfig{Dir: filepath.Join(closed, "servers")}); err == nil ||
