@@ -60,6 +60,10 @@ type Round struct {
 	Seed  int64  `json:"seed"`
 	// Dir is the round's run directory.
 	Dir string `json:"dir"`
+	// Honest says every violation of an invalid round has an honest cause class
+	// (cause.Class.Honest: the truth about the service, not a recipe bug): the
+	// session goes on after such a round.
+	Honest bool `json:"honest,omitempty"`
 	// Verdict is the round's verdict; Cause a violation's cause class, if known.
 	Verdict models.Verdict `json:"verdict"`
 	Cause   string         `json:"cause,omitempty"`
@@ -85,7 +89,8 @@ type Session struct {
 // Run is one session: it completes the base, starts one ensemble for every round
 // (harness.StartSite), spends the budget in rounds (each a harness.Test on that
 // ensemble) until it is spent, ctx is cancelled, or (without KeepGoing) a round is
-// invalid, writes session.json into the session's directory and stops the ensemble.
+// invalid by more than an honest cause (Round.Honest: an honest finding is kept and
+// the session goes on, so it cannot hide a recipe bug), writes session.json into the session's directory and stops the ensemble.
 // An error is a base that cannot run, an ensemble that would not start (the session
 // has no Dir then), or a round that could not run or broke down: the rounds before it
 // are returned with it.
@@ -166,7 +171,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "round %d: %s in %s: %s\n", i+1, r.Verdict, r.Elapsed.Round(time.Second), r.Dir)
 		}
-		if r.Verdict == models.Invalid && !cfg.KeepGoing {
+		if r.Verdict == models.Invalid && !cfg.KeepGoing && !r.Honest {
 			break
 		}
 	}
@@ -204,9 +209,13 @@ func runRound(ctx context.Context, cfg harness.Config, warn io.Writer) (Round, e
 		r.Verdict = models.Unknown
 		return r, err
 	}
+	r.Honest = r.Verdict == models.Invalid
 	for _, c := range res.Checks {
 		if c.Cause != nil && r.Cause == "" {
 			r.Cause = string(c.Cause.Class)
+		}
+		if c.Verdict == models.Invalid && (c.Cause == nil || !c.Cause.Class.Honest()) {
+			r.Honest = false
 		}
 	}
 	if t.Removed {

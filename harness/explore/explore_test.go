@@ -123,6 +123,23 @@ func TestRunStopsAtTheFirstViolation(t *testing.T) {
 	}
 }
 
+// TestRunGoesOnAfterAnHonestFinding: a round invalid only by an honest cause (the
+// truth about the service) is kept and the session goes on; the next round invalid by
+// a recipe bug ends it.
+func TestRunGoesOnAfterAnHonestFinding(t *testing.T) {
+	rounds := []Round{{Verdict: models.Invalid, Cause: "clock", Honest: true}, {Verdict: models.Valid},
+		{Verdict: models.Invalid, Cause: "recipe bug"}, {Verdict: models.Valid}}
+	n := 0
+	run := func(context.Context, harness.Config) (Round, error) {
+		n++
+		return rounds[n-1], nil
+	}
+	s, err := Config{Budget: time.Hour}.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run)
+	if err != nil || len(s.Rounds) != 3 || s.Verdict != models.Invalid || s.Rounds[2].Cause != "recipe bug" {
+		t.Fatalf("rounds %+v, verdict %s, err %v; want 3 rounds ending at the recipe bug", s.Rounds, s.Verdict, err)
+	}
+}
+
 func TestRunKeepsGoingToTheBudget(t *testing.T) {
 	run, _ := fakeRounds(models.Invalid, models.Valid)
 	ctx, cancel := context.WithCancel(context.Background())

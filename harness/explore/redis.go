@@ -107,7 +107,7 @@ func redisRegimes(ttl time.Duration) (race, pastTTL, shortHolds workloads.Regime
 	race = workloads.Regime{Name: "racing acquires", Timeouts: timeouts,
 		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 20 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 10 * ms}}, Active: 1}
 	pastTTL = workloads.Regime{Name: "holds past the TTL", Timeouts: timeouts,
-		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}, {Weight: 1, Min: ms, Max: 20 * ms}}, Active: 0.6}
+		Holds: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}, {Weight: 1, Min: ms, Max: 20 * ms}}, Active: 0.6}
 	shortHolds = workloads.Regime{Name: "short holds", Timeouts: timeouts,
 		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 200 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 50 * ms}}, Active: 1}
 	return race, pastTTL, shortHolds

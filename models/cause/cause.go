@@ -58,6 +58,17 @@ const (
 	Clock Class = "clock"
 )
 
+// Honest reports whether an overlap of class c is the truth about the service or its
+// settings, which no lock recipe can prevent (unfenced, configuration, server lost
+// the lock, clock), rather than a recipe's bug.
+func (c Class) Honest() bool {
+	switch c {
+	case Unfenced, Configuration, ServerLost, Clock:
+		return true
+	}
+	return false
+}
+
 // Params are the run's settings the rule needs.
 type Params struct {
 	// SessionTimeout is the workers' session timeout.
@@ -257,12 +268,18 @@ func followerCut(faults []fault, a, b hold) (fault, bool) {
 	return fault{}, false
 }
 
-// holds lists every tenure of key, in order of start.
+// holds lists every tenure of key, in order of start. A hold never released whose
+// process ended with an op of unknown outcome (info: the harness retired the worker,
+// as Jepsen retires a crashed process) ends there: a dead worker holds nothing.
 func holds(h histories.History, key string) []hold {
 	var out []hold
 	open := map[int]int{} // process -> index in out of its open hold
 	depth := map[int]int{}
+	last := map[int]histories.Op{} // process -> its last op, any key
 	for _, op := range h {
+		if !op.Process.Nemesis {
+			last[op.Process.ID] = op
+		}
 		if op.Process.Nemesis || op.Key != key {
 			continue
 		}
@@ -277,6 +294,11 @@ func holds(h histories.History, key string) []hold {
 			if depth[p]--; depth[p] == 0 || op.Lost {
 				out[open[p]].end, depth[p] = op.Time, 0
 			}
+		}
+	}
+	for i := range out {
+		if l := last[out[i].process]; out[i].end == math.MaxInt64 && l.Type == histories.Info && l.Time >= out[i].start {
+			out[i].end = l.Time
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].start < out[j].start })

@@ -152,3 +152,21 @@ func TestLaterRecipeBugWins(t *testing.T) {
 		t.Errorf("with a later bug: %+v (found %v), want a recipe bug, 3 then 4 at 12s", f, ok)
 	}
 }
+
+// TestRetiredHolderHoldsNothing: a holder whose last op is of unknown outcome (info:
+// the harness retired the worker) holds nothing after it; a grant after that is no
+// overlap. Had it gone on (a later op), the same grant would be one.
+func TestRetiredHolderHoldsNothing(t *testing.T) {
+	write := func(typ histories.Type, at int64) histories.Op {
+		return histories.Op{Type: typ, F: "write", Process: histories.Client(1), Time: at, Key: "counter"}
+	}
+	retired := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s), write(histories.Invoke, 2*s), write(histories.Info, 3*s),
+		acq(2, histories.Invoke, 2*s), acq(2, histories.OK, 5*s)}
+	if f, ok := Classify(retired, "l0", params); ok {
+		t.Errorf("a retired holder overlaps: %+v", f)
+	}
+	alive := append(append(histories.History{}, retired...), write(histories.Invoke, 6*s))
+	if _, ok := Classify(alive, "l0", params); !ok {
+		t.Error("a holder that went on found no overlap")
+	}
+}
