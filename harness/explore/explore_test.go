@@ -78,6 +78,25 @@ func TestChooseVisitsEachProbeThenTheLeastCovered(t *testing.T) {
 	}
 }
 
+// TestChooseLetsNoProbeStarveTheOthers: b's aim z is never exercised, yet once b has
+// run more than twice as often as the others, they run again.
+func TestChooseLetsNoProbeStarveTheOthers(t *testing.T) {
+	menu := []Probe{probe("a", "x"), probe("b", "z"), probe("c", "y")}
+	rng := rand.New(rand.NewPCG(1, 1))
+	tally := NewTally()
+	tally.Runs = map[string]int{"a": 1, "b": 1, "c": 1}
+	tally.Coverage = table(map[string]int{"x": 5, "y": 5, "z": 0})
+	var order []string
+	for range 4 {
+		p := Choose(menu, tally, rng)
+		order = append(order, p.Name)
+		tally.Runs[p.Name]++
+	}
+	if !slices.Equal(order[:2], []string{"b", "b"}) || slices.Index(order, "a") < 0 || slices.Index(order, "c") < 0 {
+		t.Errorf("order %v, want b twice (it is least covered), then a and c before b runs a fourth time", order)
+	}
+}
+
 func TestRoundConfigAppliesTheProbe(t *testing.T) {
 	base := harness.Config{Seed: 100, Workload: workloads.Config{Kind: workloads.Mutex}}
 	p := Probes(2*time.Second, false)[1]

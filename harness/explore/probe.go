@@ -102,14 +102,21 @@ func (t Tally) count(id string) int {
 }
 
 // Choose picks the next round's probe: first every probe once, in menu order (the
-// cheap fault-free probe first); then the probe whose least exercised aim has the
-// lowest count, fewer rounds breaking ties, then rng.
+// cheap fault-free probe first); then, among the probes that have not run more than
+// twice as often as the least run one (so that a probe whose aim no run can reach, an
+// orphan under a lock that expires, does not take every round), the probe whose least
+// exercised aim has the lowest count, fewer rounds breaking ties, then rng.
 func Choose(menu []Probe, t Tally, rng *rand.Rand) Probe {
 	for _, p := range menu {
 		if t.Runs[p.Name] == 0 {
 			return p
 		}
 	}
+	fewest := t.Runs[menu[0].Name]
+	for _, p := range menu {
+		fewest = min(fewest, t.Runs[p.Name])
+	}
+	menu = slices.DeleteFunc(slices.Clone(menu), func(p Probe) bool { return t.Runs[p.Name] > 2*fewest })
 	least := func(p Probe) int {
 		m := -1
 		for _, a := range p.Aims {
