@@ -115,6 +115,14 @@ func TestRoundConfigAppliesTheProbe(t *testing.T) {
 	if base.Nemesis != nil || base.Workload.Regimes != nil {
 		t.Error("roundConfig changed the base")
 	}
+	if !c.EndOnOverlap {
+		t.Error("a round of a probe that does not run through ends at an overlap")
+	}
+	for _, p := range RedisProbes(2 * time.Second) {
+		if c := roundConfig(base, p, workloads.Fixed{}, 0, 20*time.Second); c.EndOnOverlap == p.RunThrough {
+			t.Errorf("%s: EndOnOverlap %v with RunThrough %v", p.Name, c.EndOnOverlap, p.RunThrough)
+		}
+	}
 }
 
 // fakeRounds stands in for real runs (this is a unit test of the loop): each round

@@ -24,6 +24,10 @@ type Probe struct {
 	// Aims are the coverage rows (coverage.Row*) the probe exists to reach; the
 	// feedback sends rounds to the probe whose aims are least covered.
 	Aims []string `json:"aims"`
+	// RunThrough runs the round to its end after an overlap: the probe's faults make
+	// honest overlaps (a key a server forgot or expired early), and a recipe's bug
+	// shows only after them (a holder that never learns it lost the key).
+	RunThrough bool `json:"run_through,omitempty"`
 }
 
 // Probes is explore's menu for workers with this session timeout. Faults whose only
