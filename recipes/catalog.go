@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -31,6 +32,8 @@ const (
 const (
 	ServiceZooKeeper = "zookeeper"
 	ServiceRedis     = "redis"
+	ServicePostgres  = string(lockservice.KindPostgres)
+	ServiceMariaDB   = string(lockservice.KindMariaDB)
 )
 
 // Library names the library a recipe tests, for the record of a run: its version is
@@ -106,6 +109,7 @@ func Catalog() []Entry {
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
 	}
 	list = append(list, redisEntries()...)
+	list = append(list, dbEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
 			if a.Mutant {
@@ -141,6 +145,42 @@ func redisEntries() []Entry {
 	for _, v := range redLockVariants {
 		list = append(list, Entry{Name: v.name, Runtime: InProcess, Kinds: mutex, Service: ServiceRedis,
 			Library: goRedis, Mutant: true, New: redLockVariant(v.m), Doc: v.doc})
+	}
+	return list
+}
+
+// dbEntries are the database recipes and their mutants.
+func dbEntries() []Entry {
+	pgx := Library{Name: "pgx", Module: "github.com/jackc/pgx/v5"}
+	mysql := Library{Name: "go-sql-driver/mysql", Module: "github.com/go-sql-driver/mysql"}
+	session := []workloads.Kind{workloads.Mutex, workloads.Reentrant}
+	var list []Entry
+	for _, v := range pgTableVariants {
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
+			Service: ServicePostgres, Library: pgx, Mutant: v.m > pgTableExpiry, New: pgTableVariant(v.m), Doc: v.doc}
+		switch v.m {
+		case pgTableCorrect:
+			e.New = NewPgTable
+		case pgTableExpiry:
+			e.New = NewPgTableExpiry
+		}
+		list = append(list, e)
+	}
+	for _, v := range pgAdvisoryVariants {
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: ServicePostgres, Library: pgx,
+			Mutant: v.m != sessCorrect, New: pgAdvisoryVariant(v.m), Doc: v.doc}
+		if v.m == sessCorrect {
+			e.New = NewPgAdvisory
+		}
+		list = append(list, e)
+	}
+	for _, v := range mariadbGetLockVariants {
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: ServiceMariaDB, Library: mysql,
+			Mutant: v.m != sessCorrect, New: mariadbGetLockVariant(v.m), Doc: v.doc}
+		if v.m == sessCorrect {
+			e.New = NewMariaDBGetLock
+		}
+		list = append(list, e)
 	}
 	return list
 }

@@ -13,8 +13,13 @@ func TestCatalog(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
+		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
 		"redis-lock,redislock,redsync,zlc-mutex," +
-		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost,mutant-no-recheck,mutant-off-by-one," +
+		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
+		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once," +
+		"mutant-no-recheck,mutant-off-by-one," +
+		"mutant-pg-advisory-no-heartbeat,mutant-pg-advisory-pool,mutant-pg-advisory-unlock-once,mutant-pg-advisory-xact-lock," +
+		"mutant-pg-table-blind-retry,mutant-pg-table-delete-by-name,mutant-pg-table-takeover-keeps-token," +
 		"mutant-redis-blind-del,mutant-redis-extend-recreates,mutant-redis-ignore-validity,mutant-redis-no-expiry,mutant-redis-setnx-then-expire,mutant-redis-static-value," +
 		"mutant-redlock-minority,mutant-redlock-no-elapsed-check,mutant-unprotected-create"
 	if got := strings.Join(names, ","); got != want {
@@ -43,7 +48,14 @@ func TestCatalog(t *testing.T) {
 		}
 		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") ||
 			strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
-		if wantService := map[bool]string{true: ServiceRedis, false: ""}[redisName]; r.Service != wantService {
+		wantService := map[bool]string{true: ServiceRedis, false: ""}[redisName]
+		switch {
+		case strings.HasPrefix(r.Name, "pg-") || strings.HasPrefix(r.Name, "mutant-pg-"):
+			wantService = ServicePostgres
+		case strings.HasPrefix(r.Name, "mariadb-") || strings.HasPrefix(r.Name, "mutant-mariadb-"):
+			wantService = ServiceMariaDB
+		}
+		if r.Service != wantService {
 			t.Errorf("%s: Service = %q, want %q", r.Name, r.Service, wantService)
 		}
 		if got, err := Find(r.Name); err != nil || got.Name != r.Name {
