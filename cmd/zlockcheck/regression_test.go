@@ -28,6 +28,12 @@ func TestRecordedHistories(t *testing.T) {
 		{"redis-lock-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redis-lock-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
 		{"redis-lock-counter-fenced-client-pause-valid.jsonl", nil, exitValid, []string{"VALID", "advisory", "2 holders at once"}},
+		{"mutant-redis-ignore-validity-cut-off.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"mutant-redis-blind-del-late-del.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"mutant-redis-static-value-late-del.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"mutant-redis-setnx-then-expire-no-ttl.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "session expired"}},
+		{"mutant-redis-no-expiry-dead-holder.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "session expired"}},
+		{"mutant-redlock-minority-race.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {

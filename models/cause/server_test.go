@@ -3,6 +3,7 @@ package cause
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 )
@@ -103,6 +104,18 @@ func TestRecordedRedisFaults(t *testing.T) {
 		f, ok := Classify(load(t, tc.file), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) || !strings.Contains(f.Fix, tc.fix) {
 			t.Errorf("%s: %+v (found %v), want %s saying %q, fixed by %q", tc.file, f, ok, tc.want, tc.why, tc.fix)
+		}
+	}
+}
+
+// TestRecordedRedisMutants: explore's findings on the Redis mutants
+// (testdata/histories/README.md, 2 s TTL) are recipe bugs, not honest overlaps.
+func TestRecordedRedisMutants(t *testing.T) {
+	ttl2 := Params{SessionTimeout: 2 * time.Second}
+	for _, file := range []string{"mutant-redis-ignore-validity-cut-off.jsonl", "mutant-redis-blind-del-late-del.jsonl",
+		"mutant-redis-static-value-late-del.jsonl", "mutant-redlock-minority-race.jsonl"} {
+		if f, ok := Classify(load(t, file), "l0", ttl2); !ok || f.Class != RecipeBug {
+			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
 		}
 	}
 }
