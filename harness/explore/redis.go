@@ -63,7 +63,7 @@ func RedisProbes(ttl time.Duration) []Probe {
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
 	minority := []nemesis.Target{nemesis.TargetOne, nemesis.TargetMinority}
 	return []Probe{
-		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, pastTTL},
+		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, overlong(ttl)},
 			Aims: []string{coverage.RowContention, coverage.RowLost, coverage.RowLongHold}},
 		// A holder cut off has its release's DEL delivered when the cut heals, late (a
 		// TCP retransmission): only a compare-and-delete leaves the next holder's key
@@ -95,6 +95,15 @@ func RedisProbes(ttl time.Duration) []Probe {
 			ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
 	}
+}
+
+// overlong is a regime of holds that all outlive a TTL of ttl, by a quarter to once
+// more, with waiters racing for the key when it expires: a lock that does not extend
+// runs out at every hold, and one whose validity outlasts its keys (not measured from
+// before the request) is granted to a waiter while it still holds.
+func overlong(ttl time.Duration) workloads.Regime {
+	return workloads.Regime{Name: "overlong holds", Timeouts: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}},
+		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}}, Active: 0.6}
 }
 
 // redisRegimes are the Redis probes' workload regimes for a TTL of ttl: racing
