@@ -108,18 +108,19 @@ func overlong(ttl time.Duration) workloads.Regime {
 
 // redisRegimes are the Redis probes' workload regimes for a TTL of ttl: racing
 // acquires (every release or expiry sets the waiters racing); holds that outlive the
-// TTL, a quarter of them, among short ones, every worker taking part (the holder must
-// extend, or learn it lost the lock, and what it does after must not touch the next
-// holder's key; the lock is mostly held by a long holder, and when a server loses its
-// key, the waiter that takes it is mostly a short holder, who releases it before the
-// long holder's next extend); and short holds with think times.
+// TTL, a quarter of them, among short ones with think times (the holder must extend,
+// or learn it lost the lock, and what it does after must not touch the next holder's
+// key; the lock is mostly held by a long holder, and when a server loses its key, the
+// worker that takes it is mostly a short holder, who releases it and thinks, so the
+// key is free at the long holder's next extend); and short holds with think times.
 func redisRegimes(ttl time.Duration) (race, pastTTL, shortHolds workloads.Regime) {
 	ms := time.Millisecond
 	timeouts := []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}}
 	race = workloads.Regime{Name: "racing acquires", Timeouts: timeouts,
 		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 20 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 10 * ms}}, Active: 1}
 	pastTTL = workloads.Regime{Name: "holds past the TTL", Timeouts: timeouts,
-		Holds: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}, {Weight: 3, Min: ms, Max: 20 * ms}}, Active: 1}
+		Holds:  []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}, {Weight: 3, Min: ms, Max: 20 * ms}},
+		Thinks: []workloads.Span{{Weight: 1, Min: 50 * ms, Max: 300 * ms}}, Active: 0.6}
 	shortHolds = workloads.Regime{Name: "short holds", Timeouts: timeouts,
 		Holds: []workloads.Span{{Weight: 1, Min: ms, Max: 200 * ms}}, Thinks: []workloads.Span{{Weight: 1, Max: 50 * ms}}, Active: 1}
 	return race, pastTTL, shortHolds
