@@ -89,7 +89,7 @@ func RedisProbes(ttl time.Duration) []Probe {
 		{Setup: nemesis.Setup{Name: "instances lost or restarted",
 			Classes:       []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassFailover, nemesis.ClassClockJump},
 			ServerTargets: minority, Interval: 3 * time.Second},
-			Regimes: []workloads.Regime{pastTTL, shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
+			Regimes: []workloads.Regime{lostKey(ttl), shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
 			RunThrough: true},
 		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
 			ClientTargets: holder, Interval: 2 * time.Second},
@@ -104,6 +104,18 @@ func RedisProbes(ttl time.Duration) []Probe {
 func overlong(ttl time.Duration) workloads.Regime {
 	return workloads.Regime{Name: "overlong holds", Timeouts: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}},
 		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}}, Active: 0.6}
+}
+
+// lostKey is a regime for servers that lose keys: few workers, a quarter of the holds
+// 2-4 TTLs of ttl long, the others short with long thinks. The lock is mostly held by
+// a long holder; when a server loses its key, the waiter takes it, releases it at
+// once and thinks, so the key is mostly free at the long holder's next extend, which
+// must find it gone, not set it again.
+func lostKey(ttl time.Duration) workloads.Regime {
+	ms := time.Millisecond
+	return workloads.Regime{Name: "a long holder, short ones thinking", Timeouts: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}},
+		Holds:  []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}, {Weight: 3, Min: ms, Max: 20 * ms}},
+		Thinks: []workloads.Span{{Weight: 1, Min: 300 * ms, Max: time.Second}}, Active: 0.4}
 }
 
 // redisRegimes are the Redis probes' workload regimes for a TTL of ttl: racing
