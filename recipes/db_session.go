@@ -130,13 +130,19 @@ func (r *sessionLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 	case err == nil:
 		r.depth++
 		return Grant{}, nil
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, ErrTimeout) || definiteFail(err):
 		return Grant{}, err
 	case r.d.definite(err):
 		return Grant{}, Fail(fmt.Errorf("acquire: %w", err))
 	}
 	r.endSession("the acquire's outcome is unknown")
 	return Grant{}, Info(fmt.Errorf("acquire: %w (the connection is closed: the session, and any lock it took, is gone)", err))
+}
+
+// definiteFail reports whether err is already classified as a definite failure.
+func definiteFail(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Outcome == OutcomeFail
 }
 
 // endSession closes the session after a request whose outcome is unknown and

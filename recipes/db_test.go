@@ -338,6 +338,8 @@ func TestPgTableUnknownInsert(t *testing.T) {
 	d := &testDialer{host: w.worker}
 	a, evA := newTestPgTable(t, w, pgTableCorrect, 2*time.Second, 1, d, "")
 	first := lastSessionID(t, evA)
+	mustAcquire(t, a, "a, preparing its statements") // so that the reply dropped is the INSERT's, not a prepare's
+	mustRelease(t, a, "a")
 	d.armed.Store(true)
 	g := mustAcquire(t, a, "a, its reply lost")
 	if lastSessionID(t, evA) == first {

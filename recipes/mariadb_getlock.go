@@ -156,7 +156,9 @@ func (d *mariadbDriver) fail(err error) error {
 }
 
 func (d *mariadbDriver) lock(ctx context.Context, timeout time.Duration) error {
-	secs := -1.0 // GET_LOCK's negative timeout waits for ever
+	// MariaDB's GET_LOCK answers NULL at once to a negative timeout (MySQL's "for
+	// ever"): without a timeout it waits a year, bounded by ctx.
+	secs := (365 * 24 * time.Hour).Seconds()
 	if timeout > 0 {
 		secs = timeout.Seconds()
 		var cancel context.CancelFunc
