@@ -351,3 +351,36 @@ func TestPgTableUnknownInsert(t *testing.T) {
 	}
 	mustRelease(t, a, "a")
 }
+
+// TestDBConfigRefusals: a database recipe refuses what its mechanism cannot do before
+// it connects anywhere.
+func TestDBConfigRefusals(t *testing.T) {
+	base := Config{Servers: []string{"127.0.0.1:1"}, SessionTimeout: time.Second, Path: "/zlc-test/l", Permits: 1}
+	for _, c := range []struct {
+		name string
+		new  Constructor
+		kind workloads.Kind
+	}{
+		{"pg-table", NewPgTable, workloads.Reentrant},
+		{"pg-table-expiry", NewPgTableExpiry, workloads.Semaphore},
+		{"pg-advisory", NewPgAdvisory, workloads.Counter},
+		{"mariadb-getlock", NewMariaDBGetLock, workloads.RWLock},
+	} {
+		cfg := base
+		cfg.Kind = c.kind
+		_, err := c.new(context.Background(), cfg)
+		if typ, msg := Classify(err); typ != workloads.ReplyFail || !strings.Contains(msg, "does not support kind") {
+			t.Errorf("%s with kind %s: %s %q, want fail naming the kind", c.name, c.kind, typ, msg)
+		}
+	}
+	if got := pgConnString([]string{"postgres://zlc@10.77.1.1:5432", "10.77.1.2:5432/zlc?sslmode=disable"}); got !=
+		"postgres://zlc@10.77.1.1:5432,10.77.1.2:5432/zlc?sslmode=disable&target_session_attrs=read-write" {
+		t.Errorf("pgConnString = %q", got)
+	}
+	if got := pgConnString([]string{"10.77.1.1:5432"}); got != "postgres://zlc@10.77.1.1:5432/zlc?sslmode=disable&target_session_attrs=read-write" {
+		t.Errorf("pgConnString(host:port) = %q", got)
+	}
+	if got := mariadbLockName(strings.Repeat("x", 65)); len(got) != 20 || !strings.HasPrefix(got, "zlc-") {
+		t.Errorf("mariadbLockName(65 chars) = %q", got)
+	}
+}
