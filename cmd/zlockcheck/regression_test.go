@@ -35,6 +35,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"mutant-redis-no-expiry-dead-holder.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "session expired"}},
 		{"mutant-redlock-minority-race.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"mutant-redlock-no-elapsed-check-expiry-race.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"mutant-redis-extend-recreates-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
