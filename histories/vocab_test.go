@@ -93,6 +93,8 @@ func TestRecordsReadTestdata(t *testing.T) {
 				r = &Liveness{}
 			case FCounterFinal:
 				r = &CounterFinal{}
+			case FOverlap:
+				r = &Overlap{}
 			default:
 				t.Errorf("%s: op %d: nemesis op %q has no record", path, op.Index, op.F)
 				continue
