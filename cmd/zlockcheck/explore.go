@@ -190,5 +190,26 @@ func printSession(w io.Writer, recipe string, s explore.Session) {
 			fmt.Fprintf(w, "  (coverage: %v)\n", err)
 		}
 	}
-	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)))
+	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s%s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)), honestOnly(s))
+}
+
+// honestOnly says, for an invalid session whose every invalid round was honest (the
+// truth about the service, cause.Class.Honest), which causes they were.
+func honestOnly(s explore.Session) string {
+	var causes []string
+	for _, r := range s.Rounds {
+		if r.Verdict != models.Invalid {
+			continue
+		}
+		if !r.Honest {
+			return ""
+		}
+		if !slices.Contains(causes, r.Cause) {
+			causes = append(causes, r.Cause)
+		}
+	}
+	if len(causes) == 0 {
+		return ""
+	}
+	return " by honest causes only (" + strings.Join(causes, ", ") + "): no recipe bug found"
 }
