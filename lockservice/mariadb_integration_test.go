@@ -173,12 +173,7 @@ func TestMariaDBBadConfig(t *testing.T) {
 	if err := s.Host.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
-	taken := s.host.ns.Command("python3", "-c", "import socket,time; s=socket.socket(); s.bind(('"+s.Host.Addr().String()+"', 3306)); s.listen(); time.sleep(60)")
-	if err := taken.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = taken.Process.Kill(); _ = taken.Wait() }()
-	time.Sleep(300 * time.Millisecond)
+	takePort(t, s.host.ns.Command, s.Host.Addr().String(), 3306)
 	if err := s.Host.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -299,7 +299,10 @@ func TestRedisRecipesRefuse(t *testing.T) {
 				t.Errorf("%s, %s: %s %q, want fail %q", c.name, what, typ, msg, want)
 			}
 		}
-		refuse("kind counter", Config{Servers: addrs, Kind: workloads.Counter}, "does not support kind counter")
+		refuse("kind semaphore", Config{Servers: addrs, Kind: workloads.Semaphore}, "does not support kind semaphore")
+		if c.name != "redis-lock" {
+			refuse("kind counter", Config{Servers: addrs, Kind: workloads.Counter}, "does not support kind counter")
+		}
 		refuse("no server", Config{}, "no Redis address")
 		if c.name != "redis-lock" {
 			refuse("fenced", Config{Servers: addrs, Fenced: true}, c.name+" cannot fence: ")
@@ -328,13 +331,14 @@ func TestRedisRedsyncWithOneInstanceDown(t *testing.T) {
 
 // TestRedisServe runs redis-lock as zlockcheck worker does: init names the first
 // address (the second is ignored), the session event comes before init's reply, the
-// acquire carries the token, and a fenced init is refused.
+// acquire carries the token; and redislock, which has no token, refuses a fenced init.
 func TestRedisServe(t *testing.T) {
 	s := startRedis(t)
 	init := `{"id":0,"op":"init","connect":"` + s.addr + `,` + freeAddr(t) + `","session_timeout_ms":4000,"path":"/zlc/run/l0","kind":"mutex","permits":1,"worker":3}`
-	w := startWorker(t, context.Background(), ServeConfig{Recipe: "redis-lock"})
+	w := startWorker(t, context.Background(), ServeConfig{Recipe: "redislock"})
 	w.send(strings.Replace(init, `"permits":1`, `"permits":1,"fenced":true`, 1))
-	w.expectReply(0, "fail", "redis-lock cannot fence: "+ErrNoCounter.Error())
+	w.expectReply(0, "fail", "redislock cannot fence: the library gives no fencing token")
+	w = startWorker(t, context.Background(), ServeConfig{Recipe: "redis-lock"})
 	w.send(strings.Replace(init, `"id":0`, `"id":1`, 1))
 	w.expectReply(1, "ok", "")
 	w.send(`{"id":2,"op":"acquire","timeout_ms":1000}`)
@@ -358,8 +362,8 @@ func TestRedisServe(t *testing.T) {
 			sessions = append(sessions, e.SessionID)
 		}
 	}
-	if len(sessions) != 2 || sessions[1] != m[1] {
-		t.Errorf("session events %v, want two (one per init), the second %s", sessions, m[1])
+	if len(sessions) != 1 || sessions[0] != m[1] {
+		t.Errorf("session events %v, want one, %s", sessions, m[1])
 	}
 }
 
