@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/zlockcheck/zlockcheck/internal/redisopt"
 )
 
 // redisPlainRelease deletes KEYS[1] if it holds ARGV[1]: 1 if deleted, else 0.
@@ -80,30 +81,13 @@ type redisPlain struct {
 // connection each, no retries, requests bounded by a quarter of the TTL (10 ms..1 s),
 // as the recipes' clients are configured.
 func newRedisPlain(dial func(context.Context, string, time.Duration) (net.Conn, error), addrs []string, key string, ttl time.Duration) *redisPlain {
-	limit := min(max(ttl/4, 10*time.Millisecond), time.Second)
+	limit := redisopt.IOTimeout(ttl)
 	l := &redisPlain{addrs: addrs, key: key, ttl: ttl, validity: ttl - ttl/100 - 2*time.Millisecond,
 		release: redis.NewScript(redisPlainRelease)}
 	for _, addr := range addrs {
-		l.clients = append(l.clients, redis.NewClient(&redis.Options{
-			Addr: addr,
-			Dialer: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				return dial(ctx, addr, limit)
-			},
-			Protocol:                 2,
-			DisableIdentity:          true,
-			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-			MaxRetries:               -1,
-			ContextTimeoutEnabled:    true,
-			DialTimeout:              limit,
-			DialerRetries:            1,
-			ReadTimeout:              limit,
-			WriteTimeout:             limit,
-			PoolTimeout:              limit,
-			PoolSize:                 1,
-			MaxActiveConns:           1,
-			PipelinePoolSize:         -1,
-			ConnMaxIdleTime:          -1,
-		}))
+		o := redisopt.Lock(addr, limit)
+		o.Dialer = func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr, limit) }
+		l.clients = append(l.clients, redis.NewClient(o))
 	}
 	return l
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"github.com/zlockcheck/zlockcheck/internal/redisopt"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -27,9 +27,7 @@ import (
 // redisIOTimeout bounds one request to one Redis instance (dial, write, read): a
 // quarter of the lock's TTL, between 10ms and 1s, so that an answer that comes at all
 // comes while the lock it grants is still valid.
-func redisIOTimeout(ttl time.Duration) time.Duration {
-	return min(max(ttl/4, 10*time.Millisecond), time.Second)
-}
+func redisIOTimeout(ttl time.Duration) time.Duration { return redisopt.IOTimeout(ttl) }
 
 // redisDrift is the clock-drift allowance taken off a lock's validity, as Redis's
 // lock page does for RedLock: 1% of the TTL plus 2ms, so that a server whose clock
@@ -38,40 +36,13 @@ func redisDrift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
-// redisOptions configures a go-redis client of one instance for a lock (the
-// reasons are in docs/recipes.md, "Redis recipes"):
-//   - MaxRetries -1: go-redis re-sends a command after a read timeout or EOF by
-//     default (3 times), so a SET NX whose reply was lost would be re-sent and find
-//     its own key; the caller must see the unknown outcome instead.
-//   - ContextTimeoutEnabled: without it a request's context deadline does not bound
-//     its socket I/O (go-redis uses context.Background() there).
-//   - Dial, read, write and pool timeouts of redisIOTimeout(ttl), below the TTL; one
-//     dial attempt per request (go-redis tries 5 by default).
-//   - PoolSize 1 (MaxActiveConns 1, no separate pipeline pool): one connection, so
-//     the CLIENT ID that onConnect learns is the one the next command uses.
-//   - RESP2, no CLIENT SETINFO, no maintenance notifications: Debian's Redis 7.0
-//     knows neither of the latter, and a lock needs no push messages.
+// redisOptions configures a go-redis client of one instance for a lock
+// (redisopt.Lock), its timeouts redisIOTimeout(ttl), named name, onConnect learning
+// each new connection's CLIENT ID.
 func redisOptions(addr string, ttl time.Duration, name string, onConnect func(context.Context, *redis.Conn) error) *redis.Options {
-	limit := redisIOTimeout(ttl)
-	return &redis.Options{
-		Addr:                     addr,
-		ClientName:               name,
-		Protocol:                 2,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-		MaxRetries:               -1,
-		ContextTimeoutEnabled:    true,
-		DialTimeout:              limit,
-		DialerRetries:            1,
-		ReadTimeout:              limit,
-		WriteTimeout:             limit,
-		PoolTimeout:              limit,
-		PoolSize:                 1,
-		MaxActiveConns:           1,
-		PipelinePoolSize:         -1,
-		ConnMaxIdleTime:          -1,
-		OnConnect:                onConnect,
-	}
+	o := redisopt.Lock(addr, redisIOTimeout(ttl))
+	o.ClientName, o.OnConnect = name, onConnect
+	return o
 }
 
 // redisNode is a go-redis client of one Redis instance (redisOptions) that learns

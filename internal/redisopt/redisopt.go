@@ -1,0 +1,50 @@
+// Package redisopt owns how a go-redis client of one instance is configured to take
+// part in a lock: the recipes' clients and the plain loop that is their yardstick
+// (lockservice.Redis.PlainLoops) use the same options. The reasons are in
+// docs/recipes.md, "Redis recipes".
+package redisopt
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Lock returns the options of a lock's client of the instance at addr, every dial,
+// read, write and pool wait bounded by limit (below the lock's TTL):
+//   - MaxRetries -1: go-redis re-sends a command after a read timeout or EOF by
+//     default (3 times), so a SET NX whose reply was lost would be re-sent and find
+//     its own key; the caller must see the unknown outcome instead.
+//   - ContextTimeoutEnabled: without it a request's context deadline does not bound
+//     its socket I/O (go-redis uses context.Background() there).
+//   - One dial attempt per request (go-redis tries 5 by default).
+//   - PoolSize 1 (MaxActiveConns 1, no separate pipeline pool): one connection, so
+//     the CLIENT ID learnt when it connects is the one the next command uses.
+//   - RESP2, no CLIENT SETINFO, no maintenance notifications: Debian's Redis 7.0
+//     knows neither of the latter, and a lock needs no push messages.
+func Lock(addr string, limit time.Duration) *redis.Options {
+	return &redis.Options{
+		Addr:                     addr,
+		Protocol:                 2,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		MaxRetries:               -1,
+		ContextTimeoutEnabled:    true,
+		DialTimeout:              limit,
+		DialerRetries:            1,
+		ReadTimeout:              limit,
+		WriteTimeout:             limit,
+		PoolTimeout:              limit,
+		PoolSize:                 1,
+		MaxActiveConns:           1,
+		PipelinePoolSize:         -1,
+		ConnMaxIdleTime:          -1,
+	}
+}
+
+// IOTimeout bounds each request of a lock whose TTL is ttl: a quarter of it, between
+// 10 ms and 1 s, so that several tries fit in the TTL.
+func IOTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/4, 10*time.Millisecond), time.Second)
+}
