@@ -122,3 +122,21 @@ func TestCheckReachable(t *testing.T) {
 		t.Errorf("its owner: %v", err)
 	}
 }
+
+// TestDatabaseLockNames: the recipes' lock names, as the harness computes them.
+func TestDatabaseLockNames(t *testing.T) {
+	if got := PostgresAdvisoryKey(""); uint64(got) != 0xcbf29ce484222325 { // FNV-1a's offset basis
+		t.Errorf("PostgresAdvisoryKey(\"\") = %#x", uint64(got))
+	}
+	if got := PostgresAdvisoryKey("/zlc/lock"); got == PostgresAdvisoryKey("/zlc/lock2") {
+		t.Errorf("two names, one key %d", got)
+	}
+	short := strings.Repeat("x", 64)
+	if got := MariaDBLockName(short); got != short {
+		t.Errorf("MariaDBLockName(64 chars) = %q", got)
+	}
+	long := strings.Repeat("x", 65)
+	if got := MariaDBLockName(long); len(got) != 20 || !strings.HasPrefix(got, "zlc-") || got == MariaDBLockName(long+"y") {
+		t.Errorf("MariaDBLockName(65 chars) = %q", got)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log"
 	"net"
 	"strings"
@@ -59,13 +58,6 @@ func pgConnString(servers []string) string {
 		s += sep + "target_session_attrs=read-write"
 	}
 	return s
-}
-
-// pgLockKey is the advisory lock key of a lock name: its 64-bit FNV-1a hash.
-func pgLockKey(name string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return int64(h.Sum64())
 }
 
 // pgSession is one dedicated pgx connection (a pgx.Conn, not a pool: a session),

@@ -6,13 +6,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -57,7 +57,7 @@ func newMariaDBGetLock(ctx context.Context, cfg Config, m sessionMutant, dial di
 	}
 	newDriver := func(events Events) *mariadbDriver {
 		return &mariadbDriver{cfg: dsn, io: dbIOTimeout(cfg.SessionTimeout), events: events, log: logger,
-			lockName: mariadbLockName(cfg.Path)}
+			lockName: lockservice.MariaDBLockName(cfg.Path)}
 	}
 	var other sessionDriver
 	if m == sessPool {
@@ -86,17 +86,6 @@ func mariadbDSN(server string, io time.Duration, dial dialFunc) (*mysql.Config, 
 		c.DialFunc = dial
 	}
 	return c, nil
-}
-
-// mariadbLockName is GET_LOCK's name for a lock path: the path itself when it fits
-// in 64 characters (MariaDB's limit), else "zlc-" and its FNV-1a hash.
-func mariadbLockName(path string) string {
-	if len(path) <= 64 {
-		return path
-	}
-	h := fnv.New64a()
-	h.Write([]byte(path))
-	return fmt.Sprintf("zlc-%016x", h.Sum64())
 }
 
 // mariadbDriver is mariadb-getlock's session: one *sql.Conn of a database/sql pool
