@@ -49,6 +49,46 @@ func (c *cluster) RedisCommand(ctx context.Context, id int, args ...string) (any
 	return r.Command(ctx, id, args...)
 }
 
+var (
+	_ nemesis.SessionKiller   = (*cluster)(nil)
+	_ nemesis.StandbyPromoter = (*cluster)(nil)
+)
+
+// sessionKiller is a service whose servers end a client's session when asked.
+type sessionKiller interface {
+	KillSession(ctx context.Context, server int, session string) (int, error)
+}
+
+// KillSession ends a worker's session from the server's side (connection-kill).
+func (c *cluster) KillSession(ctx context.Context, server int, session string) (int, error) {
+	k, ok := c.svc.(sessionKiller)
+	if !ok {
+		return 0, fmt.Errorf("kill session: the run's servers cannot end a client's session")
+	}
+	return k.KillSession(ctx, server, session)
+}
+
+// standbyService is a service with a streaming standby (PostgreSQL's).
+type standbyService interface {
+	HasStandby() bool
+	PromoteStandby(ctx context.Context, id int) error
+}
+
+// HasStandby reports whether the run's service has a standby to promote.
+func (c *cluster) HasStandby() bool {
+	s, ok := c.svc.(standbyService)
+	return ok && s.HasStandby()
+}
+
+// PromoteStandby promotes the standby once the primary crashed (failover).
+func (c *cluster) PromoteStandby(ctx context.Context, id int) error {
+	s, ok := c.svc.(standbyService)
+	if !ok {
+		return fmt.Errorf("promote: the run's servers have no standby")
+	}
+	return s.PromoteStandby(ctx, id)
+}
+
 func newCluster(svc lockservice.Service) *cluster {
 	return &cluster{svc: svc, workers: map[int]*worker{}}
 }

@@ -24,14 +24,17 @@ type Config struct {
 	Name string `json:"name"`
 	// Store is the directory that holds all runs.
 	Store string `json:"store"`
-	// Service is the kind of lock service the run starts: zookeeper or redis. Empty:
-	// the recipe's (Defaults: a Redis recipe's is redis, any other zookeeper).
+	// Service is the kind of lock service the run starts: zookeeper, redis, postgres
+	// or mariadb. Empty: the recipe's (Defaults: a Redis recipe's is redis, a
+	// database recipe's its database, any other zookeeper).
 	Service lockservice.Kind `json:"service"`
 	// Redis are the Redis instances' topology and persistence (service redis only;
 	// Defaults fills them: single, none).
 	Redis lockservice.RedisSettings `json:"redis,omitzero"`
-	// Nodes is the number of servers: the ensemble's size, or the Redis instances
-	// (0: 3, or 1 for Redis's single topology).
+	// Nodes is the number of servers: the ensemble's size, the Redis instances, a
+	// PostgreSQL primary (1) or a primary and its streaming standby (2), or
+	// independent MariaDB servers (0: 3; 1 for Redis's single topology and the
+	// databases).
 	Nodes int `json:"nodes"`
 	// ZKHome is a ZooKeeper install to use instead of Debian's package (on the SSH
 	// nodes, when SSH is set: a path on each node).
@@ -46,7 +49,7 @@ type Config struct {
 	// Seed drives every random choice of the harness (hold times, modes, faults).
 	Seed int64 `json:"seed"`
 	// SessionTimeout is the session timeout workers ask for: ZooKeeper's session
-	// timeout, Redis's lock TTL.
+	// timeout, Redis's lock TTL, a database lock's heartbeat bound or expiry.
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
 	// Tick, InitLimit, SyncLimit are the servers' timing knobs.
 	Tick      time.Duration `json:"tick_ns"`
@@ -204,7 +207,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
 	case c.Duration <= 0:
 		return fmt.Errorf("time: want > 0, got %s", c.Duration)
-	case c.Service != lockservice.KindRedis && c.SessionTimeout < 2*c.Tick:
+	case (c.Service == "" || c.Service == lockservice.KindZooKeeper) && c.SessionTimeout < 2*c.Tick:
 		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
 	case len(c.WorkerArgv) == 0:
 		return errors.New("worker command: empty")
@@ -272,8 +275,10 @@ func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2
 // files go under serversDir.
 func (c Config) service(serversDir string) lockservice.Config {
 	return lockservice.Config{
-		Kind:  c.Service,
-		Redis: lockservice.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir},
+		Kind:     c.Service,
+		Redis:    lockservice.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir},
+		Postgres: lockservice.PostgresConfig{Standby: c.Nodes == 2},
+		MariaDB:  lockservice.MariaDBConfig{Nodes: c.Nodes},
 		Ensemble: lockservice.EnsembleConfig{
 			Nodes: c.Nodes, ZKHome: c.ZKHome, Dir: serversDir,
 			Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,

@@ -24,7 +24,7 @@ func TestValidateRedisFaults(t *testing.T) {
 	for _, cl := range nemesis.RedisClasses() {
 		zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Nemesis: []nemesis.Class{cl}}
 		err := zk.Defaults().Validate()
-		if refused := err != nil && strings.Contains(err.Error(), "Redis instances only"); refused != cl.RedisOnly() {
+		if refused := err != nil && strings.Contains(err.Error(), "database servers only"); refused != cl.RedisOnly() {
 			t.Errorf("%s on ZooKeeper: %v", cl, err)
 		}
 	}

@@ -85,7 +85,8 @@ func redlockRecipe(name string) bool {
 }
 
 // serviceDefaults fills the service (the recipe's, else zookeeper) and, for Redis,
-// its settings and, when unset, its number of instances.
+// its settings and, when unset, its number of instances; a database has one server
+// unless told otherwise.
 func (c Config) serviceDefaults() Config {
 	if c.Service == "" {
 		c.Service = RecipeService(c.Recipe)
@@ -93,39 +94,97 @@ func (c Config) serviceDefaults() Config {
 	if c.Service == "" {
 		c.Service = lockservice.KindZooKeeper
 	}
-	if c.Service == lockservice.KindRedis {
+	switch c.Service {
+	case lockservice.KindRedis:
 		c.Redis = c.Redis.WithDefaults()
 		fill(&c.Nodes, c.Redis.DefaultNodes())
+	case lockservice.KindPostgres, lockservice.KindMariaDB:
+		fill(&c.Nodes, 1)
 	}
 	return c
 }
 
+// serviceTitle is a kind of service as the messages name it.
+func serviceTitle(k lockservice.Kind) string {
+	switch k {
+	case lockservice.KindRedis:
+		return "Redis"
+	case lockservice.KindPostgres:
+		return "PostgreSQL"
+	case lockservice.KindMariaDB:
+		return "MariaDB"
+	}
+	return "ZooKeeper"
+}
+
 // validateService refuses a service the tool does not know, a recipe of another
-// service, and Redis settings without Redis.
+// service, settings of another service, and the fault classes the service cannot
+// have.
 func (c Config) validateService() error {
-	switch c.Service {
-	case "", lockservice.KindZooKeeper:
-		if c.Redis != (lockservice.RedisSettings{}) {
-			return fmt.Errorf("redis-topology, redis-persistence: Redis settings (%+v) for the zookeeper service: add --service redis", c.Redis)
+	kind := c.Service
+	if kind == "" {
+		kind = lockservice.KindZooKeeper
+	}
+	if want := RecipeService(c.Recipe); want != "" && want != kind {
+		return fmt.Errorf("recipe %s is a %s recipe: it cannot run with --service %s; run it with --service %s (the %s recipes: %s)",
+			c.Recipe, serviceTitle(want), kind, want, serviceTitle(kind), strings.Join(recipesOf(kind), ", "))
+	}
+	if kind != lockservice.KindRedis && c.Redis != (lockservice.RedisSettings{}) {
+		return fmt.Errorf("redis-topology, redis-persistence: Redis settings (%+v) for the %s service: add --service redis", c.Redis, kind)
+	}
+	for _, cl := range c.Nemesis {
+		if err := classRefused(kind, cl); err != nil {
+			return fmt.Errorf("nemesis %s: %w", cl, err)
 		}
-		if RecipeService(c.Recipe) == lockservice.KindRedis {
-			return fmt.Errorf("recipe %s is a Redis recipe: run it with --service redis", c.Recipe)
-		}
-		for _, cl := range c.Nemesis {
-			if cl.RedisOnly() {
-				return fmt.Errorf("nemesis %s: acts on Redis instances only (--service redis)", cl)
-			}
-		}
+	}
+	switch kind {
+	case lockservice.KindZooKeeper:
 		return nil
 	case lockservice.KindRedis:
 		return c.validateRedis()
+	case lockservice.KindPostgres, lockservice.KindMariaDB:
+		return c.validateDatabase()
 	}
-	return fmt.Errorf("service: want zookeeper or redis, got %q", c.Service)
+	return fmt.Errorf("service: want zookeeper, redis, postgres or mariadb, got %q", c.Service)
 }
 
-// redisClassesNotBuilt are the fault classes that act on ZooKeeper's sessions: Redis
-// has none (connection-kill, CLIENT KILL of the worker's connection, is the analogue).
-var redisClassesNotBuilt = []nemesis.Class{nemesis.ClassSessionExpire}
+// classRefused says why a service cannot have a fault class (nil when it can): the
+// classes made for Redis act on Redis and the databases (connection-kill ends a
+// session from the server's side; failover promotes a replica or standby), clock-jump
+// on Redis only; session-expire on ZooKeeper only.
+func classRefused(kind lockservice.Kind, cl nemesis.Class) error {
+	switch {
+	case kind == lockservice.KindZooKeeper && cl.RedisOnly():
+		return errors.New("acts on Redis instances and database servers only (--service redis, postgres or mariadb)")
+	case kind == lockservice.KindZooKeeper:
+		return nil
+	case cl == nemesis.ClassSessionExpire:
+		return fmt.Errorf("%s has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)", serviceTitle(kind))
+	case cl == nemesis.ClassClockJump && kind != lockservice.KindRedis:
+		return fmt.Errorf("jumps a Redis instance's clock (DEBUG SET-ACTIVE-EXPIRE and keys' expiries); %s's clock cannot be shifted here", serviceTitle(kind))
+	case cl == nemesis.ClassFailover && kind == lockservice.KindMariaDB:
+		return errors.New("MariaDB's servers here are independent (no replication): there is nothing to fail over to")
+	}
+	return nil
+}
+
+// validateDatabase refuses what a run on PostgreSQL or MariaDB cannot do (yet).
+func (c Config) validateDatabase() error {
+	title := serviceTitle(c.Service)
+	switch {
+	case c.Connect != "":
+		return fmt.Errorf("connect: testing an existing %s is not built yet (--service %s starts its own servers)", title, c.Service)
+	case c.SSH != nil:
+		return fmt.Errorf("ssh-nodes: %s on SSH nodes is not built yet", title)
+	case len(c.BaselineArgv) > 0:
+		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
+	case c.Service == lockservice.KindPostgres && c.Nodes > 2:
+		return fmt.Errorf("nodes: PostgreSQL runs a primary (--nodes 1) or a primary and a streaming standby (--nodes 2), not %d servers", c.Nodes)
+	case c.Service == lockservice.KindPostgres && c.Nodes < 2 && slices.Contains(c.Nemesis, nemesis.ClassFailover):
+		return errors.New("nemesis failover: promotes the standby: it needs --nodes 2 (a primary and a streaming standby)")
+	}
+	return nil
+}
 
 // validateRedis refuses what a run on Redis cannot do (yet).
 func (c Config) validateRedis() error {
@@ -134,8 +193,6 @@ func (c Config) validateRedis() error {
 		return errors.New("connect: testing an existing Redis is not built yet (--service redis starts its own instances)")
 	case c.SSH != nil:
 		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
-	case RecipeService(c.Recipe) == lockservice.KindZooKeeper:
-		return fmt.Errorf("recipe %s is a ZooKeeper recipe: it cannot run with --service redis (the Redis recipes: %s)", c.Recipe, strings.Join(redisRecipeNames(), ", "))
 	case c.Workload.Fenced && redlockRecipe(c.Recipe):
 		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", c.Recipe)
 	}
@@ -149,9 +206,6 @@ func (c Config) validateRedis() error {
 		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
 	}
 	for _, cl := range c.Nemesis {
-		if slices.Contains(redisClassesNotBuilt, cl) {
-			return fmt.Errorf("nemesis %s: Redis has no sessions to expire (connection-kill, CLIENT KILL of the worker's connection, is its analogue)", cl)
-		}
 		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != lockservice.RedisReplicas {
 			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", c.Redis.WithDefaults().Topology)
 		}
@@ -175,11 +229,11 @@ func (c Config) redisTopologyFits() error {
 	return nil
 }
 
-// redisRecipeNames lists the catalogue's Redis recipes, mutants included.
-func redisRecipeNames() []string {
+// recipesOf lists the catalogue's recipes of a kind of service, mutants included.
+func recipesOf(kind lockservice.Kind) []string {
 	var out []string
 	for _, r := range recipes.Catalog() {
-		if RecipeService(r.Name) == lockservice.KindRedis {
+		if RecipeService(r.Name) == kind {
 			out = append(out, r.Name)
 		}
 	}

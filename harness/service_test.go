@@ -61,7 +61,7 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
 		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
-		"want zookeeper or redis": func(c *Config) {
+		"want zookeeper, redis, postgres or mariadb": func(c *Config) {
 			c.Service = "etcd"
 		},
 	}
@@ -127,5 +127,52 @@ func TestRedisRecipesNeedRedis(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s %+v: got %v, want %q", c.recipe, cfg.Redis, err, c.want)
 		}
+	}
+}
+
+// TestValidateDatabases: each database recipe runs on its database with the classes
+// it can have, and what it cannot have is refused with the reason.
+func TestValidateDatabases(t *testing.T) {
+	cases := []struct {
+		recipe string
+		change func(*Config)
+		want   string // "" for valid
+	}{
+		{"pg-table", func(*Config) {}, ""},
+		{"pg-advisory", func(c *Config) { c.Workload.Kind = workloads.Reentrant }, ""},
+		{"mariadb-getlock", func(*Config) {}, ""},
+		{"pg-table", func(c *Config) { c.Service = lockservice.KindMariaDB }, "PostgreSQL recipe"},
+		{"pg-table", func(c *Config) { c.Service = lockservice.KindRedis }, "--service postgres"},
+		{"redis-lock", func(c *Config) { c.Service = lockservice.KindPostgres }, "--service redis"},
+		{"gozk", func(c *Config) { c.Service = lockservice.KindMariaDB }, "the MariaDB recipes: mariadb-getlock"},
+		{"pg-table", func(c *Config) {
+			c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassPause, nemesis.ClassPartition,
+				nemesis.ClassClientPause, nemesis.ClassClientPartition, nemesis.ClassClientKill, nemesis.ClassClientServerPartition,
+				nemesis.ClassReplyLoss, nemesis.ClassConnectionKill}
+		}, ""},
+		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassSessionExpire} }, "connection-kill"},
+		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassClockJump} }, "cannot be shifted"},
+		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "--nodes 2"},
+		{"pg-table", func(c *Config) { c.Nodes, c.Nemesis = 2, []nemesis.Class{nemesis.ClassFailover} }, ""},
+		{"pg-table", func(c *Config) { c.Nodes = 3 }, "not 3 servers"},
+		{"mariadb-getlock", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "nothing to fail over to"},
+		{"mariadb-getlock", func(c *Config) { c.Connect = "10.1.2.3:3306" }, "existing MariaDB"},
+		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, "SSH nodes"},
+		{"pg-table", func(c *Config) { c.Redis.Topology = lockservice.RedisSingle }, "add --service redis"},
+	}
+	for _, c := range cases {
+		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}
+		c.change(&cfg)
+		err := cfg.Defaults().Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s %+v: got %v, want %q", c.recipe, cfg, err, c.want)
+		}
+	}
+	d := Config{Recipe: "pg-table", WorkerArgv: []string{"w"}}.Defaults()
+	if d.Service != lockservice.KindPostgres || d.Nodes != 1 {
+		t.Errorf("pg-table's defaults: service %s, %d nodes", d.Service, d.Nodes)
+	}
+	if sc := (Config{Recipe: "pg-table", WorkerArgv: []string{"w"}, Nodes: 2}).Defaults().service("/srv"); !sc.Postgres.Standby || sc.Ensemble.Dir != "/srv" {
+		t.Errorf("two PostgreSQL servers are a primary and a standby: %+v", sc)
 	}
 }

@@ -67,6 +67,9 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	case cfg.Service == lockservice.KindRedis:
 		logf("redis %s, %s topology of %d, persistence %s: serving after %s (%s)", s.version, cfg.Redis.Topology, cfg.Nodes,
 			cfg.Redis.Persistence, s.quorum.Round(time.Millisecond), s.svc.Connect())
+	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
+		logf("%s %s, %d server(s): serving after %s (%s)", serviceTitle(cfg.Service), s.version, cfg.Nodes,
+			s.quorum.Round(time.Millisecond), s.svc.Connect())
 	default:
 		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.svc.Connect())
 	}

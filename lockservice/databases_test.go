@@ -90,7 +90,7 @@ func TestParseKindDatabases(t *testing.T) {
 			t.Errorf("ParseKind(%s) = %q, %v", k, got, err)
 		}
 	}
-	if _, err := ParseKind("mysql"); err == nil || !strings.Contains(err.Error(), "not wired into runs yet") {
+	if _, err := ParseKind("mysql"); err == nil || !strings.Contains(err.Error(), "want zookeeper, redis, postgres or mariadb") {
 		t.Errorf("ParseKind(mysql): %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
@@ -25,17 +26,16 @@ const (
 	KindMariaDB Kind = "mariadb"
 )
 
-// kindsWanted is what Start's error for a bad kind says is wanted.
+// kindsWanted is what an error for a bad kind says is wanted.
 const kindsWanted = "zookeeper, redis, postgres or mariadb"
 
-// ParseKind reads a service kind: zookeeper, redis, postgres or mariadb. Its error
-// names only the kinds a run takes (the harness does not run the databases yet).
+// ParseKind reads a service kind: zookeeper, redis, postgres or mariadb.
 func ParseKind(s string) (Kind, error) {
 	switch Kind(s) {
 	case KindZooKeeper, KindRedis, KindPostgres, KindMariaDB:
 		return Kind(s), nil
 	}
-	return "", fmt.Errorf("want zookeeper or redis (postgres and mariadb are not wired into runs yet), got %q", s)
+	return "", fmt.Errorf("want %s, got %q", kindsWanted, s)
 }
 
 // Config says which servers a run uses: ZooKeeper servers started in the run's
@@ -128,10 +128,18 @@ func startDatabase(ctx context.Context, network *netns.Network, cfg Config) (Ser
 	case cfg.SSH != nil:
 		return nil, fmt.Errorf("service %s: servers on SSH nodes (--ssh-nodes) are not built yet", cfg.Kind)
 	}
+	dir := cfg.Ensemble.Dir
+	if dir != "" {
+		abs, err := filepath.Abs(dir) // the servers run elsewhere than in the harness's directory
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", cfg.Kind, err)
+		}
+		dir = abs
+	}
 	if cfg.Kind == KindPostgres {
 		pc := cfg.Postgres
 		if pc.Dir == "" {
-			pc.Dir = cfg.Ensemble.Dir
+			pc.Dir = dir
 		}
 		p, err := StartPostgres(ctx, network, pc)
 		if p == nil {
@@ -141,7 +149,7 @@ func startDatabase(ctx context.Context, network *netns.Network, cfg Config) (Ser
 	}
 	mc := cfg.MariaDB
 	if mc.Dir == "" {
-		mc.Dir = cfg.Ensemble.Dir
+		mc.Dir = dir
 	}
 	if mc.Nodes == 0 {
 		mc.Nodes = cfg.Ensemble.Nodes

@@ -4,19 +4,31 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"time"
 )
 
 var _ fault = (*ConnectionKill)(nil)
 
-// ConnectionKill closes a worker's connection on the Redis instance it uses, from the
-// server's side (CLIENT KILL ID with the CLIENT ID the worker reported as its session,
-// "0x<hex>"): the Redis analogue of session-expire for the session's end, the session
-// being the connection. Unlike a ZooKeeper session's end it deletes nothing: the
-// holder's key lives on until its TTL, and the worker's client may reconnect (with a
-// new CLIENT ID). The instance is the one the servers say the worker is connected to
-// (ServerOf), else the primary. The fault is over when applied; Undo has nothing to do.
+// SessionKiller is a Cluster whose servers can end a client's session from their
+// side (a Redis connection, a PostgreSQL backend, a MariaDB connection).
+// ConnectionKill needs it.
+type SessionKiller interface {
+	Cluster
+	// KillSession ends session (the id a worker reported, "0x<hex>") on server and
+	// says how many connections it ended (0: the session had already gone); an
+	// error when the run's servers cannot.
+	KillSession(ctx context.Context, server int, session string) (killed int, err error)
+}
+
+// ConnectionKill ends a worker's session from the server's side, with the id the
+// worker reported as its session ("0x<hex>"): on Redis CLIENT KILL ID of its CLIENT
+// ID (the session being the connection: it deletes nothing, the holder's key lives on
+// until its TTL, and the client may reconnect with a new CLIENT ID); on PostgreSQL
+// pg_terminate_backend of its backend pid and on MariaDB KILL CONNECTION of its
+// connection id (both free every lock the session held: the analogue of a ZooKeeper
+// session's expiry). The server is the one the servers say the worker is connected to
+// (ServerOf), else the primary. The fault is over when applied; Undo has nothing to
+// do.
 type ConnectionKill struct {
 	// Target says which worker.
 	Target ClientTarget
@@ -31,28 +43,27 @@ func (f ConnectionKill) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (A
 
 func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassConnectionKill), "target": string(f.Target)}
-	rc, _, err := redisOf(c, ClassConnectionKill)
-	if err != nil {
-		return plan{value: v}, err
+	sk, ok := c.(SessionKiller)
+	if !ok {
+		return plan{value: v}, fmt.Errorf("connection-kill: this run's servers cannot end a client's session")
 	}
 	cl, picked, err := pickClient(ctx, c, f.Target, f.HolderWait, rng)
 	v = clientValue(string(ClassConnectionKill), f.Target, cl, picked)
 	if err != nil {
 		return plan{value: v}, err
 	}
-	id, err := parseSessionID(cl.SessionID)
-	if err != nil {
-		return plan{value: v}, fmt.Errorf("connection-kill: worker %d reported no CLIENT ID: %w", cl.Process, err)
+	if _, err := parseSessionID(cl.SessionID); err != nil {
+		return plan{value: v}, fmt.Errorf("connection-kill: worker %d reported no session id: %w", cl.Process, err)
 	}
 	server, ok := c.ServerOf(ctx, cl)
 	if !ok {
 		if server, ok = c.Leader(ctx); !ok {
-			return plan{value: v}, fmt.Errorf("connection-kill: which instance worker %d uses is unknown", cl.Process)
+			return plan{value: v}, fmt.Errorf("connection-kill: which server worker %d uses is unknown", cl.Process)
 		}
 	}
 	v["server"] = serverName(server)
 	apply := func(ctx context.Context) error {
-		n, err := rc.RedisCommand(ctx, server, "CLIENT", "KILL", "ID", strconv.FormatInt(id, 10))
+		n, err := sk.KillSession(ctx, server, cl.SessionID)
 		if err != nil {
 			return fmt.Errorf("connection-kill on s%d: %w", server, err)
 		}

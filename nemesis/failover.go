@@ -8,7 +8,8 @@ import (
 )
 
 // Failover is what an asynchronous primary-replica failover does to a lock granted
-// just before it, on Redis's replicas topology: the promoted replica never saw the
+// just before it. On a database with a streaming standby (StandbyPromoter), see
+// standbyPlan. On Redis's replicas topology: the promoted replica never saw the
 // grant, and the clients go on with the promoted replica's data. The workers connect to
 // the primary's address only (no Sentinel), so the fault brings the promoted data to
 // that address rather than the workers to the promoted replica:
@@ -45,6 +46,9 @@ func (f Failover) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied
 
 func (f Failover) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassFailover)}
+	if sp, ok := c.(StandbyPromoter); ok && sp.HasStandby() {
+		return f.standbyPlan(ctx, sp, v)
+	}
 	rc, topology, err := redisOf(c, ClassFailover)
 	if err != nil {
 		return plan{value: v}, err
@@ -121,11 +125,15 @@ func (fo failover) holderWait() time.Duration {
 }
 
 // newGrant waits for a lock granted after the split.
-func (fo failover) newGrant(ctx context.Context) (Client, bool) {
-	before, held := fo.rc.Holder()
+func (fo failover) newGrant(ctx context.Context) (Client, bool) { return fo.newGrantOn(ctx, fo.rc) }
+
+// newGrantOn waits for a lock granted on c after the split: a holder other than the
+// one holding at the split, or any holder if none held then.
+func (fo failover) newGrantOn(ctx context.Context, c Cluster) (Client, bool) {
+	before, held := c.Holder()
 	deadline := time.Now().Add(fo.holderWait())
 	for time.Now().Before(deadline) {
-		if h, ok := fo.rc.Holder(); ok && (!held || h.Process != before.Process) {
+		if h, ok := c.Holder(); ok && (!held || h.Process != before.Process) {
 			return h, true
 		}
 		if !sleepCtx(ctx, 2*time.Millisecond) {

@@ -133,8 +133,8 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harnes
 	if err != nil {
 		return explore.Session{}, err
 	}
-	if !o.set["session-timeout"] && (base.Service == lockservice.KindRedis || harness.RecipeService(base.Recipe) == lockservice.KindRedis) {
-		base.SessionTimeout = explore.RedisTTL
+	if !o.set["session-timeout"] && base.Defaults().Service != lockservice.KindZooKeeper {
+		base.SessionTimeout = explore.LeaseTTL
 	}
 	base.Keep = keep
 	var logw io.Writer

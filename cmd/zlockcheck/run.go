@@ -96,7 +96,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.baselineProc, "baseline-processes", false, "after the workload (and --baseline's loop), time the plain loop as one OS process per worker slot, in its namespace, as the workers run (benchmarks)")
 	fs.DurationVar(&o.cfg.BaselineWarmup, "baseline-warmup", def.BaselineWarmup, "with --baseline or --baseline-processes: first run the plain loop this long, untimed, so that the servers have warmed up before either side is timed (0: none)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
-	fs.StringVar(&o.service, "service", "", "lock service the run starts: zookeeper or redis (default: the recipe's; zookeeper for exec); docs/redis.md")
+	fs.StringVar(&o.service, "service", "", "lock service the run starts: zookeeper, redis, postgres or mariadb (default: the recipe's; zookeeper for exec); docs/redis.md, docs/databases.md")
 	fs.StringVar(&o.redisTopology, "redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
 	fs.StringVar(&o.redisPersistence, "redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
 	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's ensemble, or Redis instances (default 1 for --redis-topology single, else 3)")
@@ -186,7 +186,7 @@ func (o runOptions) serviceConfig(cfg *harness.Config) error {
 			return usageError{"--redis-persistence: " + err.Error()}
 		}
 	}
-	if o.serviceKind() == lockservice.KindRedis && !o.set["nodes"] {
+	if o.serviceKind() != lockservice.KindZooKeeper && !o.set["nodes"] {
 		cfg.Nodes = 0
 	}
 	return nil

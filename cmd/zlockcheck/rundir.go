@@ -141,9 +141,12 @@ func describeConfig(cfg harness.Config) []string {
 	}
 	out := []string{"recipe " + cfg.Recipe, "workload " + string(cfg.Workload.Kind), "nemesis " + strings.Join(nem, ","),
 		fmt.Sprintf("%d workers", cfg.Workers), "time " + cfg.Duration.String()}
-	if cfg.Service == lockservice.KindRedis {
+	switch {
+	case cfg.Service == lockservice.KindRedis:
 		r := cfg.Redis.WithDefaults()
 		out = append(out, fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
+	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
+		out = append(out, fmt.Sprintf("service %s (%d servers)", cfg.Service, cfg.Nodes))
 	}
 	return out
 }

@@ -47,10 +47,11 @@ func runnable(base harness.Config, p Probe) (Probe, bool) {
 	return p, len(kept) > 0
 }
 
-// RedisTTL is the lock's TTL (the session timeout) explore gives a Redis recipe unless
-// told otherwise: short, so that a 20 s round spans ten TTLs, and a key that expires,
+// LeaseTTL is the session timeout explore gives a recipe on Redis or a database
+// unless told otherwise (a Redis lock's TTL, a database lock's heartbeat bound and
+// expiry): short, so that a 20 s round spans ten TTLs, and a key or row that expires,
 // a holder cut off past it and a late request all fit in one round.
-const RedisTTL = 2 * time.Second
+const LeaseTTL = 2 * time.Second
 
 // RedisProbes is explore's menu on Redis for a lock whose TTL is ttl (the session
 // timeout). The first probes can only find recipe bugs in a correct lock (races,
