@@ -12,6 +12,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
+	"github.com/zlockcheck/zlockcheck/report"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // What a run asks of its lock service beyond lockservice.Service, each declared here
@@ -78,6 +80,13 @@ func RecipeService(name string) lockservice.Kind {
 	return lockservice.Kind(r.Service)
 }
 
+// RecipeDoes reports whether a recipe of the catalogue does workload kind k (false
+// for one not in the catalogue).
+func RecipeDoes(name string, k workloads.Kind) bool {
+	r, err := recipes.Find(name)
+	return err == nil && r.Supports(k)
+}
+
 // redlockRecipe reports whether a recipe is RedLock over independent instances
 // (redsync and its mutants): it needs the redlock topology and has no fencing token.
 func redlockRecipe(name string) bool {
@@ -105,17 +114,7 @@ func (c Config) serviceDefaults() Config {
 }
 
 // serviceTitle is a kind of service as the messages name it.
-func serviceTitle(k lockservice.Kind) string {
-	switch k {
-	case lockservice.KindRedis:
-		return "Redis"
-	case lockservice.KindPostgres:
-		return "PostgreSQL"
-	case lockservice.KindMariaDB:
-		return "MariaDB"
-	}
-	return "ZooKeeper"
-}
+func serviceTitle(k lockservice.Kind) string { return report.ServiceTitle(string(k)) }
 
 // validateService refuses a service the tool does not know, a recipe of another
 // service, settings of another service, and the fault classes the service cannot
@@ -161,7 +160,7 @@ func classRefused(kind lockservice.Kind, cl nemesis.Class) error {
 	case cl == nemesis.ClassSessionExpire:
 		return fmt.Errorf("%s has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)", serviceTitle(kind))
 	case cl == nemesis.ClassClockJump && kind != lockservice.KindRedis:
-		return fmt.Errorf("jumps a Redis instance's clock (DEBUG SET-ACTIVE-EXPIRE and keys' expiries); %s's clock cannot be shifted here", serviceTitle(kind))
+		return fmt.Errorf("jumps a Redis instance's clock as its keys' expiries see it; it is not built for %s", serviceTitle(kind))
 	case cl == nemesis.ClassFailover && kind == lockservice.KindMariaDB:
 		return errors.New("MariaDB's servers here are independent (no replication): there is nothing to fail over to")
 	}

@@ -151,7 +151,7 @@ func TestValidateDatabases(t *testing.T) {
 				nemesis.ClassReplyLoss, nemesis.ClassConnectionKill}
 		}, ""},
 		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassSessionExpire} }, "connection-kill"},
-		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassClockJump} }, "cannot be shifted"},
+		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassClockJump} }, "not built for PostgreSQL"},
 		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "--nodes 2"},
 		{"pg-table", func(c *Config) { c.Nodes, c.Nemesis = 2, []nemesis.Class{nemesis.ClassFailover} }, ""},
 		{"pg-table", func(c *Config) { c.Nodes = 3 }, "not 3 servers"},

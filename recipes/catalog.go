@@ -153,7 +153,9 @@ func redisEntries() []Entry {
 func dbEntries() []Entry {
 	pgx := Library{Name: "pgx", Module: "github.com/jackc/pgx/v5"}
 	mysql := Library{Name: "go-sql-driver/mysql", Module: "github.com/go-sql-driver/mysql"}
-	session := []workloads.Kind{workloads.Mutex, workloads.Reentrant}
+	// A session lock stacks: its runs and explore default to the reentrant workload,
+	// which nests some acquires and so also checks the mutex.
+	session := []workloads.Kind{workloads.Reentrant, workloads.Mutex}
 	var list []Entry
 	for _, v := range pgTableVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},

@@ -81,6 +81,8 @@ func KeyName(key string) string {
 const (
 	ServiceZooKeeper = "zookeeper"
 	ServiceRedis     = "redis"
+	ServicePostgres  = "postgres"
+	ServiceMariaDB   = "mariadb"
 )
 
 // serviceName is the service as results.json records it: "zookeeper" for none (a
@@ -103,14 +105,18 @@ func (r Results) Server() (service, version string) {
 	return serviceName(r.Service), DisplayVersion(version)
 }
 
-// ServiceTitle is how a person reads a service's name: "ZooKeeper", "Redis"; any
-// other name as it is.
+// ServiceTitle is how a person reads a service's name: "ZooKeeper", "Redis",
+// "PostgreSQL", "MariaDB"; any other name as it is.
 func ServiceTitle(service string) string {
 	switch serviceName(service) {
 	case ServiceZooKeeper:
 		return "ZooKeeper"
 	case ServiceRedis:
 		return "Redis"
+	case ServicePostgres:
+		return "PostgreSQL"
+	case ServiceMariaDB:
+		return "MariaDB"
 	}
 	return service
 }

@@ -234,5 +234,10 @@ func roundConfig(base harness.Config, p Probe, fixed workloads.Fixed, i int64, d
 	c.Workload.Regimes = workloads.Fix(p.Regimes, fixed)
 	c.Workload.RegimeLength = d / time.Duration(max(1, len(p.Regimes)))
 	c.Workload.KeepAfterInfo = p.KeepWorkers
+	if p.FencedCounter && harness.RecipeDoes(base.Recipe, workloads.Counter) {
+		c.Workload.Kind, c.Workload.Fenced = workloads.Counter, true
+		c.Check = models.Config{}
+		c = c.Defaults()
+	}
 	return c.WithSetup(p.Setup)
 }

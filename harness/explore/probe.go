@@ -28,6 +28,11 @@ type Probe struct {
 	// honest overlaps (a key a server forgot or expired early), and a recipe's bug
 	// shows only after them (a holder that never learns it lost the key).
 	RunThrough bool `json:"run_through,omitempty"`
+	// FencedCounter runs the round's workload as the fenced counter when the recipe
+	// does the counter workload (its catalogue entry says so), whatever the base's
+	// workload: fencing is then checked where a holder outlives its lease. Other
+	// recipes run the base's workload.
+	FencedCounter bool `json:"fenced_counter,omitempty"`
 }
 
 // Probes is explore's menu for workers with this session timeout. Faults whose only

@@ -11,14 +11,19 @@ import (
 )
 
 // Menu is explore's menu for the base run: Probes for ZooKeeper, RedisProbes for
-// Redis, each probe less the fault classes the base refuses with that probe's setup
+// Redis, DatabaseProbes for PostgreSQL and MariaDB, each probe less the fault classes the base refuses with that probe's setup
 // (harness.Config.Validate: a class the service or topology cannot have, such as
 // failover off the replicas topology), so that a refusal is written in one place; a
 // probe left with no class it had is dropped.
 func Menu(base harness.Config) []Probe {
-	menu := Probes(base.SessionTimeout, base.Workload.Fenced)
-	if base.Service == lockservice.KindRedis {
+	var menu []Probe
+	switch base.Service {
+	case lockservice.KindRedis:
 		menu = RedisProbes(base.SessionTimeout)
+	case lockservice.KindPostgres, lockservice.KindMariaDB:
+		menu = DatabaseProbes(base.SessionTimeout)
+	default:
+		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
 	}
 	var out []Probe
 	for _, p := range menu {

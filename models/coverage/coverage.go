@@ -37,9 +37,10 @@ type Options struct {
 	Permits int
 	// SessionTimeout is the run's session timeout (0: DefaultSessionTimeout).
 	SessionTimeout time.Duration
-	// Service is the lock service the history was made with (ServiceRedis, or
-	// ServiceZooKeeper, which "" means): rows that speak of what only ZooKeeper
-	// locks have (queue nodes, predecessors' watches) are not applicable on Redis.
+	// Service is the lock service the history was made with (ServiceZooKeeper,
+	// which "" means, ServiceRedis, or a database's): rows that speak of what only
+	// ZooKeeper locks have (queue nodes, predecessors' watches) are not applicable on
+	// any other.
 	Service string
 }
 
@@ -153,10 +154,10 @@ type rowSpec struct {
 	missed string
 	// kind, when set, limits the row to that lock kind.
 	kind string
-	// notOnRedis, when set, says why the row does not apply to a Redis lock
-	// (completing "not applicable: ..."); redis, when set, is the row's situation in
-	// a Redis run's words.
-	notOnRedis, redis string
+	// notOnLease, when set, says why the row does not apply to a lock of another
+	// service than ZooKeeper (Redis, a database: no queue of nodes; completing "not
+	// applicable: ..."); lease, when set, is the row's situation in such a run's words.
+	notOnLease, lease string
 }
 
 // catalogue is the table's rows, in order. A row's situation may contain one %s: the
@@ -165,11 +166,11 @@ var catalogue = []rowSpec{
 	{id: RowTimedOutQueued, situation: "acquires that timed out while queued behind another (a holder or an earlier waiter)",
 		bugs:       "a waiter that gives up must delete its own queue node and only its own: deleting the lowest node (someone else's) breaks mutual exclusion, leaving its own blocks every later waiter",
 		missed:     "a timed-out acquire that deletes the wrong node or leaves its own behind",
-		notOnRedis: "a Redis lock has no queue: a waiter polls one key and leaves nothing behind when it gives up"},
+		notOnLease: "a Redis or database lock has no queue of nodes: a waiter polls one key or row, or waits in the server, and leaves nothing behind when it gives up"},
 	{id: RowPredecessorGone, situation: "waiters whose predecessor gave up while they waited",
 		bugs:       "an earlier waiter's node vanished without it ever holding: a recipe that takes its predecessor's deletion for a grant overlaps the holder, one that sets no watch when the predecessor vanishes between getChildren and exists waits forever (missed wake-up)",
 		missed:     "a waiter that trusts its predecessor's watch, or misses its wake-up",
-		notOnRedis: "a Redis lock has no queue, so no waiter has a predecessor or a watch"},
+		notOnLease: "a Redis or database lock has no queue of nodes, so no waiter has a predecessor or a watch"},
 	{id: RowAcquireInfo, situation: "acquires that ended unknown (info)",
 		bugs:   "a create retried blindly after connection loss, a create whose reply was lost: the recipe must find its own node again or it is left as an orphan",
 		missed: "a lost or retried create (an orphan lock node)"},
@@ -203,7 +204,7 @@ var catalogue = []rowSpec{
 	{id: RowContention, situation: "most waiters queued at once behind a holder",
 		bugs:   "the queue: watches on predecessors, wake-ups in order, herd effects",
 		missed: "any bug of the wait queue (nobody ever waited behind a holder)",
-		redis:  "most acquires polling at once while another held the lock"},
+		lease:  "most acquires waiting at once while another held the lock"},
 	{id: RowNested, situation: "nested acquires (reentrant depth above 1)", kind: kindReentrant,
 		bugs:   "a reentrant count that is lost, a nested release that frees the whole lock",
 		missed: "a wrong reentrant count"},
@@ -213,7 +214,7 @@ var catalogue = []rowSpec{
 	{id: RowReadersTogether, situation: "read grants while another reader held", kind: kindRWLock,
 		bugs:   "readers sharing the lock: a writer let in among readers, readers shut out by each other",
 		missed: "a writer admitted among readers"},
-	{id: RowOrphans, situation: "orphan lock nodes seen", redis: "orphan lock keys seen (a key whose owner's connection is gone)",
+	{id: RowOrphans, situation: "orphan lock nodes seen", lease: "orphan locks seen (a key or row whose owner's connection is gone, a session lock kept by a worker that holds nothing)",
 		bugs: "a finding, not a situation: a node nobody waits on blocks every waiter (the orphan watch and the final phase's listing)"},
 }
 
@@ -236,12 +237,12 @@ func Compute(h histories.History, opt Options) Table {
 		if spec.id == RowLongHold {
 			r.Situation = fmt.Sprintf(spec.situation, opt.SessionTimeout)
 		}
-		if opt.Service == ServiceRedis {
-			if spec.redis != "" {
-				r.Situation = spec.redis
+		if opt.Service != "" && opt.Service != ServiceZooKeeper {
+			if spec.lease != "" {
+				r.Situation = spec.lease
 			}
-			if spec.notOnRedis != "" {
-				r.NotApplicable = "not applicable: " + spec.notOnRedis
+			if spec.notOnLease != "" {
+				r.NotApplicable = "not applicable: " + spec.notOnLease
 			}
 		}
 		t.Rows = append(t.Rows, r)

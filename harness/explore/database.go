@@ -1,0 +1,61 @@
+package explore
+
+import (
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/models/coverage"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// DatabaseProbes is explore's menu on PostgreSQL and MariaDB for a lock whose
+// session timeout (its heartbeat bound, a lock row's expiry) is ttl. The regimes are
+// Redis's (redisRegimes): a database lock is a lease or a session, polled or waited
+// for in the server, never a queue of nodes. The order follows Redis's: races and
+// faults no correct recipe overlaps under first (a session lock released on another
+// connection or one level too few, an INSERT whose reply is lost, a holder whose
+// session the server ends), then the faults that make honest overlaps (a primary
+// lost with the grants its standby never saw; a holder paused past its row's
+// expiry), so a session on a correct recipe reaches them last. The last probe runs
+// the fenced counter when the recipe can (FencedCounter): a takeover must change the
+// token, or the resource takes the stale holder's writes.
+func DatabaseProbes(ttl time.Duration) []Probe {
+	race, pastTTL, shortHolds := redisRegimes(ttl)
+	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
+	ms := time.Millisecond
+	return []Probe{
+		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, overlong(ttl)},
+			Aims: []string{coverage.RowContention, coverage.RowLongHold, coverage.RowNested}},
+		// An INSERT or a lock request whose reply is lost: the recipe must find out
+		// whether it holds (read the row back) rather than ask again.
+		{Setup: nemesis.Setup{Name: "replies lost", Classes: []nemesis.Class{nemesis.ClassReplyLoss},
+			ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle}, Interval: time.Second},
+			KeepWorkers: true, Regimes: []workloads.Regime{{Name: "requests in flight",
+				Timeouts: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}},
+				Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
+				Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
+			Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo, coverage.RowReleaseInfo}},
+		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassConnectionKill},
+			ClientTargets: holder, Interval: time.Second},
+			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowLost, coverage.RowOrphans}},
+		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
+			ClientTargets: holder, Interval: 2 * ttl},
+			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},
+		{Setup: nemesis.Setup{Name: "servers slowed, paused, cut off",
+			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassClientServerPartition},
+			ServerTargets: []nemesis.Target{nemesis.TargetOne}, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowAcquireInfo}},
+		{Setup: nemesis.Setup{Name: "acquirers paused", Classes: []nemesis.Class{nemesis.ClassClientPause},
+			ClientTargets: []nemesis.ClientTarget{nemesis.TargetWaiter}, Interval: time.Second},
+			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowFaultAcquiring}},
+		{Setup: nemesis.Setup{Name: "servers lost or restarted",
+			Classes:       []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassFailover},
+			ServerTargets: []nemesis.Target{nemesis.TargetOne}, Interval: 3 * time.Second},
+			Regimes: []workloads.Regime{lostKey(ttl), shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
+			RunThrough: true},
+		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
+			ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold},
+			FencedCounter: true},
+	}
+}
