@@ -367,8 +367,12 @@ func TestRedisNotApplicable(t *testing.T) {
 	if got, want := redis.ApplicableCount(), len(redis.Rows)-2; got != want {
 		t.Errorf("ApplicableCount() = %d, want %d", got, want)
 	}
-	if r, _ := redis.Row(RowOrphans); !strings.Contains(r.Situation, "keys") {
+	if r, _ := redis.Row(RowOrphans); !strings.Contains(r.Situation, "key") {
 		t.Errorf("Redis orphan row: %q, want keys", r.Situation)
+	}
+	pg := Compute(b.h, Options{Service: "postgres"})
+	if r, _ := pg.Row(RowPredecessorGone); r.NotApplicable == "" {
+		t.Errorf("a database lock's predecessor row: %+v, want not applicable", r)
 	}
 	var out strings.Builder
 	if err := WriteText(&out, redis); err != nil {
