@@ -68,6 +68,14 @@ func (c *cluster) KillSession(ctx context.Context, server int, session string) (
 	return k.KillSession(ctx, server, session)
 }
 
+// KillFreesLocks reports whether ending a session frees its locks: on the
+// databases (their session locks), not on Redis (a key lives until its TTL).
+func (c *cluster) KillFreesLocks() bool {
+	_, redis := c.svc.(redisAdmin)
+	_, killer := c.svc.(sessionKiller)
+	return killer && !redis
+}
+
 // standbyService is a service with a streaming standby (PostgreSQL's).
 type standbyService interface {
 	HasStandby() bool

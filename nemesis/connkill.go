@@ -18,6 +18,9 @@ type SessionKiller interface {
 	// says how many connections it ended (0: the session had already gone); an
 	// error when the run's servers cannot.
 	KillSession(ctx context.Context, server int, session string) (killed int, err error)
+	// KillFreesLocks reports whether ending a session frees the locks it holds (a
+	// database's session locks; not a Redis key, which lives on until its TTL).
+	KillFreesLocks() bool
 }
 
 // ConnectionKill ends a worker's session from the server's side, with the id the
@@ -62,6 +65,9 @@ func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pl
 		}
 	}
 	v["server"] = serverName(server)
+	if sk.KillFreesLocks() {
+		v["frees_locks"] = true // the cause classes read it: the analogue of session-expire
+	}
 	apply := func(ctx context.Context) error {
 		n, err := sk.KillSession(ctx, server, cl.SessionID)
 		if err != nil {

@@ -15,7 +15,8 @@ import (
 // faults no correct recipe overlaps under first (a session lock released on another
 // connection or one level too few, an INSERT whose reply is lost, a holder whose
 // session the server ends), then the faults that make honest overlaps (a primary
-// lost with the grants its standby never saw; a holder paused past its row's
+// lost with the grants its standby never saw; a session the server ended under a long
+// holder, who must learn of it within a session timeout; a holder paused past its row's
 // expiry), so a session on a correct recipe reaches them last. The last probe runs
 // the fenced counter when the recipe can (FencedCounter): a takeover must change the
 // token, or the resource takes the stale holder's writes.
@@ -37,7 +38,7 @@ func DatabaseProbes(ttl time.Duration) []Probe {
 			Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo, coverage.RowReleaseInfo}},
 		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassConnectionKill},
 			ClientTargets: holder, Interval: time.Second},
-			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowLost, coverage.RowOrphans}},
+			Regimes: []workloads.Regime{pastTTL, shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowLost, coverage.RowOrphans}},
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * ttl},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},

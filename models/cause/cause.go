@@ -5,7 +5,8 @@
 //
 //   - Unfenced overlap: the earlier holder could not have known yet (the nemesis had
 //     stopped its process, client-pause; or the servers had closed its session under
-//     it, session-expire) and its hold ended (it reported lost, or released) within
+//     it, session-expire, or a connection-kill that freed its locks, a database
+//     session's) and its hold ended (it reported lost, or released) within
 //     LostBound of the moment it could know (the pause ended, the session was
 //     expired). No lock recipe can prevent such an overlap; only fencing the
 //     protected resource can.
@@ -156,6 +157,11 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 	return first, true
 }
 
+// sessionKill is the class this package gives a connection-kill that freed the
+// session's locks (its record says frees_locks: a database's session lock): like
+// session-expire, the holder can know from the moment the server ended its session.
+const sessionKill = "connection-kill (session ended)"
+
 // maxPairs bounds how many overlapping pairs Classify looks at.
 const maxPairs = 1000
 
@@ -169,9 +175,9 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 			continue
 		}
 		switch x.class {
-		case "client-pause", "session-expire":
+		case "client-pause", "session-expire", sessionKill:
 			know := x.stop
-			if x.class == "session-expire" {
+			if x.class != "client-pause" {
 				know = x.start
 			}
 			if end, how := holdEnd(a, lost, lostAt); end-know <= p.LostBound().Nanoseconds() {
@@ -349,6 +355,7 @@ func faults(h histories.History) []fault {
 			Forgetting   []string `json:"forgetting"`
 			Promoted     string   `json:"promoted"`
 			DeltaMS      int64    `json:"delta_ms"`
+			FreesLocks   bool     `json:"frees_locks"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
 			continue
@@ -356,6 +363,9 @@ func faults(h histories.History) []fault {
 		proc := -1
 		if v.Process != nil {
 			proc = *v.Process
+		}
+		if v.Fault == "connection-kill" && v.FreesLocks {
+			v.Fault = sessionKill
 		}
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,

@@ -82,6 +82,8 @@ func TestClassifyRule(t *testing.T) {
 	pause := []histories.Op{nem("start", 2*s, `{"fault":"client-pause","process":1}`), nem("stop", 7*s, `{"fault":"client-pause","process":1}`)}
 	expire := []histories.Op{nem("start", 3*s, `{"fault":"session-expire","process":1}`)}
 	cut := []histories.Op{nem("start", 2*s, `{"fault":"client-partition","process":1}`), nem("stop", 7*s, `{"fault":"client-partition","process":1}`)}
+	dbKill := []histories.Op{nem("start", 3*s, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", 3*s, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
+	redisKill := []histories.Op{nem("start", 3*s, `{"fault":"connection-kill","process":1}`), nem("stop", 3*s, `{"fault":"connection-kill","process":1}`)}
 	aimed := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`)}
 	elsewhere := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`)}
 	follower := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`)}
@@ -98,6 +100,10 @@ func TestClassifyRule(t *testing.T) {
 		{"paused holder, held on, never lost", releasedAt(overlap(pause, 0), 13*s), params, RecipeBug},
 		{"expired session, lost at once", overlap(expire, 5*s+s/2), params, Unfenced},
 		{"cut-off holder, lost late", overlap(cut, 8*s), params, RecipeBug},
+		{"database session killed, lost at once", overlap(dbKill, 5*s+s/2), params, Unfenced},
+		{"database session killed, released at once, never lost", releasedAt(overlap(dbKill, 0), 5*s+s/2), params, Unfenced},
+		{"database session killed, held on, never lost", overlap(dbKill, 0), params, RecipeBug},
+		{"Redis connection killed (the key lives on), lost at once", overlap(redisKill, 5*s+s/2), params, RecipeBug},
 		{"no fault", overlap(nil, 0), params, RecipeBug},
 		{"isolated follower, long sync window", overlap(follower, 0), long, Configuration},
 		{"isolated follower, short sync window", overlap(follower, 0), params, RecipeBug},
