@@ -261,11 +261,11 @@ func (m *MariaDB) KillConnection(ctx context.Context, server int, id uint64) err
 
 // ServerOf is the server a client is connected to, from information_schema's
 // processlist: the first with a connection whose id is session (the worker reports
-// CONNECTION_ID() as its session) from addr (ids repeat across independent servers;
-// any address if addr is invalid), else the first with a connection from addr.
+// CONNECTION_ID() as its session, "0x<hex>"; a decimal id is read too) from addr
+// (ids repeat across independent servers; any address if addr is invalid), else
+// the first with a connection from addr.
 func (m *MariaDB) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
-	id, err := strconv.ParseUint(session, 10, 64)
-	hasID := err == nil && id > 0
+	id, hasID := sessionNumber(session)
 	all := m.allConnections(ctx)
 	for _, byID := range []bool{true, false} {
 		if byID && !hasID || !byID && !addr.IsValid() {

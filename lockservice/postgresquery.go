@@ -20,9 +20,14 @@ import (
 // superuser on database postgres, everything bounded by within (a paused server
 // accepts the connection but never answers).
 func (p *Postgres) query(ctx context.Context, s *PostgresServer, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+	return p.queryAs(ctx, s, "postgres", "postgres", within, fn)
+}
+
+// queryAs is query as user on database db.
+func (p *Postgres) queryAs(ctx context.Context, s *PostgresServer, user, db string, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	cc, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", s.Host.Addr(), postgresPort))
+	cc, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Host.Addr(), postgresPort, user, db))
 	if err != nil {
 		return err
 	}
@@ -68,13 +73,7 @@ func (p *Postgres) Version(ctx context.Context) string {
 // recovery, else the lowest-numbered server that answers out of recovery (after a
 // promotion beside a live old primary both are; the promoted one leads).
 func (p *Postgres) Leader(ctx context.Context) (int, bool) {
-	p.mu.Lock()
-	order := append([]*PostgresServer(nil), p.Servers...)
-	if p.promoted > 0 && p.promoted <= len(order) {
-		order = append([]*PostgresServer{order[p.promoted-1]}, order...)
-	}
-	p.mu.Unlock()
-	for _, s := range order {
+	for _, s := range p.leaderOrder() {
 		var rec bool
 		if err := p.queryRow(ctx, s, "SELECT pg_is_in_recovery()", nil, &rec); err == nil && !rec {
 			return s.ID, true
@@ -85,11 +84,11 @@ func (p *Postgres) Leader(ctx context.Context) (int, bool) {
 
 // ServerOf is the server a client is connected to, from pg_stat_activity: the one
 // with a client backend whose pid is session (the worker reports its backend's pid,
-// pg_backend_pid(), as its session), else the first with a client connected from
-// addr.
+// pg_backend_pid(), as its session: "0x<hex>", SessionName; a decimal pid is read
+// too), else the first with a client connected from addr.
 func (p *Postgres) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
-	pid, err := strconv.Atoi(session)
-	hasPid := err == nil && pid > 0
+	n, hasPid := sessionNumber(session)
+	pid := int(n)
 	all := p.allBackends(ctx)
 	for _, byPid := range []bool{true, false} {
 		if byPid && !hasPid || !byPid && !addr.IsValid() {
