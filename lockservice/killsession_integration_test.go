@@ -1,0 +1,128 @@
+package lockservice
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The KillSession tests end a session that holds a lock, from the server's side,
+// and check the lock is free afterwards (Redis: the client is gone; its key lives
+// on until it expires, as on a real Redis).
+
+func TestKillSessionPostgres(t *testing.T) {
+	p, w := startTestPostgres(t, false)
+	ctx := context.Background()
+	addr := p.Servers[0].ClientAddr()
+	c, other := pgClient(t, w, addr), pgClient(t, w, addr)
+	s := pgPid(t, c)
+	const path = "/zlc/kill"
+	key := PostgresAdvisoryKey(path)
+	if _, err := c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", key)); err != nil {
+		t.Fatal(err)
+	}
+	lock, _ := p.OpenLock(ctx, time.Second)
+	waitLock(t, lock, path, lockEntry{"advisory-" + pidOf(t, s), s})
+	if n, err := p.KillSession(ctx, 1, s); err != nil || n != 1 {
+		t.Fatalf("KillSession(%s) = %d, %v; want 1", s, n, err)
+	}
+	waitLock(t, lock, path)
+	if err := c.Ping(ctx); err == nil {
+		t.Error("the killed session still answers")
+	}
+	var got bool
+	if err := other.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&got); err != nil || !got {
+		t.Errorf("the lock is not free after the kill: %v, %v", got, err)
+	}
+	waitLive(t, p.LiveSessions, s, false)
+	if n, err := p.KillSession(ctx, 1, s); err != nil || n != 0 {
+		t.Errorf("KillSession of a gone session = %d, %v; want 0", n, err)
+	}
+	if _, err := p.KillSession(ctx, 2, s); err == nil {
+		t.Error("KillSession on a server that does not exist succeeded")
+	}
+	if _, err := p.KillSession(ctx, 1, "w1"); err == nil {
+		t.Error("KillSession of a session that is no id succeeded")
+	}
+}
+
+func TestKillSessionMariaDB(t *testing.T) {
+	m, w := startTestMariaDB(t, 1)
+	ctx := context.Background()
+	dsn := strings.Split(m.Connect(), ",")[0]
+	c, other := mariadbClient(t, w, dsn), mariadbClient(t, w, dsn)
+	s := mariadbSession(t, c)
+	const path = "/zlc/kill"
+	if err := getLock(t, c, MariaDBLockName(path), 1); err != nil {
+		t.Fatal(err)
+	}
+	lock, _ := m.OpenLock(ctx, time.Second)
+	waitLock(t, lock, path, mariadbEntry(t, 1, s))
+	if n, err := m.KillSession(ctx, 1, s); err != nil || n != 1 {
+		t.Fatalf("KillSession(%s) = %d, %v; want 1", s, n, err)
+	}
+	waitLock(t, lock, path)
+	if err := c.PingContext(ctx); err == nil {
+		t.Error("the killed connection still answers")
+	}
+	if err := getLock(t, other, MariaDBLockName(path), 1); err != nil {
+		t.Errorf("the lock is not free after the kill: %v", err)
+	}
+	waitLive(t, m.LiveSessions, s, false)
+	if n, err := m.KillSession(ctx, 1, s); err != nil || n != 0 {
+		t.Errorf("KillSession of a gone connection = %d, %v; want 0", n, err)
+	}
+	if _, err := m.KillSession(ctx, 2, s); err == nil {
+		t.Error("KillSession on a server that does not exist succeeded")
+	}
+}
+
+func TestKillSessionRedis(t *testing.T) {
+	dir := t.TempDir()
+	net := redisNet(t, dir)
+	ctx := context.Background()
+	r, err := StartRedis(ctx, net, RedisConfig{RedisSettings: RedisSettings{Topology: RedisSingle}, Dir: dir})
+	if r != nil {
+		defer r.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := r.Dial(ctx, r.Instances[0].ClientAddr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rc := newRespConn(conn)
+	out, err := rc.pipeline([]string{"CLIENT", "ID"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := replyInt(out[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SessionName(uint64(id))
+	if _, err := rc.pipeline([]string{"SET", "/zlc/kill", s + ":c0ffee", "PX", "60000", "NX"}); err != nil {
+		t.Fatal(err)
+	}
+	checkLive(t, r.LiveSessions(ctx), s)
+	if n, err := r.KillSession(ctx, 1, s); err != nil || n != 1 {
+		t.Fatalf("KillSession(%s) = %d, %v; want 1", s, n, err)
+	}
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.pipeline([]string{"PING"}); err == nil {
+		t.Error("the killed client still answers")
+	}
+	waitLive(t, r.LiveSessions, s, false)
+	if n, err := r.KillSession(ctx, 1, s); err != nil || n != 0 {
+		t.Errorf("KillSession of a gone client = %d, %v; want 0", n, err)
+	}
+	if _, err := r.KillSession(ctx, 2, s); err == nil {
+		t.Error("KillSession on an instance that does not exist succeeded")
+	}
+}
