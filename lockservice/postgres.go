@@ -55,6 +55,10 @@ type Postgres struct {
 
 	mu       sync.Mutex
 	promoted int // the server last promoted (0: none)
+	primary  int // the server the standbys stream from: 1, then each Failover's target
+
+	failing      sync.Mutex   // one Failover at a time
+	lastFailover []startPhase // how long each step of the last Failover took (mu)
 
 	phases []startPhase // how long each step of StartPostgres took
 }
@@ -72,7 +76,7 @@ func StartPostgres(ctx context.Context, net *netns.Network, cfg PostgresConfig) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Postgres{net: net, cfg: cfg, user: u}
+	p := &Postgres{net: net, cfg: cfg, user: u, primary: 1}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	primary, err := p.addServer(ctx, 1, p.initdb)
@@ -166,11 +170,11 @@ func (p *Postgres) initdb(ctx context.Context, s *PostgresServer) error {
 	return p.runAsUser(ctx, s, "initdb", argv)
 }
 
-// basebackup clones the primary into s.Data from the standby's namespace.
-// --checkpoint=fast (a fast start): the primary checkpoints at once instead of
-// spreading it over checkpoint_timeout; --no-sync as for initdb.
+// basebackup clones the primary (primaryID) into s.Data from the standby's
+// namespace. --checkpoint=fast (a fast start): the primary checkpoints at once
+// instead of spreading it over checkpoint_timeout; --no-sync as for initdb.
 func (p *Postgres) basebackup(ctx context.Context, s *PostgresServer) error {
-	argv := asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "pg_basebackup"), "-h", ServerAddr(1).String(),
+	argv := asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "pg_basebackup"), "-h", ServerAddr(p.primaryID()).String(),
 		"-p", strconv.Itoa(postgresPort), "-U", "postgres", "-w", "-D", s.Data,
 		"--checkpoint=fast", "--no-sync", "-X", "stream")
 	if _, err := netns.Exec(ctx, s.ns, nil, argv...); err != nil {
@@ -190,11 +194,12 @@ func (p *Postgres) runAsUser(ctx context.Context, s *PostgresServer, name string
 	return nil
 }
 
-// writeConf writes s's postgresql.conf and pg_hba.conf, owned by the postgres user.
+// writeConf writes s's postgresql.conf and pg_hba.conf, owned by the postgres user;
+// a server other than the primary (primaryID) is its standby.
 func (p *Postgres) writeConf(s *PostgresServer) error {
 	var primary netip.Addr
-	if s.ID > 1 {
-		primary = ServerAddr(1)
+	if id := p.primaryID(); s.ID != id {
+		primary = ServerAddr(id)
 	}
 	files := map[string][]byte{
 		"postgresql.conf": postgresConf(s.ID, ServerAddr(s.ID), primary),

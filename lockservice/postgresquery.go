@@ -260,7 +260,8 @@ func (p *Postgres) waitServers(ctx context.Context, timeout time.Duration, serve
 // serving is nil when server s answers and, as an unpromoted standby, streams.
 func (p *Postgres) serving(ctx context.Context, s *PostgresServer) error {
 	p.mu.Lock()
-	standby := s.ID > 1 && p.promoted != s.ID
+	primary := p.primary
+	standby := s.ID != primary && p.promoted != s.ID
 	p.mu.Unlock()
 	var rec bool
 	var status string
@@ -269,7 +270,7 @@ func (p *Postgres) serving(ctx context.Context, s *PostgresServer) error {
 	case err != nil:
 		return err
 	case standby && (!rec || status != "streaming"):
-		return fmt.Errorf("standby of %s: in recovery %v, WAL receiver %q", ServerAddr(1), rec, status)
+		return fmt.Errorf("standby of %s: in recovery %v, WAL receiver %q", ServerAddr(primary), rec, status)
 	}
 	return nil
 }
