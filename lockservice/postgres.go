@@ -46,7 +46,7 @@ func (s *PostgresServer) ClientAddr() string {
 // Postgres is a running set of Postgres servers, a primary and optionally one
 // streaming standby, each in its own namespace of the run's network (server N at
 // ServerAddr(N), port 5432), made fresh for the run by initdb (the standby by
-// pg_basebackup) and run as the postgres user.
+// pg_basebackup) and run as the postgres user. Failover swaps the two.
 type Postgres struct {
 	net     *netns.Network
 	cfg     PostgresConfig
@@ -233,8 +233,10 @@ func (p *Postgres) createLockDatabase(ctx context.Context, s *PostgresServer) er
 }
 
 // Connect is the workers' connection string: a libpq URL (pgx, psql and psycopg read
-// it) naming every server, the primary first, as user DatabaseUser on database
-// DatabaseName without TLS: postgres://zlc@10.77.1.1:5432,10.77.1.2:5432/zlc?sslmode=disable.
+// it) naming every server by number (server 1, the first primary, first), as user
+// DatabaseUser on database DatabaseName without TLS:
+// postgres://zlc@10.77.1.1:5432,10.77.1.2:5432/zlc?sslmode=disable. It stays the
+// same after a Failover: the workers ask for a read-write server.
 func (p *Postgres) Connect() string {
 	addrs := make([]string, len(p.Servers))
 	for i, s := range p.Servers {
