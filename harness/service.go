@@ -60,6 +60,10 @@ var (
 	_ lockInspector = (*lockservice.Redis)(nil)
 	_ counterStore  = (*lockservice.Redis)(nil)
 	_ yardstick     = (*lockservice.Redis)(nil)
+
+	_ lockInspector = (*lockservice.Postgres)(nil)
+	_ counterStore  = (*lockservice.Postgres)(nil)
+	_ lockInspector = (*lockservice.MariaDB)(nil)
 )
 
 // The service a run starts is its Config.Service; a recipe of the catalogue works

@@ -37,6 +37,10 @@ const (
 	Chromium
 	// RedisServer: Debian's redis-server on the PATH (the binary is in redis-tools).
 	RedisServer
+	// PostgreSQL: Debian's postgresql (version 15's initdb and postgres).
+	PostgreSQL
+	// MariaDB: Debian's mariadb-server (mariadbd, mariadb-install-db).
+	MariaDB
 	// StandaloneZK: a standalone ZooKeeper named by ZLC_ZK_CONNECT
 	// (scripts/with-zk.sh starts one; make test runs go test under it).
 	StandaloneZK
@@ -67,6 +71,8 @@ func catalogue() map[Requirement]requirement {
 		Curator:     {"libcurator-recipes-java", fileExists("/usr/share/java/curator-recipes.jar")},
 		Chromium:    {"Debian's chromium package", func() bool { return ChromiumPath() != "" }},
 		RedisServer: {"Debian's redis-server and redis-tools (redis-server)", onPath("redis-server")},
+		PostgreSQL:  {"Debian's postgresql (15)", fileExists("/usr/lib/postgresql/15/bin/postgres")},
+		MariaDB:     {"Debian's mariadb-server (mariadbd, mariadb-install-db)", func() bool { return onPath("mariadbd")() && onPath("mariadb-install-db")() }},
 		StandaloneZK: {"a standalone ZooKeeper in " + ZKConnectVar + " (run under scripts/with-zk.sh; make test does)",
 			func() bool { return os.Getenv(ZKConnectVar) != "" }},
 	}
