@@ -52,6 +52,11 @@ func (c *cluster) RedisCommand(ctx context.Context, id int, args ...string) (any
 var (
 	_ nemesis.SessionKiller   = (*cluster)(nil)
 	_ nemesis.StandbyPromoter = (*cluster)(nil)
+
+	_ sessionKiller  = (*lockservice.Redis)(nil)
+	_ sessionKiller  = (*lockservice.Postgres)(nil)
+	_ sessionKiller  = (*lockservice.MariaDB)(nil)
+	_ standbyService = (*lockservice.Postgres)(nil)
 )
 
 // sessionKiller is a service whose servers end a client's session when asked.
