@@ -51,6 +51,7 @@ func (f Failover) standbyPlan(ctx context.Context, sp StandbyPromoter, v map[str
 		standby = ss[1]
 	}
 	v["primary"], v["promoted"] = serverName(primary.ID), serverName(standby.ID)
+	v["replication"] = "asynchronous" // the cause classes name synchronous replication as the fix
 	cut := []netHost{standby.Host}
 	apply := func(ctx context.Context) error {
 		set, err := addrSet([]netip.Addr{primary.Host.Addr()})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/cause"
 )
 
 // LivenessKey names the liveness check among the per-key checks: the name of the
@@ -93,6 +94,7 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 			fmt.Fprintf(&b, "(listing the lock node failed: %s)\n", v.Error)
 		}
 		c.Witness = strings.TrimRight(b.String(), "\n")
+		c.Cause = blockedCause(h, v)
 		return c, true, nil
 	}
 	return Check{}, false, nil
@@ -108,4 +110,22 @@ func findStall(h histories.History) (histories.Op, bool) {
 		}
 	}
 	return histories.Op{}, false
+}
+
+// blockedCause is why the lock stayed blocked, when the history says
+// (cause.ClassifyBlocked over the processes that owned its entries), else nil.
+func blockedCause(h histories.History, v histories.Liveness) *cause.Finding {
+	var owners []int
+	for _, ch := range v.Children {
+		owners = append(owners, ch.Process)
+	}
+	for _, op := range h {
+		if !op.Process.Nemesis && op.F == histories.FAcquire {
+			if f, ok := cause.ClassifyBlocked(h, op.Key, owners); ok {
+				return &f
+			}
+			return nil // the lock's key: its first acquire's
+		}
+	}
+	return nil
 }

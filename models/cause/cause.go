@@ -128,6 +128,9 @@ type fault struct {
 	// persistence setting, the instances it acted on, a failover's promoted replica, a
 	// clock jump's Δ.
 	persistence string
+	// replication is a database failover's ("asynchronous": its standby may lack
+	// the last commits).
+	replication string
 	servers     []string
 	forgetting  []string // a restart's instances that can forget a key (nil: unrecorded, all)
 	promoted    string
@@ -356,6 +359,7 @@ func faults(h histories.History) []fault {
 			Promoted     string   `json:"promoted"`
 			DeltaMS      int64    `json:"delta_ms"`
 			FreesLocks   bool     `json:"frees_locks"`
+			Replication  string   `json:"replication"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
 			continue
@@ -369,7 +373,8 @@ func faults(h histories.History) []fault {
 		}
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
-				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond}
+				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond,
+				replication: v.Replication}
 			if v.Holder != nil {
 				f.holder = *v.Holder
 			}

@@ -176,3 +176,25 @@ func TestRetiredHolderHoldsNothing(t *testing.T) {
 		t.Error("a holder that went on found no overlap")
 	}
 }
+
+// TestClassifyBlocked: a lock blocked by the entry of a process whose release was
+// acknowledged during a failover (the promoted standby never saw it) is the server's
+// loss, with synchronous replication as the fix; one released before the failover, or
+// never, is not classed.
+func TestClassifyBlocked(t *testing.T) {
+	fo := []histories.Op{nem("start", 2*s, `{"fault":"failover","promoted":"s2","replication":"asynchronous"}`),
+		nem("stop", 4*s, `{"fault":"failover","promoted":"s2","replication":"asynchronous","holder":2}`)}
+	base := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s)}
+	during := append(append(histories.History{}, base...), fo[0], rel(1, histories.Invoke, 3*s, false), rel(1, histories.OK, 3*s, false), fo[1])
+	f, ok := ClassifyBlocked(during, "l0", []int{1})
+	if !ok || f.Class != ServerLost || f.Holder != 1 || !strings.Contains(f.Fix, "synchronous_standby_names") {
+		t.Errorf("released during the failover: %+v (found %v)", f, ok)
+	}
+	before := append(append(histories.History{}, base...), rel(1, histories.Invoke, s+1, false), rel(1, histories.OK, s+2, false), fo[0], fo[1])
+	if f, ok := ClassifyBlocked(before, "l0", []int{1}); ok {
+		t.Errorf("released before the failover: classed %+v", f)
+	}
+	if f, ok := ClassifyBlocked(during, "l0", []int{-1, 7}); ok {
+		t.Errorf("an entry of another process: classed %+v", f)
+	}
+}

@@ -53,6 +53,16 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 	return fault{}, 0, false
 }
 
+// failoverFix is the setting that keeps a failover from losing acknowledged writes:
+// on a database standby (its record names the replication), synchronous
+// replication; on Redis, WAIT.
+func failoverFix(x fault) string {
+	if x.replication != "" {
+		return "synchronous replication: synchronous_standby_names naming the standby, with synchronous_commit on or remote_apply, so that a commit (a grant, a release) is on the standby before it is acknowledged"
+	}
+	return "WAIT 1 <timeout> after the grant, so that a replica has the key before the grant counts (a failover then promotes a replica that has it)"
+}
+
 // serverLoss says what the server fault x did to a's key and which setting would have
 // kept it.
 func serverLoss(x fault, a, b hold) (Class, string, string) {
@@ -73,7 +83,11 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 	case "failover":
 		why := fmt.Sprintf("a failover at %s promoted %s, which never saw process %d's grant, and the primary went on with its data; %s",
 			at(x.start), x.promoted, a.process, granted)
-		return ServerLost, why, "WAIT 1 <timeout> after the grant, so that a replica has the key before the grant counts (a failover then promotes a replica that has it)"
+		if x.replication != "" {
+			why = fmt.Sprintf("a failover at %s promoted %s, a standby with %s replication that never saw process %d's grant; %s",
+				at(x.start), x.promoted, x.replication, a.process, granted)
+		}
+		return ServerLost, why, failoverFix(x)
 	}
 	why := fmt.Sprintf("%s's clock jumped forward %s at %s and expired process %d's key early; %s",
 		on, x.delta, at(x.start), a.process, granted)
