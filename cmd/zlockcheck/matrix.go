@@ -168,11 +168,14 @@ func allSetups() []nemesis.Setup { return append(nemesis.Setups(), nemesis.Redis
 
 // pickSetups are the named setups --faults lists; when empty, nemesis.Setups (a
 // ZooKeeper-only matrix's columns, as ever), and nemesis.RedisSetups too when one of
-// the recipes is Redis's.
+// the recipes is Redis's or a database's.
 func pickSetups(list string, recipes []string) ([]nemesis.Setup, error) {
 	all := allSetups()
 	if list == "" {
-		if slices.ContainsFunc(recipes, func(n string) bool { return harness.RecipeService(n) == lockservice.KindRedis }) {
+		if slices.ContainsFunc(recipes, func(n string) bool {
+			s := harness.RecipeService(n)
+			return s != "" && s != lockservice.KindZooKeeper
+		}) {
 			return all, nil
 		}
 		return nemesis.Setups(), nil
@@ -306,9 +309,9 @@ func matrixTable(rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, 
 		b.WriteString("---|")
 	}
 	b.WriteString("---|\n")
-	redis := false
+	others := false
 	for _, r := range rows {
-		redis = redis || r.Service == lockservice.KindRedis
+		others = others || r.Service != lockservice.KindZooKeeper
 		fmt.Fprintf(&b, "| %s |", r.label())
 		for _, c := range classes {
 			text := ""
@@ -320,15 +323,15 @@ func matrixTable(rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, 
 		fmt.Fprintf(&b, " %s |\n", herdCell(r.Recipe, cells))
 	}
 	servers := fmt.Sprintf("%d servers", o.cfg.Nodes)
-	if redis {
-		servers = fmt.Sprintf("%d ZooKeeper servers, Redis instances as each row says", o.cfg.Nodes)
+	if others {
+		servers = fmt.Sprintf("%d ZooKeeper servers, other services' servers as each row says", o.cfg.Nodes)
 	}
 	fmt.Fprintf(&b, "\nEach cell: verdict (time from the start to the first violation, its cause class), ops recorded; %s per run, %s, %d workers, session timeout %s.\n",
 		o.cfg.Duration, servers, o.cfg.Workers, o.cfg.SessionTimeout)
 	if slices.ContainsFunc(cells, func(c matrixCell) bool { return c.Verdict == verdictNA }) {
 		b.WriteString("n/a: the setup's faults cannot run on the row's service or topology (matrix.json says why); not run, not in the exit code.\n")
 	}
-	if redis {
+	if slices.ContainsFunc(rows, func(r matrixRow) bool { return r.Service == lockservice.KindRedis }) {
 		b.WriteString("\"on T ×N\": the cell ran on another Redis topology than its row's, the one its faults need.\n")
 	}
 	b.WriteString("herd: whether a release wakes every waiter (waiters watching the lock node's children, from the servers' watch tables) and the servers' reads per grant, from the recipe's run without faults (else its first run).\n")

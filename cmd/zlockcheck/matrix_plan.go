@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -42,12 +43,15 @@ type matrixRow struct {
 	search bool
 }
 
-// label names the row in matrix.md: the recipe, and a Redis row's topology.
+// label names the row in matrix.md: the recipe, and another service's servers.
 func (r matrixRow) label() string {
-	if r.Service != lockservice.KindRedis {
-		return r.Recipe
+	switch r.Service {
+	case lockservice.KindRedis:
+		return fmt.Sprintf("%s (redis %s ×%d)", r.Recipe, r.Topology, r.Nodes)
+	case lockservice.KindPostgres, lockservice.KindMariaDB:
+		return fmt.Sprintf("%s (%s ×%d)", r.Recipe, r.Service, r.Nodes)
 	}
-	return fmt.Sprintf("%s (redis %s ×%d)", r.Recipe, r.Topology, r.Nodes)
+	return r.Recipe
 }
 
 // planMatrix is every row and every cell's run, each checked (harness.Config.Prepare)
@@ -78,6 +82,13 @@ func planRow(ctx context.Context, o runOptions, name string, stderr io.Writer) (
 	redis := po.serviceKind() == lockservice.KindRedis
 	if !redis { // a mixed matrix's Redis settings are its Redis rows'
 		po.redisTopology, po.redisPersistence = "", ""
+	}
+	if po.serviceKind() == lockservice.KindPostgres && !o.set["nodes"] {
+		po.set = maps.Clone(o.set) // a primary and a standby, so that failover runs
+		if po.set == nil {
+			po.set = map[string]bool{}
+		}
+		po.set["nodes"], po.cfg.Nodes = true, 2
 	}
 	search := redis && o.redisTopology == ""
 	tries := []string{po.redisTopology}

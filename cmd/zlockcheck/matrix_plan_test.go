@@ -107,6 +107,31 @@ func TestMatrixAcrossServices(t *testing.T) {
 	}
 }
 
+// TestMatrixWithDatabases: database rows bring the further columns; a PostgreSQL row
+// runs on a primary and a standby (so failover runs), a MariaDB row on one server,
+// and what their service cannot have is n/a.
+func TestMatrixWithDatabases(t *testing.T) {
+	rows, setups, cells := planTestMatrix(t, "pg-table,mariadb-getlock,gozk", "")
+	if len(setups) != len(nemesis.Setups())+len(nemesis.RedisSetups()) {
+		t.Errorf("columns %s: want the further setups when a row is a database's", setupNames(setups))
+	}
+	wantRows := []string{"pg-table (postgres ×2)", "mariadb-getlock (mariadb ×1)", "gozk"}
+	for i, r := range rows {
+		if r.label() != wantRows[i] {
+			t.Errorf("row %d: %q, want %q", i, r.label(), wantRows[i])
+		}
+	}
+	want := map[string]string{
+		"pg-table/none": " ×2", "pg-table/failover": " ×2", "pg-table/connection-kill": " ×2", "pg-table/restart": " ×2",
+		"pg-table/session-expire": "n/a", "pg-table/clock-jump": "n/a",
+		"mariadb-getlock/failover": "n/a", "mariadb-getlock/connection-kill": " ×1", "mariadb-getlock/client-pause": " ×1",
+		"gozk/connection-kill": "n/a",
+	}
+	for key, w := range want {
+		checkPlannedCell(t, key, cells[key], w)
+	}
+}
+
 // checkPlannedCell checks a planned cell against want: "n/a" with a reason, or the
 // topology ×nodes its run uses.
 func checkPlannedCell(t *testing.T, key string, p matrixRun, want string) {
