@@ -44,7 +44,7 @@ var pgTableVariants = []struct {
 	expiry bool
 	doc    string
 }{
-	{pgTableCorrect, "pg-table", false, "PostgreSQL unique-index lock table (pgx): INSERT (name, owner) to lock, DELETE by name and owner to unlock, waiters poll, an unknown INSERT is read back, identity-column fencing token; no expiry, never lost"},
+	{pgTableCorrect, "pg-table", false, "PostgreSQL unique-index lock table (pgx): INSERT (name, owner) to lock, DELETE by name and owner to unlock, waiters poll, an unknown INSERT is read back, identity-column fencing token; no expiry; a row check every third of the session timeout reports lost when the row is gone (a failover that lost it)"},
 	{pgTableExpiry, "pg-table-expiry", true, "pg-table with an expires_at column: a waiter deletes an expired row and inserts its own, the holder renews every third of the TTL, lost when its validity runs out; the counter fences by token"},
 	{pgTableDeleteByName, "mutant-pg-table-delete-by-name", true, "pg-table-expiry releasing with DELETE by name only: a holder whose row was taken over deletes the next holder's row"},
 	{pgTableBlindRetry, "mutant-pg-table-blind-retry", false, "pg-table sending the INSERT again after one whose outcome is unknown: its own row, inserted by the first, blocks it and everyone else for ever"},
@@ -224,9 +224,7 @@ func (r *pgTable) try(ctx context.Context) (Grant, bool, error) {
 	}
 	r.owner, r.token = owner, token
 	gen := r.lease.grant(until, r.expiry)
-	if r.expiry {
-		r.renew = startPgRenewer(r, owner, gen)
-	}
+	r.renew = startPgRenewer(r, owner, gen)
 	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10))}, true, nil
 }
 

@@ -9,12 +9,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// pgRenewer keeps a pg-table-expiry hold alive: every third of the TTL it moves the
-// row's expires_at to the server's clock plus the TTL, if the row is still the
-// holder's, and then the lease's validity to the renewal's start plus the TTL less
-// the drift allowance. A renewal that finds the row gone or another's reports lost;
-// one that fails leaves the validity as it was, so the lease reports lost when it
-// runs out.
+// pgRenewer watches a hold's row every third of the TTL (the session timeout). On
+// pg-table-expiry it keeps the hold alive: it moves the row's expires_at to the
+// server's clock plus the TTL, if the row is still the holder's, and then the
+// lease's validity to the renewal's start plus the TTL less the drift allowance; one
+// that fails leaves the validity as it was, so the lease reports lost when it runs
+// out. On pg-table, whose rows never expire, it only reads the row back. Either way
+// a row found gone or another's reports lost (a takeover, or a failover to a standby
+// that never saw the grant).
 type pgRenewer struct {
 	stop chan struct{}
 	done chan struct{}
@@ -62,14 +64,19 @@ func (r *pgTable) renewOnce(owner string, gen uint64) bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.s.io)
 	defer cancel()
-	tag, err := c.Exec(ctx, `UPDATE zlc_locks SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
-		WHERE name = $1 AND owner = $2`, r.cfg.Path, owner, r.ttl.Milliseconds())
+	q, args := "SELECT 1 FROM zlc_locks WHERE name = $1 AND owner = $2", []any{r.cfg.Path, owner}
+	if r.expiry {
+		q = `UPDATE zlc_locks SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
+		WHERE name = $1 AND owner = $2`
+		args = append(args, r.ttl.Milliseconds())
+	}
+	tag, err := c.Exec(ctx, q, args...)
 	switch {
 	case err != nil:
 		r.log.Printf("renew: %v", err)
 		return true
 	case tag.RowsAffected() == 0:
-		r.lease.lose(gen, "renew: the lock's row is gone or another's")
+		r.lease.lose(gen, "renew: the lock's row is gone or another's") // taken over, or lost by a failover
 		return false
 	}
 	return r.lease.extend(gen, start.Add(r.ttl-redisDrift(r.ttl)))
