@@ -36,6 +36,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"mutant-redlock-minority-race.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"mutant-redlock-no-elapsed-check-expiry-race.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"mutant-redis-extend-recreates-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
