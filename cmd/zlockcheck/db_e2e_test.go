@@ -38,7 +38,7 @@ func TestRunDatabaseLocksAreValid(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			store := enterableDir(t)
+			store := keptIfFailed(t)
 			args := append([]string{"run", "--time", "12s", "--seed", "7", "--session-timeout", "2s", "--nemesis-interval", "2s", "--store", store}, c.args...)
 			code, stdout, stderr := zlockcheck(t, args...)
 			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
@@ -71,17 +71,3 @@ func TestRunDatabaseLocksAreValid(t *testing.T) {
 	}
 }
 
-// enterableDir is a fresh directory, removed after the test, that the database
-// servers' users can enter (t.TempDir's parent is root's alone).
-func enterableDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "zlc-test-")
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}

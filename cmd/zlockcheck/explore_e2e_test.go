@@ -24,6 +24,9 @@ func knownFindings() map[string][]string {
 func keptIfFailed(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "zlc-test-store-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755) // a database server's user (postgres) enters it
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

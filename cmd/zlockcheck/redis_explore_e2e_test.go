@@ -11,10 +11,10 @@ import (
 	"github.com/zlockcheck/zlockcheck/models"
 )
 
-// redisExploreArgs is the one explore command line of the Redis proof, ZooKeeper's
-// mutants' command: only --recipe (and, for a RedLock recipe, the topology it needs)
-// differs between recipes, and nothing says where a bug is.
-func redisExploreArgs(recipe, store, budget string) []string {
+// proofExploreArgs is the one explore command line of the Redis and database proofs,
+// ZooKeeper's mutants' command: only --recipe (and, for a RedLock recipe, the
+// topology it needs) differs between recipes, and nothing says where a bug is.
+func proofExploreArgs(recipe, store, budget string) []string {
 	args := []string{"explore", "--allow-mutants", "--recipe", recipe, "--budget", budget,
 		"--seed", "1", "--store", store, "--quiet", "--json"}
 	if recipe == "redsync" || strings.HasPrefix(recipe, "mutant-redlock-") {
@@ -40,11 +40,12 @@ func redisExploreSets(t *testing.T) (mutants, correct []string, correctBudget st
 	return nil, nil, ""
 }
 
-// runRedisExplore runs the proof's command line on recipe and reads its session.
-func runRedisExplore(t *testing.T, recipe, budget string) explore.Session {
+// runProofExplore runs the proof's command line on recipe and reads its session.
+// Its store is open to the database servers' users.
+func runProofExplore(t *testing.T, recipe, budget string) explore.Session {
 	t.Helper()
 	store := keptIfFailed(t)
-	code, stdout, stderr := zlockcheck(t, redisExploreArgs(recipe, store, budget)...)
+	code, stdout, stderr := zlockcheck(t, proofExploreArgs(recipe, store, budget)...)
 	var s explore.Session
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatalf("exit %d: %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
@@ -65,7 +66,7 @@ func TestExploreCatchesEveryRedisMutant(t *testing.T) {
 	mutants, correct, correctBudget := redisExploreSets(t)
 	for _, recipe := range mutants {
 		t.Run(recipe, func(t *testing.T) {
-			s := runRedisExplore(t, recipe, "4m")
+			s := runProofExplore(t, recipe, "4m")
 			last := s.Rounds[len(s.Rounds)-1]
 			if s.Verdict != models.Invalid || last.Verdict != models.Invalid {
 				t.Fatalf("%d rounds in %s: %s, want invalid: %+v", len(s.Rounds), s.Elapsed, s.Verdict, s.Rounds)
@@ -78,7 +79,7 @@ func TestExploreCatchesEveryRedisMutant(t *testing.T) {
 	}
 	for _, recipe := range correct {
 		t.Run(recipe, func(t *testing.T) {
-			s := runRedisExplore(t, recipe, correctBudget)
+			s := runProofExplore(t, recipe, correctBudget)
 			for i, r := range s.Rounds {
 				ok := r.Verdict == models.Valid || r.Verdict == models.Invalid && r.Honest
 				if !ok {
