@@ -63,7 +63,9 @@ var (
 
 	_ lockInspector = (*lockservice.Postgres)(nil)
 	_ counterStore  = (*lockservice.Postgres)(nil)
+	_ yardstick     = (*lockservice.Postgres)(nil)
 	_ lockInspector = (*lockservice.MariaDB)(nil)
+	_ yardstick     = (*lockservice.MariaDB)(nil)
 )
 
 // The service a run starts is its Config.Service; a recipe of the catalogue works
