@@ -27,6 +27,7 @@ func Vars() []Var {
 	return []Var{
 		{"ZLC_CACHE_DIR", "where the binary unpacks and builds its embedded Java and Python workers (default: the user's cache directory, zlockcheck/)", "zlockcheck (recipes/cache.go); the e2e tests set it"},
 		{"ZLC_CHECK_BIN", "the zlockcheck binary that checks the Curator worker's harness-like runs (default: one built from the checkout)", "recipes/curator/test.sh, make test"},
+		{"ZLC_DB_MUTANTS", "all: the database explore e2e test runs every database mutant and correct recipe (default: a short set)", "cmd/zlockcheck/db_explore_e2e_test.go, make mutants-db"},
 		{"ZLC_EXPLORE", "set: run explore's control (a budget on zlc-mutex, curator-mutex and kazoo-lock must report no recipe bug)", "cmd/zlockcheck/explore_e2e_test.go, make explore"},
 		{"ZLC_EXPLORE_BUDGET", "each recipe's budget in explore's control (default 5m)", "cmd/zlockcheck/explore_e2e_test.go"},
 		{"ZLC_FENCING_FAULTS", "`all`: the fencing e2e test runs client-partition as well as client-pause (default: client-pause only)", "cmd/zlockcheck/mutants_e2e_test.go, make fencing"},
