@@ -120,8 +120,9 @@ bench-herd: build
 bench-cpu: build
 	bash bench/cpucycle.sh
 
-# ZooKeeper's and Redis's recipes side by side, each against its service's plain client
-# loop, 5 and 20 workers at --hold-max 1ms (bench/services.sh, about 18 minutes; issue 25).
+# ZooKeeper's, Redis's and the databases' recipes side by side, each against its
+# service's plain client loop, 5 and 20 workers at --hold-max 1ms (bench/services.sh,
+# about 28 minutes; issues 25 and 26).
 bench-services: build
 	bash bench/services.sh
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# ZooKeeper and Redis locks side by side (make bench-services, or bench/services.sh;
-# issue 25; about 18 minutes): one run of TIME (default 20s) per service, recipe and
+# ZooKeeper, Redis and database locks side by side (make bench-services, or
+# bench/services.sh; issues 25 and 26; about 28 minutes): one run of TIME (default 20s) per service, recipe and
 # worker count, 1 ms holds (--hold-max 1ms), no faults, no final phase, each with
 # --baseline (after a 10 s warm-up of the plain loop, the plain client loop of that
 # service on the same servers: go-zookeeper's zk.Lock loop on ZooKeeper, whatever the
 # recipe; lockservice.Redis.PlainLoops on Redis, plain RedLock on the redlock
-# topology). Rows: ZooKeeper (3 servers) gozk, zlc-mutex, curator-mutex, kazoo-lock;
-# Redis, one instance: redis-lock, redislock; Redis, redlock topology (3 independent
-# primaries): redsync; at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
+# topology; pg_advisory_lock / pg_advisory_unlock on PostgreSQL and GET_LOCK /
+# RELEASE_LOCK on MariaDB, each goroutine its own connection, whatever the recipe).
+# Rows: ZooKeeper (3 servers) gozk, zlc-mutex, curator-mutex, kazoo-lock; Redis, one
+# instance: redis-lock, redislock; Redis, redlock topology (3 independent primaries):
+# redsync; PostgreSQL, one primary: pg-table, pg-table-expiry, pg-advisory; MariaDB,
+# one server: mariadb-getlock (the mutex workload: the session locks' default is the
+# reentrant one, whose nested acquires are no lock cycles); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
 # only those recipes).
 # Prints one markdown table: harness steady cycles/s (results.json
 # steady_cycles_per_second), the harness's acquire latency p50 and p99 (each acquire
@@ -17,7 +21,8 @@
 # exit code and the last line it wrote to stderr in the verdict column.
 # The whole benchmark runs under flock ZLC_LOCK (default /tmp/zlc-ensemble.lock: real
 # servers, and other suites may share the machine); ZLC_LOCK= (empty) when the caller
-# already holds it. Needs root, ZooKeeper, Curator, Kazoo and Redis (make setup).
+# already holds it. Needs root, ZooKeeper, Curator, Kazoo, Redis, PostgreSQL and
+# MariaDB (make setup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lock=${ZLC_LOCK-/tmp/zlc-ensemble.lock}
@@ -35,8 +40,12 @@ cells=(
   "redis single|redis-lock|--service redis --redis-topology single"
   "redis single|redislock|--service redis --redis-topology single"
   "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"
+  "postgresql (primary)|pg-table|--service postgres"
+  "postgresql (primary)|pg-table-expiry|--service postgres"
+  "postgresql (primary)|pg-advisory|--service postgres --workload mutex"
+  "mariadb (1 server)|mariadb-getlock|--service mariadb --workload mutex"
 )
-echo "## ZooKeeper and Redis side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
+echo "## ZooKeeper, Redis and database locks side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
 echo
 printf '| service / topology | recipe | workers | harness cycles/s (steady) | harness acquire p50 (ms) | harness acquire p99 (ms) | plain loop cycles/s | plain acquire p50 (ms) | plain acquire p99 (ms) | harness / plain | verdict |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
