@@ -52,6 +52,10 @@ func (c *cluster) RedisCommand(ctx context.Context, id int, args ...string) (any
 var (
 	_ nemesis.SessionKiller   = (*cluster)(nil)
 	_ nemesis.StandbyPromoter = (*cluster)(nil)
+	_ nemesis.SessionKeeper   = (*cluster)(nil)
+
+	_ sessionKeeper  = (*lockservice.Postgres)(nil)
+	_ sessionKeeper  = (*lockservice.MariaDB)(nil)
 
 	_ sessionKiller  = (*lockservice.Redis)(nil)
 	_ sessionKiller  = (*lockservice.Postgres)(nil)
@@ -79,6 +83,21 @@ func (c *cluster) KillFreesLocks() bool {
 	_, redis := c.svc.(redisAdmin)
 	_, killer := c.svc.(sessionKiller)
 	return killer && !redis
+}
+
+// sessionKeeper is a service whose servers keep a vanished client's session until
+// their TCP keepalive gives up (the databases).
+type sessionKeeper interface {
+	VanishedClientKept() string
+}
+
+// VanishedClientKept names what bounds how long the servers keep a vanished client's
+// session ("" when they keep none: ZooKeeper, Redis).
+func (c *cluster) VanishedClientKept() string {
+	if k, ok := c.svc.(sessionKeeper); ok {
+		return k.VanishedClientKept()
+	}
+	return ""
 }
 
 // standbyService is a service with a streaming standby (PostgreSQL's).

@@ -31,6 +31,11 @@ type Config struct {
 	// Redis are the Redis instances' topology and persistence (service redis only;
 	// Defaults fills them: single, none).
 	Redis lockservice.RedisSettings `json:"redis,omitzero"`
+	// DBKeepAlive bounds how long a database server keeps the session of a client
+	// that vanished without closing its connection, and its locks (the servers' TCP
+	// keepalive, lockservice.DBKeepAlive; services postgres and mariadb only). 0
+	// leaves it to the kernel: 2 h 11 min.
+	DBKeepAlive time.Duration `json:"db_keepalive_ns,omitempty"`
 	// Nodes is the number of servers: the ensemble's size, the Redis instances, a
 	// PostgreSQL primary (1) or a primary and its streaming standby (2), or
 	// independent MariaDB servers (0: 3; 1 for Redis's single topology and the
@@ -277,8 +282,8 @@ func (c Config) service(serversDir string) lockservice.Config {
 	return lockservice.Config{
 		Kind:     c.Service,
 		Redis:    lockservice.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir},
-		Postgres: lockservice.PostgresConfig{Standby: c.Nodes == 2},
-		MariaDB:  lockservice.MariaDBConfig{Nodes: c.Nodes},
+		Postgres: lockservice.PostgresConfig{Standby: c.Nodes == 2, KeepAlive: c.DBKeepAlive},
+		MariaDB:  lockservice.MariaDBConfig{Nodes: c.Nodes, KeepAlive: c.DBKeepAlive},
 		Ensemble: lockservice.EnsembleConfig{
 			Nodes: c.Nodes, ZKHome: c.ZKHome, Dir: serversDir,
 			Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,

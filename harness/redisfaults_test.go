@@ -13,7 +13,7 @@ import (
 // restart is not.
 func TestValidateRedisFaults(t *testing.T) {
 	c := redisConfig()
-	c.Nemesis = nemesis.RedisClasses()
+	c.Nemesis = nemesis.NamedClasses()
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--redis-topology replicas") {
 		t.Errorf("failover on a single instance: %v", err)
 	}
@@ -21,7 +21,7 @@ func TestValidateRedisFaults(t *testing.T) {
 	if err := c.Defaults().Validate(); err != nil {
 		t.Errorf("the Redis classes on replicas: %v", err)
 	}
-	for _, cl := range nemesis.RedisClasses() {
+	for _, cl := range nemesis.NamedClasses() {
 		zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Nemesis: []nemesis.Class{cl}}
 		err := zk.Defaults().Validate()
 		if refused := err != nil && strings.Contains(err.Error(), "database servers only"); refused != cl.RedisOnly() {

@@ -137,6 +137,12 @@ func (c Config) validateService() error {
 	if kind != lockservice.KindRedis && c.Redis != (lockservice.RedisSettings{}) {
 		return fmt.Errorf("redis-topology, redis-persistence: Redis settings (%+v) for the %s service: add --service redis", c.Redis, kind)
 	}
+	if c.DBKeepAlive != 0 && kind != lockservice.KindPostgres && kind != lockservice.KindMariaDB {
+		return fmt.Errorf("db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)", serviceTitle(kind))
+	}
+	if c.DBKeepAlive < 0 {
+		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", c.DBKeepAlive)
+	}
 	for _, cl := range c.Nemesis {
 		if err := classRefused(kind, cl); err != nil {
 			return fmt.Errorf("nemesis %s: %w", cl, err)

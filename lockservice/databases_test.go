@@ -9,8 +9,8 @@ import (
 )
 
 func TestPostgresConf(t *testing.T) {
-	primary := string(postgresConf(1, ServerAddr(1), netip.Addr{}))
-	standby := string(postgresConf(2, ServerAddr(2), ServerAddr(1)))
+	primary := string(postgresConf(1, ServerAddr(1), netip.Addr{}, 0))
+	standby := string(postgresConf(2, ServerAddr(2), ServerAddr(1), 0))
 	for _, c := range []struct {
 		conf string
 		want []string
@@ -60,7 +60,7 @@ func TestPgHBATrustsOnlyTheRunNetwork(t *testing.T) {
 func TestMariaDBConfAndInit(t *testing.T) {
 	f := mariadbFiles{Conf: "/r/zlcmariadb-s2/my.cnf", Init: "/r/zlcmariadb-s2/init.sql", Log: "/r/zlcmariadb-s2/server.log",
 		Pid: "/r/zlcmariadb-s2/mariadb.pid", Data: "/r/zlcmariadb-s2/data"}
-	conf := string(mariadbConf(2, 3, ServerAddr(2), f))
+	conf := string(mariadbConf(2, 3, ServerAddr(2), f, 0))
 	for _, w := range []string{dbMarker + ": MariaDB server 2 of 3 independent\n[mariadbd]\n", "user = root", "datadir = /r/zlcmariadb-s2/data",
 		"bind-address = 10.77.1.2", "port = 3306", "init-file = /r/zlcmariadb-s2/init.sql", "skip-name-resolve", "skip-log-bin"} {
 		if !strings.Contains(conf, w) {

@@ -123,7 +123,7 @@ func (m *MariaDB) addServer(ctx context.Context, id int) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("mariadb server %d: %w", id, err)
 	}
-	if err := os.WriteFile(f.Conf, mariadbConf(id, m.cfg.Nodes, ServerAddr(id), f), 0o644); err != nil {
+	if err := os.WriteFile(f.Conf, mariadbConf(id, m.cfg.Nodes, ServerAddr(id), f, m.cfg.KeepAlive), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(f.Init, mariadbInit(m.net.CIDR(), m.net.HubAddr()), 0o600); err != nil {

@@ -21,6 +21,10 @@ type MariaDBConfig struct {
 	InstallDB string
 	// StartTimeout bounds the wait until every server serves.
 	StartTimeout time.Duration
+	// KeepAlive bounds how long a server keeps the connection of a client that
+	// vanished without closing it, and its GET_LOCK locks (see DBKeepAlive); 0 leaves
+	// it to the kernel's defaults.
+	KeepAlive time.Duration
 }
 
 // mariadbPort is every MariaDB server's port (each has its own address).
@@ -54,7 +58,7 @@ type mariadbFiles struct {
 // The server runs as root (user = root): its files stay root's in the run
 // directory, which the mysql account may not be able to enter, and it reaches
 // nothing but the run's private network. mariadbd refuses root unless told so.
-func mariadbConf(id, nodes int, addr netip.Addr, f mariadbFiles) []byte {
+func mariadbConf(id, nodes int, addr netip.Addr, f mariadbFiles, keepAlive time.Duration) []byte {
 	lines := []string{
 		fmt.Sprintf("%s: MariaDB server %d of %d independent", dbMarker, id, nodes),
 		"[mariadbd]",
@@ -79,6 +83,13 @@ func mariadbConf(id, nodes int, addr netip.Addr, f mariadbFiles) []byte {
 		"innodb_log_file_size = 8M",
 		// Workers each hold a dedicated connection, polls open more.
 		"max_connections = 200",
+	}
+	if k := DBKeepAlive(keepAlive); k.Set() {
+		// How soon the server gives up on a client that vanished (client-vanish).
+		lines = append(lines,
+			fmt.Sprintf("tcp_keepalive_time = %d", k.Idle),
+			fmt.Sprintf("tcp_keepalive_interval = %d", k.Interval),
+			fmt.Sprintf("tcp_keepalive_probes = %d", k.Probes))
 	}
 	return []byte(strings.Join(lines, "\n") + "\n")
 }

@@ -202,7 +202,7 @@ func (p *Postgres) writeConf(s *PostgresServer) error {
 		primary = ServerAddr(id)
 	}
 	files := map[string][]byte{
-		"postgresql.conf": postgresConf(s.ID, ServerAddr(s.ID), primary),
+		"postgresql.conf": postgresConf(s.ID, ServerAddr(s.ID), primary, p.cfg.KeepAlive),
 		"pg_hba.conf":     pgHBA(p.net.CIDR(), p.net.HubAddr()),
 	}
 	for name, data := range files {

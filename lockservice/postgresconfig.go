@@ -22,6 +22,10 @@ type PostgresConfig struct {
 	User string
 	// StartTimeout bounds the wait until every server serves (the standby streaming).
 	StartTimeout time.Duration
+	// KeepAlive bounds how long a server keeps the session of a client that vanished
+	// without closing its connection, and the session's locks (see DBKeepAlive); 0
+	// leaves it to the kernel's defaults.
+	KeepAlive time.Duration
 }
 
 // The lock's database and role on Postgres and MariaDB: the workers connect as
@@ -63,7 +67,7 @@ func (c PostgresConfig) Nodes() int {
 // a server's configuration is written. Everything not named here keeps Postgres's
 // default: fsync, synchronous_commit and full_page_writes stay on; wal_level replica,
 // max_wal_senders and hot_standby are already what a standby needs.
-func postgresConf(id int, addr netip.Addr, primary netip.Addr) []byte {
+func postgresConf(id int, addr netip.Addr, primary netip.Addr, keepAlive time.Duration) []byte {
 	role := "primary"
 	if primary.IsValid() {
 		role = "standby of " + primary.String()
@@ -93,6 +97,13 @@ func postgresConf(id int, addr netip.Addr, primary netip.Addr) []byte {
 		"shared_buffers = 128MB",
 		"datestyle = 'iso, mdy'",
 		"timezone = 'UTC'",
+	}
+	if k := DBKeepAlive(keepAlive); k.Set() {
+		// How soon the server gives up on a client that vanished (client-vanish).
+		lines = append(lines,
+			fmt.Sprintf("tcp_keepalives_idle = %d", k.Idle),
+			fmt.Sprintf("tcp_keepalives_interval = %d", k.Interval),
+			fmt.Sprintf("tcp_keepalives_count = %d", k.Probes))
 	}
 	if primary.IsValid() {
 		lines = append(lines,

@@ -43,6 +43,9 @@ const (
 	// ClassConnectionKill closes a worker's connection from a Redis instance's side
 	// (ConnectionKill).
 	ClassConnectionKill Class = "connection-kill"
+	// ClassClientVanish makes a worker's host vanish without closing its connections
+	// (ClientVanish): a database keeps its session's locks until TCP keepalive.
+	ClassClientVanish Class = "client-vanish"
 )
 
 // classSpec is one fault class of the catalogue: everything the schedule knows about
@@ -58,9 +61,10 @@ type classSpec struct {
 	// hold is how long the schedule holds a fault of the class: uniform in [lo, hi);
 	// lo == hi is a fixed time, 0 an instantaneous fault.
 	hold func(s Schedule) (lo, hi time.Duration)
-	// redis is set for a class made for Redis (issue 25): named explicitly, never
-	// among Classes() ("all", the classes every service shares).
-	redis bool
+	// named is set for a class a run names explicitly, never among Classes() ("all"):
+	// the classes made for Redis and the databases (issues 25, 26) and client-vanish.
+	// "all" stays what it was, so that a seed's schedule under "all" does not change.
+	named bool
 }
 
 // catalogue lists every fault class, in a fixed order: the one place a class is
@@ -95,6 +99,7 @@ func catalogue() []classSpec {
 			return ClockJump{Target: d.serverTarget(), Delta: DefaultClockJump(d.s.SessionTimeout)}
 		}, noHold, true},
 		{ClassConnectionKill, false, func(d drawer) fault { return ConnectionKill{Target: d.clientTarget()} }, noHold, true},
+		{ClassClientVanish, false, func(d drawer) fault { return ClientVanish{Target: d.clientTarget()} }, noHold, true},
 	}
 }
 
@@ -156,13 +161,13 @@ func (c Class) ServerFault() bool {
 // that varies itself must give the time to show (workloads.StandardRegimes).
 func (c Class) OnClients() bool { return !c.ServerFault() || c == ClassClientServerPartition }
 
-// Classes lists every fault class every service shares, in a fixed order: what
-// "all" means. The classes made for Redis are RedisClasses.
+// Classes lists the fault classes "all" means, in a fixed order: every service has
+// them. The others are NamedClasses.
 func Classes() []Class { return classes(false) }
 
-// RedisClasses lists the classes made for Redis (restart, failover, clock-jump,
-// connection-kill), which a run names explicitly.
-func RedisClasses() []Class { return classes(true) }
+// NamedClasses lists the classes a run names explicitly: the ones made for Redis and
+// the databases (restart, failover, clock-jump, connection-kill) and client-vanish.
+func NamedClasses() []Class { return classes(true) }
 
 // RedisOnly reports whether c acts on Redis instances only (failover, clock-jump,
 // connection-kill): a run on another service refuses it.
@@ -170,10 +175,10 @@ func (c Class) RedisOnly() bool {
 	return c == ClassFailover || c == ClassClockJump || c == ClassConnectionKill
 }
 
-func classes(redis bool) []Class {
+func classes(named bool) []Class {
 	var out []Class
 	for _, s := range catalogue() {
-		if s.redis == redis {
+		if s.named == named {
 			out = append(out, s.class)
 		}
 	}
@@ -206,7 +211,7 @@ func ParseClasses(s string) ([]Class, error) {
 		}
 		if _, known := Class(name).spec(); !known {
 			valid := []string{"none", "all"}
-			for _, c := range append(Classes(), RedisClasses()...) {
+			for _, c := range append(Classes(), NamedClasses()...) {
 				valid = append(valid, string(c))
 			}
 			return nil, fmt.Errorf("unknown nemesis fault %q; valid: %s", name, strings.Join(valid, ", "))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,18 +75,22 @@ func TestFailoverPromotesDemotesAndRestores(t *testing.T) {
 	}
 }
 
-// TestRedisFaultsRefused: failover wants the replicas topology, and neither it nor
-// clock-jump acts on a cluster whose servers are not Redis.
+// TestRedisFaultsRefused: failover wants the replicas topology, neither it nor
+// clock-jump acts on a cluster whose servers are not Redis, and connection-kill not on
+// one whose servers cannot end a client's session.
 func TestRedisFaultsRefused(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	if _, err := (Failover{}).Apply(ctx, newFakeRedis(1, "single"), rng); err == nil || !strings.Contains(err.Error(), "replicas topology") {
 		t.Errorf("failover on a single instance: %v", err)
 	}
-	for _, f := range []Fault{Failover{}, ClockJump{Target: TargetOne, Delta: time.Second}, ConnectionKill{Target: TargetHolder}} {
+	for _, f := range []Fault{Failover{}, ClockJump{Target: TargetOne, Delta: time.Second}} {
 		if _, err := f.Apply(ctx, newFakeCluster(3, 1), rng); err == nil || !strings.Contains(err.Error(), "Redis instances only") {
 			t.Errorf("%T on ZooKeeper: %v", f, err)
 		}
+	}
+	if _, err := (ConnectionKill{Target: TargetHolder}).Apply(ctx, newFakeCluster(3, 1), rng); err == nil || !strings.Contains(err.Error(), "cannot end a client's session") {
+		t.Errorf("connection-kill on ZooKeeper: %v", err)
 	}
 	if _, err := (ClockJump{Target: TargetOne}).Apply(ctx, newFakeRedis(1, "single"), rng); err == nil {
 		t.Error("clock-jump of 0: want an error")
@@ -124,24 +129,41 @@ func TestRestartKillsStartsAndWaits(t *testing.T) {
 	}
 }
 
-// TestRedisClassesAreNotInAll: "all" stays the classes every service shares; the
-// Redis classes parse by name.
-func TestRedisClassesAreNotInAll(t *testing.T) {
+// TestNamedClassesAreNotInAll: "all" stays the classes every service shares; the
+// named classes parse by name.
+func TestNamedClassesAreNotInAll(t *testing.T) {
 	all, _ := ParseClasses("all")
 	for _, c := range all {
-		if c == ClassRestart || c == ClassFailover || c == ClassClockJump || c == ClassConnectionKill {
+		if slices.Contains(NamedClasses(), c) {
 			t.Errorf("all includes %s", c)
 		}
 	}
-	got, err := ParseClasses("restart,failover,clock-jump,connection-kill")
-	if err != nil || !reflect.DeepEqual(got, RedisClasses()) {
+	got, err := ParseClasses("restart,failover,clock-jump,connection-kill,client-vanish")
+	if err != nil || !reflect.DeepEqual(got, NamedClasses()) {
 		t.Fatalf("ParseClasses: %v %v", got, err)
 	}
 }
 
-// TestConnectionKillKillsTheHoldersClientID: CLIENT KILL ID with the holder's session
-// id in decimal, on the instance the servers say it uses.
-func TestConnectionKillKillsTheHoldersClientID(t *testing.T) {
+// KillSession is the FAKE servers' end of a session: it records the CLIENT KILL that
+// lockservice.Redis.KillSession sends (the session id in decimal).
+func (f *fakeRedis) KillSession(_ context.Context, server int, session string) (int, error) {
+	id, err := parseSessionID(session)
+	if err != nil {
+		return 0, err
+	}
+	f.cmds = append(f.cmds, fmt.Sprintf("s%d CLIENT KILL ID %d", server, id))
+	return 1, nil
+}
+
+// KillFreesLocks: a Redis key lives on until its TTL.
+func (f *fakeRedis) KillFreesLocks() bool { return false }
+
+var _ SessionKiller = (*fakeRedis)(nil)
+
+// TestConnectionKillEndsTheHoldersSession: the holder's session ends on the instance
+// the servers say it uses; the record names the worker and the server, and does not
+// say the locks were freed (a Redis key outlives its connection).
+func TestConnectionKillEndsTheHoldersSession(t *testing.T) {
 	f := newFakeRedis(3, "redlock")
 	f.holderServer = 2
 	a, err := ConnectionKill{Target: TargetHolder}.Apply(context.Background(), f, rand.New(rand.NewPCG(1, 2)))
@@ -151,7 +173,7 @@ func TestConnectionKillKillsTheHoldersClientID(t *testing.T) {
 	if want := []string{"s2 CLIENT KILL ID 257"}; !reflect.DeepEqual(f.cmds, want) { // 0x101
 		t.Fatalf("commands %q, want %q", f.cmds, want)
 	}
-	if a.Value["process"] != 11 || a.Value["server"] != "s2" {
+	if a.Value["process"] != 11 || a.Value["server"] != "s2" || a.Value["frees_locks"] != nil {
 		t.Fatalf("record %v", a.Value)
 	}
 }

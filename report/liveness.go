@@ -113,15 +113,11 @@ func findStall(h histories.History) (histories.Op, bool) {
 }
 
 // blockedCause is why the lock stayed blocked, when the history says
-// (cause.ClassifyBlocked over the processes that owned its entries), else nil.
+// (cause.ClassifyBlocked over the lock's entries), else nil.
 func blockedCause(h histories.History, v histories.Liveness) *cause.Finding {
-	var owners []int
-	for _, ch := range v.Children {
-		owners = append(owners, ch.Process)
-	}
 	for _, op := range h {
 		if !op.Process.Nemesis && op.F == histories.FAcquire {
-			if f, ok := cause.ClassifyBlocked(h, op.Key, owners); ok {
+			if f, ok := cause.ClassifyBlocked(h, op.Key, v.Children); ok {
 				return &f
 			}
 			return nil // the lock's key: its first acquire's

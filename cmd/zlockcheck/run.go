@@ -99,6 +99,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.service, "service", "", "lock service the run starts: zookeeper, redis, postgres or mariadb (default: the recipe's; zookeeper for exec); docs/redis.md, docs/databases.md")
 	fs.StringVar(&o.redisTopology, "redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
 	fs.StringVar(&o.redisPersistence, "redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
+	fs.DurationVar(&o.cfg.DBKeepAlive, "db-keepalive", 0, "with --service postgres or mariadb: the servers give up on a client that vanished without closing its connection (and free its session's locks) about this long after its last packet (their TCP keepalive; 0: the kernel's 2h11m)")
 	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's ensemble, or Redis instances (default 1 for --redis-topology single, else 3)")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
 	fs.DurationVar(&o.cfg.Duration, "time", def.Duration, "how long the workload runs")

@@ -7,35 +7,88 @@ import (
 )
 
 // ClassifyBlocked says why a lock stayed blocked after the faults healed (the
-// liveness verdict), when the history can: owners are the processes whose entries
-// held it (-1 for an entry of no known worker). An owner whose last release of key
-// was acknowledged while a failover had cut the standby off from the primary, before
-// the primary crashed, released the lock on a primary whose data was then lost: the
-// promoted standby has the entry back, and a lock without expiry stays blocked for
-// ever. That is the server losing a write (ServerLost), not the recipe; nothing
-// else is classed, and ok is false.
-func ClassifyBlocked(h histories.History, key string, owners []int) (Finding, bool) {
+// liveness verdict), when the history can: entries are the lock's entries that the
+// final phase found (histories.LockChild; Process -1 for an entry of no known
+// worker). It classes two situations, and for anything else ok is false:
+//
+//   - An owner whose last release of key was acknowledged while a failover had cut
+//     the standby off from the primary, before the primary crashed, released the lock
+//     on a primary whose data was then lost: the promoted standby has the entry back,
+//     and a lock without expiry stays blocked for ever. That is the server losing a
+//     write (ServerLost), not the recipe.
+//   - An owner that a client-vanish fault took while it held (its host gone without
+//     a word) or that client-kill killed. While the server still has the owner's
+//     session, it keeps the session's locks until its TCP keepalive gives up on the
+//     connection: Configuration, with the setting the fault recorded
+//     ("kept_until"). Once the session has ended and the entry is still there, the
+//     entry outlives its owner: nothing but an expiry would remove it (RecipeBug).
+func ClassifyBlocked(h histories.History, key string, entries []histories.LockChild) (Finding, bool) {
 	faults := faults(h)
-	for _, p := range owners {
-		if p < 0 {
+	for _, e := range entries {
+		if e.Process < 0 {
 			continue
 		}
-		released, ok := lastRelease(h, key, p)
-		if !ok {
-			continue
+		if f, ok := releaseLostInFailover(h, key, e.Process, faults); ok {
+			return f, true
 		}
-		for _, x := range faults {
-			if x.class != "failover" || released < x.start || released > x.stop {
-				continue
-			}
-			f := Finding{Class: ServerLost, Holder: p, Next: -1, At: x.stop}
-			f.Why = fmt.Sprintf("process %d's release was acknowledged at %s, during a failover (from %s) that promoted %s, which never saw it; the promoted server has process %d's entry again and nothing removes it",
-				p, at(released), at(x.start), x.promoted, p)
-			f.Fix = failoverFix(x) + "; or a lock whose entries expire"
+		if f, ok := ownerGone(e, faults); ok {
 			return f, true
 		}
 	}
 	return Finding{}, false
+}
+
+// releaseLostInFailover: process p's last release of key was acknowledged during a
+// failover that promoted a standby which never saw it.
+func releaseLostInFailover(h histories.History, key string, p int, faults []fault) (Finding, bool) {
+	released, ok := lastRelease(h, key, p)
+	if !ok {
+		return Finding{}, false
+	}
+	for _, x := range faults {
+		if x.class != "failover" || released < x.start || released > x.stop {
+			continue
+		}
+		f := Finding{Class: ServerLost, Holder: p, Next: -1, At: x.stop}
+		f.Why = fmt.Sprintf("process %d's release was acknowledged at %s, during a failover (from %s) that promoted %s, which never saw it; the promoted server has process %d's entry again and nothing removes it",
+			p, at(released), at(x.start), x.promoted, p)
+		f.Fix = failoverFix(x) + "; or a lock whose entries expire"
+		return f, true
+	}
+	return Finding{}, false
+}
+
+// ownerGone: entry e's owner was killed, or its host vanished, and e is still there.
+func ownerGone(e histories.LockChild, faults []fault) (Finding, bool) {
+	var gone *fault
+	for i, x := range faults {
+		if x.process == e.Process && (x.class == "client-vanish" || x.class == "client-kill") {
+			gone = &faults[i] // the last one: a process dies once
+		}
+	}
+	if gone == nil {
+		return Finding{}, false
+	}
+	f := Finding{Holder: e.Process, Next: -1, At: gone.start}
+	how := "was killed"
+	if gone.class == "client-vanish" {
+		how = "vanished with its host (no FIN or reset reached the server)"
+	}
+	switch {
+	case e.SessionAlive && gone.keptUntil != "":
+		f.Class = Configuration
+		f.Why = fmt.Sprintf("process %d %s at %s; the server still has its session %s, and with it the lock's entry %s: a server ends the session of a client that vanished only when its TCP keepalive gives up on the connection",
+			e.Process, how, at(gone.start), e.EphemeralOwner, e.Node)
+		f.Fix = "a server keepalive that gives up within the session timeout: " + gone.keptUntil
+	case !e.SessionAlive:
+		f.Class = RecipeBug
+		f.Why = fmt.Sprintf("process %d %s at %s; its session %s has ended, but the lock's entry %s is still there: nothing removes the entry of an owner that died",
+			e.Process, how, at(gone.start), e.EphemeralOwner, e.Node)
+		f.Fix = "entries that expire (a lock table's row with an expiry that waiters take over), or a lock the session holds (an advisory lock, GET_LOCK)"
+	default:
+		return Finding{}, false
+	}
+	return f, true
 }
 
 // lastRelease is when process p's last release of key was acknowledged (ok, not a

@@ -135,6 +135,9 @@ type fault struct {
 	forgetting  []string // a restart's instances that can forget a key (nil: unrecorded, all)
 	promoted    string
 	delta       time.Duration
+	// keptUntil is a client-vanish's: what bounds how long the servers keep the
+	// vanished client's session ("": they keep none).
+	keptUntil string
 }
 
 // Classify finds the overlaps of two holders of key and says the cause of the first,
@@ -360,6 +363,7 @@ func faults(h histories.History) []fault {
 			DeltaMS      int64    `json:"delta_ms"`
 			FreesLocks   bool     `json:"frees_locks"`
 			Replication  string   `json:"replication"`
+			KeptUntil    string   `json:"kept_until"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
 			continue
@@ -374,7 +378,7 @@ func faults(h histories.History) []fault {
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
 				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond,
-				replication: v.Replication}
+				replication: v.Replication, keptUntil: v.KeptUntil}
 			if v.Holder != nil {
 				f.holder = *v.Holder
 			}

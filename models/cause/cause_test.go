@@ -1,6 +1,7 @@
 package cause
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -186,15 +187,66 @@ func TestClassifyBlocked(t *testing.T) {
 		nem("stop", 4*s, `{"fault":"failover","promoted":"s2","replication":"asynchronous","holder":2}`)}
 	base := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s)}
 	during := append(append(histories.History{}, base...), fo[0], rel(1, histories.Invoke, 3*s, false), rel(1, histories.OK, 3*s, false), fo[1])
-	f, ok := ClassifyBlocked(during, "l0", []int{1})
+	f, ok := ClassifyBlocked(during, "l0", entries(1))
 	if !ok || f.Class != ServerLost || f.Holder != 1 || !strings.Contains(f.Fix, "synchronous_standby_names") {
 		t.Errorf("released during the failover: %+v (found %v)", f, ok)
 	}
 	before := append(append(histories.History{}, base...), rel(1, histories.Invoke, s+1, false), rel(1, histories.OK, s+2, false), fo[0], fo[1])
-	if f, ok := ClassifyBlocked(before, "l0", []int{1}); ok {
+	if f, ok := ClassifyBlocked(before, "l0", entries(1)); ok {
 		t.Errorf("released before the failover: classed %+v", f)
 	}
-	if f, ok := ClassifyBlocked(during, "l0", []int{-1, 7}); ok {
+	if f, ok := ClassifyBlocked(during, "l0", entries(-1, 7)); ok {
 		t.Errorf("an entry of another process: classed %+v", f)
+	}
+}
+
+// entries are lock entries of the given processes, their sessions alive.
+func entries(procs ...int) []histories.LockChild {
+	var out []histories.LockChild
+	for _, p := range procs {
+		out = append(out, histories.LockChild{Node: fmt.Sprintf("advisory-%d", p), EphemeralOwner: fmt.Sprintf("0x%x", 100+p), Process: p, SessionAlive: true})
+	}
+	return out
+}
+
+// TestClassifyBlockedByAGoneOwner: a lock blocked by the live session of a holder
+// whose host vanished is the servers' keepalive (configuration, naming the setting
+// the fault recorded); by the entry of a holder that died and whose session ended, a
+// lock whose entries never expire (recipe bug). A vanished holder on servers that keep
+// no session (no kept_until), a gone process that owns no entry, and an entry whose
+// owner no fault touched, are not classed.
+func TestClassifyBlockedByAGoneOwner(t *testing.T) {
+	const setting = "PostgreSQL's tcp_keepalives_idle (now 0)"
+	held := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s)}
+	vanish := func(value string) histories.History {
+		return append(append(histories.History{}, held...), nem("start", 2*s, value), nem("stop", 2*s, value))
+	}
+	kept := vanish(`{"fault":"client-vanish","target":"holder","process":1,"kept_until":"` + setting + `"}`)
+	dead := entries(1)
+	dead[0].SessionAlive = false
+	cases := []struct {
+		name    string
+		h       histories.History
+		entries []histories.LockChild
+		want    Class // "": not classed
+	}{
+		{"vanished, session kept", kept, entries(1), Configuration},
+		{"vanished, session ended, entry left", kept, dead, RecipeBug},
+		{"killed, session ended, entry left", vanish(`{"fault":"client-kill","target":"holder","process":1}`), dead, RecipeBug},
+		{"killed, session alive (not yet expired)", vanish(`{"fault":"client-kill","target":"holder","process":1}`), entries(1), ""},
+		{"vanished where no session is kept", vanish(`{"fault":"client-vanish","target":"holder","process":1}`), entries(1), ""},
+		{"another process vanished", kept, entries(2), ""},
+		{"no fault", held, dead, ""},
+	}
+	for _, c := range cases {
+		f, ok := ClassifyBlocked(c.h, "l0", c.entries)
+		switch {
+		case c.want == "" && ok:
+			t.Errorf("%s: classed %+v", c.name, f)
+		case c.want != "" && (!ok || f.Class != c.want || f.Holder != c.entries[0].Process):
+			t.Errorf("%s: %+v (found %v), want %s", c.name, f, ok, c.want)
+		case c.want == Configuration && !strings.Contains(f.Fix, setting):
+			t.Errorf("%s: the fix does not name the setting: %q", c.name, f.Fix)
+		}
 	}
 }
