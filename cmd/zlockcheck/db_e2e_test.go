@@ -70,4 +70,3 @@ func TestRunDatabaseLocksAreValid(t *testing.T) {
 		})
 	}
 }
-

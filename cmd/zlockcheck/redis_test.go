@@ -64,19 +64,19 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 	}
 	bad := map[string][]string{
 		"--service: want zookeeper, redis, postgres or mariadb": {"--service", "etcd", "--recipe", "redis-lock"},
-		"--redis-topology: want single":      {"--recipe", "redis-lock", "--redis-topology", "cluster"},
-		"--redis-persistence: want none":     {"--recipe", "redis-lock", "--redis-persistence", "rdb"},
-		"is a ZooKeeper recipe":              {"--service", "redis", "--recipe", "gozk"},
-		"is a Redis recipe":                  {"--service", "zookeeper", "--recipe", "redis-lock"},
-		"single topology is one instance":    {"--recipe", "redis-lock", "--nodes", "3"},
-		"RedLock wants at least 3":           {"--recipe", "redsync", "--redis-topology", "redlock", "--nodes", "2"},
-		"has no fencing token":               {"--recipe", "redsync", "--redis-topology", "redlock", "--fenced"},
-		"Redis settings":                     {"--recipe", "gozk", "--redis-topology", "redlock"},
-		"Redis has no sessions":              {"--recipe", "redis-lock", "--nemesis", "session-expire"},
-		"testing an existing Redis":          {"--recipe", "redis-lock", "--connect", "192.0.2.1:6379"},
-		"no plain Redis client loop":         {"--recipe", "redis-lock", "--baseline-processes"},
-		"redlock over independent instances": {"--recipe", "redsync"},
-		"not redlock":                        {"--recipe", "redis-lock", "--redis-topology", "redlock"},
+		"--redis-topology: want single":                         {"--recipe", "redis-lock", "--redis-topology", "cluster"},
+		"--redis-persistence: want none":                        {"--recipe", "redis-lock", "--redis-persistence", "rdb"},
+		"is a ZooKeeper recipe":                                 {"--service", "redis", "--recipe", "gozk"},
+		"is a Redis recipe":                                     {"--service", "zookeeper", "--recipe", "redis-lock"},
+		"single topology is one instance":                       {"--recipe", "redis-lock", "--nodes", "3"},
+		"RedLock wants at least 3":                              {"--recipe", "redsync", "--redis-topology", "redlock", "--nodes", "2"},
+		"has no fencing token":                                  {"--recipe", "redsync", "--redis-topology", "redlock", "--fenced"},
+		"Redis settings":                                        {"--recipe", "gozk", "--redis-topology", "redlock"},
+		"Redis has no sessions":                                 {"--recipe", "redis-lock", "--nemesis", "session-expire"},
+		"testing an existing Redis":                             {"--recipe", "redis-lock", "--connect", "192.0.2.1:6379"},
+		"no plain Redis client loop":                            {"--recipe", "redis-lock", "--baseline-processes"},
+		"redlock over independent instances":                    {"--recipe", "redsync"},
+		"not redlock":                                           {"--recipe", "redis-lock", "--redis-topology", "redlock"},
 	}
 	for want, args := range bad {
 		if _, err := planRedis(t, "", args...); err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
