@@ -54,8 +54,8 @@ var (
 	_ nemesis.StandbyPromoter = (*cluster)(nil)
 	_ nemesis.SessionKeeper   = (*cluster)(nil)
 
-	_ sessionKeeper  = (*lockservice.Postgres)(nil)
-	_ sessionKeeper  = (*lockservice.MariaDB)(nil)
+	_ sessionKeeper = (*lockservice.Postgres)(nil)
+	_ sessionKeeper = (*lockservice.MariaDB)(nil)
 
 	_ sessionKiller  = (*lockservice.Redis)(nil)
 	_ sessionKiller  = (*lockservice.Postgres)(nil)
