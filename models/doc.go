@@ -197,4 +197,15 @@
 // The witness lists every finding, earliest first; the window holds the ops
 // of the first (a lost update's or a final value's window may be
 // linearizable as a register: the harm is the counter's).
+//
+// # Fencing tokens
+//
+// CheckTokens checks a lock key's grants against real time, apart from the
+// model: an ok acquire's value may carry a fencing token (a number, or an
+// object's "token"). When process B's acquire is invoked after process A's
+// acquire completed ok, B's token must be greater than A's: whatever drew A's
+// token did so before B asked, and a fenced resource refuses any token lower
+// than the highest it has seen. Grants without a token, and two grants of one
+// process (a re-entrant lock's nested grant repeats its token), are not
+// compared; concurrent grants are not ordered by it either.
 package models

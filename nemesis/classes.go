@@ -253,21 +253,23 @@ func Setups() []Setup {
 	}
 }
 
-// RedisSetups are the named setups of the faults made for Redis (RedisClasses), the
-// safety matrix's further columns when a row is a Redis recipe: an instance restarted
-// at once, a failover, a clock jump, and the holder's connection killed. Their
-// faults are instantaneous, so they come every RedisSetupInterval on average. A
-// setup whose faults a row's service or topology refuses is "n/a" there
+// NamedSetups are the named setups of the faults a run names explicitly
+// (NamedClasses), the safety matrix's further columns when a row is a Redis or a
+// database recipe: an instance restarted at once, a failover, a clock jump, the
+// holder's connection killed by the server, and the holder's host gone without a
+// word. Their faults are instantaneous, so they come every NamedSetupInterval on
+// average. A setup whose faults a row's service or topology refuses is "n/a" there
 // (harness.Config.Validate says which).
-func RedisSetups() []Setup {
+func NamedSetups() []Setup {
 	holder := []ClientTarget{TargetHolder}
 	return []Setup{
-		{Name: "restart", Label: "an instance killed and started again at once", Classes: []Class{ClassRestart}, Interval: RedisSetupInterval},
-		{Name: "failover", Label: "a replica promoted after a grant it never saw", Classes: []Class{ClassFailover}, Interval: RedisSetupInterval},
-		{Name: "clock-jump", Label: "an instance's clock jumped forward", Classes: []Class{ClassClockJump}, Interval: RedisSetupInterval},
-		{Name: "connection-kill", Label: "the holder's connection killed by the server", Classes: []Class{ClassConnectionKill}, ClientTargets: holder, Interval: RedisSetupInterval},
+		{Name: "restart", Label: "an instance killed and started again at once", Classes: []Class{ClassRestart}, Interval: NamedSetupInterval},
+		{Name: "failover", Label: "a replica promoted after a grant it never saw", Classes: []Class{ClassFailover}, Interval: NamedSetupInterval},
+		{Name: "clock-jump", Label: "an instance's clock jumped forward", Classes: []Class{ClassClockJump}, Interval: NamedSetupInterval},
+		{Name: "connection-kill", Label: "the holder's connection killed by the server", Classes: []Class{ClassConnectionKill}, ClientTargets: holder, Interval: NamedSetupInterval},
+		{Name: "client-vanish", Label: "the holder's host gone without a word", Classes: []Class{ClassClientVanish}, ClientTargets: holder, Interval: NamedSetupInterval},
 	}
 }
 
-// RedisSetupInterval is the mean quiet time between the faults of RedisSetups.
-const RedisSetupInterval = 5 * time.Second
+// NamedSetupInterval is the mean quiet time between the faults of NamedSetups.
+const NamedSetupInterval = 5 * time.Second

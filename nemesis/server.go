@@ -40,6 +40,12 @@ func (f Kill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error)
 	if err != nil {
 		return plan{value: v}, err
 	}
+	if persistence := redisPersistence(c); persistence != "" {
+		// A killed Redis instance comes back at the heal with what it persisted:
+		// recorded as a restart's is, for the cause classes.
+		v["persistence"] = persistence
+		v["forgetting"] = forgetting(ctx, c, ids)
+	}
 	ss := serversByID(c, ids)
 	return plan{
 		value: v,

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
@@ -162,8 +163,9 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 }
 
 // runChecks are a run's checks: each key's (with its first violation, its window and
-// an exclusive lock's cause class), the final phase's liveness if the history records
-// one, and a check that fails a history that exercised nothing.
+// an exclusive lock's cause class), its fencing tokens' (TokenChecks), the final
+// phase's liveness if the history records one, and a check that fails a history that
+// exercised nothing.
 func runChecks(h histories.History, res models.Result, kind models.Kind, p cause.Params, covered coverage.Table) ([]Check, error) {
 	var checks []Check
 	for _, k := range res.Keys {
@@ -178,6 +180,7 @@ func runChecks(h histories.History, res models.Result, kind models.Kind, p cause
 		c.Cause = causeOf(h, c, kind, p)
 		checks = append(checks, c)
 	}
+	checks = append(checks, TokenChecks(h, res, kind)...)
 	live, found, err := LivenessCheck(h)
 	if err != nil {
 		return nil, err
@@ -338,6 +341,7 @@ func PrintCheck(w io.Writer, path string, h histories.History, res models.Result
 	for _, k := range res.Keys {
 		checks = append(checks, Check{Key: k.Key, Verdict: k.Verdict, Checker: k.Checker, Ops: k.Ops, Witness: k.Witness})
 	}
+	checks = append(checks, TokenChecks(h, res, cfg.Kind)...)
 	live, found, err := LivenessCheck(h)
 	if err != nil {
 		return models.Unknown, fmt.Errorf("%s: %w", path, err)
@@ -383,7 +387,10 @@ func ExercisedCheck(t coverage.Table) (c Check, nothing bool) {
 func Verdict(checks []Check) ([]Check, models.Verdict) {
 	judged := make([]models.Judged, len(checks))
 	for i, c := range checks {
-		judged[i] = models.Judged{Verdict: c.Verdict, Checker: c.Checker, Lock: c.Key != LivenessKey && c.Key != CoverageKey}
+		// A token check is never advisory: a reused token breaks fencing whether or
+		// not this run's data showed it.
+		judged[i] = models.Judged{Verdict: c.Verdict, Checker: c.Checker,
+			Lock: c.Key != LivenessKey && c.Key != CoverageKey && !strings.HasPrefix(c.Key, tokensKeyPrefix)}
 	}
 	v, advisory := models.Judge(judged)
 	for i := range checks {

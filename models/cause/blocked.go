@@ -103,3 +103,39 @@ func lastRelease(h histories.History, key string, p int) (int64, bool) {
 	}
 	return at, found
 }
+
+// ClassifyTokens says why a grant (later) carries a fencing token no greater than
+// that of a grant (earlier) that had completed before it was asked for
+// (models.CheckTokens). A server fault that can set the token's counter back, in
+// force at some time between the two grants, is the server's doing: a restart or
+// failover, a kill of a Redis instance that comes back without what it had (its record
+// names it "forgetting"), losing a Redis INCR key or a sequence (ServerLost); a clock jump
+// (which expires a counter key that has a TTL: Clock). Otherwise the recipe drew or
+// kept a token it must not (RecipeBug: a takeover that kept the displaced holder's
+// token, a token from a clock or a per-client counter).
+func ClassifyTokens(h histories.History, earlier, later histories.Op) Finding {
+	a, b := earlier.Process.ID, later.Process.ID
+	f := Finding{Holder: a, Next: b, At: later.Time}
+	for _, x := range faults(h) {
+		if x.start > later.Time || x.stop < earlier.Time {
+			continue
+		}
+		switch {
+		case x.class == "failover", x.class == "restart" && (x.forgetting == nil || len(x.forgetting) > 0),
+			x.class == "kill" && len(x.forgetting) > 0:
+			f.Class = ServerLost
+			f.Fix = "a token counter the servers do not lose: durable persistence, synchronous replication"
+		case x.class == "clock-jump":
+			f.Class = Clock
+			f.Fix = "a token counter without an expiry"
+		default:
+			continue
+		}
+		f.Why = fmt.Sprintf("a %s at %s, in force between process %d's grant at %s and process %d's at %s, can have set the servers' token counter back", x.class, at(x.start), a, at(earlier.Time), b, at(later.Time))
+		return f
+	}
+	f.Class = RecipeBug
+	f.Why = fmt.Sprintf("process %d was granted at %s with a fencing token no greater than process %d's, whose grant had completed at %s, with no server fault between them that could lose the token's counter: the recipe reused or kept a token (a takeover that keeps the displaced holder's token lets a fenced resource take that holder's stale writes)", b, at(later.Time), a, at(earlier.Time))
+	f.Fix = "draw a new token from one counter on every grant, takeovers included"
+	return f
+}

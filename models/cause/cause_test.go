@@ -250,3 +250,35 @@ func TestClassifyBlockedByAGoneOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyTokens: a token no greater than an earlier grant's is the server's loss
+// when a restart, a failover or the kill of an instance that forgets was in force
+// between the grants, the clock's when a clock jump was, and the recipe's otherwise
+// (a fault outside the two grants does not excuse it).
+func TestClassifyTokens(t *testing.T) {
+	earlier, later := acq(1, histories.OK, 2*s), acq(2, histories.OK, 6*s)
+	cases := []struct {
+		name  string
+		fault string
+		start int64
+		want  Class
+	}{
+		{"no fault", "", 0, RecipeBug},
+		{"failover begun before the earlier grant, over after", `{"fault":"failover"}`, s, ServerLost},
+		{"restart", `{"fault":"restart","forgetting":["s1"]}`, 3 * s, ServerLost},
+		{"restart of nothing that forgets", `{"fault":"restart","forgetting":[]}`, 3 * s, RecipeBug},
+		{"kill of an instance that forgets", `{"fault":"kill","forgetting":["s1"]}`, 3 * s, ServerLost},
+		{"kill of a ZooKeeper server", `{"fault":"kill"}`, 3 * s, RecipeBug},
+		{"clock jump", `{"fault":"clock-jump","delta_ms":4000}`, 3 * s, Clock},
+		{"restart after both grants", `{"fault":"restart"}`, 7 * s, RecipeBug},
+	}
+	for _, c := range cases {
+		h := histories.History{acq(1, histories.Invoke, s), earlier, acq(2, histories.Invoke, 5*s), later}
+		if c.fault != "" {
+			h = append(h, nem("start", c.start, c.fault), nem("stop", c.start+2*s, c.fault))
+		}
+		if f := ClassifyTokens(h, earlier, later); f.Class != c.want || f.Holder != 1 || f.Next != 2 || f.Why == "" {
+			t.Errorf("%s: %+v, want %s", c.name, f, c.want)
+		}
+	}
+}
