@@ -49,6 +49,19 @@ func (c *cluster) RedisCommand(ctx context.Context, id int, args ...string) (any
 	return r.Command(ctx, id, args...)
 }
 
+var _ nemesis.DeathRecorder = (*cluster)(nil)
+
+// Killing notes that a fault is about to kill worker cl: the hold it may have ends no
+// later than now (session.crash), whenever the harness sees it exit.
+func (c *cluster) Killing(cl nemesis.Client) {
+	c.mu.Lock()
+	w := c.workers[cl.Slot]
+	c.mu.Unlock()
+	if w != nil && int(w.process.Load()) == cl.Process {
+		w.killedAt.CompareAndSwap(0, w.now())
+	}
+}
+
 var (
 	_ nemesis.SessionKiller   = (*cluster)(nil)
 	_ nemesis.StandbyPromoter = (*cluster)(nil)

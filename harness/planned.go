@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"github.com/zlockcheck/zlockcheck/histories"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -150,6 +151,14 @@ func (p *planned) record(m workloads.Message, step workloads.Step) {
 	}
 	reply := workloads.Message{Type: m.Step, Error: m.Error, Token: m.Token}
 	done := clock.CompleteAt(*m.MonoNS)
+	if m.Step == workloads.ReplyOK && (step.F == histories.FRelease && s.cycle.Held() > 1 || step.F == histories.FAcquire && s.cycle.Held() > 0) {
+		// A re-entrant lock's inner level, taken or given back while the process holds
+		// the lock, changes nothing another process can see: it completes at its
+		// earliest bound, so that the outer release's invoke, stamped right after,
+		// is not pushed past its true time by the recorder's per-process order (which
+		// would fake an overlap with the grant that release makes).
+		done = clock.InvokeAt(*m.MonoNS)
+	}
 	s.completed(step, reply, done)
 	p.inFlight, p.since = false, done
 	if !p.v3 {

@@ -205,3 +205,53 @@ func TestV3LostBetweenNestedReleases(t *testing.T) {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 }
+
+// TestV3InnerReleaseDoesNotPushTheOuterOne: with a clock known only to within a wide
+// error, a reentrant cycle's inner acquire and release complete at their earliest
+// bound, so the outer release, invoked a microsecond after the inner one, is recorded
+// no later than its true time (the recorder keeps a process's ops in order: a padded
+// inner completion would have pushed the outer invoke later, past a grant that
+// release made).
+func TestV3InnerReleaseDoesNotPushTheOuterOne(t *testing.T) {
+	var outerAt int64
+	const err = 20 * time.Millisecond // a clock synced on a loaded machine
+	s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
+		// Held for more than twice the clock's error: the outer ops' own bounds do not
+		// cross, only the inner ones', back to back, could.
+		time.Sleep(3 * err)
+		f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
+		// The inner release and the outer one, back to back; the harness reads their
+		// reports late (a loaded machine), after the outer release is long done.
+		inner := f.mono()
+		innerDone := inner + 1000
+		outerAt = innerDone + 1000
+		time.Sleep(err)
+		id := req.ID
+		f.say(workloads.Message{ID: &id, Step: workloads.StepOK, F: workloads.OpRelease, MonoNS: &innerDone, InvokeNS: &inner})
+		f.completion(req.ID, workloads.StepOK, workloads.OpRelease, outerAt)
+	})
+	if err := s.syncClock(); err != nil {
+		t.Fatal(err)
+	}
+	s.w.clock.Err = err.Nanoseconds()
+	wl := workloads.Config{Kind: workloads.Reentrant, MaxDepth: 2, HoldMin: time.Millisecond, HoldMax: time.Millisecond}.Defaults()
+	var c *workloads.Cycle
+	for seed := uint64(0); c == nil; seed++ {
+		if cand := wl.NewCycle(rand.New(rand.NewPCG(seed, 1)), 0); func() bool { p, _ := cand.Plan(); return p.Depth == 2 }() {
+			c = cand
+		}
+	}
+	s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
+	if s.dead || len(s.r.violations) > 0 {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+	h := loadHistory(t, s)
+	if got, want := opsString(h), "invoke acquire, ok acquire, invoke acquire, ok acquire, invoke release, ok release, invoke release, ok release"; got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	truth := outerAt - s.w.clock.Offset
+	if h[6].Time > truth {
+		t.Errorf("the outer release is recorded at %d, after its true invoke %d (by %s)", h[6].Time, truth, time.Duration(h[6].Time-truth))
+	}
+}

@@ -205,7 +205,8 @@ func (s *session) lose(m workloads.Message, at int64) {
 // crash records the end of a worker that died or must be abandoned: its open op
 // completes as info; a hold it had ends at some unknown time from now (a release
 // invoke now, completed as info; or at the end of a v3 hold if that came first, for
-// the worker may have begun its release unreported).
+// the worker may have begun its release unreported; or when a fault killed it, if
+// that came first: a database frees a dead session's locks at once).
 func (s *session) crash(openOp string, why error) {
 	s.dead = true
 	if openOp != "" {
@@ -220,6 +221,9 @@ func (s *session) crash(openOp string, why error) {
 		at := s.env.rec.now()
 		if end := s.w.holdEnd.Load(); end != 0 {
 			at = min(at, end)
+		}
+		if killed := s.w.killedAt.Load(); killed != 0 {
+			at = min(at, killed) // a dead process holds nothing
 		}
 		s.env.rec.recordAt(s.lockOp(histories.Invoke, histories.FRelease), at)
 		op := s.lockOp(histories.Info, histories.FRelease)

@@ -30,6 +30,9 @@ type worker struct {
 	// holdEnd (v3) is when the hold of a worker in state Holding runs out on the
 	// run's clock (0: unknown): from then on it may be releasing unreported.
 	holdEnd atomic.Int64
+	// killedAt is when a fault killed the worker on the run's clock (0: none): a hold
+	// it had ended no later than that (cluster.Killing).
+	killedAt atomic.Int64
 
 	// state is where the worker stands in its lock cycle (a workloads.State),
 	// published by its session for the nemesis and the orphan watch.

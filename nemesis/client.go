@@ -245,11 +245,10 @@ func (f ClientKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, 
 	if cl.Pid <= 1 {
 		return plan{value: v}, fmt.Errorf("worker %d has no process id", cl.Process)
 	}
-	pid := cl.Pid
 	return plan{
 		value: v,
 		apply: func(context.Context) error {
-			err := signalGroup(pid, syscall.SIGKILL)
+			err := killWorker(c, cl)
 			if errors.Is(err, syscall.ESRCH) {
 				return nil // already gone
 			}
@@ -257,6 +256,24 @@ func (f ClientKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, 
 		},
 		undo: noUndo,
 	}, nil
+}
+
+// DeathRecorder is a Cluster that wants to hear the moment a fault kills one of its
+// workers (client-kill, client-vanish), before the kill: a database frees a dead
+// session's locks as soon as its connection closes, so the worker's hold ends then,
+// not when the harness notices it exited.
+type DeathRecorder interface {
+	Cluster
+	// Killing says that worker cl is about to be killed.
+	Killing(cl Client)
+}
+
+// killWorker SIGKILLs cl's process group, telling c first when it is a DeathRecorder.
+func killWorker(c Cluster, cl Client) error {
+	if d, ok := c.(DeathRecorder); ok {
+		d.Killing(cl)
+	}
+	return signalGroup(cl.Pid, syscall.SIGKILL)
 }
 
 // ClientServerPartition cuts one server off from its clients (never from its peers):

@@ -88,7 +88,7 @@ func (f ClientVanish) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan
 				return err
 			}
 		}
-		if err := signalGroup(cl.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		if err := killWorker(c, cl); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return err
 		}
 		waitGone(ctx, cl.Pid, vanishReap)

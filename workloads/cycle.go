@@ -109,6 +109,9 @@ func (c Config) FinalCycle(timeout time.Duration) *Cycle {
 // State says where the worker stands in this cycle.
 func (c *Cycle) State() State { return c.state }
 
+// Held is how many levels of the lock the cycle holds now (a re-entrant lock's depth).
+func (c *Cycle) Held() int { return c.held }
+
 // Mode is the lock mode the cycle asks for ("" unless a read-write lock).
 func (c *Cycle) Mode() string { return c.acquire.Mode }
 

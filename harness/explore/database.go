@@ -19,7 +19,8 @@ import (
 // holder, who must learn of it within a session timeout; a holder paused past its row's
 // expiry), so a session on a correct recipe reaches them last. The last probe runs
 // the fenced counter when the recipe can (FencedCounter): a takeover must change the
-// token, or the resource takes the stale holder's writes.
+// token, or the resource takes the stale holder's writes; the very last makes holders'
+// hosts vanish.
 func DatabaseProbes(ttl time.Duration) []Probe {
 	race, pastTTL, shortHolds := redisRegimes(ttl)
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
@@ -58,5 +59,13 @@ func DatabaseProbes(ttl time.Duration) []Probe {
 			ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold},
 			FencedCounter: true},
+		// A holder whose host vanishes: no FIN or reset reaches the server, which keeps
+		// the session, and its lock, until its TCP keepalive gives up. With the
+		// kernel's defaults that is 2 h 11 min: an honest configuration finding on every
+		// session lock (--db-keepalive closes it), a recipe bug on a lock whose entries
+		// never expire. Last, so a session on a correct recipe reaches it last.
+		{Setup: nemesis.Setup{Name: "holders vanished", Classes: []nemesis.Class{nemesis.ClassClientVanish},
+			ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowOrphans}},
 	}
 }
