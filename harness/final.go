@@ -216,7 +216,7 @@ func classifyChildren(out []ChildInfo, state func(process int) workloads.State, 
 			c.Note = fmt.Sprintf("worker process %d waits for the lock with it", c.Process)
 		default:
 			c.Orphan = true
-			c.Note = fmt.Sprintf("owned by live worker process %d, which does not hold the lock and does not wait with it", c.Process)
+			c.Note = fmt.Sprintf("its session is alive, and its worker process %d neither holds the lock nor waits with it (or is gone: killed, or its host vanished)", c.Process)
 		}
 	}
 	return out

@@ -120,6 +120,9 @@ func (m *MariaDB) addServer(ctx context.Context, id int) error {
 	if err := writeDBRecord(ns.Netns, dir); err != nil {
 		return err
 	}
+	if err := DBKeepAlive(m.cfg.KeepAlive).applyRetries(ctx, ns.Netns); err != nil {
+		return err
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("mariadb server %d: %w", id, err)
 	}

@@ -143,6 +143,9 @@ func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.
 	if err := writeDBRecord(ns.Netns, dir); err != nil {
 		return s, err
 	}
+	if err := DBKeepAlive(p.cfg.KeepAlive).applyRetries(ctx, ns.Netns); err != nil {
+		return s, err
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return s, fmt.Errorf("postgres server %d: %w", id, err)
 	}

@@ -103,7 +103,8 @@ func postgresConf(id int, addr netip.Addr, primary netip.Addr, keepAlive time.Du
 		lines = append(lines,
 			fmt.Sprintf("tcp_keepalives_idle = %d", k.Idle),
 			fmt.Sprintf("tcp_keepalives_interval = %d", k.Interval),
-			fmt.Sprintf("tcp_keepalives_count = %d", k.Probes))
+			fmt.Sprintf("tcp_keepalives_count = %d", k.Probes),
+			fmt.Sprintf("tcp_user_timeout = %d", k.UserTimeout().Milliseconds()))
 	}
 	if primary.IsValid() {
 		lines = append(lines,

@@ -161,7 +161,8 @@ func nftDeleteTable(ctx context.Context, h netHost, family, table string) error 
 	return nil
 }
 
-// nftDeleteAll removes every table of h whose name starts with its TablePrefix (of any
+// nftDeleteAll removes every table of h whose name starts with its TablePrefix but a
+// client-vanish table, whose dead connections stay black-holed (ClientVanish) (of any
 // family).
 func nftDeleteAll(ctx context.Context, h netHost) error {
 	out, err := h.Exec(ctx, nil, "nft", "list", "tables")
@@ -174,7 +175,7 @@ func nftDeleteAll(ctx context.Context, h netHost) error {
 	var errs []error
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && strings.HasPrefix(f[2], h.TablePrefix()) {
+		if len(f) == 3 && f[0] == "table" && strings.HasPrefix(f[2], h.TablePrefix()) && !strings.HasPrefix(f[2], h.TablePrefix()+tableVanish) {
 			errs = append(errs, nftDeleteTable(ctx, h, f[1], f[2]))
 		}
 	}

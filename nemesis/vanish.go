@@ -30,8 +30,9 @@ type SessionKeeper interface {
 	VanishedClientKept() string
 }
 
-// tableVanish is client-vanish's table in the worker's namespace: it black-holes the
-// dead worker's connections while its sockets are destroyed.
+// tableVanish begins the name of client-vanish's tables in a worker's namespace (one a
+// vanish, _<port> after it): each black-holes a dead worker's connections for the
+// rest of the run.
 const tableVanish = "vanish"
 
 // vanishReap bounds the wait for a killed worker's process to be gone before its
@@ -48,9 +49,14 @@ const vanishReap = 2 * time.Second
 // TTL, but a database session, and every lock it holds, lives on until the server's
 // TCP keepalive gives up on the connection (with Linux's defaults, 2 h 11 min; see
 // lockservice's KeepAlive settings). The harness replaces the worker with a new
-// process, whose new connections pass. Undo deletes the table; the fault is over
-// when applied. On a SessionKeeper the fault's value says what bounds the session's
-// life ("kept_until").
+// process, whose new connections pass. The fault is over when applied, and a vanished
+// host stays gone: nothing undoes it. The table stays (HealAll leaves it too) until the
+// run removes the worker's namespace: were it deleted sooner, a server's retransmission
+// or keepalive probe would reach the worker's kernel, whose reset would end the
+// session as a host that is gone never does. It matches the dead connections' local
+// ports only: a new connection that drew one of them again would be cut off too (the
+// kernel draws from some 28,000). On a SessionKeeper the fault's value says what
+// bounds the session's life ("kept_until").
 type ClientVanish struct {
 	// Target says which worker.
 	Target ClientTarget
@@ -84,7 +90,9 @@ func (f ClientVanish) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan
 		}
 		v["ports"] = ports
 		if len(ports) > 0 {
-			if err := nftReplace(ctx, ns, tableVanish, vanishChains(ports)...); err != nil {
+			// A table of its own, named by its first port: an earlier vanish's in this
+			// namespace must stay.
+			if err := nftReplace(ctx, ns, tableVanish+"_"+strconv.Itoa(ports[0]), vanishChains(ports)...); err != nil {
 				return err
 			}
 		}
@@ -100,8 +108,7 @@ func (f ClientVanish) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan
 		}
 		return nil
 	}
-	return plan{value: v, nets: []netHost{ns}, apply: apply,
-		undo: deleteTables([]netHost{ns}, tableVanish)}, nil
+	return plan{value: v, nets: []netHost{ns}, apply: apply, undo: noUndo}, nil
 }
 
 // vanishChains drop every packet of the given local TCP ports, both ways.
