@@ -51,7 +51,7 @@ type matrixCell struct {
 const verdictNA models.Verdict = "n/a"
 
 // matrixCmd runs every recipe (of any service) under every named fault setup
-// (nemesis.Setups, and nemesis.RedisSetups when a row is a Redis recipe), one
+// (nemesis.Setups, and nemesis.NamedSetups when a row is a Redis or database recipe), one
 // harness.Test each, writes matrix.json and matrix.md as it goes, and exits with the
 // worst cell's verdict ("n/a" cells left out).
 func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
@@ -163,11 +163,11 @@ func serviceRecipes(names []string, k lockservice.Kind) []string {
 }
 
 // allSetups are every named setup --faults can pick: nemesis.Setups, then
-// nemesis.RedisSetups.
-func allSetups() []nemesis.Setup { return append(nemesis.Setups(), nemesis.RedisSetups()...) }
+// nemesis.NamedSetups.
+func allSetups() []nemesis.Setup { return append(nemesis.Setups(), nemesis.NamedSetups()...) }
 
 // pickSetups are the named setups --faults lists; when empty, nemesis.Setups (a
-// ZooKeeper-only matrix's columns, as ever), and nemesis.RedisSetups too when one of
+// ZooKeeper-only matrix's columns, as ever), and nemesis.NamedSetups too when one of
 // the recipes is Redis's or a database's.
 func pickSetups(list string, recipes []string) ([]nemesis.Setup, error) {
 	all := allSetups()

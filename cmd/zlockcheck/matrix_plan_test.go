@@ -87,7 +87,7 @@ func TestMatrixZooKeeperDefaultUnchanged(t *testing.T) {
 // n/a the cells whose faults the row's service or topology refuses.
 func TestMatrixAcrossServices(t *testing.T) {
 	rows, setups, cells := planTestMatrix(t, "redis-lock,redsync,gozk", "")
-	if len(setups) != len(nemesis.Setups())+len(nemesis.RedisSetups()) {
+	if len(setups) != len(nemesis.Setups())+len(nemesis.NamedSetups()) {
 		t.Errorf("columns %s: want the Redis setups too when a row is Redis's", setupNames(setups))
 	}
 	wantRows := []string{"redis-lock (redis single ×1)", "redsync (redis redlock ×3)", "gozk"}
@@ -112,7 +112,7 @@ func TestMatrixAcrossServices(t *testing.T) {
 // and what their service cannot have is n/a.
 func TestMatrixWithDatabases(t *testing.T) {
 	rows, setups, cells := planTestMatrix(t, "pg-table,mariadb-getlock,gozk", "")
-	if len(setups) != len(nemesis.Setups())+len(nemesis.RedisSetups()) {
+	if len(setups) != len(nemesis.Setups())+len(nemesis.NamedSetups()) {
 		t.Errorf("columns %s: want the further setups when a row is a database's", setupNames(setups))
 	}
 	wantRows := []string{"pg-table (postgres ×2)", "mariadb-getlock (mariadb ×1)", "gozk"}
@@ -195,7 +195,7 @@ func TestMatrixNACellsNotCounted(t *testing.T) {
 // Redis, with the Redis setups among the columns.
 func TestMatrixServiceRedis(t *testing.T) {
 	rows, setups, _ := planTestMatrix(t, "", "", "--service", "redis")
-	if len(rows) == 0 || len(setups) != len(nemesis.Setups())+len(nemesis.RedisSetups()) {
+	if len(rows) == 0 || len(setups) != len(nemesis.Setups())+len(nemesis.NamedSetups()) {
 		t.Fatalf("%d rows, columns %s", len(rows), setupNames(setups))
 	}
 	for _, r := range rows {
