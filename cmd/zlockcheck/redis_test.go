@@ -109,3 +109,30 @@ func TestRedisBadInputLeavesNothing(t *testing.T) {
 		t.Error("a run directory was made")
 	}
 }
+
+// TestDatabaseBadInputLeavesNothing: the binary refuses, before it makes anything, a
+// recipe asked for what its mechanism cannot do (a counter on a session lock, which
+// cannot fence; a re-entrant lock table), a PostgreSQL of more than a primary and a
+// standby, a failover with no standby or on MariaDB, session-expire on a database, and
+// --db-keepalive on a service without one.
+func TestDatabaseBadInputLeavesNothing(t *testing.T) {
+	store := t.TempDir()
+	cases := map[string][]string{
+		"counter":                           {"run", "--recipe", "pg-advisory", "--workload", "counter", "--store", store},
+		"reentrant":                         {"run", "--recipe", "pg-table", "--workload", "reentrant", "--store", store},
+		"a primary and a streaming standby": {"run", "--recipe", "pg-advisory", "--nodes", "3", "--store", store},
+		"it needs --nodes 2":                {"run", "--recipe", "pg-table", "--nemesis", "failover", "--store", store},
+		"nothing to fail over to":           {"run", "--recipe", "mariadb-getlock", "--nemesis", "failover", "--store", store},
+		"has no sessions to expire":         {"run", "--recipe", "pg-advisory", "--nemesis", "session-expire", "--store", store},
+		"db-keepalive":                      {"run", "--recipe", "gozk", "--db-keepalive", "3s", "--store", store},
+	}
+	for want, args := range cases {
+		code, stdout, stderr := zlockcheck(t, args...)
+		if code != exitError || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q", args, code, stderr, stdout, exitError, want)
+		}
+	}
+	if entries, err := os.ReadDir(store); err != nil || len(entries) > 0 {
+		t.Errorf("the store holds %v (%v) after runs that should not start", entries, err)
+	}
+}
