@@ -147,6 +147,14 @@ func (l Liveness) record(rec *recorder) {
 	rec.record(histories.NemesisOp(histories.Liveness(l), ""))
 }
 
+// sessionFreeEntries is a lock reader some of whose entries stay when their owner's
+// session ends (PostgreSQL's lock table's row).
+type sessionFreeEntries interface {
+	OutlivesSession(entry string) bool
+}
+
+var _ sessionFreeEntries = (*lockservice.PostgresLock)(nil)
+
 // lockChildren lists the lock's entries with their owners.
 func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 	inspector, ok := r.svc.(lockInspector)
@@ -171,6 +179,9 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 			continue
 		}
 		info := ChildInfo{Node: c, EphemeralOwner: owner, Process: -1, SessionAlive: alive[owner]}
+		if o, ok := lock.(sessionFreeEntries); ok {
+			info.OutlivesSession = o.OutlivesSession(c)
+		}
 		if p, ok := owners[owner]; ok {
 			info.Process = p
 		}

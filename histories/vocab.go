@@ -280,4 +280,7 @@ type LockChild struct {
 	MissedWakeup bool `json:"missed_wakeup,omitempty"`
 	// Note says why the node is an orphan, or what its owner does.
 	Note string `json:"note,omitempty"`
+	// OutlivesSession: the entry stays when its owner's session ends (a lock table's
+	// row), unlike an ephemeral node or a session lock.
+	OutlivesSession bool `json:"outlives_session,omitempty"`
 }

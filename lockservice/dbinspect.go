@@ -30,6 +30,9 @@ import (
 // database, the key's high 32 bits in classid, its low 32 bits in objid, and
 // objsubid 1.
 
+// pgRowEntry names the lock table's row among a PostgreSQL lock's entries.
+const pgRowEntry = "row"
+
 // dbLockEntry is one entry of a database lock: its name and the session owning it.
 type dbLockEntry struct {
 	name, owner string
@@ -75,7 +78,7 @@ func (p *Postgres) readServerLock(ctx context.Context, s *PostgresServer, lockPa
 		var pe *pgconn.PgError
 		switch {
 		case err == nil:
-			out.row = &dbLockEntry{name: "row", owner: ownerOf(owner)}
+			out.row = &dbLockEntry{name: pgRowEntry, owner: ownerOf(owner)}
 		case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pe) && pe.Code == pgUndefinedTable:
 		default:
 			return fmt.Errorf("reading zlc_locks: %w", err)
@@ -166,33 +169,38 @@ func (p *Postgres) leaderOrder() []*PostgresServer {
 	return order
 }
 
-// pgLock is a LockReader of a Postgres lock: each read is its own connections.
-type pgLock struct{ p *Postgres }
+// PostgresLock is a LockReader of a Postgres lock: each read is its own connections.
+// PostgresLock reads a lock's entries on PostgreSQL (OpenLock).
+type PostgresLock struct{ p *Postgres }
 
-var _ LockReader = pgLock{}
+var _ LockReader = PostgresLock{}
 
 // OpenLock returns a reader of the lock's entries (see dbinspect.go's comment:
 // the lock table's row, then the advisory lock's holders and waiters). It holds no
 // session of its own: each read opens fresh connections, bounded like every query
 // of the harness.
 func (p *Postgres) OpenLock(context.Context, time.Duration) (LockReader, error) {
-	return pgLock{p: p}, nil
+	return PostgresLock{p: p}, nil
 }
 
 // Entries are the lock's entries, lowest first: "row", then "advisory-<pid>".
-func (l pgLock) Entries(lockPath string, _ bool) ([]string, error) {
+func (l PostgresLock) Entries(lockPath string, _ bool) ([]string, error) {
 	es, err := l.p.lockEntries(context.Background(), lockPath)
 	return entryNames(es), err
 }
 
 // Owner is the session owning entry name; false when the entry is gone.
-func (l pgLock) Owner(lockPath, name string) (string, bool, error) {
+func (l PostgresLock) Owner(lockPath, name string) (string, bool, error) {
 	es, err := l.p.lockEntries(context.Background(), lockPath)
 	return entryOwner(es, name, err)
 }
 
+// OutlivesSession reports whether entry stays when its owner's session ends: the
+// lock table's row does ("row"); an advisory lock goes with its session.
+func (PostgresLock) OutlivesSession(entry string) bool { return entry == pgRowEntry }
+
 // Close: the reader holds no connection.
-func (pgLock) Close() {}
+func (PostgresLock) Close() {}
 
 // entryNames are the entries' names.
 func entryNames(es []dbLockEntry) []string {

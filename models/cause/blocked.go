@@ -2,6 +2,7 @@ package cause
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/zlockcheck/zlockcheck/histories"
 )
@@ -17,11 +18,13 @@ import (
 //     and a lock without expiry stays blocked for ever. That is the server losing a
 //     write (ServerLost), not the recipe.
 //   - An owner that a client-vanish fault took while it held (its host gone without
-//     a word) or that client-kill killed. While the server still has the owner's
+//     a word), that client-kill killed, or whose last op ended unknown (the harness
+//     retired it: it never acts again). While the server still has a vanished owner's
 //     session, it keeps the session's locks until its TCP keepalive gives up on the
-//     connection: Configuration, with the setting the fault recorded
-//     ("kept_until"). Once the session has ended and the entry is still there, the
-//     entry outlives its owner: nothing but an expiry would remove it (RecipeBug).
+//     connection: Configuration, with the setting the fault recorded ("kept_until").
+//     An entry that outlives its session (LockChild.OutlivesSession: a lock table's
+//     row), or one still there once the owner's session has ended, outlives its
+//     owner: nothing but an expiry would remove it (RecipeBug).
 func ClassifyBlocked(h histories.History, key string, entries []histories.LockChild) (Finding, bool) {
 	faults := faults(h)
 	for _, e := range entries {
@@ -31,7 +34,7 @@ func ClassifyBlocked(h histories.History, key string, entries []histories.LockCh
 		if f, ok := releaseLostInFailover(h, key, e.Process, faults); ok {
 			return f, true
 		}
-		if f, ok := ownerGone(e, faults); ok {
+		if f, ok := ownerGone(h, e, faults); ok {
 			return f, true
 		}
 	}
@@ -58,37 +61,68 @@ func releaseLostInFailover(h histories.History, key string, p int, faults []faul
 	return Finding{}, false
 }
 
-// ownerGone: entry e's owner was killed, or its host vanished, and e is still there.
-func ownerGone(e histories.LockChild, faults []fault) (Finding, bool) {
+// ownerGone: entry e's owner was killed, its host vanished, or its last op ended
+// unknown and it did nothing after (the harness retired it: a client that died), and e
+// is still there.
+func ownerGone(h histories.History, e histories.LockChild, faults []fault) (Finding, bool) {
 	var gone *fault
 	for i, x := range faults {
-		if x.process == e.Process && (x.class == "client-vanish" || x.class == "client-kill") {
+		if x.process == e.Process && (x.class == "client-kill" || x.class == "client-vanish") {
 			gone = &faults[i] // the last one: a process dies once
 		}
 	}
-	if gone == nil {
+	f := Finding{Holder: e.Process, Next: -1}
+	var how string
+	switch last, retired := lastOp(h, e.Process); {
+	case gone != nil && gone.class == "client-vanish":
+		f.At, how = gone.start, fmt.Sprintf("vanished with its host at %s (no FIN or reset reached the server)", at(gone.start))
+	case gone != nil:
+		f.At, how = gone.start, fmt.Sprintf("was killed at %s", at(gone.start))
+	case retired:
+		f.At, how = last.Time, fmt.Sprintf("ended with its %s unknown at %s (%s) and did nothing after", last.F, at(last.Time), brief(last.Error))
+	default:
 		return Finding{}, false
 	}
-	f := Finding{Holder: e.Process, Next: -1, At: gone.start}
-	how := "was killed"
-	if gone.class == "client-vanish" {
-		how = "vanished with its host (no FIN or reset reached the server)"
-	}
 	switch {
-	case e.SessionAlive && gone.keptUntil != "":
+	case e.OutlivesSession:
+		f.Class = RecipeBug
+		f.Why = fmt.Sprintf("process %d %s; the lock's entry %s stays whether its session %s lives or not: nothing removes the entry of an owner that died",
+			e.Process, how, e.Node, e.EphemeralOwner)
+		f.Fix = "entries that expire (a lock table's row with an expiry that waiters take over), or a lock the session holds (an advisory lock, GET_LOCK)"
+	case e.SessionAlive && gone != nil && gone.keptUntil != "":
 		f.Class = Configuration
-		f.Why = fmt.Sprintf("process %d %s at %s; the server still has its session %s, and with it the lock's entry %s: a server ends the session of a client that vanished only when its TCP keepalive gives up on the connection",
-			e.Process, how, at(gone.start), e.EphemeralOwner, e.Node)
+		f.Why = fmt.Sprintf("process %d %s; the server still has its session %s, and with it the lock's entry %s: a server ends the session of a client that vanished only when its TCP keepalive gives up on the connection",
+			e.Process, how, e.EphemeralOwner, e.Node)
 		f.Fix = "a server keepalive that gives up within the session timeout: " + gone.keptUntil
 	case !e.SessionAlive:
 		f.Class = RecipeBug
-		f.Why = fmt.Sprintf("process %d %s at %s; its session %s has ended, but the lock's entry %s is still there: nothing removes the entry of an owner that died",
-			e.Process, how, at(gone.start), e.EphemeralOwner, e.Node)
+		f.Why = fmt.Sprintf("process %d %s; its session %s has ended, but the lock's entry %s is still there: nothing removes the entry of an owner that died",
+			e.Process, how, e.EphemeralOwner, e.Node)
 		f.Fix = "entries that expire (a lock table's row with an expiry that waiters take over), or a lock the session holds (an advisory lock, GET_LOCK)"
 	default:
 		return Finding{}, false
 	}
 	return f, true
+}
+
+// brief is the first line of an op's error, at most 100 characters.
+func brief(err string) string {
+	err, _, _ = strings.Cut(err, "\n")
+	if len(err) > 100 {
+		err = err[:100] + "…"
+	}
+	return err
+}
+
+// lastOp is process p's last op; retired is set when it completed as info (its worker
+// crashed or was replaced: it never acts again).
+func lastOp(h histories.History, p int) (histories.Op, bool) {
+	for i := len(h) - 1; i >= 0; i-- {
+		if op := h[i]; !op.Process.Nemesis && op.Process.ID == p {
+			return op, op.Type == histories.Info
+		}
+	}
+	return histories.Op{}, false
 }
 
 // lastRelease is when process p's last release of key was acknowledged (ok, not a

@@ -209,6 +209,13 @@ func entries(procs ...int) []histories.LockChild {
 	return out
 }
 
+// rowEntry is process 1's lock-table row, its session alive.
+func rowEntry() []histories.LockChild {
+	e := entries(1)
+	e[0].Node, e[0].OutlivesSession = "row", true
+	return e
+}
+
 // TestClassifyBlockedByAGoneOwner: a lock blocked by the live session of a holder
 // whose host vanished is the servers' keepalive (configuration, naming the setting
 // the fault recorded); by the entry of a holder that died and whose session ended, a
@@ -237,6 +244,9 @@ func TestClassifyBlockedByAGoneOwner(t *testing.T) {
 		{"vanished where no session is kept", vanish(`{"fault":"client-vanish","target":"holder","process":1}`), entries(1), ""},
 		{"another process vanished", kept, entries(2), ""},
 		{"no fault", held, dead, ""},
+		{"vanished, a row that outlives its live session", kept, rowEntry(), RecipeBug},
+		{"retired after an unknown release, session ended", append(append(histories.History{}, held...),
+			rel(1, histories.Invoke, 3*s, false), histories.Op{Type: histories.Info, F: histories.FRelease, Process: histories.Client(1), Time: 3 * s, Key: "l0", Error: "server gone"}), dead, RecipeBug},
 	}
 	for _, c := range cases {
 		f, ok := ClassifyBlocked(c.h, "l0", c.entries)
