@@ -16,6 +16,9 @@ import (
 // cluster is the run as the nemesis sees it: servers, live workers, the holder.
 type cluster struct {
 	svc lockservice.Service
+	// sessionLock: the run's recipe locks in the holder's server session
+	// (RecipeSessionLock), so ending a session, or a server, frees its locks.
+	sessionLock bool
 
 	mu      sync.Mutex
 	workers map[int]*worker // by slot: the slot's current process
@@ -90,12 +93,12 @@ func (c *cluster) KillSession(ctx context.Context, server int, session string) (
 	return k.KillSession(ctx, server, session)
 }
 
-// KillFreesLocks reports whether ending a session frees its locks: on the
-// databases (their session locks), not on Redis (a key lives until its TTL).
+// KillFreesLocks reports whether ending a session frees its locks: a database's
+// session lock (an advisory lock, GET_LOCK); not a lock table's row, nor a Redis key
+// (which lives until its TTL).
 func (c *cluster) KillFreesLocks() bool {
-	_, redis := c.svc.(redisAdmin)
 	_, killer := c.svc.(sessionKiller)
-	return killer && !redis
+	return killer && c.sessionLock
 }
 
 // sessionKeeper is a service whose servers keep a vanished client's session until
@@ -134,8 +137,8 @@ func (c *cluster) PromoteStandby(ctx context.Context, id int) error {
 	return s.PromoteStandby(ctx, id)
 }
 
-func newCluster(svc lockservice.Service) *cluster {
-	return &cluster{svc: svc, workers: map[int]*worker{}}
+func newCluster(svc lockservice.Service, sessionLock bool) *cluster {
+	return &cluster{svc: svc, sessionLock: sessionLock, workers: map[int]*worker{}}
 }
 
 // setWorker records the slot's current worker process (nil when it has none).

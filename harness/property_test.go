@@ -179,7 +179,7 @@ func startPropEnv(t *testing.T) *propEnv {
 		t.Fatal(err)
 	}
 	t.Logf("run %s: 3 servers serving after %s (%s)", e.runID, time.Since(started).Round(time.Millisecond), e.ens.Connect())
-	e.cl = newCluster(e.ens)
+	e.cl = newCluster(e.ens, false)
 	for i := range 4 {
 		h, err := e.net.AddHost(ctx, fmt.Sprintf("w%d", i+1), workerAddr(i+1))
 		if err != nil {

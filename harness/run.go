@@ -117,7 +117,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	r.network, r.svc, r.hosts = r.site.network, r.site.svc, r.site.hosts
 	r.out.Timings.Quorum, r.out.ServerVersion = r.site.quorum, r.site.version
 	r.connect = r.svc.Connect()
-	r.cluster = newCluster(r.svc)
+	r.cluster = newCluster(r.svc, RecipeSessionLock(r.cfg.Recipe))
 	if err := r.makeChroot(ctx); err != nil {
 		return err
 	}

@@ -86,6 +86,13 @@ func RecipeService(name string) lockservice.Kind {
 	return lockservice.Kind(r.Service)
 }
 
+// RecipeSessionLock reports whether a recipe of the catalogue locks in the holder's
+// server session (recipes.Entry.SessionLock).
+func RecipeSessionLock(name string) bool {
+	r, err := recipes.Find(name)
+	return err == nil && r.SessionLock
+}
+
 // RecipeDoes reports whether a recipe of the catalogue does workload kind k (false
 // for one not in the catalogue).
 func RecipeDoes(name string, k workloads.Kind) bool {

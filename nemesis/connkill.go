@@ -23,6 +23,15 @@ type SessionKiller interface {
 	KillFreesLocks() bool
 }
 
+// recordSessionsEnd marks a server fault's value when it ends sessions whose locks go
+// with them (a database's session lock, SessionKiller.KillFreesLocks): the cause
+// classes read it.
+func recordSessionsEnd(c Cluster, v map[string]any) {
+	if k, ok := c.(SessionKiller); ok && k.KillFreesLocks() {
+		v["frees_locks"] = true
+	}
+}
+
 // ConnectionKill ends a worker's session from the server's side, with the id the
 // worker reported as its session ("0x<hex>"): on Redis CLIENT KILL ID of its CLIENT
 // ID (the session being the connection: it deletes nothing, the holder's key lives on

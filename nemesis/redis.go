@@ -144,6 +144,7 @@ func (f Restart) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, err
 		v["persistence"] = persistence
 		v["forgetting"] = forgetting(ctx, c, ids)
 	}
+	recordSessionsEnd(c, v)
 	ss := serversByID(c, ids)
 	undo := func(ctx context.Context) error {
 		var errs []error

@@ -40,6 +40,7 @@ func (f Kill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error)
 	if err != nil {
 		return plan{value: v}, err
 	}
+	recordSessionsEnd(c, v)
 	if persistence := redisPersistence(c); persistence != "" {
 		// A killed Redis instance comes back at the heal with what it persisted:
 		// recorded as a restart's is, for the cause classes.

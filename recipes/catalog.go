@@ -65,6 +65,10 @@ type Entry struct {
 	// (init's connect lists host:port of each; see NewRedisLock). A harness refuses a
 	// recipe on another service.
 	Service string
+	// SessionLock marks a lock that lives in the holder's session on the server (a
+	// PostgreSQL advisory lock, a MariaDB GET_LOCK): it goes when the server ends the
+	// session, and a server's restart or crash ends every session on it.
+	SessionLock bool
 	// New builds an InProcess recipe; nil for the others.
 	New Constructor
 }
@@ -170,7 +174,7 @@ func dbEntries() []Entry {
 	}
 	for _, v := range pgAdvisoryVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: ServicePostgres, Library: pgx,
-			Mutant: v.m != sessCorrect, New: pgAdvisoryVariant(v.m), Doc: v.doc}
+			Mutant: v.m != sessCorrect, New: pgAdvisoryVariant(v.m), Doc: v.doc, SessionLock: true}
 		if v.m == sessCorrect {
 			e.New = NewPgAdvisory
 		}
@@ -178,7 +182,7 @@ func dbEntries() []Entry {
 	}
 	for _, v := range mariadbGetLockVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: ServiceMariaDB, Library: mysql,
-			Mutant: v.m != sessCorrect, New: mariadbGetLockVariant(v.m), Doc: v.doc}
+			Mutant: v.m != sessCorrect, New: mariadbGetLockVariant(v.m), Doc: v.doc, SessionLock: true}
 		if v.m == sessCorrect {
 			e.New = NewMariaDBGetLock
 		}

@@ -138,6 +138,9 @@ type fault struct {
 	// keptUntil is a client-vanish's: what bounds how long the servers keep the
 	// vanished client's session ("": they keep none).
 	keptUntil string
+	// freesLocks: a database server's restart or kill (or a session's kill) that
+	// ends sessions whose locks go with them (the record's frees_locks).
+	freesLocks bool
 }
 
 // Classify finds the overlaps of two holders of key and says the cause of the first,
@@ -378,7 +381,7 @@ func faults(h histories.History) []fault {
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
 				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond,
-				replication: v.Replication, keptUntil: v.KeptUntil}
+				replication: v.Replication, keptUntil: v.KeptUntil, freesLocks: v.FreesLocks}
 			if v.Holder != nil {
 				f.holder = *v.Holder
 			}

@@ -11,6 +11,8 @@ import (
 //
 //   - a restart of Redis instances whose persistence is not aof-always, started while
 //     a held, of an instance that can forget the key (not a replica, which resyncs);
+//   - a restart or kill of a database server, started while a held, when the lock
+//     lives in a session (its record says frees_locks): every session on it ends;
 //   - a failover in force while a held and before b was granted, not recorded as
 //     aimed at another holder (the promoted replica never saw a's grant);
 //   - a clock jump started while a held (the key expired early).
@@ -35,10 +37,13 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 			continue
 		}
 		switch x.class {
-		case "restart":
+		case "restart", "kill":
 			forgets := x.forgetting == nil || len(x.forgetting) > 0
-			if during && forgets && x.persistence != "" && x.persistence != "aof-always" {
+			if during && x.class == "restart" && forgets && x.persistence != "" && x.persistence != "aof-always" {
 				return x, loss, true
+			}
+			if during && x.freesLocks {
+				return x, loss, true // a database server's sessions, and their locks, end with it
 			}
 		case "failover":
 			if x.start <= b.start && x.stop >= a.start && (x.holder < 0 || x.holder == a.process) {
@@ -71,8 +76,12 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 	if len(x.forgetting) > 0 {
 		on = strings.Join(x.forgetting, ", ")
 	}
-	switch x.class {
-	case "restart":
+	switch {
+	case x.freesLocks && (x.class == "restart" || x.class == "kill"):
+		why := fmt.Sprintf("%s was %s at %s, which ended every session on it, process %d's and its lock with it; %s",
+			on, map[string]string{"restart": "restarted", "kill": "killed"}[x.class], at(x.start), a.process, granted)
+		return ServerLost, why, "no server setting keeps a session lock across its server's crash: fence the resource (a lock table's token), or use a lock that lives in durable, replicated state"
+	case x.class == "restart":
 		why := fmt.Sprintf("%s restarted at %s with persistence %s and came back without process %d's key; %s",
 			on, at(x.start), x.persistence, a.process, granted)
 		fix := "appendfsync always (--redis-persistence aof-always), or a delayed restart: an instance that stays down at least the lock's TTL before it serves again"
@@ -80,7 +89,7 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 			fix = "appendfsync always (--redis-persistence aof-always: everysec loses up to a second of acknowledged writes), or a delayed restart of at least the lock's TTL"
 		}
 		return ServerLost, why, fix
-	case "failover":
+	case x.class == "failover":
 		why := fmt.Sprintf("a failover at %s promoted %s, which never saw process %d's grant, and the primary went on with its data; %s",
 			at(x.start), x.promoted, a.process, granted)
 		if x.replication != "" {

@@ -22,6 +22,10 @@ func TestServerFaultClasses(t *testing.T) {
 		v := `{"fault":"failover","primary":"s1","promoted":"s2"}`
 		return []histories.Op{nem("start", s/2, v), nem("stop", 3*s, `{"fault":"failover","primary":"s1","promoted":"s2"`+holder+`}`)}
 	}
+	dbServer := func(class, frees string) []histories.Op {
+		v := `{"fault":"` + class + `","servers":["s1"]` + frees + `}`
+		return []histories.Op{nem("start", 3*s, v), nem("stop", 3*s+s/10, v)}
+	}
 	jump := func(at int64) []histories.Op {
 		v := `{"fault":"clock-jump","servers":["s1"],"delta_ms":8000}`
 		return []histories.Op{nem("start", at, v), nem("stop", at, v)}
@@ -47,6 +51,9 @@ func TestServerFaultClasses(t *testing.T) {
 		{"failover, no holder recorded", failover(""), ServerLost, "WAIT"},
 		{"failover, another holder's grant", failover(`,"holder":7`), RecipeBug, ""},
 		{"clock jump while held", jump(3 * s), Clock, "fence"},
+		{"database restart, a session lock", dbServer("restart", `,"frees_locks":true`), ServerLost, "fence"},
+		{"database kill, a session lock", dbServer("kill", `,"frees_locks":true`), ServerLost, "fence"},
+		{"database restart, a lock table's row", dbServer("restart", ""), RecipeBug, ""},
 		{"clock jump before the grant", jump(s / 2), RecipeBug, ""},
 		{"restart a TTL before the next grant", restart(1*s, "none"), RecipeBug, ""},
 	} {
