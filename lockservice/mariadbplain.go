@@ -31,20 +31,9 @@ func (m *MariaDB) PlainLoops(ctx context.Context, path string, n int, d, session
 		return b, errors.New("mariadb: no server for the baseline")
 	}
 	s := m.Servers[0]
-	clients := make([]dbPlainClient, n)
-	for i := range clients {
-		c, err := newMariaDBPlain(m.Dial, s.ClientAddr(), MariaDBLockName(path), dbPlainIO(sessionTimeout))
-		if err != nil {
-			return b, err
-		}
-		defer c.close()
-		if err := c.connect(ctx); err != nil {
-			return b, fmt.Errorf("baseline client %d: server %d (%s): %w", i, s.ID, s.ClientAddr(), err)
-		}
-		clients[i] = c
-	}
-	dbPlainLoops(ctx, clients, time.Now().Add(d), hold).fill(&b)
-	return b, nil
+	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
+		return newMariaDBPlain(m.Dial, s.ClientAddr(), MariaDBLockName(path), dbPlainIO(sessionTimeout))
+	})
 }
 
 // mariadbPlain is one goroutine of the plain MariaDB loop: one connection of a

@@ -32,16 +32,28 @@ func (p *Postgres) PlainLoops(ctx context.Context, path string, n int, d, sessio
 	if id, ok := p.Leader(ctx); ok {
 		s = p.Servers[id-1]
 	}
-	clients := make([]dbPlainClient, n)
+	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
+		return &pgPlain{dial: p.Dial, addr: s.ClientAddr(), key: PostgresAdvisoryKey(path), io: dbPlainIO(sessionTimeout)}, nil
+	})
+}
+
+// dbPlainRun runs a database's plain loop on server id (at addr): b.Goroutines
+// clients made by open, each connected before the clock starts (or an error naming
+// the server), loop for b.Duration; b is returned with what they achieved.
+func dbPlainRun(ctx context.Context, b Baseline, id int, addr string, hold func(int) time.Duration, open func() (dbPlainClient, error)) (Baseline, error) {
+	clients := make([]dbPlainClient, b.Goroutines)
 	for i := range clients {
-		c := &pgPlain{dial: p.Dial, addr: s.ClientAddr(), key: PostgresAdvisoryKey(path), io: dbPlainIO(sessionTimeout)}
+		c, err := open()
+		if err != nil {
+			return b, err
+		}
 		defer c.close()
 		if err := c.connect(ctx); err != nil {
-			return b, fmt.Errorf("baseline client %d: server %d (%s): %w", i, s.ID, s.ClientAddr(), err)
+			return b, fmt.Errorf("baseline client %d: server %d (%s): %w", i, id, addr, err)
 		}
 		clients[i] = c
 	}
-	dbPlainLoops(ctx, clients, time.Now().Add(d), hold).fill(&b)
+	dbPlainLoops(ctx, clients, time.Now().Add(b.Duration), hold).fill(&b)
 	return b, nil
 }
 
@@ -55,6 +67,8 @@ func dbPlainIO(sessionTimeout time.Duration) time.Duration {
 // dbPlainClient is one goroutine of a database's plain loop: its dedicated
 // connection and the lock it takes.
 type dbPlainClient interface {
+	// connect opens the client's connection.
+	connect(ctx context.Context) error
 	// lock waits for the lock until deadline: false when the deadline came first.
 	lock(ctx context.Context, deadline time.Time) (bool, error)
 	// unlock releases the lock: an error when the server says it was not held.

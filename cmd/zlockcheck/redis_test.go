@@ -96,15 +96,7 @@ func TestRedisBadInputLeavesNothing(t *testing.T) {
 		"locks one Redis primary":                   {"explore", "--recipe", "redis-lock", "--redis-topology", "redlock", "--nodes", "3", "--store", store},
 		"recipe redsync: recipe redsync is RedLock": {"matrix", "--recipes", "redis-lock,redsync", "--redis-topology", "single", "--store", store},
 	}
-	for want, args := range cases {
-		code, stdout, stderr := zlockcheck(t, args...)
-		if code != exitError || !strings.Contains(stderr, want) {
-			t.Errorf("%v: exit %d, stderr %q, stdout %q; want exit %d and %q", args, code, stderr, stdout, exitError, want)
-		}
-	}
-	if entries, err := os.ReadDir(store); err != nil || len(entries) > 0 {
-		t.Errorf("the store holds %v (%v) after runs that should not start", entries, err)
-	}
+	refusedBeforeAnything(t, store, cases)
 	if _, err := os.Stat(filepath.Join(store, "latest")); err == nil {
 		t.Error("a run directory was made")
 	}
@@ -126,6 +118,13 @@ func TestDatabaseBadInputLeavesNothing(t *testing.T) {
 		"has no sessions to expire":         {"run", "--recipe", "pg-advisory", "--nemesis", "session-expire", "--store", store},
 		"db-keepalive":                      {"run", "--recipe", "gozk", "--db-keepalive", "3s", "--store", store},
 	}
+	refusedBeforeAnything(t, store, cases)
+}
+
+// refusedBeforeAnything runs each case's command line, which must exit with an error
+// that says its key, and finds the store empty after them all.
+func refusedBeforeAnything(t *testing.T, store string, cases map[string][]string) {
+	t.Helper()
 	for want, args := range cases {
 		code, stdout, stderr := zlockcheck(t, args...)
 		if code != exitError || !strings.Contains(stderr, want) {
