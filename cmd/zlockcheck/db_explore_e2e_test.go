@@ -13,13 +13,13 @@ import (
 
 // dbExploreSets are the database proof's recipes and budgets: in make test a short
 // set (two mutants its first probe catches, each with a minute, and pg-advisory's
-// control for 100 s), run side by side; with ZLC_DB_MUTANTS=all (make mutants-db)
+// control for 60 s: make test must stay under 30 minutes), run side by side; with ZLC_DB_MUTANTS=all (make mutants-db)
 // every database mutant with the Redis proof's 4 minutes, every correct database
 // recipe with 4 minutes, and pg-table, one after another.
 func dbExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
 	switch os.Getenv("ZLC_DB_MUTANTS") {
 	case "":
-		return []string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "100s", true
+		return []string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "60s", true
 	case "all":
 		return []string{"mutant-pg-advisory-xact-lock", "mutant-pg-advisory-pool", "mutant-pg-advisory-unlock-once",
 				"mutant-pg-advisory-no-heartbeat", "mutant-mariadb-pool", "mutant-mariadb-unlock-once", "mutant-mariadb-no-heartbeat",

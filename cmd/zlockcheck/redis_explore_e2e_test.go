@@ -24,20 +24,21 @@ func proofExploreArgs(recipe, store, budget string) []string {
 }
 
 // redisExploreSets are the recipes of the proof and the correct recipes' budget: the
-// short set in make test (its control spends 100 s, not the mutants' 4 minutes), every
-// Redis mutant and correct recipe with ZLC_REDIS_MUTANTS=all (make mutants-redis).
-func redisExploreSets(t *testing.T) (mutants, correct []string, correctBudget string) {
+// short set in make test, run side by side (its control spends 60 s, not the mutants'
+// 4 minutes: make test must stay under 30 minutes), every Redis mutant and correct
+// recipe with ZLC_REDIS_MUTANTS=all (make mutants-redis), one after another.
+func redisExploreSets(t *testing.T) (mutants, correct []string, correctBudget string, parallel bool) {
 	switch os.Getenv("ZLC_REDIS_MUTANTS") {
 	case "":
-		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "100s"
+		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "60s", true
 	case "all":
 		return []string{"mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redis-setnx-then-expire",
 				"mutant-redis-no-expiry", "mutant-redis-blind-del", "mutant-redis-static-value", "mutant-redlock-no-elapsed-check",
 				"mutant-redis-extend-recreates"},
-			[]string{"redis-lock", "redislock", "redsync"}, "4m"
+			[]string{"redis-lock", "redislock", "redsync"}, "4m", false
 	}
 	t.Fatalf("ZLC_REDIS_MUTANTS=%q: want all or nothing", os.Getenv("ZLC_REDIS_MUTANTS"))
-	return nil, nil, ""
+	return nil, nil, "", false
 }
 
 // runProofExplore runs the proof's command line on recipe and reads its session.
@@ -63,9 +64,12 @@ func runProofExplore(t *testing.T, recipe, budget string) explore.Session {
 // recipe bug (a round is valid, or invalid by an honest cause).
 func TestExploreCatchesEveryRedisMutant(t *testing.T) {
 	requireIntegration(t)
-	mutants, correct, correctBudget := redisExploreSets(t)
+	mutants, correct, correctBudget, parallel := redisExploreSets(t)
 	for _, recipe := range mutants {
 		t.Run(recipe, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			s := runProofExplore(t, recipe, "4m")
 			last := s.Rounds[len(s.Rounds)-1]
 			if s.Verdict != models.Invalid || last.Verdict != models.Invalid {
@@ -79,6 +83,9 @@ func TestExploreCatchesEveryRedisMutant(t *testing.T) {
 	}
 	for _, recipe := range correct {
 		t.Run(recipe, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			s := runProofExplore(t, recipe, correctBudget)
 			for i, r := range s.Rounds {
 				ok := r.Verdict == models.Valid || r.Verdict == models.Invalid && r.Honest
