@@ -5,4 +5,5 @@ bin=bin/zlockcheck
 go build -o "$bin" ./cmd/zlockcheck
 locked() { if [ -n "${ZLC_LOCK:-}" ]; then flock "$ZLC_LOCK" "$@"; else "$@"; fi; }
 store=$(mktemp -d "${TMPDIR:-/tmp}/zlc-bench.XXXXXX")
+chmod 755 "$store" # PostgreSQL runs as the postgres user, which must enter the run directory
 trap 'rm -rf "$store"' EXIT
