@@ -290,6 +290,7 @@ func holds(h histories.History, key string) []hold {
 	var out []hold
 	open := map[int]int{} // process -> index in out of its open hold
 	depth := map[int]int{}
+	released := map[int]int64{}    // process -> its last release invoke on key
 	last := map[int]histories.Op{} // process -> its last op, any key
 	for _, op := range h {
 		if !op.Process.Nemesis {
@@ -306,9 +307,14 @@ func holds(h histories.History, key string) []hold {
 				out = append(out, hold{process: p, start: op.Time, end: math.MaxInt64})
 			}
 		case op.F == histories.FRelease && op.Type == histories.Invoke && depth[p] > 0:
+			released[p] = op.Time
 			if depth[p]--; depth[p] == 0 || op.Lost {
 				out[open[p]].end, depth[p] = op.Time, 0
 			}
+		case op.F == histories.FRelease && op.Type == histories.Info && depth[p] > 0:
+			// The worker crashed or was retired mid-release: every level it held ends
+			// from that release's invoke on (a nested lock's outer levels too).
+			out[open[p]].end, depth[p] = released[p], 0
 		}
 	}
 	for i := range out {
