@@ -292,3 +292,16 @@ func TestClassifyTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashMidReleaseEndsEveryLevel: a re-entrant holder two levels deep whose worker
+// crashed as it released (a release invoke completed as info) holds nothing from that
+// invoke on: a grant after it is no overlap.
+func TestCrashMidReleaseEndsEveryLevel(t *testing.T) {
+	h := histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s), acq(1, histories.Invoke, s), acq(1, histories.OK, s),
+		rel(1, histories.Invoke, 3*s, false),
+		acq(2, histories.Invoke, 2*s), acq(2, histories.OK, 3*s+1),
+		histories.Op{Type: histories.Info, F: histories.FRelease, Process: histories.Client(1), Time: 3*s + 2, Key: "l0", Error: "worker exited"}}
+	if f, ok := Classify(h, "l0", params); ok {
+		t.Errorf("a grant after the crashed holder's release: classed %+v", f)
+	}
+}
