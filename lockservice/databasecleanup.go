@@ -58,9 +58,13 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		if kind == "" {
 			continue
 		}
+		// Namespace before directory: a process that exits between the two reads
+		// (a backend ending) then shows no namespace and is skipped, never taken
+		// for one whose namespace was deleted.
+		id := netnsOf(pid)
 		dir, deleted, ok := ownDBDir(pid, kind)
-		ns, liveNS := live[netnsOf(pid)]
-		if !ok || !deleted && liveNS {
+		ns, liveNS := live[id]
+		if !ok || id == (nsID{}) || !deleted && liveNS {
 			continue
 		}
 		l := leftAt(byDir, dir, kind)

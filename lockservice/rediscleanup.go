@@ -45,8 +45,11 @@ func FindLeftRedis() ([]LeftRedis, error) {
 		if err != nil || !isRedisServer(pid) {
 			continue
 		}
+		// Namespace before configuration: a process that exits between the two
+		// reads then shows no namespace (skipped) rather than a dead one.
+		id := netnsOf(pid)
 		conf := ownConf(pid)
-		if conf == "" || live[netnsOf(pid)] {
+		if conf == "" || id == (nsID{}) || live[id] {
 			continue
 		}
 		out = append(out, LeftRedis{Pid: pid, Conf: conf})
