@@ -29,6 +29,9 @@ type Client struct {
 	dropped []delivery
 	// dead: crashed or closed; every call fails with ErrClosed.
 	dead bool
+	// wire is the server's side of a wire client's connections; nil for an
+	// in-process client.
+	wire *wireEnd
 }
 
 var _ zlcmutex.Client = (*Client)(nil)
@@ -51,6 +54,14 @@ const (
 	reqSet
 	reqMulti
 	reqSync
+	// Only wire clients send these.
+	reqCheck
+	reqTxn
+	reqAuth
+	reqSetWatches
+	reqWatches
+	// reqFixed is answered with its wireReq's code whatever the tree holds.
+	reqFixed
 )
 
 // request is one request of a client, waiting for the scheduler.
@@ -63,6 +74,10 @@ type request struct {
 	ops     []zlcmutex.Op
 	watch   bool
 	reply   chan reply
+	// container: create a container node (wire clients only).
+	container bool
+	// wire is set for a request that came over the wire; its reply goes back there.
+	wire *wireReq
 }
 
 // reply is what a request returns.
@@ -74,10 +89,20 @@ type reply struct {
 	children []string
 	ev       <-chan zlcmutex.Event
 	err      error
+	// results are a wire multi's.
+	results []txnResult
 }
 
 // String describes the request for a trace, e.g. "getData /a (watch)".
 func (r *request) String() string {
+	if r.wire != nil {
+		return describeWire(r)
+	}
+	return r.plain()
+}
+
+// plain describes the request as the in-process client sends it.
+func (r *request) plain() string {
 	var b strings.Builder
 	switch r.kind {
 	case reqCreate:
@@ -128,6 +153,9 @@ func (r *request) String() string {
 
 // describe renders a reply for a trace.
 func (r *request) describe(rep reply) string {
+	if r.wire != nil && r.wire.code != codeOK {
+		return fmt.Sprintf("error %d", r.wire.code)
+	}
 	if rep.err != nil {
 		return rep.err.Error()
 	}
@@ -264,8 +292,23 @@ func (c *Client) queueEvent(ch chan zlcmutex.Event, ev zlcmutex.Event) {
 	}
 }
 
-// failPending answers every pending request with err; none was applied. Under sim.mu.
+// answer sends r its reply. Under sim.mu.
+func (c *Client) answer(r *request, rep reply) {
+	if r.wire != nil {
+		c.wire.send(encodeReply(r, rep, c.sim.srv.zxid))
+		return
+	}
+	r.reply <- rep
+}
+
+// failPending answers every pending request with err; none was applied. A wire
+// client's requests are not answered: its connection breaks, and its library fails
+// them. Under sim.mu.
 func (c *Client) failPending(err error) {
+	if c.wire != nil {
+		c.pending = nil
+		return
+	}
 	for _, r := range c.pending {
 		r.reply <- reply{err: err}
 	}

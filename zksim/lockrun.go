@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,10 @@ type LockConfig struct {
 	// Tick is how far StepTick moves the clock; 0 means one second (more than any
 	// retry pause of zlc-mutex).
 	Tick time.Duration
+	// Without lists fault kinds no step takes, for a recipe whose story leaves a
+	// fault out (go-zookeeper's zk.Lock, whose holder never hears of a lost session
+	// in time, is checked for its orphan without expiry, say).
+	Without []StepKind
 	// StrictCleanup leaves out the extra acquire and release that every client makes
 	// in the liveness phase when lock nodes are left, so that a node a client left
 	// behind (a lost hold whose release could not delete it, say) is an orphan even
@@ -73,8 +78,10 @@ type Failure struct {
 // Error renders the failure as "<kind>: <msg>".
 func (f *Failure) Error() string { return string(f.Kind) + ": " + f.Msg }
 
+// failf makes a failure. Protected names' random GUIDs are masked: a failure must
+// read the same in every replay of its run (rapid compares them).
 func failf(kind FailureKind, format string, args ...any) *Failure {
-	return &Failure{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+	return &Failure{Kind: kind, Msg: maskGUIDs(fmt.Sprintf(format, args...))}
 }
 
 // maxRun bounds the requests of one StepRun.
@@ -154,6 +161,8 @@ type lockOp struct {
 	f        string
 	cancel   context.CancelCauseFunc
 	timedOut bool
+	// live: started in the liveness phase.
+	live bool
 
 	// Under run.mu.
 	done bool
@@ -164,7 +173,11 @@ type lockOp struct {
 // newLockRun starts a run with n clients, each with its Locker built.
 func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
 	cfg = cfg.withDefaults()
-	r := &lockRun{cfg: cfg, sim: New(), logf: logf, slots: make([]*lockClient, n)}
+	sim := New()
+	if cfg.Recipe.NewConn != nil {
+		sim = NewWire()
+	}
+	r := &lockRun{cfg: cfg, sim: sim, logf: logf, slots: make([]*lockClient, n)}
 	r.note("%s with %d clients, lock %s", cfg.Recipe.Name, n, cfg.Path)
 	for i := range n {
 		if err := r.startProcess(i); err != nil {
@@ -181,25 +194,41 @@ func (r *lockRun) startProcess(slot int) error {
 	if r.slots[slot] != nil {
 		lc.name += "#" + strconv.Itoa(lc.id)
 	}
-	lc.c = r.sim.NewClient(lc.name)
-	lock, err := r.cfg.Recipe.New(LockEnv{
-		Client: lc.c,
-		Path:   r.cfg.Path,
-		OnLost: func(reason string) {
-			r.mu.Lock()
-			lc.lost = append(lc.lost, reason)
-			r.mu.Unlock()
-		},
-		NewGUID: func() string {
-			lc.guid++
-			return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
-		},
-		Logf: func(format string, args ...any) {
-			r.mu.Lock()
-			lc.logs = append(lc.logs, line{format, args})
-			r.mu.Unlock()
-		},
-	})
+	onLost := func(reason string) {
+		r.mu.Lock()
+		lc.lost = append(lc.lost, reason)
+		r.mu.Unlock()
+	}
+	logf := func(format string, args ...any) {
+		r.mu.Lock()
+		lc.logs = append(lc.logs, line{format, args})
+		r.mu.Unlock()
+	}
+	var lock Locker
+	var err error
+	if r.cfg.Recipe.NewConn != nil {
+		lc.c = r.sim.NewWireClient(lc.name)
+		lock, err = r.cfg.Recipe.NewConn(ConnEnv{
+			Servers: []string{WireAddress},
+			Path:    r.cfg.Path,
+			OnLost:  onLost,
+			Logf:    logf,
+			option:  lc.c.ZKOption(nil),
+		})
+		r.sim.Settle() // the first connection
+	} else {
+		lc.c = r.sim.NewClient(lc.name)
+		lock, err = r.cfg.Recipe.New(LockEnv{
+			Client: lc.c,
+			Path:   r.cfg.Path,
+			OnLost: onLost,
+			NewGUID: func() string {
+				lc.guid++
+				return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
+			},
+			Logf: logf,
+		})
+	}
 	if err != nil {
 		return failf(FailHarness, "building %s's lock: %v", lc.name, err)
 	}
@@ -292,8 +321,7 @@ func (r *lockRun) can(kind StepKind, slot int) bool {
 	case StepDeliver:
 		return s.CanDeliver(lc.c)
 	case StepReconnect:
-		st := s.Session(lc.c).State
-		return st == zlcmutex.StateDisconnected || st == zlcmutex.StateExpired
+		return s.CanReconnect(lc.c)
 	case StepDrop:
 		return s.Session(lc.c).State == zlcmutex.StateConnected
 	case StepExpire:
@@ -329,6 +357,9 @@ func OptionalKinds() []StepKind {
 func (r *lockRun) choices(kinds []StepKind) []StepKind {
 	var out []StepKind
 	for _, k := range kinds {
+		if slices.Contains(r.cfg.Without, k) {
+			continue
+		}
 		if len(r.enabled(k)) > 0 && (!r.leftOut[k] || r.stalled()) {
 			out = append(out, k)
 		}
@@ -447,7 +478,7 @@ func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
 func (r *lockRun) startAcquire(lc *lockClient) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.recordOp(lc, histories.Invoke, histories.FAcquire)
-	r.start(lc, &lockOp{f: histories.FAcquire, cancel: cancel}, func() (Hold, error) {
+	r.start(lc, &lockOp{f: histories.FAcquire, cancel: cancel, live: r.live}, func() (Hold, error) {
 		defer cancel(nil)
 		return lc.lock.Acquire(ctx)
 	})
@@ -487,6 +518,9 @@ func (r *lockRun) restart(lc *lockClient) {
 // collect takes in, process by process, what the recipe goroutines did since the
 // last step: log lines, completed ops, lost events.
 func (r *lockRun) collect() {
+	for _, n := range r.sim.TakeNotes() {
+		r.note("       wire| %s", n)
+	}
 	for i := 0; i < len(r.procs); i++ { // a retirement may start a process
 		lc := r.procs[i]
 		r.mu.Lock()
@@ -543,11 +577,18 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 	})
 	switch {
 	case t == histories.OK && op.f == histories.FAcquire:
+		if op.hold.Node == "" && r.cfg.Recipe.NewConn != nil {
+			op.hold.Node = r.ownNode(lc)
+		}
 		lc.holding, lc.hold, lc.lostHold = true, op.hold, false
 		r.note("       %s: acquired %s (token %d)", lc.name, op.hold.Node, op.hold.Token)
 	case op.f == histories.FAcquire:
 		r.note("       %s: acquire %s: %v", lc.name, t, op.err)
-		if r.live && !op.timedOut && r.liveFail == nil {
+		// A wire client's library fails the calls in flight when it hears of an
+		// earlier fault (go-zookeeper fails them all when its session expired): only
+		// its acquires started with faults off must end with the lock.
+		wireExcused := r.cfg.Recipe.NewConn != nil && !op.live
+		if r.live && !op.timedOut && r.liveFail == nil && !wireExcused {
 			r.liveFail = failf(FailLiveness, "with faults off, %s's acquire ended without the lock: %s: %v", lc.name, t, op.err)
 		}
 	case t == histories.OK:
@@ -565,6 +606,26 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 		r.note("       %s: retired after info: %v", lc.name, w)
 		r.restart(lc)
 	}
+}
+
+// ownNode is the lock node a wire client holds by, for a recipe that does not say
+// (go-zookeeper's zk.Lock does not): its session's lowest ephemeral child of the
+// lock path, or "" when it has none.
+func (r *lockRun) ownNode(lc *lockClient) string {
+	sid := r.sim.Session(lc.c).ID
+	var best string
+	var bestSeq int64 = -1
+	for _, name := range r.sim.Children(r.cfg.Path) {
+		p := r.cfg.Path + "/" + name
+		st, _, ok := r.sim.Node(p)
+		if !ok || st.EphemeralOwner != sid {
+			continue
+		}
+		if bestSeq < 0 || st.Czxid < bestSeq {
+			best, bestSeq = p, st.Czxid
+		}
+	}
+	return best
 }
 
 // checkExclusion is the invariant checked after every step: at most one client holds
@@ -794,6 +855,18 @@ func (r *lockRun) describeNodes(names []string) string {
 	return strings.Join(parts, ", ")
 }
 
+// allClosed reports whether every Locker's Close returned.
+func (r *lockRun) allClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, lc := range r.procs {
+		if !lc.closing.done {
+			return false
+		}
+	}
+	return true
+}
+
 // errTeardown ends the acquires still running when a run is torn down.
 var errTeardown = errors.New("run over")
 
@@ -831,6 +904,11 @@ func (r *lockRun) teardown() error {
 		}()
 	}
 	r.sim.Settle()
+	// A wire client's library may wait on its own timers to close (go-zookeeper
+	// gives its close request a second).
+	for i := 0; r.cfg.Recipe.NewConn != nil && i < 5 && !r.allClosed(); i++ {
+		r.sim.Tick(time.Second)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var stuck []string

@@ -43,12 +43,17 @@ type LockEnv struct {
 	Logf func(format string, args ...any)
 }
 
-// Recipe is a lock recipe under test.
+// Recipe is a lock recipe under test: one written against zlcmutex.Client (New),
+// or one written against go-zookeeper's *zk.Conn, which talks ZooKeeper's wire
+// protocol to the simulator (NewConn). Exactly one of New and NewConn is set.
 type Recipe struct {
 	// Name names the recipe in traces.
 	Name string
-	// New builds one client's Locker.
+	// New builds one client's Locker on a simulated in-process client.
 	New func(env LockEnv) (Locker, error)
+	// NewConn builds one client's Locker on a zk.Conn of its own, which it opens
+	// with zk.Connect(env.Servers, timeout, env.Option()) (see ConnEnv).
+	NewConn func(env ConnEnv) (Locker, error)
 	// Definite reports whether an error of Acquire or Release means the operation
 	// certainly had no effect (recorded as fail); any other error is an unknown
 	// outcome (info), after which the client is retired and its session closed, as

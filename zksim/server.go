@@ -3,6 +3,7 @@ package zksim
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -40,6 +41,9 @@ type znode struct {
 	data     []byte
 	stat     Stat
 	children map[string]bool
+	// container: a container node (Curator makes its parents so); ZooKeeper deletes
+	// one once it is empty, on a timer the simulation does not run (docs/zksim.md).
+	container bool
 }
 
 // watchKind is which table a watch sits in, as in ZooKeeper: data watches (getData,
@@ -79,6 +83,19 @@ type server struct {
 	nextSession int64
 	// watches in registration order, so that triggering is deterministic.
 	watches []*watch
+	// byCreation orders children by creation (czxid) rather than by a hash of their
+	// names: a wire client's names carry random GUIDs, which must never decide an
+	// order.
+	byCreation bool
+	// deferred, during a multi, collects the watches to trigger once it commits.
+	deferred *[]firing
+}
+
+// firing is a watch trigger put off until a multi commits.
+type firing struct {
+	path string
+	kind watchKind
+	typ  zlcmutex.EventType
 }
 
 func newServer() *server {
@@ -87,6 +104,22 @@ func newServer() *server {
 		sessions:    map[int64]*session{},
 		nextSession: 0x1000,
 	}
+}
+
+// newWireServer is a server for wire clients: children by creation, and the
+// /zookeeper nodes a real server has (Curator reads /zookeeper/config).
+func newWireServer() *server {
+	s := newServer()
+	s.byCreation = true
+	for _, p := range []string{"/zookeeper", "/zookeeper/config", "/zookeeper/quota"} {
+		s.doCreate(0, p, nil, 0, false)
+	}
+	// ZooKeeper's DataTree makes them outside any transaction: no zxid, and the
+	// root's first sequential child is numbered 0.
+	for _, n := range s.nodes {
+		n.stat = Stat{NumChildren: n.stat.NumChildren}
+	}
+	return s
 }
 
 // errBadArguments is ZooKeeper's BADARGUMENTS: a malformed path or request. It is an
@@ -127,6 +160,23 @@ func (s *server) alive(id int64) bool {
 // create creates a node for session sid; a sequential node's name gets the parent's
 // cversion, ten digits, as ZooKeeper does.
 func (s *server) create(sid int64, p string, data []byte, flags zlcmutex.CreateFlags) (string, error) {
+	return s.createNode(sid, p, data, flags, false)
+}
+
+// createNode is create, of a container node when container is set.
+func (s *server) createNode(sid int64, p string, data []byte, flags zlcmutex.CreateFlags, container bool) (string, error) {
+	p, err := s.checkCreate(p, flags)
+	if err != nil {
+		return "", err
+	}
+	s.zxid++
+	s.doCreate(sid, p, data, flags, container)
+	return p, nil
+}
+
+// checkCreate returns the path a create makes (with the sequence number of a
+// sequential node), or why it cannot.
+func (s *server) checkCreate(p string, flags zlcmutex.CreateFlags) (string, error) {
 	if flags&zlcmutex.FlagSequential != 0 {
 		parent, ok := s.nodes[path.Dir(p)]
 		if !ok || !validPath(path.Dir(p)) {
@@ -147,8 +197,15 @@ func (s *server) create(sid int64, p string, data []byte, flags zlcmutex.CreateF
 	case s.nodes[p] != nil:
 		return "", zlcmutex.ErrNodeExists
 	}
-	s.zxid++
-	n := &znode{data: slices.Clone(data), children: map[string]bool{}}
+	return p, nil
+}
+
+// doCreate creates the node at p, which checkCreate allowed, in the current
+// transaction.
+func (s *server) doCreate(sid int64, p string, data []byte, flags zlcmutex.CreateFlags, container bool) {
+	parentPath := path.Dir(p)
+	parent := s.nodes[parentPath]
+	n := &znode{data: slices.Clone(data), children: map[string]bool{}, container: container}
 	n.stat = Stat{Czxid: s.zxid, Mzxid: s.zxid, Pzxid: s.zxid, DataLength: int32(len(data))}
 	if flags&zlcmutex.FlagEphemeral != 0 {
 		n.stat.EphemeralOwner = sid
@@ -160,7 +217,6 @@ func (s *server) create(sid int64, p string, data []byte, flags zlcmutex.CreateF
 	parent.stat.Pzxid = s.zxid
 	s.trigger(p, dataWatch, zlcmutex.EventNodeCreated)
 	s.trigger(parentPath, childWatch, zlcmutex.EventNodeChildrenChanged)
-	return p, nil
 }
 
 // checkDelete says why p cannot be deleted at version, or nil.
@@ -224,6 +280,11 @@ func (s *server) children(p string) ([]string, Stat, error) {
 	names := make([]string, 0, len(n.children))
 	for name := range n.children {
 		names = append(names, name)
+	}
+	if s.byCreation {
+		czxid := func(name string) int64 { return s.nodes[path.Join(p, name)].stat.Czxid }
+		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(czxid(a), czxid(b)) })
+		return names, n.stat, nil
 	}
 	// ZooKeeper returns children in no particular order (a recipe must sort them).
 	// Here the order is a hash of the name and the parent's cversion: scrambled, and
@@ -313,6 +374,14 @@ func (s *server) multi(ops []zlcmutex.Op) error {
 
 // addWatch leaves a one-shot watch of kind on p for client's session sid.
 func (s *server) addWatch(c *Client, sid int64, p string, kind watchKind) <-chan zlcmutex.Event {
+	if c.wire != nil {
+		// A connection has at most one watch of a kind on a path (ZooKeeper's
+		// WatchManager keeps a set of watchers per path); its events go on the wire.
+		if !slices.ContainsFunc(s.watches, func(w *watch) bool { return w.client == c && w.path == p && w.kind == kind }) {
+			s.watches = append(s.watches, &watch{client: c, session: sid, path: p, kind: kind})
+		}
+		return nil
+	}
 	w := &watch{client: c, session: sid, path: p, kind: kind, ch: make(chan zlcmutex.Event, 1)}
 	s.watches = append(s.watches, w)
 	return w.ch
@@ -321,6 +390,10 @@ func (s *server) addWatch(c *Client, sid int64, p string, kind watchKind) <-chan
 // trigger fires (and removes) the watches of kind on p: each event is queued for
 // delivery to its client, which gets it when the scheduler says.
 func (s *server) trigger(p string, kind watchKind, t zlcmutex.EventType) {
+	if s.deferred != nil {
+		*s.deferred = append(*s.deferred, firing{p, kind, t})
+		return
+	}
 	s.watches = slices.DeleteFunc(s.watches, func(w *watch) bool {
 		if w.path != p || w.kind != kind {
 			return false
@@ -360,4 +433,155 @@ func (s *server) closeSession(sid int64) []delivery {
 		s.remove(p)
 	}
 	return dropped
+}
+
+// txnResult is the result of one operation of a multi.
+type txnResult struct {
+	// code is the operation's error code; failed marks an ErrorResult (every result
+	// of a multi that failed).
+	code   int32
+	failed bool
+	path   string
+	stat   Stat
+}
+
+// txn applies a multi's operations (create, delete, setData, check) for session sid
+// in one transaction: all of them, their watches fired in order once every one
+// succeeded, or none. On failure the results are ZooKeeper's: ok before the failing
+// operation, its error at it, RUNTIMEINCONSISTENCY after it.
+func (s *server) txn(sid int64, ops []txnOp) ([]txnResult, error) {
+	nodes, zxid := s.snapshot(), s.zxid
+	var fired []firing
+	s.deferred = &fired
+	s.zxid++
+	res := make([]txnResult, len(ops))
+	for i, op := range ops {
+		r, err := s.txnStep(sid, op)
+		if err == nil {
+			res[i] = r
+			continue
+		}
+		s.nodes, s.zxid, s.deferred = nodes, zxid, nil
+		for j := range res {
+			switch {
+			case j < i:
+				res[j] = txnResult{failed: true}
+			case j == i:
+				res[j] = txnResult{failed: true, code: errCode(err)}
+			default:
+				res[j] = txnResult{failed: true, code: codeRuntimeInconsistency}
+			}
+		}
+		return res, err
+	}
+	s.deferred = nil
+	for _, f := range fired {
+		s.trigger(f.path, f.kind, f.typ)
+	}
+	return res, nil
+}
+
+// txnStep applies one operation of a multi in the current transaction.
+func (s *server) txnStep(sid int64, op txnOp) (txnResult, error) {
+	switch op.op {
+	case opCreate, opCreate2, opCreateContainer:
+		p, err := s.checkCreate(op.path, op.flags)
+		if err != nil {
+			return txnResult{}, err
+		}
+		s.doCreate(sid, p, op.data, op.flags, op.container)
+		return txnResult{path: p, stat: s.nodes[p].stat}, nil
+	case opDelete:
+		if err := s.checkDelete(op.path, op.version); err != nil {
+			return txnResult{}, err
+		}
+		s.remove(op.path)
+		return txnResult{}, nil
+	case opSetData:
+		if err := s.checkSet(op.path, op.version); err != nil {
+			return txnResult{}, err
+		}
+		return txnResult{stat: s.apply(op.path, op.data)}, nil
+	case opCheck:
+		n, ok := s.nodes[op.path]
+		switch {
+		case !validPath(op.path):
+			return txnResult{}, errBadArguments
+		case !ok:
+			return txnResult{}, zlcmutex.ErrNoNode
+		case op.version != -1 && op.version != n.stat.Version:
+			return txnResult{}, zlcmutex.ErrBadVersion
+		}
+		return txnResult{}, nil
+	}
+	return txnResult{}, errBadArguments
+}
+
+// snapshot copies the tree, for a multi to roll back to.
+func (s *server) snapshot() map[string]*znode {
+	out := make(map[string]*znode, len(s.nodes))
+	for p, n := range s.nodes {
+		c := *n
+		c.children = maps.Clone(n.children)
+		out[p] = &c
+	}
+	return out
+}
+
+// dropWatches removes every watch a wire client's connection left: ZooKeeper keeps
+// watches per connection, and the client sets them again (setWatches) when it
+// reconnects.
+func (s *server) dropWatches(c *Client) {
+	s.watches = slices.DeleteFunc(s.watches, func(w *watch) bool { return w.client == c })
+}
+
+// setWatches is ZooKeeper's DataTree.setWatches for a reconnected client whose last
+// zxid was rel: a watch whose event it missed fires now, any other is set again.
+// Paths are taken in sorted order, whatever order the client sent them in.
+func (s *server) setWatches(c *Client, sid, rel int64, data, exist, child []string) {
+	fire := func(p string, t zlcmutex.EventType) { c.queueEvent(nil, zlcmutex.Event{Type: t, Path: p}) }
+	for _, p := range sortedUnique(data) {
+		switch n, ok := s.nodes[p]; {
+		case !ok:
+			fire(p, zlcmutex.EventNodeDeleted)
+		case n.stat.Mzxid > rel:
+			fire(p, zlcmutex.EventNodeDataChanged)
+		default:
+			s.addWatch(c, sid, p, dataWatch)
+		}
+	}
+	for _, p := range sortedUnique(exist) {
+		if _, ok := s.nodes[p]; ok {
+			fire(p, zlcmutex.EventNodeCreated)
+		} else {
+			s.addWatch(c, sid, p, dataWatch)
+		}
+	}
+	for _, p := range sortedUnique(child) {
+		switch n, ok := s.nodes[p]; {
+		case !ok:
+			fire(p, zlcmutex.EventNodeDeleted)
+		case n.stat.Pzxid > rel:
+			fire(p, zlcmutex.EventNodeChildrenChanged)
+		default:
+			s.addWatch(c, sid, p, childWatch)
+		}
+	}
+}
+
+// checkWatches answers checkWatches (remove false) and removeWatches (remove true)
+// for a wire client's watches on p of type wtype (1 children, 2 data, 3 any):
+// errNoWatcher when it has none.
+func (s *server) checkWatches(c *Client, p string, wtype int32, remove bool) error {
+	match := func(w *watch) bool {
+		return w.client == c && w.path == p &&
+			(wtype == 3 || wtype == 1 && w.kind == childWatch || wtype == 2 && w.kind == dataWatch)
+	}
+	if !slices.ContainsFunc(s.watches, match) {
+		return errNoWatcher
+	}
+	if remove {
+		s.watches = slices.DeleteFunc(s.watches, match)
+	}
+	return nil
 }

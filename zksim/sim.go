@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing/synctest"
 	"time"
@@ -32,6 +33,8 @@ type Sim struct {
 	// requests counts the requests ever sent, so that a caller can tell whether a
 	// step made a recipe do anything.
 	requests int
+	// notes are what wire connections did on their own since TakeNotes.
+	notes []string
 }
 
 // Trace says what a scheduler step did, for a run's story. It is formatted only when
@@ -61,6 +64,27 @@ func (t replyText) String() string { return t.r.describe(t.rep) }
 
 // New returns a simulated ensemble with an empty tree and no clients.
 func New() *Sim { return &Sim{srv: newServer()} }
+
+// NewWire returns a simulated ensemble for wire clients (NewWireClient): its tree
+// has the /zookeeper nodes of a real server, and children come ordered by creation,
+// never by name (a wire client's names may hold random GUIDs).
+func NewWire() *Sim { return &Sim{srv: newWireServer()} }
+
+// NewWireClient returns a wire client: a process whose own ZooKeeper library
+// connects through the simulator's dialer and host provider (WireClient.Option). Its
+// first connection needs no scheduler step; it is established (a new session) once
+// the library is started and the bubble settles. The scheduler methods take it like
+// any client; its zlcmutex.Client methods are not for use.
+func (s *Sim) NewWireClient(name string) *Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &Client{sim: s, name: name, changed: make(chan struct{})}
+	c.sess = zlcmutex.Session{State: zlcmutex.StateDisconnected}
+	c.wire = &wireEnd{c: c, permits: make(chan struct{}, 1), dead: make(chan struct{})}
+	c.wire.permits <- struct{}{}
+	s.clients = append(s.clients, c)
+	return c
+}
 
 // NewClient returns a new client, connected, with a new session.
 func (s *Sim) NewClient(name string) *Client {
@@ -151,12 +175,15 @@ func (s *Sim) Node(path string) (Stat, []byte, bool) {
 	return n.stat, append([]byte(nil), n.data...), true
 }
 
-// Children returns the sorted names of a node's children (nil when it is missing).
+// Children returns the names of a node's children (nil when it is missing): sorted,
+// or in order of creation in a wire simulation (whose names may hold random GUIDs).
 func (s *Sim) Children(path string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	names, _, _ := s.srv.children(path)
-	slices.Sort(names)
+	if !s.srv.byCreation {
+		slices.Sort(names)
+	}
 	return names
 }
 
@@ -207,17 +234,22 @@ func (s *Sim) run(c *Client, lose bool) (Trace, error) {
 	c.pending = c.pending[1:]
 	rep := s.apply(c, r)
 	trace := tracef("%v = %v", r, replyText{r, rep})
-	if lose {
+	switch {
+	case lose && c.wire != nil:
+		trace = tracef("%v applied (%v), reply lost", r, replyText{r, rep})
+		c.wire.breakConn()
+	case lose:
 		trace = tracef("%v applied (%v), reply lost", r, replyText{r, rep})
 		rep = reply{err: zlcmutex.ErrConnectionLoss}
 		c.failPending(zlcmutex.ErrConnectionLoss)
 		c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateDisconnected})
-	} else {
+		r.reply <- rep
+	default:
 		for s.canDeliver(c) {
 			s.deliver(c)
 		}
+		c.answer(r, rep)
 	}
-	r.reply <- rep
 	s.mu.Unlock()
 	s.Settle()
 	return trace, nil
@@ -227,7 +259,7 @@ func (s *Sim) run(c *Client, lose bool) (Trace, error) {
 func (s *Sim) apply(c *Client, r *request) reply {
 	rep := s.applyRead(c, r)
 	switch r.kind {
-	case reqCreate, reqDelete, reqSet, reqMulti:
+	case reqCreate, reqDelete, reqSet, reqMulti, reqTxn:
 		if rep.err != nil {
 			// A write the servers refuse is logged as an error transaction: it
 			// takes a zxid too.
@@ -242,8 +274,12 @@ func (s *Sim) applyRead(c *Client, r *request) reply {
 	sid := c.sess.ID
 	switch r.kind {
 	case reqCreate:
-		p, err := s.srv.create(sid, r.path, r.data, r.flags)
-		return reply{path: p, err: err}
+		p, err := s.srv.createNode(sid, r.path, r.data, r.flags, r.container)
+		rep := reply{path: p, err: err}
+		if err == nil {
+			rep.stat = s.srv.nodes[p].stat
+		}
+		return rep
 	case reqDelete:
 		return reply{err: s.srv.delete(r.path, r.version)}
 	case reqGet:
@@ -281,6 +317,9 @@ func (s *Sim) applyRead(c *Client, r *request) reply {
 		}
 		return reply{}
 	}
+	if r.wire != nil {
+		return s.applyWire(c, r)
+	}
 	return reply{err: errBadArguments}
 }
 
@@ -297,8 +336,12 @@ func (s *Sim) Drop(c *Client) (Trace, error) {
 	if len(c.pending) > 0 {
 		trace = tracef("connection lost; %v dropped before it was applied", c.pending[0])
 	}
-	c.failPending(zlcmutex.ErrConnectionLoss)
-	c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateDisconnected})
+	if c.wire != nil {
+		c.wire.breakConn()
+	} else {
+		c.failPending(zlcmutex.ErrConnectionLoss)
+		c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateDisconnected})
+	}
 	s.mu.Unlock()
 	s.Settle()
 	return trace, nil
@@ -321,6 +364,10 @@ func (s *Sim) Deliver(c *Client) (Trace, error) {
 func (s *Sim) deliver(c *Client) Trace {
 	d := c.queue[0]
 	c.queue = c.queue[1:]
+	if c.wire != nil {
+		c.wire.send(watchEvent(int32(d.ev.Type), d.ev.Path))
+		return tracef("watch event: %s %v", d.ev.Path, d.ev.Type)
+	}
 	d.ch <- d.ev // each watch channel has room for its one event
 	return tracef("watch event: %s %v", d.ev.Path, d.ev.Type)
 }
@@ -340,7 +387,16 @@ func (s *Sim) Expire(c *Client) (Trace, error) {
 	dropped := s.srv.closeSession(sid)
 	deleted := fmt.Sprintf(" (zxid %d)", s.srv.zxid)
 	trace := tracef("session 0x%x expired%s", uint64(sid), deleted)
-	if !c.dead {
+	if !c.dead && c.wire != nil && c.sess.State == zlcmutex.StateConnected {
+		// ZooKeeper closes the connection of a session it expires; the client
+		// reconnects at once and hears that its session expired, all in this
+		// step, as an in-process client hears at once.
+		c.wire.breakConn()
+		c.wire.permits <- struct{}{}
+		s.mu.Unlock()
+		s.Settle()
+		return tracef("session 0x%x expired%s; %s", uint64(sid), deleted, strings.Join(s.TakeNotes(), "; ")), nil
+	} else if !c.dead && c.wire == nil {
 		c.dropped = append(c.dropped, dropped...)
 		if c.sess.State == zlcmutex.StateConnected {
 			c.learnExpired()
@@ -363,6 +419,9 @@ func (s *Sim) Reconnect(c *Client) (Trace, error) {
 	case c.dead:
 		s.mu.Unlock()
 		return Trace{}, fmt.Errorf("%s is dead", c.name)
+	case c.wire != nil:
+		s.mu.Unlock()
+		return s.reconnectWire(c)
 	case c.sess.State == zlcmutex.StateDisconnected && s.srv.alive(c.sess.ID):
 		c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateConnected})
 		trace = tracef("reconnected with session 0x%x", uint64(c.sess.ID))
@@ -418,6 +477,10 @@ func (s *Sim) Close(c *Client) (Trace, error) {
 
 // kill makes c dead. Under mu.
 func (s *Sim) kill(c *Client) {
+	if c.wire != nil && !c.dead {
+		close(c.wire.dead)
+		c.wire.breakConn()
+	}
 	c.dead = true
 	c.failPending(zlcmutex.ErrClosed)
 	c.queue, c.dropped = nil, nil
@@ -429,4 +492,41 @@ func (s *Sim) kill(c *Client) {
 func (s *Sim) Tick(d time.Duration) {
 	time.Sleep(d)
 	s.Settle()
+}
+
+// reconnectWire lets a wire client's library connect once: it dials, and the
+// handshake decides (its session if that lives, expired if not, a new session if it
+// asks for one).
+func (s *Sim) reconnectWire(c *Client) (Trace, error) {
+	s.mu.Lock()
+	if c.sess.State == zlcmutex.StateConnected || c.wire.conn != nil {
+		s.mu.Unlock()
+		return Trace{}, fmt.Errorf("%s is connected", c.name)
+	}
+	select {
+	case c.wire.permits <- struct{}{}:
+	default:
+		s.mu.Unlock()
+		return Trace{}, fmt.Errorf("%s may connect already", c.name)
+	}
+	s.mu.Unlock()
+	s.Settle()
+	notes := s.TakeNotes()
+	if len(notes) == 0 {
+		return tracef("may reconnect; it has not tried yet"), nil
+	}
+	return tracef("%s", strings.Join(notes, "; ")), nil
+}
+
+// CanReconnect reports whether c is cut off and may be let reconnect: it is
+// disconnected or has heard its session expired, and (a wire client) its library is
+// not connected or about to be.
+func (s *Sim) CanReconnect(c *Client) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := c.sess.State
+	if c.dead || st != zlcmutex.StateDisconnected && st != zlcmutex.StateExpired {
+		return false
+	}
+	return c.wire == nil || c.wire.conn == nil && len(c.wire.permits) == 0
 }

@@ -1,0 +1,132 @@
+package zksim
+
+import (
+	"context"
+	"errors"
+	"regexp"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ConnEnv is what a wire recipe (Recipe.NewConn) gets to build one client's Locker:
+// the recipe opens its own zk.Conn, as in production, with one extra option.
+//
+//	conn, _, err := zk.Connect(env.Servers, 10*time.Second, env.Option())
+type ConnEnv struct {
+	// Servers is the connect string to pass to zk.Connect.
+	Servers []string
+	// Path is the lock's znode; it does not exist at first.
+	Path string
+	// OnLost must be called (it never blocks) when the lock is lost while held.
+	// Option's event callback calls it when go-zookeeper reports the session
+	// expired; a recipe with a better signal may call it too.
+	OnLost func(reason string)
+	// Logf receives the recipe's diagnostics; they go to the run's trace.
+	Logf func(format string, args ...any)
+
+	option func(*zk.Conn)
+}
+
+// Option returns the option that connects a zk.Conn through the simulator: its
+// dialer, its host provider (the scheduler decides when the client reconnects), a
+// logger that discards go-zookeeper's own lines, and an event callback that calls
+// OnLost when the session expires. Pass it last to zk.Connect; a recipe's own
+// WithEventCallback would replace the callback. Open one zk.Conn per Locker.
+func (e ConnEnv) Option() func(*zk.Conn) {
+	return func(c *zk.Conn) {
+		e.option(c)
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type == zk.EventSession && ev.State == zk.StateExpired && e.OnLost != nil {
+				e.OnLost("session expired")
+			}
+		})(c)
+	}
+}
+
+// LockUnlock adapts a go-zookeeper recipe's lock and unlock functions (zk.Lock's
+// Lock and Unlock, say) on conn to a Locker. Acquire runs lock in a goroutine; when
+// the scheduler times the acquire out, it closes conn (ending the session, and with
+// it any node the lock made), waits for lock to return, and returns
+// ErrAbandoned, an unknown outcome, as the real harness does with go-zookeeper's
+// lock. Close closes conn.
+func LockUnlock(conn *zk.Conn, lock, unlock func() error) Locker {
+	f := &funcLocker{conn: conn, lock: lock, unlock: unlock, first: make(chan struct{}, 1), closed: make(chan struct{})}
+	f.first <- struct{}{}
+	return f
+}
+
+// ErrAbandoned is what a LockUnlock Locker's Acquire returns when it was timed out:
+// its connection was closed under a lock call that could not be interrupted.
+var ErrAbandoned = errors.New("zksim: acquire timed out; its connection was closed")
+
+// funcLocker is LockUnlock's Locker.
+type funcLocker struct {
+	conn         *zk.Conn
+	lock, unlock func() error
+	// first holds one token, for the first caller of closeConn; closed is closed
+	// once conn.Close returned. zk.Conn.Close holds a sync.Once's mutex for up to
+	// a second, and a goroutine waiting on a mutex would keep the bubble from
+	// settling: a second caller waits on closed instead.
+	first, closed chan struct{}
+}
+
+// closeConn closes conn once; a second caller waits until the first is done.
+func (f *funcLocker) closeConn() {
+	select {
+	case <-f.first:
+		f.conn.Close()
+		close(f.closed)
+	case <-f.closed:
+	}
+}
+
+var _ Locker = (*funcLocker)(nil)
+
+func (f *funcLocker) Acquire(ctx context.Context) (Hold, error) {
+	done := make(chan error, 1)
+	go func() { done <- f.lock() }()
+	select {
+	case err := <-done:
+		return Hold{}, opError("lock", err)
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return Hold{}, opError("lock", err)
+	default:
+	}
+	f.closeConn()
+	<-done
+	return Hold{}, ErrAbandoned
+}
+
+func (f *funcLocker) Release() error { return opError("unlock", f.unlock()) }
+
+// OpError is an error a LockUnlock Locker's lock or unlock function returned, so
+// that a Recipe's Definite can tell them apart.
+type OpError struct {
+	// Op is "lock" or "unlock".
+	Op  string
+	Err error
+}
+
+func (e *OpError) Error() string { return e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the recipe's error.
+func (e *OpError) Unwrap() error { return e.Err }
+
+func opError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &OpError{Op: op, Err: err}
+}
+
+func (f *funcLocker) Close() { f.closeConn() }
+
+// guidRE matches the GUIDs go-zookeeper puts in protected node names (from
+// crypto/rand, so different in every run).
+var guidRE = regexp.MustCompile(`_c_[0-9a-f]{32}-`)
+
+// maskGUIDs replaces protected names' GUIDs, so that two runs' traces compare.
+func maskGUIDs(s string) string { return guidRE.ReplaceAllString(s, "_c_<guid>-") }
