@@ -112,7 +112,7 @@ func addRecorded(byDir map[string]*LeftDatabase) {
 	records, _ := filepath.Glob(filepath.Join(dbRecordDir, netns.Prefix+"*"+dbRecordSuffix))
 	for _, r := range records {
 		ns := strings.TrimSuffix(filepath.Base(r), dbRecordSuffix)
-		if netns.Exists(ns) {
+		if netns.Exists(ns) || netns.Owned(ns) {
 			continue
 		}
 		data, err := os.ReadFile(r)

@@ -187,7 +187,7 @@ func TestCleanupScript(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- ours.Wait() }()
 	time.Sleep(100 * time.Millisecond)
-	out, err := localShell{}.Run(context.Background(), sshnode.Cmd{Script: cleanupScript(base, "false")})
+	out, err := localShell{}.Run(context.Background(), sshnode.Cmd{Script: cleanupScript(base, "false", nil)})
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
