@@ -9,7 +9,7 @@ import (
 )
 
 // noSweepUsage is --no-sweep's help, the same on every command that runs.
-const noSweepUsage = "do not first remove what runs whose harness is dead left (namespaces, links, tables, servers, their directories; on the SSH nodes the run names, this machine's dead runs' directories, servers and tables): `zlockcheck cleanup` does it by hand"
+const noSweepUsage = "leave what runs whose harness is dead left (namespaces, links, tables, servers and their directories, here and on the SSH nodes the run names): by default it is removed first, and said in one line (zlockcheck cleanup removes it by hand)"
 
 // sweepDead is what run, explore, matrix and replay do first, unless skip: remove
 // what runs whose harness is dead left on this machine and on nodes (nil: none),
