@@ -133,6 +133,7 @@ func TestSIGKILLedRunIsSweptByTheNext(t *testing.T) {
 			line = l
 		}
 	}
+	t.Logf("second run said: %s", line)
 	if !strings.Contains(line, netns.Prefix+id+"hub") || !strings.Contains(line, "processes in them") {
 		t.Errorf("the second run did not say it swept run %s's namespaces and processes: %q", id, errOut)
 	}
