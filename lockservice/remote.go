@@ -326,7 +326,7 @@ func sweepNodes(ctx context.Context, c SSHConfig, all bool) ([]string, error) {
 		nft = "sudo -n nft"
 	}
 	base := path.Dir(c.runDir("x"))
-	nodes := make([]*sshnode.Node, 0, len(c.Nodes))
+	nodes := make([]shell, 0, len(c.Nodes))
 	var errs []error
 	for _, host := range c.Nodes {
 		n, err := sshnode.Dial(ctx, host, c.Config)
@@ -337,15 +337,16 @@ func sweepNodes(ctx context.Context, c SSHConfig, all bool) ([]string, error) {
 		defer n.Close()
 		nodes = append(nodes, n)
 	}
+	// First what is on every node, then whose it is: an owner here is made before
+	// anything on the nodes is named after it. Then each node removes the dead
+	// runs' (the nodes may share a file system, as the test fixture's do).
 	var ids []string
 	if !all {
-		// First what is there, then whose it is: an owner here is made before
-		// anything on the nodes is named after it.
 		found := map[string]bool{}
 		for _, n := range nodes {
-			text, err := n.Run(ctx, sshnode.Cmd{Script: listOwnersScript(base), Idempotent: true, What: "list run owners"})
+			dead, err := deadRunsOn(ctx, n, base, machineID())
 			errs = append(errs, err)
-			for _, id := range deadNodeRuns(string(text), base, machineID()) {
+			for _, id := range dead {
 				found[id] = true
 			}
 		}
@@ -357,18 +358,39 @@ func sweepNodes(ctx context.Context, c SSHConfig, all bool) ([]string, error) {
 		}
 		sort.Strings(ids)
 	}
-	script := cleanupScript(base, nft, ids)
 	var out []string
 	for _, n := range nodes {
-		text, err := n.Run(ctx, sshnode.Cmd{Script: script, Idempotent: true, What: "cleanup"})
+		lines, err := sweepNode(ctx, n, base, nft, ids)
+		out = append(out, lines...)
 		errs = append(errs, err)
-		for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
-			if l != "" {
-				out = append(out, n.String()+": "+l)
-			}
-		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// deadRunsOn lists the runs with a directory under base on node n that this
+// machine (machine) started and whose owner here is dead.
+func deadRunsOn(ctx context.Context, n shell, base, machine string) ([]string, error) {
+	text, err := n.Run(ctx, sshnode.Cmd{Script: listOwnersScript(base), Idempotent: true, What: "list run owners"})
+	if err != nil {
+		return nil, errNode(n, n.String(), err)
+	}
+	return deadNodeRuns(string(text), base, machine), nil
+}
+
+// sweepNode removes from node n the leftovers of runs ids (nil: every run's), and
+// says what it removed, one line each ("node: what").
+func sweepNode(ctx context.Context, n shell, base, nft string, ids []string) ([]string, error) {
+	text, err := n.Run(ctx, sshnode.Cmd{Script: cleanupScript(base, nft, ids), Idempotent: true, What: "cleanup"})
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		if l != "" {
+			out = append(out, n.String()+": "+l)
+		}
+	}
+	if err != nil {
+		return out, errNode(n, n.String(), err)
+	}
+	return out, nil
 }
 
 // nodeOwnerFile is the file in a run's node directory that names the machine whose
