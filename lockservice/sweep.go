@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
@@ -68,28 +69,35 @@ func (r SweepReport) Empty() bool {
 // Summary says in one line what the sweep removed ("" when nothing).
 func (r SweepReport) Summary() string {
 	var parts []string
-	add := func(n int, what string, list any) {
-		if n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s %v", n, what, list))
+	add := func(what string, list []string) {
+		if len(list) > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(list), what, strings.Join(list, ", ")))
 		}
 	}
-	add(len(r.Net.Namespaces), "namespaces", r.Net.Namespaces)
-	add(len(r.Net.Processes), "processes in them", r.Net.Processes)
-	add(len(r.Net.Links), "host links", r.Net.Links)
-	add(len(r.Net.Tables), "host nft tables", r.Net.Tables)
+	pids := func(pids []int) []string {
+		out := make([]string, len(pids))
+		for i, p := range pids {
+			out[i] = strconv.Itoa(p)
+		}
+		return out
+	}
+	add("namespaces", r.Net.Namespaces)
+	add("processes in them", pids(r.Net.Processes))
+	add("host links", r.Net.Links)
+	add("host nft tables", r.Net.Tables)
 	var redis []int
 	for _, l := range r.Redis {
 		redis = append(redis, l.Pid)
 	}
-	add(len(redis), "redis-servers", redis)
+	add("redis-servers", pids(redis))
 	var dbs []string
 	for _, d := range r.Databases {
-		dbs = append(dbs, fmt.Sprintf("%s %s%v", d.Kind, d.Dir, d.Pids))
+		dbs = append(dbs, fmt.Sprintf("%s %s, pids %v", d.Kind, d.Dir, d.Pids))
 	}
-	add(len(dbs), "database servers", dbs)
-	add(len(r.Nodes), "node leftovers", r.Nodes)
+	add("database servers", dbs)
+	add("things on SSH nodes", r.Nodes)
 	if len(parts) == 0 {
 		return ""
 	}
-	return "swept what dead runs left: " + strings.Join(parts, ", ")
+	return "swept what dead runs left: " + strings.Join(parts, "; ")
 }

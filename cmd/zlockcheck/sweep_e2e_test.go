@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testnodes"
 )
 
 // runNamespaces lists the namespaces of run id that exist now.
@@ -199,4 +200,53 @@ func TestConcurrentRunsDoNotSweepEachOther(t *testing.T) {
 	}
 	assertNothingLeft(t, storeA)
 	assertNothingLeft(t, storeB)
+}
+
+// TestSIGKILLedSSHRunIsSweptByTheNext: a run on SSH nodes whose harness is killed
+// mid-partition leaves its uplink here and its servers, tables and directory on the
+// nodes; the next run on those nodes removes them all and is valid.
+func TestSIGKILLedSSHRunIsSweptByTheNext(t *testing.T) {
+	requireIntegration(t)
+	nodes := testnodes.StartT(t, 3)
+	storeA, storeB, nodeDir := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "nodes")
+	a, errA := startBackground(t, append([]string{"run", "--recipe", "zlc-mutex", "--nemesis", "partition", "--nemesis-interval", "1s",
+		"--time", "120s", "--seed", "9", "--store", storeA, "--quiet"}, sshArgs(nodes, nodeDir)...)...)
+	if !waitForPartition(storeA, 90*time.Second) {
+		t.Fatalf("no partition started within 90 s:\n%s", errA.String())
+	}
+	id := runIDOf(t, storeA)
+	onNodes := func() bool {
+		for i := range nodes.Addrs {
+			out, _ := netns.Exec(t.Context(), nodes.Netns(i), nil, "nft", "list", "tables")
+			if strings.Contains(string(out), "zlc_"+id+"_") {
+				return true
+			}
+		}
+		return false
+	}
+	if !waitFor(5*time.Second, onNodes) {
+		t.Fatal("no zlc_<run>_ table on the nodes while the partition was on")
+	}
+	if err := a.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Wait()
+	if out, _ := exec.Command("pgrep", "-af", filepath.Join(nodeDir, "zlc"+id)).Output(); len(out) == 0 {
+		t.Error("the killed run left no server on the nodes to sweep")
+	}
+
+	args := append([]string{"run", "--recipe", "zlc-mutex", "--time", "3s", "--seed", "10", "--store", storeB, "--quiet"}, sshArgs(nodes, nodeDir)...)
+	code, _, errB := zlockcheck(t, args...)
+	if code != exitValid {
+		t.Errorf("second run: exit %d, want valid\n%s", code, errB)
+	}
+	t.Logf("second run said:\n%s", errB)
+	if !strings.Contains(errB, "directory "+filepath.Join(nodeDir, "zlc"+id)) {
+		t.Errorf("the second run did not say it swept run %s on the nodes", id)
+	}
+	if onNodes() {
+		t.Error("the killed run's tables are left on the nodes")
+	}
+	assertNothingLeftOnNodes(t, storeA, nodes, nodeDir)
+	assertNothingLeftOnNodes(t, storeB, nodes, nodeDir)
 }
