@@ -40,7 +40,7 @@ type LeftDatabase struct {
 // in a namespace that still exists (a live run's) is never listed, nor is any
 // postgres or mariadbd that does not run in a directory the tool made.
 func FindLeftDatabases() ([]LeftDatabase, error) {
-	live, err := namespaceNames()
+	live, err := newNSIndex()
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +63,11 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		// for one whose namespace was deleted.
 		id := netnsOf(pid)
 		dir, deleted, ok := ownDBDir(pid, kind)
-		ns, liveNS := live[id]
-		if !ok || id == (nsID{}) || !deleted && liveNS {
+		if !ok || id == (nsID{}) {
+			continue
+		}
+		ns, liveNS, err := live.lookup(id)
+		if err != nil || !deleted && liveNS {
 			continue
 		}
 		l := leftAt(byDir, dir, kind)
@@ -79,21 +82,6 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		out = append(out, *l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Dir < out[j].Dir })
-	return out, nil
-}
-
-// namespaceNames names the tool's namespaces that exist now by their identity.
-func namespaceNames() (map[nsID]string, error) {
-	names, err := netns.List()
-	if err != nil {
-		return nil, err
-	}
-	out := map[nsID]string{}
-	for _, n := range names {
-		if id := statNS(filepath.Join("/run/netns", n)); id != (nsID{}) {
-			out[id] = n
-		}
-	}
 	return out, nil
 }
 
@@ -112,7 +100,7 @@ func addRecorded(byDir map[string]*LeftDatabase) {
 	records, _ := filepath.Glob(filepath.Join(dbRecordDir, netns.Prefix+"*"+dbRecordSuffix))
 	for _, r := range records {
 		ns := strings.TrimSuffix(filepath.Base(r), dbRecordSuffix)
-		if netns.Exists(ns) || netns.Owned(ns) {
+		if netns.Exists(ns) {
 			continue
 		}
 		data, err := os.ReadFile(r)
