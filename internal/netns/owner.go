@@ -226,9 +226,14 @@ func Owned(name string) bool {
 	return false
 }
 
-// removeDeadOwners removes the owner files of dead owners.
+// removeDeadOwners removes the owner files of dead owners, and the temporary ones
+// of owners that died while making theirs.
 func removeDeadOwners() {
 	for _, f := range ownerFiles() {
+		removeDeadOwner(f)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(ownerDir, "."+Prefix+"*.tmp"))
+	for _, f := range tmps {
 		removeDeadOwner(f)
 	}
 }
