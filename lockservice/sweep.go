@@ -92,7 +92,11 @@ func (r SweepReport) Summary() string {
 	add("redis-servers", pids(redis))
 	var dbs []string
 	for _, d := range r.Databases {
-		dbs = append(dbs, fmt.Sprintf("%s %s, pids %v", d.Kind, d.Dir, d.Pids))
+		db := fmt.Sprintf("%s %s", d.Kind, d.Dir)
+		if len(d.Pids) > 0 {
+			db += fmt.Sprintf(" with pids %v", d.Pids)
+		}
+		dbs = append(dbs, db)
 	}
 	add("database servers", dbs)
 	add("things on SSH nodes", r.Nodes)

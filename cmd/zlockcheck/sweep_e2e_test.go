@@ -250,3 +250,95 @@ func TestSIGKILLedSSHRunIsSweptByTheNext(t *testing.T) {
 	assertNothingLeftOnNodes(t, storeA, nodes, nodeDir)
 	assertNothingLeftOnNodes(t, storeB, nodes, nodeDir)
 }
+
+// TestSIGKILLedServiceRunsAreSwept: runs of every other service the tool starts
+// (PostgreSQL, MariaDB, Redis), started at once (each sweeping while the others are
+// live) and SIGKILLed once they record ops, are swept by the next run: their
+// namespaces, server processes and database directories are gone.
+func TestSIGKILLedServiceRunsAreSwept(t *testing.T) {
+	requireDatabases(t)
+	requireRedis(t)
+	recipes := []string{"pg-advisory", "mariadb-getlock", "redis-lock"}
+	type killed struct {
+		cmd    *exec.Cmd
+		stderr *strings.Builder
+		store  string
+	}
+	var runs []killed
+	for i, r := range recipes {
+		store := keptIfFailed(t)
+		cmd, stderr := startBackground(t, "run", "--recipe", r, "--nodes", "1", "--workers", "2", "--time", "60s",
+			"--seed", strconv.Itoa(20+i), "--store", store, "--quiet")
+		runs = append(runs, killed{cmd, stderr, store})
+	}
+	var ids []string
+	var procs []map[int]string
+	for i, r := range runs {
+		if !waitFor(45*time.Second, func() bool {
+			data, _ := os.ReadFile(filepath.Join(r.store, "latest", "history.jsonl"))
+			return strings.Count(string(data), "\n") > 10
+		}) {
+			t.Fatalf("%s recorded no ops within 45 s: %s", recipes[i], r.stderr.String())
+		}
+		id := runIDOf(t, r.store)
+		ids = append(ids, id)
+		p := map[int]string{}
+		for _, ns := range runNamespaces(t, id) {
+			for _, pid := range netns.Pids(ns) {
+				p[pid] = cmdline(pid)
+			}
+		}
+		procs = append(procs, p)
+	}
+	for i, r := range runs {
+		for j, id := range ids {
+			if i != j && strings.Contains(r.stderr.String(), netns.Prefix+id) {
+				t.Errorf("the %s run swept the live %s run: %s", recipes[i], recipes[j], r.stderr.String())
+			}
+		}
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		_ = r.cmd.Wait()
+	}
+	dirs, _ := filepath.Glob(filepath.Join(runs[0].store, "latest", "servers", "zlcpg-s*"))
+	maria, _ := filepath.Glob(filepath.Join(runs[1].store, "latest", "servers", "zlcmariadb-s*"))
+	dirs = append(dirs, maria...)
+	if len(dirs) != 2 {
+		t.Errorf("database server directories of the killed runs: %v, want one each", dirs)
+	}
+
+	store := t.TempDir()
+	code, _, errOut := zlockcheck(t, "run", "--nodes", "1", "--workers", "2", "--time", "3s", "--seed", "23", "--store", store, "--quiet")
+	if code != exitValid {
+		t.Errorf("the next run: exit %d, want valid\n%s", code, errOut)
+	}
+	t.Logf("the next run said: %s", errOut)
+	for i, id := range ids {
+		if !strings.Contains(errOut, netns.Prefix+id+"hub") {
+			t.Errorf("the next run did not say it swept the %s run %s", recipes[i], id)
+		}
+		if left := runNamespaces(t, id); len(left) > 0 {
+			t.Errorf("namespaces of the killed %s run left: %v", recipes[i], left)
+		}
+		for pid, cmd := range procs[i] {
+			if now := cmdline(pid); now != "" && now == cmd {
+				t.Errorf("process %d of the killed %s run still runs: %s", pid, recipes[i], cmd)
+			}
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("database server directory %s of a killed run left: %v", d, err)
+		}
+	}
+	for _, pattern := range []string{"redis-server", "postgres", "mariadbd"} {
+		out, _ := exec.Command("pgrep", "-af", pattern).Output()
+		for _, id := range ids {
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, runs[0].store) || strings.Contains(l, runs[1].store) || strings.Contains(l, runs[2].store) || strings.Contains(l, "zlc"+id) {
+					t.Errorf("a server of a killed run still runs: %s", l)
+				}
+			}
+		}
+	}
+	assertNothingLeft(t, store)
+}
