@@ -147,7 +147,9 @@ func bootTime() (time.Time, error) {
 func stampAlive(data []byte, mtime time.Time) bool {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil || pid <= 0 {
-		return false
+		// Unreadable: dead, unless just written (a version without the lock writes
+		// the file in place, empty for a moment).
+		return time.Since(mtime) < 10*time.Second
 	}
 	start, ok := startedAt(pid)
 	// Boot time is known to a second: a margin keeps the comparison on the safe side.
