@@ -37,10 +37,11 @@ type LeftDatabase struct {
 // FindLeftDatabases lists the tool's database servers whose namespace is gone or
 // whose directory was deleted, with their processes and directories, and the
 // directories of servers whose namespace is gone (their record says which). A server
-// in a namespace that still exists (a live run's) is never listed, nor is any
-// postgres or mariadbd that does not run in a directory the tool made.
+// in a namespace that still exists (a live run's), or in a directory whose record
+// names one (a live run's setup), is never listed, nor is any postgres or mariadbd
+// that does not run in a directory the tool made.
 func FindLeftDatabases() ([]LeftDatabase, error) {
-	live, err := namespaceNames()
+	live, err := newNSIndex()
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +64,11 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		// for one whose namespace was deleted.
 		id := netnsOf(pid)
 		dir, deleted, ok := ownDBDir(pid, kind)
-		ns, liveNS := live[id]
-		if !ok || id == (nsID{}) || !deleted && liveNS {
+		if !ok || id == (nsID{}) {
+			continue
+		}
+		ns, liveNS, err := live.lookup(id)
+		if err != nil || !deleted && (liveNS || recordedLive(dir)) {
 			continue
 		}
 		l := leftAt(byDir, dir, kind)
@@ -82,19 +86,26 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 	return out, nil
 }
 
-// namespaceNames names the tool's namespaces that exist now by their identity.
-func namespaceNames() (map[nsID]string, error) {
-	names, err := netns.List()
-	if err != nil {
-		return nil, err
-	}
-	out := map[nsID]string{}
-	for _, n := range names {
-		if id := statNS(filepath.Join("/run/netns", n)); id != (nsID{}) {
-			out[id] = n
+// recordedLive reports whether a record names dir as the directory of a server
+// whose namespace exists: a live run's server, whose setup (mariadb-install-db,
+// initdb) runs a server process in the host's own namespace. The records are read
+// when asked: a run writes its record before it runs anything in the directory.
+func recordedLive(dir string) bool {
+	records, _ := filepath.Glob(filepath.Join(dbRecordDir, netns.Prefix+"*"+dbRecordSuffix))
+	for _, r := range records {
+		data, err := os.ReadFile(r)
+		if err != nil || !netns.Exists(strings.TrimSuffix(filepath.Base(r), dbRecordSuffix)) {
+			continue
+		}
+		rec := strings.TrimSpace(string(data))
+		if real, err := filepath.EvalSymlinks(rec); err == nil {
+			rec = real
+		}
+		if rec == dir {
+			return true
 		}
 	}
-	return out, nil
+	return false
 }
 
 // leftAt is byDir's entry for dir, made if new.

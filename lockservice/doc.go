@@ -26,6 +26,10 @@
 //     only: no recipe, fault or run uses them yet (docs/databases.md).
 //     CleanupDatabases finds a server whose namespace or directory is gone.
 //
+// Sweep removes, for every kind and place above, what runs whose harness is dead
+// left (netns's owner files say whose is whose): what every run does first, and
+// cleanup by hand.
+//
 // A further kind (an etcd cluster) is one more implementation of Service, with the
 // abilities that mean something for it.
 //

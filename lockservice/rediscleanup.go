@@ -31,7 +31,7 @@ type LeftRedis struct {
 // their working directory) and that are in none of the tool's namespaces that still
 // exist (a live run's). Any other redis-server is not the tool's and is never listed.
 func FindLeftRedis() ([]LeftRedis, error) {
-	live, err := liveNamespaces()
+	live, err := newNSIndex()
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,10 @@ func FindLeftRedis() ([]LeftRedis, error) {
 		// reads then shows no namespace (skipped) rather than a dead one.
 		id := netnsOf(pid)
 		conf := ownConf(pid)
-		if conf == "" || id == (nsID{}) || live[id] {
+		if conf == "" || id == (nsID{}) {
+			continue
+		}
+		if _, ok, err := live.lookup(id); err != nil || ok {
 			continue
 		}
 		out = append(out, LeftRedis{Pid: pid, Conf: conf})
@@ -149,17 +152,39 @@ func statNS(path string) nsID {
 	return nsID{dev: uint64(st.Dev), ino: st.Ino}
 }
 
-// liveNamespaces are the tool's namespaces that exist now.
-func liveNamespaces() (map[nsID]bool, error) {
+// nsIndex names the tool's namespaces by identity. A namespace is made before any
+// process runs in it, so one a process is in that the index does not know is looked
+// for again on a fresh listing (a run that started meanwhile) before it is taken
+// for gone.
+type nsIndex struct{ names map[nsID]string }
+
+func newNSIndex() (*nsIndex, error) {
+	x := &nsIndex{}
+	return x, x.refresh()
+}
+
+func (x *nsIndex) refresh() error {
 	names, err := netns.List()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := map[nsID]bool{}
+	x.names = map[nsID]string{}
 	for _, n := range names {
 		if id := statNS(filepath.Join("/run/netns", n)); id != (nsID{}) {
-			out[id] = true
+			x.names[id] = n
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// lookup names namespace id, ok false when it is none of the tool's that exist.
+func (x *nsIndex) lookup(id nsID) (name string, ok bool, err error) {
+	if name, ok = x.names[id]; ok {
+		return name, true, nil
+	}
+	if err := x.refresh(); err != nil {
+		return "", false, err
+	}
+	name, ok = x.names[id]
+	return name, ok, nil
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -235,10 +237,12 @@ func (r *remote) prepare(ctx context.Context, cfg EnsembleConfig, s *Server) err
 	for i, o := range r.ens.Servers {
 		addrs[i] = o.Host.Addr()
 	}
-	// One round trip: a fresh directory with zoo.cfg and data/myid.
+	// One round trip: a fresh directory with zoo.cfg and data/myid, and the run's
+	// owner file (which machine's harness the run is: sweepNodes).
 	data := path.Join(h.dir, "data")
-	script := fmt.Sprintf("rm -rf %s && mkdir -p %s && printf '%%s' %s > %s && printf '%%s' %s > %s",
+	script := fmt.Sprintf("rm -rf %s && mkdir -p %s && printf '%%s\\n' %s > %s && printf '%%s' %s > %s && printf '%%s' %s > %s",
 		sshnode.Quote(h.dir), sshnode.Quote(data),
+		sshnode.Quote(machineID()+" "+r.runID), sshnode.Quote(path.Join(r.ssh.runDir(r.runID), nodeOwnerFile)),
 		sshnode.Quote(string(zooCfg(cfg, h.addr, data, peerLines(addrs)))), sshnode.Quote(h.file("zoo.cfg")),
 		sshnode.Quote(string(myid(s.ID))), sshnode.Quote(path.Join(data, "myid")))
 	if _, err := h.run(ctx, "write zoo.cfg and myid", script, true); err != nil {
@@ -305,6 +309,15 @@ func (r *remote) collect(ctx context.Context, s *Server) error {
 // (their command line names NodeDir/zlc...), and those directories. It returns what
 // it removed, one line each, and goes on past a node it cannot reach.
 func CleanupNodes(ctx context.Context, c SSHConfig) ([]string, error) {
+	return sweepNodes(ctx, c, true)
+}
+
+// sweepNodes removes from every node what runs left there: every run's leftovers
+// when all is set, else only those of runs this machine started whose harness is
+// dead (their node directory's owner file names this machine and a run id no live
+// owner here has: netns.Owned). A run of another machine is never touched then: this
+// machine cannot know whether its harness lives.
+func sweepNodes(ctx context.Context, c SSHConfig, all bool) ([]string, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -312,8 +325,8 @@ func CleanupNodes(ctx context.Context, c SSHConfig) ([]string, error) {
 	if c.Defaults().User != "root" {
 		nft = "sudo -n nft"
 	}
-	script := cleanupScript(path.Dir(c.runDir("x")), nft)
-	var out []string
+	base := path.Dir(c.runDir("x"))
+	nodes := make([]shell, 0, len(c.Nodes))
 	var errs []error
 	for _, host := range c.Nodes {
 		n, err := sshnode.Dial(ctx, host, c.Config)
@@ -321,32 +334,151 @@ func CleanupNodes(ctx context.Context, c SSHConfig) ([]string, error) {
 			errs = append(errs, fmt.Errorf("node %s: %w", host, err))
 			continue
 		}
-		text, err := n.Run(ctx, sshnode.Cmd{Script: script, Idempotent: true, What: "cleanup"})
-		n.Close()
-		errs = append(errs, err)
-		for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
-			if l != "" {
-				out = append(out, host+": "+l)
+		defer n.Close()
+		nodes = append(nodes, n)
+	}
+	// First what is on every node, then whose it is: an owner here is made before
+	// anything on the nodes is named after it. Then each node removes the dead
+	// runs' (the nodes may share a file system, as the test fixture's do).
+	var ids []string
+	if !all {
+		found := map[string]bool{}
+		for _, n := range nodes {
+			dead, err := deadRunsOn(ctx, n, base, machineID())
+			errs = append(errs, err)
+			for _, id := range dead {
+				found[id] = true
 			}
 		}
+		if len(found) == 0 {
+			return nil, errors.Join(errs...)
+		}
+		for id := range found {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+	}
+	var out []string
+	for _, n := range nodes {
+		lines, err := sweepNode(ctx, n, base, nft, ids)
+		out = append(out, lines...)
+		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
 }
 
-// cleanupScript is CleanupNodes's script for a node: base is the node directory's
-// parent, nft the command that runs nft.
-func cleanupScript(base, nft string) string {
-	return sigGroup + fmt.Sprintf(`base=%s
-%[2]s list tables 2>/dev/null | while read -r kw fam name; do
-  case "$name" in zlc_*) %[2]s delete table "$fam" "$name" && echo "nftables table $fam $name";; esac
+// deadRunsOn lists the runs with a directory under base on node n that this
+// machine (machine) started and whose owner here is dead.
+func deadRunsOn(ctx context.Context, n shell, base, machine string) ([]string, error) {
+	text, err := n.Run(ctx, sshnode.Cmd{Script: listOwnersScript(base), Idempotent: true, What: "list run owners"})
+	if err != nil {
+		return nil, errNode(n, n.String(), err)
+	}
+	return deadNodeRuns(string(text), base, machine), nil
+}
+
+// sweepNode removes from node n the leftovers of runs ids (nil: every run's), and
+// says what it removed, one line each ("node: what").
+func sweepNode(ctx context.Context, n shell, base, nft string, ids []string) ([]string, error) {
+	text, err := n.Run(ctx, sshnode.Cmd{Script: cleanupScript(base, nft, ids), Idempotent: true, What: "cleanup"})
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(string(text)), "\n") {
+		if l != "" {
+			out = append(out, n.String()+": "+l)
+		}
+	}
+	if err != nil {
+		return out, errNode(n, n.String(), err)
+	}
+	return out, nil
+}
+
+// nodeOwnerFile is the file in a run's node directory that names the machine whose
+// harness started the run, and the run: "<machine> <run id>".
+const nodeOwnerFile = "owner"
+
+// machineID names this machine to the nodes: /etc/machine-id, else its host name.
+func machineID() string {
+	if b, err := os.ReadFile("/etc/machine-id"); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	h, _ := os.Hostname()
+	return "host-" + strings.ReplaceAll(h, " ", "_")
+}
+
+// listOwnersScript prints, for each run directory under base with an owner file,
+// "<directory> <machine> <run id>".
+func listOwnersScript(base string) string {
+	return fmt.Sprintf(`for f in %s/zlc*/%s; do [ -f "$f" ] || continue; printf '%%s %%s\n' "${f%%/*}" "$(head -n 1 "$f")"; done; true`,
+		sshnode.Quote(base), nodeOwnerFile)
+}
+
+// deadNodeRuns picks from listOwnersScript's output the ids of the runs that machine
+// started whose owner here is dead.
+func deadNodeRuns(text, base, machine string) []string {
+	var ids []string
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[1] != machine || !nodeRunID.MatchString(f[2]) || f[0] != path.Join(base, "zlc"+f[2]) {
+			continue
+		}
+		if !netns.Owned(netns.Prefix + f[2]) {
+			ids = append(ids, f[2])
+		}
+	}
+	return ids
+}
+
+// nodeRunID is what a run id looks like.
+var nodeRunID = regexp.MustCompile(`^[a-z0-9]{1,8}$`)
+
+// cleanupScript is the sweep's script for a node: base is the node directory's
+// parent, nft the command that runs nft; ids the runs whose leftovers it removes (nil:
+// every run's).
+func cleanupScript(base, nft string, ids []string) string {
+	table, dir := "zlc_*", "zlc"
+	if ids != nil {
+		table, dir = "", ""
+		for i, id := range ids {
+			if i > 0 {
+				table += "|"
+			}
+			table += "zlc_" + id + "_*"
+		}
+	}
+	var b strings.Builder
+	b.WriteString(sigGroup)
+	fmt.Fprintf(&b, "base=%s\n", sshnode.Quote(base))
+	fmt.Fprintf(&b, `%[1]s list tables 2>/dev/null | while read -r kw fam name; do
+  case "$name" in %[2]s) %[1]s delete table "$fam" "$name" && echo "nftables table $fam $name";; esac
 done
-for p in /proc/[0-9]*; do
+`, nft, table)
+	marks := []string{dir}
+	if ids != nil {
+		marks = marks[:0]
+		for _, id := range ids {
+			marks = append(marks, "zlc"+id+"/")
+		}
+	}
+	for _, m := range marks {
+		fmt.Fprintf(&b, `for p in /proc/[0-9]*; do
   pid=${p#/proc/}; [ "$pid" = "$$" ] && continue
-  grep -qaF QuorumPeerMain $p/cmdline 2>/dev/null && grep -qaF "$base/zlc" $p/cmdline 2>/dev/null || continue
+  grep -qaF QuorumPeerMain $p/cmdline 2>/dev/null && grep -qaF "$base/%s" $p/cmdline 2>/dev/null || continue
   sigGroup KILL $pid || kill -s KILL $pid; echo "server process $pid"
 done
-for d in "$base"/zlc*; do [ -e "$d" ] || continue; rm -rf "$d" && echo "directory $d"; done
-true`, sshnode.Quote(base), nft)
+`, m)
+	}
+	if ids == nil {
+		b.WriteString(`for d in "$base"/zlc*; do [ -e "$d" ] || continue; rm -rf "$d" && echo "directory $d"; done
+`)
+	} else {
+		for _, id := range ids {
+			fmt.Fprintf(&b, `d="$base/zlc%s"; [ -e "$d" ] && rm -rf "$d" && echo "directory $d"
+`, id)
+		}
+	}
+	b.WriteString("true")
+	return b.String()
 }
 
 // startSSHEnsemble starts the ensemble on the SSH nodes for a site on network, then

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
@@ -26,47 +24,41 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitError, err
 	}
+	rep, err := lockservice.Sweep(context.Background(), lockservice.SweepConfig{All: *all, SSH: nodes, EveryNodeRun: true})
 	if nodes != nil {
 		// Every run's leftovers on the nodes, whatever --all says: a node does not
 		// know whether the harness that made them still lives.
-		removed, err := lockservice.CleanupNodes(context.Background(), *nodes)
-		for _, l := range removed {
+		for _, l := range rep.Nodes {
 			fmt.Fprintln(stdout, "removed "+l)
 		}
-		if len(removed) == 0 && err == nil {
+		if len(rep.Nodes) == 0 {
 			fmt.Fprintf(stdout, "nothing to clean up on %s\n", strings.Join(nodes.Nodes, ", "))
 		}
-		if err != nil {
-			return exitError, err
-		}
 	}
-	rep, err := netns.CleanupAll(*all)
-	if len(rep.Namespaces) == 0 {
+	net := rep.Net
+	if len(net.Namespaces) == 0 {
 		fmt.Fprintln(stdout, "nothing to clean up: no zlc namespaces")
 	} else {
 		fmt.Fprintf(stdout, "removed %d namespaces (%v) and killed %d processes in them\n",
-			len(rep.Namespaces), rep.Namespaces, len(rep.Processes))
+			len(net.Namespaces), net.Namespaces, len(net.Processes))
 	}
-	if len(rep.Links)+len(rep.Tables) > 0 {
-		fmt.Fprintf(stdout, "removed from the host's own namespace: links %v, nft tables %v (interface forwarding restored)\n", rep.Links, rep.Tables)
+	if len(net.Links)+len(net.Tables) > 0 {
+		fmt.Fprintf(stdout, "removed from the host's own namespace: links %v, nft tables %v (interface forwarding restored)\n", net.Links, net.Tables)
 	}
-	if rep.Skipped > 0 {
-		fmt.Fprintf(stdout, "left %d namespaces of runs whose harness is still running (--all removes them too)\n", rep.Skipped)
+	if net.Skipped > 0 {
+		fmt.Fprintf(stdout, "left %d namespaces of runs whose harness is still running (--all removes them too)\n", net.Skipped)
 	}
-	// After the namespaces: an instance still in one belongs to a live run.
-	left, rerr := lockservice.CleanupRedis()
-	for _, l := range left {
+	for _, l := range rep.Redis {
 		fmt.Fprintf(stdout, "killed redis-server %d (%s): its run's namespace was gone\n", l.Pid, l.Conf)
 	}
-	dbs, derr := lockservice.CleanupDatabases()
-	for _, d := range dbs {
+	for _, d := range rep.Databases {
 		killed := ""
 		if len(d.Pids) > 0 {
 			killed = fmt.Sprintf(", killed its processes %v", d.Pids)
 		}
 		fmt.Fprintf(stdout, "removed the %s server's directory %s%s: its run was gone\n", d.Kind, d.Dir, killed)
 	}
-	if err := errors.Join(err, rerr, derr); err != nil {
+	if err != nil {
 		return exitError, err
 	}
 	return 0, nil

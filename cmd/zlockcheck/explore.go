@@ -55,6 +55,9 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		return exitError, fmt.Errorf("--keep: %w", err)
 	}
 	o.noteSet(fs)
+	if err := o.sweep(ctx, stderr); err != nil {
+		return exitError, err
+	}
 	worst := models.Valid
 	var sessions2 []explore.Session
 	for i, sr := range sessions {

@@ -74,6 +74,9 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if err != nil {
 		return exitError, fmt.Errorf("--faults: %w", err)
 	}
+	if err := o.sweep(ctx, stderr); err != nil {
+		return exitError, err
+	}
 	rows, plan, err := planMatrix(ctx, o, names, setups, stderr)
 	if err != nil {
 		return exitError, err

@@ -53,6 +53,8 @@ type runOptions struct {
 	cpuProfile, workerCPUProfile string
 	jsonOut                      bool
 	keep                         string
+	// noSweep is --no-sweep: leave what dead runs left (sweep.go).
+	noSweep bool
 	// ssh are the --ssh-* flags (ssh.go).
 	ssh sshOptions
 	// service, redisTopology and redisPersistence are --service and the Redis
@@ -116,6 +118,17 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", def.SyncLimit, "servers' syncLimit (ticks)")
 	o.ssh.register(fs, true)
 	o.registerConnect(fs)
+	fs.BoolVar(&o.noSweep, "no-sweep", false, noSweepUsage)
+}
+
+// sweep is sweepDead for the options' SSH nodes (the error is a bad --ssh-* flag).
+func (o runOptions) sweep(ctx context.Context, stderr io.Writer) error {
+	nodes, err := o.ssh.config(o.set)
+	if err != nil {
+		return err
+	}
+	sweepDead(ctx, o.noSweep, nodes, stderr)
+	return nil
 }
 
 // config turns the options into the run's configuration: the flags' half of it. The
@@ -296,6 +309,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 		return exitError, fmt.Errorf("--keep: %w", err)
 	}
 	o.noteSet(fs)
+	if err := o.sweep(ctx, stderr); err != nil {
+		return exitError, err
+	}
 	if suite != nil {
 		return runSuite(ctx, fs, &o, *suite, keep, stdout, stderr)
 	}

@@ -82,6 +82,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	jsonOut := fs.Bool("json", false, "print the final result as JSON on stdout; the summary goes to stderr")
 	checkTO := fs.Duration("check-timeout", models.DefaultTimeout, "budget of the linearizability search; past it the verdict is unknown")
+	noSweep := fs.Bool("no-sweep", false, noSweepUsage)
 	var ssh sshOptions
 	ssh.register(fs, true)
 	fs.Usage = func() {
@@ -106,6 +107,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes, given(fs)); err != nil {
 		return exitError, err
 	}
+	sweepDead(ctx, *noSweep, cfg.SSH, stderr)
 	if *store != "" {
 		cfg.Store = *store
 	} else if cfg.Store, err = sr.Dir.Store(); err != nil { // keep the replay next to the original

@@ -109,6 +109,7 @@ type Subnet struct {
 	ID     string
 	Prefix netip.Prefix
 	unlock func()
+	owner  *owner
 }
 
 // Claim picks a free /bits of pool for id, writes id's owner file, and holds the
@@ -127,11 +128,12 @@ func Claim(ctx context.Context, id string, pool netip.Prefix, bits int) (*Subnet
 		unlock()
 		return nil, err
 	}
-	if err := os.WriteFile(ownerFile(id), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
+	o, err := claimOwner(id)
+	if err != nil {
 		unlock()
-		return nil, fmt.Errorf("write owner file: %w", err)
+		return nil, err
 	}
-	return &Subnet{ID: id, Prefix: p, unlock: unlock}, nil
+	return &Subnet{ID: id, Prefix: p, unlock: unlock, owner: o}, nil
 }
 
 // Claimed releases the lock Claim took: the subnet is now visibly in use.
@@ -145,7 +147,7 @@ func (s *Subnet) Claimed() {
 // Release removes the owner file (after the caller removed its links and namespaces).
 func (s *Subnet) Release() {
 	s.Claimed()
-	os.Remove(ownerFile(s.ID))
+	s.owner.release()
 }
 
 var validID = regexp.MustCompile(`^[a-z0-9]{1,8}$`)

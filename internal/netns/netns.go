@@ -36,6 +36,8 @@ const prefixLen = 16
 type Network struct {
 	runID string
 	hub   string
+	// owner is the run's held owner file (owner.go).
+	owner *owner
 	hosts []Host
 	// uplink is set by AddUplink (uplink.go); nil when the run has no way out.
 	uplink *uplinkState
@@ -56,13 +58,18 @@ type Host struct {
 // Create makes the hub namespace and bridge for a run. runID must be short
 // (namespace names are Prefix+runID+host name) and unique among live runs.
 func Create(ctx context.Context, runID string) (*Network, error) {
+	if !validID.MatchString(runID) {
+		return nil, fmt.Errorf("create network: bad run id %q (want 1 to 8 of a-z, 0-9)", runID)
+	}
 	n := &Network{runID: runID, hub: Prefix + runID + "hub"}
-	// The owner file tells a later cleanup that this run's harness is alive.
-	if err := os.WriteFile(ownerFile(runID), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o644); err != nil {
-		return nil, fmt.Errorf("write owner file: %w", err)
+	// The owner file tells a later run or cleanup that this run's harness is alive:
+	// made before anything named after the run.
+	var err error
+	if n.owner, err = claimOwner(runID); err != nil {
+		return nil, err
 	}
 	if err := ipCmd(ctx, nil, "netns", "add", n.hub); err != nil {
-		os.Remove(ownerFile(runID))
+		n.owner.release()
 		return nil, fmt.Errorf("create hub namespace: %w", err)
 	}
 	script := strings.Join([]string{
@@ -73,7 +80,7 @@ func Create(ctx context.Context, runID string) (*Network, error) {
 	}, "\n")
 	if err := ipBatch(ctx, n.hub, script); err != nil {
 		_ = ipCmd(context.Background(), nil, "netns", "del", n.hub)
-		os.Remove(ownerFile(runID))
+		n.owner.release()
 		return nil, fmt.Errorf("create bridge: %w", err)
 	}
 	return n, nil
@@ -221,34 +228,9 @@ func (n *Network) Destroy() error {
 	}
 	if err == nil {
 		n.uplink = nil
-		os.Remove(ownerFile(n.runID))
+		n.owner.release()
 	}
 	return err
-}
-
-// ownerDir holds one file per live run, named Prefix+runID+".owner", holding the pid
-// of the harness that owns the run.
-const ownerDir = "/run"
-
-func ownerFile(runID string) string {
-	return filepath.Join(ownerDir, Prefix+runID+".owner")
-}
-
-// liveRuns returns the namespace-name prefixes of runs whose harness is still alive,
-// and removes the owner files of dead ones.
-func liveRuns() []string {
-	files, _ := filepath.Glob(filepath.Join(ownerDir, Prefix+"*.owner"))
-	var live []string
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		pid, perr := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err == nil && perr == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
-			live = append(live, strings.TrimSuffix(filepath.Base(f), ".owner"))
-			continue
-		}
-		os.Remove(f)
-	}
-	return live
 }
 
 // Report says what a cleanup found and removed.
@@ -265,25 +247,19 @@ type Report struct {
 
 // CleanupAll removes every namespace whose name starts with Prefix, after killing the
 // processes inside, and what such runs added to the host's own namespace (uplinks,
-// test fixtures' links): what a harness that was SIGKILLed left behind. Runs whose
-// harness is still alive are left alone unless all is set. It touches nothing else on
+// test fixtures' links): what a harness that was SIGKILLed left behind. What belongs
+// to a live owner (Owned) is left alone unless all is set. It touches nothing else on
 // the host.
 func CleanupAll(all bool) (Report, error) {
 	found, err := List()
 	if err != nil {
 		return Report{}, err
 	}
-	var live []string
-	if !all {
-		live = liveRuns()
-	}
-	owned := func(name string) bool {
-		for _, p := range live {
-			if strings.HasPrefix(name, p) {
-				return true
-			}
-		}
-		return false
+	// Ownership is asked after each name was found: an owner file is made before
+	// anything named after it.
+	owned := Owned
+	if all {
+		owned = func(string) bool { return false }
 	}
 	var names []string
 	for _, n := range found {
@@ -298,6 +274,7 @@ func CleanupAll(all bool) (Report, error) {
 	err = destroy(names)
 	var hostErr error
 	rep.Links, rep.Tables, hostErr = cleanHost(owned)
+	removeDeadOwners()
 	return rep, errors.Join(err, hostErr)
 }
 

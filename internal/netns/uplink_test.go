@@ -120,9 +120,13 @@ func TestCleanupUndoesTheUplinkOfACrashedRun(t *testing.T) {
 	if forwarding(t, nodes.Bridge()) != "1" {
 		t.Error("the uplink did not enable forwarding towards the node")
 	}
-	// The harness "dies": its owner file names a process that is gone.
+	// The harness "dies": its owner file, which nobody holds any more, names a
+	// process that is gone.
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove("/run/zlctup02.owner"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile("/run/zlctup02.owner", []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o644); err != nil {

@@ -48,14 +48,18 @@ func TestNodesServeSSHAndLeaveNothing(t *testing.T) {
 }
 
 // TestCleanupRemovesACrashedFixture: a fixture whose process died (its owner file
-// names a dead pid) is removed by netns.CleanupAll, bridge included.
+// names a dead pid and nobody holds its lock) is removed by netns.CleanupAll, bridge included.
 func TestCleanupRemovesACrashedFixture(t *testing.T) {
 	n := StartT(t, 1)
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
+	// A new owner file (the fixture's lock stays on the one removed) naming a dead pid.
 	owner := "/run/" + netns.Prefix + n.id + ".owner"
+	if err := os.Remove(owner); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(owner, []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
