@@ -103,7 +103,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	cfg := *sr.Config
 	cfg.RunID = ""
-	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes, given(fs)); err != nil {
+	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes+cfg.Observers, given(fs)); err != nil {
 		return exitError, err
 	}
 	if *store != "" {
@@ -147,6 +147,8 @@ func describeConfig(cfg harness.Config) []string {
 		out = append(out, fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
 	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
 		out = append(out, fmt.Sprintf("service %s (%d servers)", cfg.Service, cfg.Nodes))
+	case cfg.Observers > 0:
+		out = append(out, fmt.Sprintf("%d servers and %d observer(s)", cfg.Nodes, cfg.Observers))
 	}
 	return out
 }
