@@ -175,6 +175,9 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	if f, ok := holdersFollower(ctx, c, shape, leader, v); ok {
 		g = complete(ids, []int{f}, without(ids, f))
 	} else if g, err = Grudge(shape, over, leader, rng); err != nil {
+		if len(over) < len(ids) {
+			err = fmt.Errorf("%w (of the voting servers: the quorum's shapes leave observers out)", err)
+		}
 		return plan{value: v}, err
 	}
 	for _, id := range ids {
