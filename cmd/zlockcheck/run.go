@@ -164,7 +164,11 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 		return cfg, err
 	}
 	if cfg.SSH != nil && o.set["nodes"] && cfg.Nodes+cfg.Observers != len(cfg.SSH.Nodes) {
-		return cfg, usageError{fmt.Sprintf("--nodes %d and --observers %d but --ssh-nodes names %d nodes (one server each)", cfg.Nodes, cfg.Observers, len(cfg.SSH.Nodes))}
+		given := fmt.Sprintf("--nodes %d", cfg.Nodes)
+		if cfg.Observers > 0 {
+			given += fmt.Sprintf(" and --observers %d", cfg.Observers)
+		}
+		return cfg, usageError{fmt.Sprintf("%s but --ssh-nodes names %d nodes (one server each)", given, len(cfg.SSH.Nodes))}
 	}
 	return cfg, nil
 }
