@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/harness"
 )
 
 // TestObserversServerFaultsValid: zlc-mutex on 3 voting servers and 2 observers under
@@ -88,4 +92,32 @@ func TestObserversBadInput(t *testing.T) {
 		"observers: an existing ensemble":   {"run", "--connect", "192.0.2.1:2181", "--observers", "1", "--store", store},
 		"observers: want at most 9 servers": {"run", "--nodes", "5", "--observers", "5", "--store", store},
 	})
+}
+
+// TestObserversRunFile: the run file's key is the flag's name; a bad value is refused
+// naming it.
+func TestObserversRunFile(t *testing.T) {
+	plan := func(yaml string) (harness.Config, error) {
+		fs, o := runFlags()
+		if _, err := applyRunFile(fs, writeFile(t, "observers.yaml", yaml)); err != nil {
+			return harness.Config{}, err
+		}
+		o.noteSet(fs)
+		return o.plan(context.Background(), io.Discard)
+	}
+	cfg, err := plan("recipe: zlc-mutex\nobservers: 2\n")
+	if err != nil || cfg.Nodes != 3 || cfg.Observers != 2 {
+		t.Errorf("observers: 2: %v, %d nodes and %d observers", err, cfg.Nodes, cfg.Observers)
+	}
+	for yaml, want := range map[string]string{
+		"observers: -1\n":                     "observers: want 0 or more",
+		"observers: two\n":                    `field "observers"`,
+		"recipe: redis-lock\nobservers: 1\n":  "observers: ZooKeeper observers",
+		"recipe: zlc-mutex\nobservers: 7\n":   "observers: want at most 9 servers",
+		"recipe: pg-advisory\nobservers: 1\n": "observers: ZooKeeper observers",
+	} {
+		if _, err := plan(yaml); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error saying %q", yaml, err, want)
+		}
+	}
 }
