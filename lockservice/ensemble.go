@@ -566,13 +566,13 @@ func (e *Ensemble) saveSrvr(ctx context.Context, s *Server) error {
 	if err != nil {
 		srvr = "(" + err.Error() + ")\n"
 	}
-	return os.WriteFile(filepath.Join(s.Dir, SrvrFile), []byte(srvr), 0o644)
+	return os.WriteFile(filepath.Join(s.Dir, srvrFile), []byte(srvr), 0o644)
 }
 
-// SrvrFile is the name of the file, in each server's directory of a run, that keeps
+// srvrFile is the name of the file, in each server's directory of a run, that keeps
 // the server's srvr answer at the end of the run (its Mode: leader, follower,
 // observer).
-const SrvrFile = "srvr.txt"
+const srvrFile = "srvr.txt"
 
 // Stop kills every server.
 func (e *Ensemble) Stop() {

@@ -121,9 +121,9 @@ func nodeAddr(ctx context.Context, host string) (netip.Addr, error) {
 }
 
 // StartRemoteEnsemble starts an ensemble of len(ssh.Nodes) servers, one on each node
-// (the last cfg.Observers of them observers, Members), over SSH: it checks every node answers first, installs ZooKeeper when asked, writes
-// each server's zoo.cfg and myid into its node directory, starts the servers and
-// waits for a quorum. localDir receives each server's files at the end (Close:
+// (the last cfg.Observers of them observers, Members), over SSH: it checks every node
+// answers first, installs ZooKeeper when asked, writes each server's zoo.cfg and myid
+// into its node directory, starts the servers and waits for a quorum. localDir receives each server's files at the end (Close:
 // servers/sN). On error the ensemble returned (possibly partial) must still be
 // closed.
 func StartRemoteEnsemble(ctx context.Context, cfg EnsembleConfig, ssh SSHConfig, runID, localDir string) (*Ensemble, error) {
