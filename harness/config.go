@@ -41,6 +41,10 @@ type Config struct {
 	// independent MariaDB servers (0: 3; 1 for Redis's single topology and the
 	// databases).
 	Nodes int `json:"nodes"`
+	// Observers is the number of ZooKeeper observers beside the Nodes voting servers
+	// (Nodes+Observers servers in all; on SSH nodes, the last Observers of them):
+	// they serve clients but do not vote (lockservice.EnsembleConfig.Members).
+	Observers int `json:"observers,omitempty"`
 	// ZKHome is a ZooKeeper install to use instead of Debian's package (on the SSH
 	// nodes, when SSH is set: a path on each node).
 	ZKHome string `json:"zk_home,omitempty"`
@@ -166,7 +170,7 @@ func (c Config) Defaults() Config {
 	c = c.serviceDefaults()
 	fill(&c.Nodes, d.Nodes)
 	if c.SSH != nil {
-		c.Nodes = len(c.SSH.Nodes)
+		c.Nodes = len(c.SSH.Nodes) - c.Observers
 	}
 	fill(&c.Workers, d.Workers)
 	fill(&c.Duration, d.Duration)
@@ -206,8 +210,14 @@ func (c Config) Validate() error {
 	switch {
 	case c.SSH != nil && c.SSH.Validate() != nil:
 		return c.SSH.Validate()
+	case c.Observers < 0:
+		return fmt.Errorf("observers: want 0 or more, got %d", c.Observers)
+	case c.SSH != nil && c.Observers >= len(c.SSH.Nodes):
+		return fmt.Errorf("observers: %d of the %d ssh-nodes leaves no voting server", c.Observers, len(c.SSH.Nodes))
 	case c.Nodes < 1 || c.Nodes > 9:
 		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
+	case c.Nodes+c.Observers > 9:
+		return fmt.Errorf("observers: want at most 9 servers in all, got %d voting and %d observers", c.Nodes, c.Observers)
 	case c.Workers < 1 || c.Workers > 250:
 		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
 	case c.Duration <= 0:
@@ -285,7 +295,7 @@ func (c Config) service(serversDir string) lockservice.Config {
 		Postgres: lockservice.PostgresConfig{Standby: c.Nodes == 2, KeepAlive: c.DBKeepAlive},
 		MariaDB:  lockservice.MariaDBConfig{Nodes: c.Nodes, KeepAlive: c.DBKeepAlive},
 		Ensemble: lockservice.EnsembleConfig{
-			Nodes: c.Nodes, ZKHome: c.ZKHome, Dir: serversDir,
+			Nodes: c.Nodes, Observers: c.Observers, ZKHome: c.ZKHome, Dir: serversDir,
 			Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,
 			Heap: c.ServerHeap, FullJIT: c.ServerFullJIT, MaxSessionTimeout: c.MaxSessionTimeout(),
 		},

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 func TestIsHeapSize(t *testing.T) {
@@ -26,5 +28,30 @@ func TestBaselineWarmupValidation(t *testing.T) {
 	}
 	if (Config{}).Defaults().BaselineWarmup != 0 || DefaultConfig().BaselineWarmup <= 0 {
 		t.Errorf("the warm-up is a default of the CLI's (DefaultConfig), and 0 (none) in a Config built by hand")
+	}
+}
+
+// --observers: beside the voters, on SSH the last nodes; refused, naming the field,
+// when it cannot be.
+func TestObserversValidation(t *testing.T) {
+	ok := Config{WorkerArgv: []string{"w"}, Nodes: 3, Observers: 2}.Defaults()
+	if err := ok.Validate(); err != nil || ok.service("").Ensemble.Observers != 2 {
+		t.Errorf("3 voters and 2 observers: %v, ensemble %+v", err, ok.service("").Ensemble)
+	}
+	ssh := Config{WorkerArgv: []string{"w"}, Observers: 1, SSH: &lockservice.SSHConfig{Nodes: []string{"a", "b", "c", "d"}}}.Defaults()
+	if err := ssh.Validate(); err != nil || ssh.Nodes != 3 {
+		t.Errorf("4 SSH nodes, 1 observer: %v, %d voters, want 3", err, ssh.Nodes)
+	}
+	for want, c := range map[string]Config{
+		"observers: want 0 or more":       {Observers: -1},
+		"observers: want at most 9":       {Nodes: 5, Observers: 5},
+		"observers: ZooKeeper observers":  {Recipe: "redis-lock", Observers: 1},
+		"observers: an existing ensemble": {Connect: "192.0.2.1:2181", Observers: 1},
+		"leaves no voting server":         {Observers: 2, SSH: &lockservice.SSHConfig{Nodes: []string{"a", "b"}}},
+	} {
+		c.WorkerArgv = []string{"w"}
+		if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: %v, want an error saying %q", c, err, want)
+		}
 	}
 }

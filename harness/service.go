@@ -147,6 +147,12 @@ func (c Config) validateService() error {
 	if c.DBKeepAlive != 0 && kind != lockservice.KindPostgres && kind != lockservice.KindMariaDB {
 		return fmt.Errorf("db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)", serviceTitle(kind))
 	}
+	if c.Observers > 0 && kind != lockservice.KindZooKeeper {
+		return fmt.Errorf("observers: ZooKeeper observers; the %s service has none (drop --observers, or run --service zookeeper)", serviceTitle(kind))
+	}
+	if c.Observers > 0 && c.Connect != "" {
+		return errors.New("observers: an existing ensemble (connect) has the observers its owners gave it; --observers is for the ensembles zlockcheck starts")
+	}
 	if c.DBKeepAlive < 0 {
 		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", c.DBKeepAlive)
 	}

@@ -29,6 +29,7 @@ type Site struct {
 	service        lockservice.Kind
 	redis          lockservice.RedisSettings
 	nodes, workers int
+	observers      int
 	connect        string
 }
 
@@ -46,7 +47,7 @@ func StartSite(ctx context.Context, cfg Config, serversDir string) (*Site, error
 // newSite builds a site named runID (its namespaces are zlc<runID>...).
 func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf func(string, ...any)) (s *Site, err error) {
 	start := time.Now()
-	s = &Site{service: cfg.Service, redis: cfg.Redis, nodes: cfg.Nodes, workers: cfg.Workers, connect: cfg.Connect}
+	s = &Site{service: cfg.Service, redis: cfg.Redis, nodes: cfg.Nodes, observers: cfg.Observers, workers: cfg.Workers, connect: cfg.Connect}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())
@@ -70,6 +71,8 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
 		logf("%s %s, %d server(s): serving after %s (%s)", serviceTitle(cfg.Service), s.version, cfg.Nodes,
 			s.quorum.Round(time.Millisecond), s.svc.Connect())
+	case cfg.Observers > 0:
+		logf("ensemble of %d and %d observer(s) serving after %s (%s)", cfg.Nodes, cfg.Observers, s.quorum.Round(time.Millisecond), s.svc.Connect())
 	default:
 		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.svc.Connect())
 	}
@@ -90,8 +93,9 @@ func (s *Site) fits(cfg Config) error {
 	if cfg.Connect != s.connect {
 		return fmt.Errorf("site: made for connect %q, the run wants %q", s.connect, cfg.Connect)
 	}
-	if cfg.Nodes != s.nodes || cfg.Workers != s.workers {
-		return fmt.Errorf("site: made for %d nodes and %d workers, the run wants %d and %d", s.nodes, s.workers, cfg.Nodes, cfg.Workers)
+	if cfg.Nodes != s.nodes || cfg.Observers != s.observers || cfg.Workers != s.workers {
+		return fmt.Errorf("site: made for %d nodes, %d observers and %d workers, the run wants %d, %d and %d",
+			s.nodes, s.observers, s.workers, cfg.Nodes, cfg.Observers, cfg.Workers)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package lockservice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -34,8 +35,13 @@ const (
 
 // EnsembleConfig says how to run the ZooKeeper servers.
 type EnsembleConfig struct {
-	// Nodes is the number of servers (3 or 5 are usual; 1 runs standalone-in-quorum-mode).
+	// Nodes is the number of voting servers (3 or 5 are usual; 1 runs
+	// standalone-in-quorum-mode).
 	Nodes int
+	// Observers is the number of observers beside them: servers Nodes+1 to
+	// Nodes+Observers, which serve clients and follow the leader's state but do not
+	// vote (peerType=observer). Members says each server's role.
+	Observers int
 	// ZKHome is a ZooKeeper install (a release tarball's directory); empty means
 	// Debian's zookeeper package.
 	ZKHome string
@@ -63,10 +69,58 @@ type EnsembleConfig struct {
 	NoForceSync bool
 }
 
+// Role is a ZooKeeper server's part in its ensemble.
+type Role string
+
+// The roles of a server.
+const (
+	// Participant is a voting server: the leader or a follower.
+	Participant Role = "participant"
+	// Observer serves clients and applies the leader's commits but does not vote:
+	// writes (a lock node's create and delete) still go through the leader.
+	Observer Role = "observer"
+)
+
+// Member is one server of the ensemble as its configuration names it.
+type Member struct {
+	ID   int
+	Role Role
+}
+
+// Members lists the ensemble's servers, by id: 1 to Nodes vote, the Observers after
+// them observe. It is the one place a server's role is decided.
+func (c EnsembleConfig) Members() []Member {
+	out := make([]Member, 0, c.Nodes+c.Observers)
+	for id := 1; id <= c.Nodes+c.Observers; id++ {
+		role := Participant
+		if id > c.Nodes {
+			role = Observer
+		}
+		out = append(out, Member{ID: id, Role: role})
+	}
+	return out
+}
+
+// validate reports an ensemble that cannot be configured, naming the flag.
+func (c EnsembleConfig) validate() error {
+	switch {
+	case c.Observers < 0:
+		return fmt.Errorf("observers: want 0 or more, got %d", c.Observers)
+	case c.Nodes < 1:
+		return fmt.Errorf("nodes: want at least 1 voting server, got %d", c.Nodes)
+	case c.Nodes+c.Observers > 9:
+		return fmt.Errorf("nodes, observers: want 1 to 9 servers in all, got %d voting and %d observers", c.Nodes, c.Observers)
+	}
+	return nil
+}
+
 // Server is one ZooKeeper server of the ensemble: its id, where it runs, its files.
 type Server struct {
 	// ID is the server's myid, from 1.
 	ID int
+	// Role is whether it votes or observes ("" for a server of an existing ensemble:
+	// unknown).
+	Role Role
 	// Host is where the server runs: starting, killing and signalling it, changing
 	// its network and reading its log all go through it (today a namespace, nsHost).
 	Host nemesis.ServerHost
@@ -205,21 +259,22 @@ func (c *EnsembleConfig) classpath(ctx context.Context, fs installFiles) (string
 // for the caller's Stop (or the network's Destroy) to remove.
 func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) (*Ensemble, error) {
 	cfg.defaults()
-	if cfg.Nodes < 1 || cfg.Nodes > 9 {
-		return nil, fmt.Errorf("nodes: want 1 to 9 servers, got %d", cfg.Nodes)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	cp, err := cfg.classpath(ctx, localFiles{})
 	if err != nil {
 		return nil, err
 	}
 	e := &Ensemble{net: net}
-	addrs := make([]netip.Addr, cfg.Nodes)
-	for id := 1; id <= cfg.Nodes; id++ {
-		addrs[id-1] = ServerAddr(id)
+	members := cfg.Members()
+	addrs := make([]netip.Addr, len(members))
+	for i, m := range members {
+		addrs[i] = ServerAddr(m.ID)
 	}
-	peers := peerLines(addrs)
-	for id := 1; id <= cfg.Nodes; id++ {
-		s, err := addServer(ctx, net, cfg, cp, id, peers)
+	peers := peerLines(members, addrs)
+	for _, m := range members {
+		s, err := addServer(ctx, net, cfg, cp, m, peers)
 		if err != nil {
 			return e, err
 		}
@@ -236,13 +291,14 @@ func StartEnsemble(ctx context.Context, net *netns.Network, cfg EnsembleConfig) 
 	return e, nil
 }
 
-// addServer makes server id's namespace on net and writes its files.
-func addServer(ctx context.Context, net *netns.Network, cfg EnsembleConfig, classpath string, id int, peers []string) (*Server, error) {
+// addServer makes member m's namespace on net and writes its files.
+func addServer(ctx context.Context, net *netns.Network, cfg EnsembleConfig, classpath string, m Member, peers []string) (*Server, error) {
+	id := m.ID
 	ns, err := net.AddHost(ctx, fmt.Sprintf("s%d", id), ServerAddr(id))
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ID: id, Dir: filepath.Join(cfg.Dir, ns.Name)}
+	s := &Server{ID: id, Role: m.Role, Dir: filepath.Join(cfg.Dir, ns.Name)}
 	s.Cfg = filepath.Join(s.Dir, "zoo.cfg")
 	s.Log = filepath.Join(s.Dir, "server.log")
 	if err := writeServerFiles(s, cfg, peers); err != nil {
@@ -252,11 +308,15 @@ func addServer(ctx context.Context, net *netns.Network, cfg EnsembleConfig, clas
 	return s, nil
 }
 
-// peerLines are zoo.cfg's server.N lines for servers at addrs (server N at addrs[N-1]).
-func peerLines(addrs []netip.Addr) []string {
-	peers := make([]string, len(addrs))
-	for i, a := range addrs {
-		peers[i] = fmt.Sprintf("server.%d=%s:%d:%d", i+1, a, quorumPort, electionPort)
+// peerLines are zoo.cfg's server.N lines for the members, member i at addrs[i]; an
+// observer's line ends in :observer (in every server's zoo.cfg).
+func peerLines(members []Member, addrs []netip.Addr) []string {
+	peers := make([]string, len(members))
+	for i, m := range members {
+		peers[i] = fmt.Sprintf("server.%d=%s:%d:%d", m.ID, addrs[i], quorumPort, electionPort)
+		if m.Role == Observer {
+			peers[i] += ":observer"
+		}
 	}
 	return peers
 }
@@ -270,16 +330,16 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 	if err := os.WriteFile(filepath.Join(data, "myid"), myid(s.ID), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(s.Cfg, zooCfg(cfg, ServerAddr(s.ID), data, peers), 0o644)
+	return os.WriteFile(s.Cfg, zooCfg(cfg, s.Role, ServerAddr(s.ID), data, peers), 0o644)
 }
 
 // myid is the content of a server's data/myid.
 func myid(id int) []byte { return fmt.Appendf(nil, "%d\n", id) }
 
-// zooCfg is the zoo.cfg of a server listening for clients on addr, its data in
-// dataDir, with the ensemble's peers (peerLines): the one place a server's
+// zooCfg is the zoo.cfg of a server of role listening for clients on addr, its data
+// in dataDir, with the ensemble's peers (peerLines): the one place a server's
 // configuration is written, for servers here and on SSH nodes alike.
-func zooCfg(cfg EnsembleConfig, addr netip.Addr, dataDir string, peers []string) []byte {
+func zooCfg(cfg EnsembleConfig, role Role, addr netip.Addr, dataDir string, peers []string) []byte {
 	tick := cfg.Tick.Milliseconds()
 	lines := []string{
 		"# written by zlockcheck",
@@ -300,6 +360,9 @@ func zooCfg(cfg EnsembleConfig, addr netip.Addr, dataDir string, peers []string)
 	}
 	if cfg.NoForceSync {
 		lines = append(lines, "forceSync=no")
+	}
+	if role == Observer {
+		lines = append(lines, "peerType=observer")
 	}
 	lines = append(lines, peers...)
 	return []byte(strings.Join(lines, "\n") + "\n")
@@ -323,14 +386,15 @@ func serverCommand(logDir, cfgFile string, cfg EnsembleConfig, classpath string)
 // Status is what a server's srvr four-letter word reported.
 type Status struct {
 	ID    int
-	Mode  string // leader, follower, standalone, or "" when not serving
+	Mode  string // leader, follower, observer, standalone, or "" when not serving
 	Zxid  string
 	Error string
 }
 
-// Serving reports whether the server answers clients as part of a quorum.
+// Serving reports whether the server answers clients as part of a quorum (an
+// observer too: it follows the quorum's leader).
 func (st Status) Serving() bool {
-	return st.Mode == "leader" || st.Mode == "follower" || st.Mode == "standalone"
+	return st.Mode == "leader" || st.Mode == "follower" || st.Mode == "observer" || st.Mode == "standalone"
 }
 
 // Statuses asks every server for srvr.
@@ -423,7 +487,7 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 		leader, all := false, true
 		for _, st := range sts {
 			leader = leader || st.Mode == "leader" || st.Mode == "standalone" || e.external
-			all = all && (st.Serving() || e.external && st.Mode == "observer")
+			all = all && st.Serving()
 		}
 		p := servingPoll{ok: leader && all}
 		for _, st := range sts {
@@ -446,7 +510,7 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 func (e *Ensemble) Nodes() []nemesis.Server {
 	out := make([]nemesis.Server, len(e.Servers))
 	for i, s := range e.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host, Observer: s.Role == Observer}
 	}
 	return out
 }
@@ -463,15 +527,52 @@ func (e *Ensemble) Connect() string {
 	return strings.Join(addrs, ",")
 }
 
-// Close ends the ensemble: Stop, or for a remote ensemble its own shutdown (copy the
-// servers' files back, stop them, remove the node directories).
+// Close ends the ensemble: each server's srvr answer (its mode: leader, follower or
+// observer) saved as srvr.txt beside its log, then Stop; a remote ensemble has its own
+// shutdown (the same answers, then copy the servers' files back, stop them, remove the
+// node directories).
 func (e *Ensemble) Close() error {
 	if e.shutdown != nil {
 		return e.shutdown()
 	}
+	var errs []error
+	if !e.external {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, s := range e.Servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := e.saveSrvr(ctx, s)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
 	e.Stop()
-	return nil
+	return errors.Join(errs...)
 }
+
+// saveSrvr writes server s's srvr answer (or why there is none) into s.Dir/srvr.txt.
+func (e *Ensemble) saveSrvr(ctx context.Context, s *Server) error {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return err
+	}
+	srvr, err := e.fourLetter(ctx, s, "srvr")
+	if err != nil {
+		srvr = "(" + err.Error() + ")\n"
+	}
+	return os.WriteFile(filepath.Join(s.Dir, srvrFile), []byte(srvr), 0o644)
+}
+
+// srvrFile is the name of the file, in each server's directory of a run, that keeps
+// the server's srvr answer at the end of the run (its Mode: leader, follower,
+// observer).
+const srvrFile = "srvr.txt"
 
 // Stop kills every server.
 func (e *Ensemble) Stop() {

@@ -2,6 +2,7 @@ package lockservice
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +111,44 @@ func TestServerConfigForceSync(t *testing.T) {
 		}
 		if got := strings.Contains(string(data), "forceSync=no"); got != noSync {
 			t.Errorf("NoForceSync=%v: zoo.cfg has forceSync=no: %v\n%s", noSync, got, data)
+		}
+	}
+}
+
+// Members decides the roles once: the servers after Nodes observe; every server's
+// zoo.cfg names the observers, and an observer's says peerType=observer.
+func TestObserverConfig(t *testing.T) {
+	cfg := EnsembleConfig{Nodes: 3, Observers: 2, Tick: 200e6, InitLimit: 10, SyncLimit: 5, MaxSessionTimeout: 60e9}
+	members := cfg.Members()
+	if len(members) != 5 || members[2].Role != Participant || members[3].Role != Observer || members[4] != (Member{ID: 5, Role: Observer}) {
+		t.Fatalf("members %v", members)
+	}
+	addrs := make([]netip.Addr, len(members))
+	for i, m := range members {
+		addrs[i] = ServerAddr(m.ID)
+	}
+	peers := peerLines(members, addrs)
+	for _, m := range []Member{members[0], members[4]} {
+		dir := t.TempDir()
+		s := &Server{ID: m.ID, Role: m.Role, Dir: dir, Cfg: dir + "/zoo.cfg"}
+		if err := writeServerFiles(s, cfg, peers); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(s.Cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(data)
+		if !strings.Contains(text, "server.3=10.77.1.3:2888:3888\n") || !strings.Contains(text, "server.5=10.77.1.5:2888:3888:observer\n") {
+			t.Errorf("server %d's zoo.cfg lacks the roles:\n%s", m.ID, text)
+		}
+		if got := strings.Contains(text, "peerType=observer"); got != (m.Role == Observer) {
+			t.Errorf("server %d (%s): peerType=observer %v\n%s", m.ID, m.Role, got, text)
+		}
+	}
+	for _, bad := range []EnsembleConfig{{Nodes: 3, Observers: -1}, {Nodes: 0, Observers: 2}, {Nodes: 5, Observers: 5}} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("%d nodes, %d observers: no error", bad.Nodes, bad.Observers)
 		}
 	}
 }

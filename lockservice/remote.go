@@ -122,16 +122,19 @@ func nodeAddr(ctx context.Context, host string) (netip.Addr, error) {
 	return addrs[0].Unmap(), nil
 }
 
-// StartRemoteEnsemble starts an ensemble of len(ssh.Nodes) servers, one on each node,
-// over SSH: it checks every node answers first, installs ZooKeeper when asked, writes
-// each server's zoo.cfg and myid into its node directory, starts the servers and
-// waits for a quorum. localDir receives each server's files at the end (Close:
+// StartRemoteEnsemble starts an ensemble of len(ssh.Nodes) servers, one on each node
+// (the last cfg.Observers of them observers, Members), over SSH: it checks every node
+// answers first, installs ZooKeeper when asked, writes each server's zoo.cfg and myid
+// into its node directory, starts the servers and waits for a quorum. localDir receives each server's files at the end (Close:
 // servers/sN). On error the ensemble returned (possibly partial) must still be
 // closed.
 func StartRemoteEnsemble(ctx context.Context, cfg EnsembleConfig, ssh SSHConfig, runID, localDir string) (*Ensemble, error) {
 	cfg.defaults()
-	cfg.Nodes = len(ssh.Nodes)
+	cfg.Nodes = len(ssh.Nodes) - cfg.Observers
 	if err := ssh.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	nodes, err := dialNodes(ctx, ssh)
@@ -174,6 +177,7 @@ type remote struct {
 func (r *remote) servers(ctx context.Context, cfg EnsembleConfig) ([]*Server, error) {
 	out := make([]*Server, len(r.nodes))
 	addrs := make([]netip.Addr, len(r.nodes))
+	members := cfg.Members()
 	for i, n := range r.nodes {
 		a, err := nodeAddr(ctx, r.ssh.Nodes[i])
 		if err != nil {
@@ -193,7 +197,7 @@ func (r *remote) servers(ctx context.Context, cfg EnsembleConfig) ([]*Server, er
 		h := &sshHost{id: id, node: n, addr: a, clients: netip.PrefixFrom(ap.Addr().Unmap(), 32),
 			dir: dir, prefix: sshTablePrefix(r.runID), sudo: r.ssh.Defaults().User != "root"}
 		local0 := filepath.Join(r.localDir, fmt.Sprintf("s%d", id))
-		out[i] = &Server{ID: id, Host: h, Dir: local0, Cfg: filepath.Join(local0, "zoo.cfg"), Log: filepath.Join(local0, "server.log")}
+		out[i] = &Server{ID: id, Role: members[i].Role, Host: h, Dir: local0, Cfg: filepath.Join(local0, "zoo.cfg"), Log: filepath.Join(local0, "server.log")}
 	}
 	for i, s := range out {
 		s.Host.(*sshHost).peer = addrs[(i+1)%len(addrs)]
@@ -234,8 +238,9 @@ func (r *remote) prepare(ctx context.Context, cfg EnsembleConfig, s *Server) err
 		return err
 	}
 	addrs := make([]netip.Addr, len(r.ens.Servers))
+	members := make([]Member, len(r.ens.Servers))
 	for i, o := range r.ens.Servers {
-		addrs[i] = o.Host.Addr()
+		addrs[i], members[i] = o.Host.Addr(), Member{ID: o.ID, Role: o.Role}
 	}
 	// One round trip: a fresh directory with zoo.cfg and data/myid, and the run's
 	// owner file (which machine's harness the run is: sweepNodes).
@@ -243,7 +248,7 @@ func (r *remote) prepare(ctx context.Context, cfg EnsembleConfig, s *Server) err
 	script := fmt.Sprintf("rm -rf %s && mkdir -p %s && printf '%%s\\n' %s > %s && printf '%%s' %s > %s && printf '%%s' %s > %s",
 		sshnode.Quote(h.dir), sshnode.Quote(data),
 		sshnode.Quote(machineID()+" "+r.runID), sshnode.Quote(path.Join(r.ssh.runDir(r.runID), nodeOwnerFile)),
-		sshnode.Quote(string(zooCfg(cfg, h.addr, data, peerLines(addrs)))), sshnode.Quote(h.file("zoo.cfg")),
+		sshnode.Quote(string(zooCfg(cfg, s.Role, h.addr, data, peerLines(members, addrs)))), sshnode.Quote(h.file("zoo.cfg")),
 		sshnode.Quote(string(myid(s.ID))), sshnode.Quote(path.Join(data, "myid")))
 	if _, err := h.run(ctx, "write zoo.cfg and myid", script, true); err != nil {
 		return err
@@ -284,11 +289,7 @@ func (r *remote) collect(ctx context.Context, s *Server) error {
 	}
 	var errs []error
 	if h.argv != nil {
-		srvr, err := r.ens.fourLetter(ctx, s, "srvr")
-		if err != nil {
-			srvr = "(" + err.Error() + ")\n"
-		}
-		errs = append(errs, os.WriteFile(filepath.Join(s.Dir, "srvr.txt"), []byte(srvr), 0o644))
+		errs = append(errs, r.ens.saveSrvr(ctx, s))
 	}
 	errs = append(errs, h.Kill(ctx))
 	for _, name := range []string{"zoo.cfg", "server.log"} {

@@ -249,7 +249,7 @@ func Setups() []Setup {
 		{Name: "client-partition", Label: "the holder cut off", Classes: []Class{ClassClientPartition}, ClientTargets: holder},
 		{Name: "session-expire", Label: "the holder's session expired", Classes: []Class{ClassSessionExpire}, ClientTargets: holder},
 		{Name: "client-pause", Label: "the holder paused", Classes: []Class{ClassClientPause}, ClientTargets: holder},
-		{Name: "isolate-follower-quorum", Label: "a follower cut off from its peers, not its clients", Classes: []Class{ClassPartition}, Shapes: []Shape{IsolateFollowerQuorum}},
+		{Name: "isolate-follower-quorum", Label: "a follower or observer cut off from its peers, not its clients", Classes: []Class{ClassPartition}, Shapes: []Shape{IsolateFollowerQuorum}},
 	}
 }
 

@@ -26,6 +26,30 @@ type Server struct {
 	Host ServerHost
 	// ClientPort is the TCP port its clients connect to (0: ZooKeeper's, 2181).
 	ClientPort int
+	// Observer is a ZooKeeper observer: it serves clients and follows the leader but
+	// does not vote. The quorum's targets and shapes (minority, majority, halves,
+	// majorities-ring, bridge) count only the voters; the others take any server.
+	Observer bool
+}
+
+// role is how a fault record names a server's part: observer or, for any other
+// server that is not the leader, follower.
+func (s Server) role() string {
+	if s.Observer {
+		return "observer"
+	}
+	return "follower"
+}
+
+// voters are the ids of the servers of ss that vote (not observers), in ss's order.
+func voters(ss []Server) []int {
+	var out []int
+	for _, s := range ss {
+		if !s.Observer {
+			out = append(out, s.ID)
+		}
+	}
+	return out
 }
 
 // Port is the TCP port the server's clients connect to.
@@ -257,9 +281,10 @@ const (
 	TargetOne Target = "one"
 	// TargetLeader is the current leader (a random server when there is none).
 	TargetLeader Target = "leader"
-	// TargetMinority is a random minority: (n-1)/2 servers, at least one.
+	// TargetMinority is a random minority of the n voting servers: (n-1)/2, at least
+	// one (observers, which do not vote, are not counted).
 	TargetMinority Target = "minority"
-	// TargetMajority is a random majority: n/2+1 servers.
+	// TargetMajority is a random majority of the n voting servers: n/2+1.
 	TargetMajority Target = "majority"
 	// TargetAll is every server.
 	TargetAll Target = "all"
@@ -378,7 +403,11 @@ func pickServers(ctx context.Context, c Cluster, t Target, rng *rand.Rand) (ids 
 	for i, s := range ss {
 		all[i] = s.ID
 	}
-	shuffled := append([]int(nil), all...)
+	pool := all
+	if t == TargetMinority || t == TargetMajority {
+		pool = voters(ss) // a quorum is counted in votes
+	}
+	shuffled := append([]int(nil), pool...)
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	var n int
 	switch t {
@@ -392,9 +421,9 @@ func pickServers(ctx context.Context, c Cluster, t Target, rng *rand.Rand) (ids 
 		}
 		n, note = 1, "no leader: picked a random server"
 	case TargetMinority:
-		n = max(1, (len(all)-1)/2)
+		n = max(1, (len(pool)-1)/2)
 	case TargetMajority:
-		n = majority(len(all))
+		n = majority(len(pool))
 	case TargetAll:
 		n = len(all)
 	default:

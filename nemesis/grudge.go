@@ -29,9 +29,10 @@ const (
 	// Bridge cuts random halves apart except for one server of the larger half that
 	// sees both; each half plus the bridge is a majority (for odd n).
 	Bridge Shape = "bridge"
-	// IsolateFollowerQuorum cuts one follower off from its peer servers but not from
-	// its clients: it keeps answering them (until syncLimit runs out) while the
-	// leader, which no longer hears their pings, expires their sessions.
+	// IsolateFollowerQuorum cuts one server other than the leader (a follower or an
+	// observer) off from its peer servers but not from its clients: it keeps
+	// answering them (until syncLimit runs out) while the leader, which no longer
+	// hears their pings, expires their sessions.
 	IsolateFollowerQuorum Shape = "isolate-follower-quorum"
 )
 

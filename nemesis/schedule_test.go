@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,6 +117,8 @@ type fakeCluster struct {
 	calls   []string
 	// holderServer is the server every client is connected to (0: unknown).
 	holderServer int
+	// observers: the last observers of the n servers are observers.
+	observers int
 }
 
 var _ Cluster = (*fakeCluster)(nil)
@@ -138,7 +142,7 @@ func (f *fakeCluster) log(format string, args ...any) {
 func (f *fakeCluster) Servers() []Server {
 	var out []Server
 	for id := f.n; id >= 1; id-- { // deliberately unsorted
-		out = append(out, Server{ID: id, Host: &fakeHost{f: f, id: id}})
+		out = append(out, Server{ID: id, Host: &fakeHost{f: f, id: id}, Observer: id > f.n-f.observers})
 	}
 	return out
 }
@@ -569,5 +573,81 @@ func TestIsolateFollowerQuorumAimsAtTheHoldersFollower(t *testing.T) {
 	}
 	if _, aimed := p.value["holder_server"]; aimed {
 		t.Errorf("holder on the leader: aimed anyway: %v", p.value)
+	}
+}
+
+// With observers, isolate-follower-quorum cuts off the server the holder is on
+// whatever its role, and records the role for the cause class.
+func TestIsolateFollowerQuorumAimsAtTheHoldersObserver(t *testing.T) {
+	rng := newSteps(Schedule{Classes: Classes(), SessionTimeout: time.Second}).next().rng
+	for _, tc := range []struct {
+		holderServer int
+		want, role   string
+	}{{4, "s4", "observer"}, {5, "s5", "observer"}, {2, "s2", "follower"}} {
+		fc := newFakeCluster(5, 2)
+		fc.observers, fc.holderServer = 2, tc.holderServer
+		p, err := Partition{Shape: IsolateFollowerQuorum}.plan(context.Background(), fc, rng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.value["holder_server"] != tc.want || p.value["cut_off"] != tc.want || p.value["cut_off_role"] != tc.role {
+			t.Fatalf("holder on %s: value %v, want it cut off as a %s", tc.want, p.value, tc.role)
+		}
+		g := p.value["grudge"].(map[string][]string)
+		if len(g[tc.want]) != 4 {
+			t.Errorf("holder on %s: grudge %v does not cut it off from the 4 others", tc.want, g)
+		}
+	}
+}
+
+// The quorum's targets count the voters only: a majority of 3 voters and 2 observers
+// is 2 voters, a minority 1; one and all may take an observer.
+func TestQuorumTargetsCountVoters(t *testing.T) {
+	fc := newFakeCluster(5, 1)
+	fc.observers = 2
+	rng := rand.New(rand.NewPCG(1, 2))
+	sawObserver := false
+	for range 50 {
+		for _, tc := range []struct {
+			t    Target
+			want int
+		}{{TargetMajority, 2}, {TargetMinority, 1}} {
+			ids, _, err := pickServers(context.Background(), fc, tc.t, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) != tc.want || slices.ContainsFunc(ids, func(id int) bool { return id > 3 }) {
+				t.Fatalf("%s: %v, want %d voters (s1..s3)", tc.t, ids, tc.want)
+			}
+		}
+		ids, _, _ := pickServers(context.Background(), fc, TargetOne, rng)
+		sawObserver = sawObserver || ids[0] > 3
+		if all, _, _ := pickServers(context.Background(), fc, TargetAll, rng); len(all) != 5 {
+			t.Fatalf("all: %v", all)
+		}
+	}
+	if !sawObserver {
+		t.Error("target one never took an observer in 50 draws")
+	}
+}
+
+// The quorum's shapes cut the voters: an observer drops nothing and nobody drops it.
+func TestQuorumShapesLeaveObserversOut(t *testing.T) {
+	for _, shape := range []Shape{Halves, RandomHalves, MajoritiesRing, Bridge, IsolateLeader} {
+		fc := newFakeCluster(5, 1)
+		fc.observers = 2
+		p, err := Partition{Shape: shape}.plan(context.Background(), fc, rand.New(rand.NewPCG(3, 4)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := p.value["grudge"].(map[string][]string)
+		if len(g) != 5 {
+			t.Errorf("%s: grudge %v does not list every server", shape, g)
+		}
+		for from, drops := range g {
+			if (from == "s4" || from == "s5") && len(drops) > 0 || slices.Contains(drops, "s4") || slices.Contains(drops, "s5") {
+				t.Errorf("%s: grudge %v cuts an observer", shape, g)
+			}
+		}
 	}
 }

@@ -163,12 +163,36 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 			v["note"] = "no leader: cut off a random server"
 		}
 	}
+	// The quorum's shapes cut the voters; isolate-one and isolate-follower-quorum
+	// cut off any server, an observer too. A server the shape leaves out drops
+	// nothing.
+	over := ids
+	if shape != IsolateOne && shape != IsolateFollowerQuorum {
+		over = voters(ss)
+	}
 	var g map[int][]int
 	var err error
 	if f, ok := holdersFollower(ctx, c, shape, leader, v); ok {
 		g = complete(ids, []int{f}, without(ids, f))
-	} else if g, err = Grudge(shape, ids, leader, rng); err != nil {
+	} else if g, err = Grudge(shape, over, leader, rng); err != nil {
+		if len(over) < len(ids) {
+			err = fmt.Errorf("%w (of the voting servers: the quorum's shapes leave observers out)", err)
+		}
 		return plan{value: v}, err
+	}
+	for _, id := range ids {
+		if _, ok := g[id]; !ok {
+			g[id] = []int{}
+		}
+	}
+	if shape == IsolateFollowerQuorum {
+		// The server cut off, and its role: a follower's or an observer's sync
+		// window (the cause class names it).
+		for _, s := range ss {
+			if s.ID != leader && len(g[s.ID]) == len(ids)-1 {
+				v["cut_off"], v["cut_off_role"] = serverName(s.ID), s.role()
+			}
+		}
 	}
 	v["grudge"] = grudgeValue(g)
 	type rule struct {
@@ -207,10 +231,11 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	}, nil
 }
 
-// holdersFollower aims an isolate-follower-quorum partition at the follower the lock
-// holder is connected to, when there is a holder on a follower: the zombie-holder
-// case (that follower goes on answering the holder for syncLimit x tickTime while the
-// leader expires its session). It notes the holder in v.
+// holdersFollower aims an isolate-follower-quorum partition at the server the lock
+// holder is connected to, when there is a holder on a server other than the leader
+// (a follower or an observer): the zombie-holder case (that server goes on answering
+// the holder for syncLimit x tickTime while the leader expires its session). It
+// notes the holder in v.
 func holdersFollower(ctx context.Context, c Cluster, shape Shape, leader int, v map[string]any) (int, bool) {
 	if shape != IsolateFollowerQuorum || leader == 0 {
 		return 0, false

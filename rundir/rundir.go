@@ -76,7 +76,8 @@ func (d Dir) HistoryPath() string { return d.File(History) }
 // harness's EnsembleConfig.Dir): servers/s1, servers/s2, ...
 func (d Dir) ServersDir() string { return d.File(Servers) }
 
-// ServerDir returns server id's directory (servers/sID: zoo.cfg, server.log, data/).
+// ServerDir returns server id's directory (servers/sID: zoo.cfg, server.log,
+// srvr.txt, data/).
 func (d Dir) ServerDir(id int) string { return filepath.Join(d.ServersDir(), fmt.Sprintf("s%d", id)) }
 
 // WorkersDir returns the directory of the worker processes' logs.

@@ -83,6 +83,9 @@ func planRow(ctx context.Context, o runOptions, name string, stderr io.Writer) (
 	if !redis { // a mixed matrix's Redis settings are its Redis rows'
 		po.redisTopology, po.redisPersistence = "", ""
 	}
+	if po.serviceKind() != lockservice.KindZooKeeper { // and its observers its ZooKeeper rows'
+		po.cfg.Observers = 0
+	}
 	if po.serviceKind() == lockservice.KindPostgres && !o.set["nodes"] {
 		po.set = maps.Clone(o.set) // a primary and a standby, so that failover runs
 		if po.set == nil {

@@ -103,6 +103,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.redisPersistence, "redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
 	fs.DurationVar(&o.cfg.DBKeepAlive, "db-keepalive", 0, "with --service postgres or mariadb: the servers give up on a client that vanished without closing its connection (and free its session's locks) about this long after its last packet (their TCP keepalive; 0: the kernel's 2h11m)")
 	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's ensemble, or Redis instances (default 1 for --redis-topology single, else 3)")
+	fs.IntVar(&o.cfg.Observers, "observers", 0, "ZooKeeper observers beside the --nodes voting servers: they serve clients but do not vote (with --ssh-nodes, the last N nodes); docs/running.md#observers")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
 	fs.DurationVar(&o.cfg.Duration, "time", def.Duration, "how long the workload runs")
 	fs.Int64Var(&o.cfg.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
@@ -175,8 +176,12 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 	if cfg.SSH, err = o.ssh.config(o.set); err != nil {
 		return cfg, err
 	}
-	if cfg.SSH != nil && o.set["nodes"] && cfg.Nodes != len(cfg.SSH.Nodes) {
-		return cfg, usageError{fmt.Sprintf("--nodes %d but --ssh-nodes names %d nodes (one server each)", cfg.Nodes, len(cfg.SSH.Nodes))}
+	if cfg.SSH != nil && o.set["nodes"] && cfg.Nodes+cfg.Observers != len(cfg.SSH.Nodes) {
+		given := fmt.Sprintf("--nodes %d", cfg.Nodes)
+		if cfg.Observers > 0 {
+			given += fmt.Sprintf(" and --observers %d", cfg.Observers)
+		}
+		return cfg, usageError{fmt.Sprintf("%s but --ssh-nodes names %d nodes (one server each)", given, len(cfg.SSH.Nodes))}
 	}
 	return cfg, nil
 }

@@ -104,7 +104,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	cfg := *sr.Config
 	cfg.RunID = ""
-	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes, given(fs)); err != nil {
+	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes+cfg.Observers, given(fs)); err != nil {
 		return exitError, err
 	}
 	sweepDead(ctx, *noSweep, cfg.SSH, stderr)
@@ -149,6 +149,8 @@ func describeConfig(cfg harness.Config) []string {
 		out = append(out, fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
 	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
 		out = append(out, fmt.Sprintf("service %s (%d servers)", cfg.Service, cfg.Nodes))
+	case cfg.Observers > 0:
+		out = append(out, fmt.Sprintf("%d servers and %d observer(s)", cfg.Nodes, cfg.Observers))
 	}
 	return out
 }

@@ -77,13 +77,14 @@ func assertNothingLeftOnNodes(t *testing.T, store string, n *testnodes.Nodes, no
 	}
 }
 
-// TestSSHRunServerFaultsValid: a 30 s zlc-mutex run on three SSH nodes under kill,
-// pause and partition is valid, brings every server's files back and leaves nothing.
+// TestSSHRunServerFaultsValid: a 30 s zlc-mutex run on four SSH nodes, the last an
+// observer, under kill, pause and partition is valid, brings every server's files
+// back (its srvr mode too) and leaves nothing.
 func TestSSHRunServerFaultsValid(t *testing.T) {
 	requireIntegration(t)
-	nodes := testnodes.StartT(t, 3)
+	nodes := testnodes.StartT(t, 4)
 	store, nodeDir := t.TempDir(), filepath.Join(t.TempDir(), "nodes")
-	args := append([]string{"run", "--recipe", "zlc-mutex", "--nemesis", "kill,pause,partition",
+	args := append([]string{"run", "--recipe", "zlc-mutex", "--observers", "1", "--nemesis", "kill,pause,partition",
 		"--nemesis-interval", "3s", "--time", "30s", "--seed", "5", "--store", store}, sshArgs(nodes, nodeDir)...)
 	code, stdout, stderr := zlockcheck(t, args...)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
@@ -93,7 +94,7 @@ func TestSSHRunServerFaultsValid(t *testing.T) {
 	if strings.Count(stderr, "nemesis: start") < 2 {
 		t.Errorf("fewer than 2 faults in 30 s:\n%s", stderr)
 	}
-	for id := 1; id <= 3; id++ {
+	for id := 1; id <= 4; id++ {
 		for _, f := range []string{"zoo.cfg", "server.log", "srvr.txt"} {
 			if _, err := os.Stat(filepath.Join(store, "latest", "servers", fmt.Sprintf("s%d", id), f)); err != nil {
 				t.Errorf("server %d: %v", id, err)
@@ -101,8 +102,12 @@ func TestSSHRunServerFaultsValid(t *testing.T) {
 		}
 	}
 	cfg, _ := os.ReadFile(filepath.Join(store, "latest", "servers", "s1", "zoo.cfg"))
-	if !strings.Contains(string(cfg), "server.2="+nodes.Addrs[1].String()+":2888:3888") {
-		t.Errorf("zoo.cfg does not name the nodes' addresses:\n%s", cfg)
+	if !strings.Contains(string(cfg), "server.2="+nodes.Addrs[1].String()+":2888:3888\n") ||
+		!strings.Contains(string(cfg), "server.4="+nodes.Addrs[3].String()+":2888:3888:observer\n") {
+		t.Errorf("zoo.cfg does not name the nodes' addresses and the observer:\n%s", cfg)
+	}
+	if srvr, _ := os.ReadFile(filepath.Join(store, "latest", "servers", "s4", "srvr.txt")); !strings.Contains(string(srvr), "Mode: observer") {
+		t.Errorf("s4 is not an observer: its srvr.txt:\n%s", srvr)
 	}
 	var timings struct {
 		Quorum time.Duration `json:"quorum_ns"`

@@ -11,8 +11,9 @@
 //     expired). No lock recipe can prevent such an overlap; only fencing the
 //     protected resource can.
 //   - Configuration: the earlier holder had no fault of its own while a partition cut
-//     a follower off from the quorum, and the servers' sync window (syncLimit x
-//     tickTime) exceeded the session timeout, so that follower may go on serving a
+//     a follower or an observer off from the quorum, and the servers' sync window
+//     (syncLimit x tickTime, a learner's read timeout on its leader, an observer's as
+//     a follower's) exceeded the session timeout, so that server may go on serving a
 //     session the leader has already expired.
 //   - Server lost the lock: the earlier holder had no fault of its own while the
 //     server forgot its key (a Redis restart with persistence other than aof-always,
@@ -79,8 +80,8 @@ type Params struct {
 	SyncLimit int
 }
 
-// SyncWindow is how long a follower cut off from the leader goes on serving its
-// clients: syncLimit x tickTime.
+// SyncWindow is how long a follower or an observer cut off from the leader goes on
+// serving its clients: syncLimit x tickTime.
 func (p Params) SyncWindow() time.Duration { return time.Duration(p.SyncLimit) * p.Tick }
 
 // LostBound is how soon after it could know a holder must report lost for an
@@ -119,11 +120,14 @@ type fault struct {
 	process     int
 	shape       string
 	start, stop int64
-	// holder and server: a partition aimed at the follower the lock holder was
+	// holder and server: a partition aimed at the server the lock holder was
 	// connected to names them, a failover the holder whose grant it lost (holder -1
 	// otherwise).
 	holder int
 	server string
+	// cutOff and role: the server an isolate-follower-quorum partition cut off and
+	// its role, follower or observer ("": a record from before observers).
+	cutOff, role string
 	// persistence, servers, promoted and delta are a Redis fault's: the instances'
 	// persistence setting, the instances it acted on, a failover's promoted replica, a
 	// clock jump's Δ.
@@ -209,12 +213,19 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 	}
 	if cut, found := followerCut(faults, a, b); found && p.SyncWindow() > p.SessionTimeout {
 		f.Class = Configuration
-		follower := "a follower"
-		if cut.server != "" {
-			follower = "its follower " + cut.server
+		role := cut.role
+		if role == "" {
+			role = "follower" // a record from before observers
 		}
-		f.Why = fmt.Sprintf("process %d had no fault of its own while a partition (%s, from %s) cut %s off from the quorum; with a sync window of %s past the session timeout %s, the follower kept serving a session the leader had expired; process %d was granted at %s",
-			a.process, cut.shape, at(cut.start), follower, p.SyncWindow(), p.SessionTimeout, b.process, at(b.start))
+		server := "a " + role
+		switch {
+		case cut.server != "":
+			server = fmt.Sprintf("its %s %s", role, cut.server)
+		case cut.cutOff != "":
+			server = fmt.Sprintf("the %s %s", role, cut.cutOff)
+		}
+		f.Why = fmt.Sprintf("process %d had no fault of its own while a partition (%s, from %s) cut %s off from the quorum; with a sync window of %s past the session timeout %s, the %s kept serving a session the leader had expired; process %d was granted at %s",
+			a.process, cut.shape, at(cut.start), server, p.SyncWindow(), p.SessionTimeout, role, b.process, at(b.start))
 		f.Fix = fmt.Sprintf("a sync window of at most half the session timeout %s: --sync-limit %d (now %d) with tickTime %s",
 			p.SessionTimeout, max(1, int(p.SessionTimeout/2/p.Tick)), p.SyncLimit, p.Tick)
 		return f
@@ -365,6 +376,8 @@ func faults(h histories.History) []fault {
 			Shape        string   `json:"shape"`
 			Holder       *int     `json:"holder"`
 			HolderServer string   `json:"holder_server"`
+			CutOff       string   `json:"cut_off"`
+			CutOffRole   string   `json:"cut_off_role"`
 			Persistence  string   `json:"persistence"`
 			Servers      []string `json:"servers"`
 			Forgetting   []string `json:"forgetting"`
@@ -386,6 +399,7 @@ func faults(h histories.History) []fault {
 		}
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
+				cutOff: v.CutOff, role: v.CutOffRole,
 				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond,
 				replication: v.Replication, keptUntil: v.KeptUntil, freesLocks: v.FreesLocks}
 			if v.Holder != nil {

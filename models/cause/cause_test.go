@@ -47,6 +47,12 @@ func TestRecordedOverlaps(t *testing.T) {
 	if !ok || f.Class != Configuration || !strings.Contains(f.Why, "its follower s2") || !strings.Contains(f.Fix, "--sync-limit 10") {
 		t.Errorf("curator-zombie-follower.jsonl: %+v (found %v), want configuration naming s2 and --sync-limit 10", f, ok)
 	}
+	// zlc-mutex's holder on the observer s4 cut off from the quorum (explore, 3 voters
+	// and 2 observers): the same configuration, the observer's sync window.
+	f, ok = Classify(load(t, "zlc-mutex-zombie-observer.jsonl"), "l0", harnessDefaults)
+	if !ok || f.Class != Configuration || !strings.Contains(f.Why, "its observer s4") || !strings.Contains(f.Why, "the observer kept serving") || !strings.Contains(f.Fix, "--sync-limit 10") {
+		t.Errorf("zlc-mutex-zombie-observer.jsonl: %+v (found %v), want configuration naming the observer s4 and --sync-limit 10", f, ok)
+	}
 	if f, ok := Classify(load(t, "gozk-server-faults-valid.jsonl"), "l0", params); ok {
 		t.Errorf("a valid history has an overlap: %+v", f)
 	}

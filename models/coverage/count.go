@@ -125,12 +125,17 @@ func predecessorGaveUp(c call, gaveUp []call) bool {
 }
 
 // countFaults counts client faults by their target's state when they landed, and
-// server faults that started while someone held the lock.
+// server faults that started while someone held the lock (a partition that cut off an
+// observer apart from the others).
 func (s *scanned) countFaults(rows tally, all *spans) {
 	for _, f := range s.faults {
 		if f.target < 0 {
 			if all.covering(f.t) > 0 {
-				rows.add(RowServerFaultHeld, f.class, 1)
+				by := f.class
+				if f.observer {
+					by += " of an observer"
+				}
+				rows.add(RowServerFaultHeld, by, 1)
 			}
 			continue
 		}

@@ -196,7 +196,7 @@ var catalogue = []rowSpec{
 		bugs:   "only a hold that outlives a session timeout can outlive its session while the holder keeps running",
 		missed: "a holder whose session expires under it"},
 	{id: RowServerFaultHeld, situation: "server faults that started while the lock was held",
-		bugs:   "a leader change, partition or paused server under a holder: a follower cut off from the quorum keeps serving a session the leader expired (zombie holder), a grant lost in a leader change",
+		bugs:   "a leader change, partition or paused server under a holder: a follower or observer cut off from the quorum keeps serving a session the leader expired (zombie holder), a grant lost in a leader change",
 		missed: "a holder's server failing under it"},
 	{id: RowGrantAfterLoss, situation: "grants to another after a holder lost the lock or died",
 		bugs:   "the wake-up through a holder's ephemeral node vanishing with its session, and the overlap with a holder that did not know yet",

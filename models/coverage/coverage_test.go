@@ -111,6 +111,11 @@ func TestRows(t *testing.T) {
 			b.nemesis("start", 6, `{"fault":"pause","error":"no leader"}`)
 			b.nemesis("stall", 7, `{"since_grant_ns":1}`)
 		}, want: map[string]int{RowServerFaultHeld: 1}, by: map[string]map[string]int{RowServerFaultHeld: {"kill": 1}}},
+		{name: "server faults under a holder: an observer cut off counts apart", exercised: true, hist: func(b *hb) {
+			b.cycle(0, 1, 30)
+			b.nemesis("start", 5, `{"fault":"partition","shape":"isolate-follower-quorum","cut_off":"s4","cut_off_role":"observer"}`)
+			b.nemesis("start", 10, `{"fault":"partition","shape":"isolate-follower-quorum","cut_off":"s2","cut_off_role":"follower"}`)
+		}, want: map[string]int{RowServerFaultHeld: 2}, by: map[string]map[string]int{RowServerFaultHeld: {"partition of an observer": 1, "partition": 1}}},
 		{name: "a hold longer than the default session timeout", exercised: true, hist: func(b *hb) {
 			b.cycle(0, 1, 5000)
 		}, want: map[string]int{RowLongHold: 1}},

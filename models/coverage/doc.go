@@ -32,8 +32,8 @@
 //   - holds longer than the session timeout: only a hold that outlives a session
 //     timeout can outlive its session while the holder keeps running.
 //   - server faults while the lock was held: leader changes, partitions and paused
-//     servers under a holder (a follower cut off from the quorum that keeps serving a
-//     session the leader expired).
+//     servers under a holder (a follower or observer cut off from the quorum that
+//     keeps serving a session the leader expired).
 //   - grants after a holder's session ended: a hold ended by a lost or unknown release
 //     and the lock then granted to another: the wake-up through an ephemeral node's
 //     expiry, and the overlap with a zombie holder.

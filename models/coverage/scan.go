@@ -46,6 +46,9 @@ type fault struct {
 	t     int64
 	// target is the client process it aimed at; -1 for a server fault.
 	target int
+	// observer: a partition that cut off a ZooKeeper observer (its record's
+	// cut_off_role).
+	observer bool
 }
 
 // scanned is a history taken apart for counting.
@@ -102,14 +105,15 @@ func (s *scanned) nemesis(op histories.Op) {
 	switch op.F {
 	case fStart:
 		var v struct {
-			Fault   string `json:"fault"`
-			Process *int   `json:"process"`
-			Error   string `json:"error"`
+			Fault      string `json:"fault"`
+			Process    *int   `json:"process"`
+			Error      string `json:"error"`
+			CutOffRole string `json:"cut_off_role"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" || v.Error != "" {
 			return // not a fault, or one that was never applied
 		}
-		f := fault{class: v.Fault, t: op.Time, target: -1}
+		f := fault{class: v.Fault, t: op.Time, target: -1, observer: v.CutOffRole == "observer"}
 		if v.Process != nil {
 			f.target = *v.Process
 		}
