@@ -18,7 +18,13 @@ import (
 //
 // A simulation needs a synctest bubble, which only a *testing.T can open:
 // testing.RunTests gives the benchmark some (it prints nothing unless -test.v).
-func BenchmarkSchedules(b *testing.B) {
+func BenchmarkSchedules(b *testing.B) { benchSchedules(b, ZLCMutex(zlcmutex.MutantNone)) }
+
+// BenchmarkSchedulesWire is BenchmarkSchedules in the wire mode: the same zlc-mutex on
+// zlcmutex.ZKClient over go-zookeeper, talking ZooKeeper's protocol to the simulator.
+func BenchmarkSchedulesWire(b *testing.B) { benchSchedules(b, ZLCMutexWire(zlcmutex.MutantNone)) }
+
+func benchSchedules(b *testing.B, recipe Recipe) {
 	n := int64(b.N)
 	var next atomic.Int64
 	var failure atomic.Pointer[Failure]
@@ -32,7 +38,7 @@ func BenchmarkSchedules(b *testing.B) {
 					synctest.Test(t, func(t *testing.T) {
 						for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
 							rng := rand.New(rand.NewPCG(uint64(i), 0))
-							if _, f := randomRun(rng, LockConfig{Recipe: ZLCMutex(zlcmutex.MutantNone)}, 90); f != nil {
+							if _, f := randomRun(rng, LockConfig{Recipe: recipe}, 90); f != nil {
 								failure.CompareAndSwap(nil, f)
 							}
 						}

@@ -204,29 +204,31 @@ func (r *lockRun) startProcess(slot int) error {
 		lc.logs = append(lc.logs, line{format, args})
 		r.mu.Unlock()
 	}
+	newGUID := func() string {
+		lc.guid++
+		return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
+	}
 	var lock Locker
 	var err error
 	if r.cfg.Recipe.NewConn != nil {
 		lc.c = r.sim.NewWireClient(lc.name)
 		lock, err = r.cfg.Recipe.NewConn(ConnEnv{
-			Servers: []string{WireAddress},
-			Path:    r.cfg.Path,
-			OnLost:  onLost,
-			Logf:    logf,
-			option:  lc.c.ZKOption(nil),
+			Servers:   []string{WireAddress},
+			Path:      r.cfg.Path,
+			OnLost:    onLost,
+			Logf:      logf,
+			NewGUID:   newGUID,
+			transport: lc.c.ZKOption(nil),
 		})
 		r.sim.Settle() // the first connection
 	} else {
 		lc.c = r.sim.NewClient(lc.name)
 		lock, err = r.cfg.Recipe.New(LockEnv{
-			Client: lc.c,
-			Path:   r.cfg.Path,
-			OnLost: onLost,
-			NewGUID: func() string {
-				lc.guid++
-				return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
-			},
-			Logf: logf,
+			Client:  lc.c,
+			Path:    r.cfg.Path,
+			OnLost:  onLost,
+			NewGUID: newGUID,
+			Logf:    logf,
 		})
 	}
 	if err != nil {

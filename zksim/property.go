@@ -45,7 +45,13 @@ func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 // relatives. Each run takes place in a synctest bubble of t. onRun, if given, is
 // called after every run; after a failed rapid.Check, the last call is the shrunk
 // counterexample's replay.
+//
+// The first run that fails is replayed twice before rapid may shrink it, and the
+// replays' traces compared with its own: if they differ, the recipe (or its client
+// library) is not deterministic under the simulator, and t fails saying so and
+// where they diverged, rather than let rapid shrink noise.
 func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*rapid.T) {
+	checked := false
 	return func(rt *rapid.T) {
 		n := cfg.Clients
 		if n == 0 {
@@ -77,6 +83,13 @@ func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*ra
 		}
 		for _, f := range onRun {
 			f(info)
+		}
+		if fail != nil && !checked {
+			checked = true
+			if d := divergence(t, cfg, info); d != "" {
+				t.Fatalf("%s is not deterministic under the simulator, so its failure cannot be shrunk or replayed: %s\nthe schedule:\n%s",
+					cfg.Recipe.Name, d, info.Schedule)
+			}
 		}
 		if fail != nil {
 			rt.Logf("the schedule, for ParseSchedule and ReplayLock:\n%s", info.Schedule)
@@ -237,4 +250,30 @@ func inBubble(t *testing.T, f func() error) (fail *Failure) {
 		panic(p)
 	}
 	return fail
+}
+
+// divergence replays a failed run's schedule twice and returns where a replay's
+// trace first differs from the run's (GUIDs masked), or "" when both agree.
+func divergence(t *testing.T, cfg LockConfig, ri RunInfo) string {
+	want := ri.Trace()
+	for i := range 2 {
+		again, err := ReplayLock(t, cfg, ri.Schedule)
+		if err != nil {
+			return fmt.Sprintf("replay %d: %v", i+1, err)
+		}
+		got := again.Trace()
+		for j := range max(len(got), len(want)) {
+			var w, g string
+			if j < len(want) {
+				w = maskGUIDs(want[j])
+			}
+			if j < len(got) {
+				g = maskGUIDs(got[j])
+			}
+			if w != g {
+				return fmt.Sprintf("replay %d diverged at trace line %d:\n  run:    %s\n  replay: %s", i+1, j+1, w, g)
+			}
+		}
+	}
+	return ""
 }

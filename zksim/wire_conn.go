@@ -56,7 +56,7 @@ type wireConn struct {
 
 // wireQueue bounds the packets queued on one connection; a client library reads
 // all the time, so the queue never holds more than a step's replies and events.
-const wireQueue = 4096
+const wireQueue = 256
 
 // send queues a packet on the current connection, if any. Under sim.mu.
 func (e *wireEnd) send(pkt []byte) {
@@ -199,7 +199,7 @@ func readPacket(r io.Reader) ([]byte, error) {
 		return nil, err
 	}
 	size := binary.BigEndian.Uint32(n[:])
-	if size > 1<<20 {
+	if size > wireMaxPacket {
 		return nil, fmt.Errorf("packet of %d bytes", size)
 	}
 	b := make([]byte, size)
@@ -314,6 +314,9 @@ func (s *Sim) TakeNotes() []string {
 	return out
 }
 
+// wireMaxPacket bounds a packet either way: a lock recipe's are far smaller.
+const wireMaxPacket = 64 << 10
+
 // ZKOption returns the one go-zookeeper option that makes a zk.Conn a wire client's:
 // the simulator's dialer and host provider, and logger for the library's own log
 // lines (nil discards them). Pass it to zk.Connect, called inside the bubble, with
@@ -330,6 +333,9 @@ func (c *Client) ZKOption(logger zk.Logger) func(*zk.Conn) {
 		zk.WithDialer(e.dial)(conn)
 		zk.WithHostProvider(hostProvider{e})(conn)
 		zk.WithLogger(logger)(conn)
+		// The simulator's packets are small; go-zookeeper's default receive buffer
+		// (1.5 MiB, made at every connection) would be most of a run's cost.
+		zk.WithMaxBufferSize(wireMaxPacket)(conn)
 	}
 }
 

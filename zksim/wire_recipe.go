@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
 // ConnEnv is what a wire recipe (Recipe.NewConn) gets to build one client's Locker:
@@ -23,9 +25,19 @@ type ConnEnv struct {
 	OnLost func(reason string)
 	// Logf receives the recipe's diagnostics; they go to the run's trace.
 	Logf func(format string, args ...any)
+	// NewGUID returns a fresh unique string, the same in every replay of a run, for
+	// a recipe that names its nodes itself.
+	NewGUID func() string
 
-	option func(*zk.Conn)
+	transport func(*zk.Conn)
 }
+
+// Transport returns the option that connects a zk.Conn through the simulator and
+// nothing else: its dialer, its host provider, and a logger that discards
+// go-zookeeper's own lines. Option is Transport with the event callback that reports
+// a lost session; a recipe that sets its own event callback takes Transport and calls
+// OnLost itself.
+func (e ConnEnv) Transport() func(*zk.Conn) { return e.transport }
 
 // Option returns the option that connects a zk.Conn through the simulator: its
 // dialer, its host provider (the scheduler decides when the client reconnects), a
@@ -34,7 +46,7 @@ type ConnEnv struct {
 // WithEventCallback would replace the callback. Open one zk.Conn per Locker.
 func (e ConnEnv) Option() func(*zk.Conn) {
 	return func(c *zk.Conn) {
-		e.option(c)
+		e.transport(c)
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type == zk.EventSession && ev.State == zk.StateExpired && e.OnLost != nil {
 				e.OnLost("session expired")
@@ -130,3 +142,42 @@ var guidRE = regexp.MustCompile(`_c_[0-9a-f]{32}-`)
 
 // maskGUIDs replaces protected names' GUIDs, so that two runs' traces compare.
 func maskGUIDs(s string) string { return guidRE.ReplaceAllString(s, "_c_<guid>-") }
+
+// ZLCMutexWire is zlc-mutex (or a mutant) as a wire recipe: the same code as
+// ZLCMutex, on zlcmutex.ZKClient over a go-zookeeper zk.Conn that talks to the
+// simulator, so that the in-process and the wire simulations can be compared on it.
+func ZLCMutexWire(m zlcmutex.Mutant) Recipe {
+	return Recipe{
+		Name: m.String() + " over the wire",
+		NewConn: func(env ConnEnv) (Locker, error) {
+			c, err := zlcmutex.DialZK(zlcmutex.ZKConfig{
+				Servers:        env.Servers,
+				SessionTimeout: 10 * time.Second,
+				Options:        []func(*zk.Conn){env.Transport()},
+			})
+			if err != nil {
+				return nil, err
+			}
+			l, err := zlcmutex.New(zlcmutex.Config{
+				Client: c, Path: env.Path, Mutant: m, OnLost: env.OnLost, Logf: env.Logf, NewGUID: env.NewGUID,
+			})
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			return zlcWireLocker{zlcLocker{l}, c}, nil
+		},
+		Definite: zlcmutex.Definite,
+	}
+}
+
+// zlcWireLocker is zlc-mutex's Locker that also closes its client.
+type zlcWireLocker struct {
+	zlcLocker
+	c *zlcmutex.ZKClient
+}
+
+func (z zlcWireLocker) Close() {
+	z.zlcLocker.Close()
+	z.c.Close()
+}

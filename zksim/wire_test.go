@@ -1,7 +1,9 @@
 package zksim
 
 import (
+	"context"
 	"errors"
+	"math/rand/v2"
 	"pgregory.net/rapid"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
 // wireConn connects a go-zookeeper client through the simulator, inside the bubble.
@@ -117,4 +120,77 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	t.Logf("caught after %d passing checks in %v, shrunk to %d steps (%d clients): %v\n%s\n%s",
 		checks, time.Since(start).Round(time.Millisecond), len(last.Schedule.Steps), last.Schedule.Clients,
 		last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
+}
+
+// TestWireZLCMutex checks zlc-mutex over the wire (the real zlcmutex.ZKClient on
+// go-zookeeper) with rapid's checks: it must pass as it does in process.
+func TestWireZLCMutex(t *testing.T) {
+	CheckLock(t, LockConfig{Recipe: ZLCMutexWire(zlcmutex.MutantNone)})
+}
+
+// coinLock is zlc-mutex whose acquire, the first time each process tries, fails or
+// not by a coin the simulation does not control (the global random source): a
+// recipe that is not deterministic under the simulator.
+func coinLock() Recipe {
+	r := ZLCMutex(zlcmutex.MutantNone)
+	inner := r.New
+	r.Name = "coin-flipping zlc-mutex"
+	r.New = func(env LockEnv) (Locker, error) {
+		l, err := inner(env)
+		return &coinLocker{Locker: l}, err
+	}
+	r.Definite = func(err error) bool { return errors.Is(err, errCoin) || zlcmutex.Definite(err) }
+	return r
+}
+
+var errCoin = errors.New("the coin said no")
+
+type coinLocker struct {
+	Locker
+	tossed bool
+}
+
+func (c *coinLocker) Acquire(ctx context.Context) (Hold, error) {
+	if !c.tossed {
+		c.tossed = true
+		if rand.IntN(2) == 0 {
+			return Hold{}, errCoin
+		}
+	}
+	return c.Locker.Acquire(ctx)
+}
+
+// TestDivergenceIsReported: a run of a recipe that is not deterministic is told
+// apart from its replays (the check LockProperty makes before rapid shrinks a
+// failure), and a deterministic one's is not.
+func TestDivergenceIsReported(t *testing.T) {
+	steps := []Step{{Kind: StepAcquire, Client: 0}, {Kind: StepAcquire, Client: 1}, {Kind: StepAcquire, Client: 2}}
+	sched := Schedule{Clients: 3, Steps: steps}
+	diverged := 0
+	for range 10 {
+		ri, err := ReplayLock(t, LockConfig{Recipe: coinLock()}, sched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := divergence(t, LockConfig{Recipe: coinLock()}, ri); d != "" {
+			diverged++
+			if !strings.Contains(d, "diverged at trace line") {
+				t.Fatalf("divergence = %q", d)
+			}
+		}
+	}
+	// Each check compares with two replays of three coins each: the chance that all
+	// ten agree is 2^-60.
+	if diverged == 0 {
+		t.Fatal("no divergence found in 10 runs of a coin-flipping recipe")
+	}
+	for _, r := range []Recipe{ZLCMutex(zlcmutex.MutantNone), goZKLock()} {
+		ri, err := ReplayLock(t, LockConfig{Recipe: r}, sched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := divergence(t, LockConfig{Recipe: r}, ri); d != "" {
+			t.Errorf("%s: %s", r.Name, d)
+		}
+	}
 }

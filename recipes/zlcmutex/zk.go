@@ -19,6 +19,10 @@ type ZKConfig struct {
 	Logger interface {
 		Printf(format string, args ...any)
 	}
+	// Options are more go-zookeeper connect options, applied after the adapter's
+	// own (a simulator's dialer and host provider, say). One that sets an event
+	// callback would take the adapter's session tracking away.
+	Options []func(*zk.Conn)
 }
 
 // ZKClient is a Client over go-zookeeper's *zk.Conn: it maps go-zookeeper's errors to
@@ -53,8 +57,12 @@ func DialZK(cfg ZKConfig) (*ZKClient, error) {
 	if cfg.Logger != nil {
 		logger = cfg.Logger
 	}
-	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
-		zk.WithEventCallback(c.onEvent), zk.WithLogger(logger))
+	opts := append([]func(*zk.Conn){zk.WithEventCallback(c.onEvent), zk.WithLogger(logger)}, cfg.Options...)
+	conn, _, err := zk.Connect(cfg.Servers, cfg.SessionTimeout, func(conn *zk.Conn) {
+		for _, o := range opts {
+			o(conn)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("zlcmutex: connect: %w", err)
 	}
