@@ -173,11 +173,14 @@ func encodeReply(r *request, rep reply, zxid int64) []byte {
 	if r.kind == reqExists && code == codeOK && !rep.exists {
 		code = codeNoNode
 	}
-	out := replyHeader(w.xid, zxid, code)
 	if r.kind == reqTxn && rep.results != nil {
+		// A multi's reply header says ok even when it failed: its results say how
+		// (ZooKeeper's FinalRequestProcessor; go-zookeeper takes the first error).
+		out := replyHeader(w.xid, zxid, codeOK)
 		encodeResults(out, w.txn, rep.results)
 		return out.packet()
 	}
+	out := replyHeader(w.xid, zxid, code)
 	if code != codeOK {
 		return out.packet()
 	}
