@@ -128,9 +128,15 @@ func (r *goZK) connect(ctx context.Context, wait time.Duration) error {
 	r.expiries = 0
 	r.mu.Unlock()
 
-	conn, _, err := zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout,
+	opts := append([]func(*zk.Conn){
 		zk.WithLogger(r.log),
-		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }))
+		zk.WithEventCallback(func(ev zk.Event) { r.onEvent(gen, ev) }),
+	}, r.cfg.ZKOptions...)
+	conn, _, err := zk.Connect(r.cfg.Servers, r.cfg.SessionTimeout, func(c *zk.Conn) {
+		for _, o := range opts {
+			o(c)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

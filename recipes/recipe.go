@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/go-zookeeper/zk"
 	"io"
 	"time"
 
@@ -79,6 +80,10 @@ type Config struct {
 	Log io.Writer
 	// Events receives lost and session events; never nil when built by Serve.
 	Events Events
+	// ZKOptions are more go-zookeeper connect options, applied after the recipe's own
+	// (the wire simulator's transport: zksim.HarnessRecipe). Recipes on other
+	// clients ignore them.
+	ZKOptions []func(*zk.Conn)
 }
 
 // Counter is implemented by a recipe that supports the counter workload: a mutex

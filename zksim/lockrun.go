@@ -857,6 +857,18 @@ func (r *lockRun) describeNodes(names []string) string {
 	return strings.Join(parts, ", ")
 }
 
+// opsRunning reports whether some process's op has not returned yet.
+func (r *lockRun) opsRunning() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, lc := range r.procs {
+		if lc.op != nil && !lc.op.done {
+			return true
+		}
+	}
+	return false
+}
+
 // allClosed reports whether every Locker's Close returned.
 func (r *lockRun) allClosed() bool {
 	r.mu.Lock()
@@ -894,6 +906,13 @@ func (r *lockRun) teardown() error {
 		close(lc.work)
 	}
 	r.sim.Settle()
+	// A wire recipe's ops may wait on their library's timers to end (go-zookeeper
+	// gives a close a second); they must end before Close is called, which may take
+	// the same library locks (zk.Conn.Close holds a sync.Once's mutex meanwhile,
+	// and a goroutine waiting on a mutex keeps the bubble from settling).
+	for i := 0; r.cfg.Recipe.NewConn != nil && i < 5 && r.opsRunning(); i++ {
+		r.sim.Tick(time.Second)
+	}
 	for _, lc := range r.procs {
 		op := &lockOp{f: "close"}
 		lc.closing = op

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 	"pgregory.net/rapid"
 )
@@ -119,10 +120,20 @@ func rapidShrinkTime(t *testing.T) time.Duration {
 // regression is a shrunk counterexample kept in testdata/schedules: a schedule
 // with a header of "# recipe: <name>" and "# expect: <failure kind>".
 type regression struct {
-	file   string
-	recipe zlcmutex.Mutant
+	file string
+	// mutant is the zlc-mutex mutant the schedule fails, -1 for a wire recipe's.
+	mutant zlcmutex.Mutant
+	recipe Recipe
 	expect FailureKind
 	sched  Schedule
+}
+
+// wireRegressionRecipes are the wire recipes a kept schedule may name.
+func wireRegressionRecipes() map[string]Recipe {
+	return map[string]Recipe{
+		"go-zookeeper zk.Lock": goZKLock(),
+		"gozk":                 HarnessRecipe("gozk", recipes.NewGoZK, 10*time.Second),
+	}
 }
 
 func loadRegressions(t *testing.T) []regression {
@@ -137,20 +148,24 @@ func loadRegressions(t *testing.T) []regression {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg := regression{file: f, recipe: -1}
+		reg := regression{file: f, mutant: -1}
 		for _, l := range strings.Split(string(data), "\n") {
 			if v, ok := strings.CutPrefix(l, "# recipe: "); ok {
+				v = strings.TrimSpace(v)
 				for _, m := range append(zlcmutex.Mutants(), zlcmutex.MutantNone) {
-					if m.String() == strings.TrimSpace(v) {
-						reg.recipe = m
+					if m.String() == v {
+						reg.mutant, reg.recipe = m, ZLCMutex(m)
 					}
+				}
+				if r, ok := wireRegressionRecipes()[v]; ok {
+					reg.recipe = r
 				}
 			}
 			if v, ok := strings.CutPrefix(l, "# expect: "); ok {
 				reg.expect = FailureKind(strings.TrimSpace(v))
 			}
 		}
-		if reg.recipe < 0 || reg.expect == "" {
+		if reg.recipe.Name == "" || reg.expect == "" {
 			t.Fatalf("%s: want \"# recipe: <name>\" and \"# expect: <failure>\" lines", f)
 		}
 		if reg.sched, err = ParseSchedule(string(data)); err != nil {
@@ -167,15 +182,15 @@ func loadRegressions(t *testing.T) []regression {
 func TestRegressionSchedules(t *testing.T) {
 	for _, reg := range loadRegressions(t) {
 		t.Run(filepath.Base(reg.file), func(t *testing.T) {
-			info, err := ReplayLock(t, LockConfig{Recipe: ZLCMutex(reg.recipe)}, reg.sched)
+			info, err := ReplayLock(t, LockConfig{Recipe: reg.recipe}, reg.sched)
 			if err != nil {
 				t.Fatalf("%s no longer applies: %v\n%s", reg.file, err, strings.Join(info.Trace(), "\n"))
 			}
 			if info.Failure == nil || info.Failure.Kind != reg.expect {
-				t.Fatalf("%s on %s: %v, want a %s failure\n%s", reg.file, reg.recipe, info.Failure, reg.expect, strings.Join(info.Trace(), "\n"))
+				t.Fatalf("%s on %s: %v, want a %s failure\n%s", reg.file, reg.recipe.Name, info.Failure, reg.expect, strings.Join(info.Trace(), "\n"))
 			}
-			t.Logf("%s: %v", reg.recipe, info.Failure)
-			if reg.recipe == zlcmutex.MutantNone {
+			t.Logf("%s: %v", reg.recipe.Name, info.Failure)
+			if reg.mutant <= zlcmutex.MutantNone {
 				return
 			}
 			lenient := replayLenient(t, LockConfig{Recipe: ZLCMutex(zlcmutex.MutantNone)}, reg.sched)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // ConnEnv is what a wire recipe (Recipe.NewConn) gets to build one client's Locker:
@@ -180,4 +183,62 @@ type zlcWireLocker struct {
 func (z zlcWireLocker) Close() {
 	z.zlcLocker.Close()
 	z.c.Close()
+}
+
+// HarnessRecipe is one of the harness's recipes on go-zookeeper (gozk, say: its
+// catalogue constructor) as a wire recipe, unchanged: the constructor gets the
+// simulator's transport in Config.ZKOptions, its session timeout, the lock path, and
+// its lost events go to OnLost; its fail outcomes are definite, as the harness
+// records them.
+func HarnessRecipe(name string, build recipes.Constructor, sessionTimeout time.Duration) Recipe {
+	return Recipe{
+		Name: name,
+		NewConn: func(env ConnEnv) (Locker, error) {
+			r, err := build(context.Background(), recipes.Config{
+				Servers:        env.Servers,
+				SessionTimeout: sessionTimeout,
+				Path:           env.Path,
+				Kind:           workloads.Mutex,
+				Log:            logWriter{env.Logf},
+				Events:         harnessEvents{env.OnLost},
+				ZKOptions:      []func(*zk.Conn){env.Transport()},
+			})
+			if err != nil {
+				return nil, err
+			}
+			return harnessLocker{r}, nil
+		},
+		Definite: func(err error) bool {
+			reply, _ := recipes.Classify(err)
+			return reply == workloads.ReplyFail
+		},
+	}
+}
+
+// harnessLocker adapts a harness recipe to Locker.
+type harnessLocker struct{ r recipes.Recipe }
+
+var _ Locker = harnessLocker{}
+
+func (h harnessLocker) Acquire(ctx context.Context) (Hold, error) {
+	_, err := h.r.Acquire(ctx, recipes.AcquireRequest{})
+	return Hold{}, err
+}
+
+func (h harnessLocker) Release() error { return h.r.Release(context.Background()) }
+
+func (h harnessLocker) Close() { _ = h.r.Close() }
+
+// harnessEvents passes a harness recipe's lost events on.
+type harnessEvents struct{ onLost func(string) }
+
+func (e harnessEvents) Lost(reason string)    { e.onLost(reason) }
+func (e harnessEvents) Session(int64, []byte) {}
+
+// logWriter sends a recipe's log lines to Logf.
+type logWriter struct{ logf func(string, ...any) }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	w.logf("%s", strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
