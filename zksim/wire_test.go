@@ -3,6 +3,7 @@ package zksim
 import (
 	"context"
 	"errors"
+	"flag"
 	"math/rand/v2"
 	"pgregory.net/rapid"
 	"strings"
@@ -103,6 +104,7 @@ func goZKLock() Recipe {
 // to a few steps.
 func TestWireGoZKLockOrphan(t *testing.T) {
 	t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
+	shrinkFor(t, 8*time.Second)
 	rec := &recorder{name: t.Name()}
 	var last RunInfo
 	start := time.Now()
@@ -210,6 +212,7 @@ func TestDivergenceIsReported(t *testing.T) {
 // orphan is retired, and the orphan goes with its session).
 func TestWireHarnessGoZK(t *testing.T) {
 	t.Chdir(t.TempDir())
+	shrinkFor(t, 8*time.Second)
 	// The window needs a drop and an expiry of the holder's session, in that order,
 	// before it reconnects: the faults are left to those two, and rapid gets up to 20
 	// rounds of its 100 checks (it took 5 to 250 checks in ten tries; a round that
@@ -232,4 +235,19 @@ func TestWireHarnessGoZK(t *testing.T) {
 	}
 	t.Logf("caught after %d passing checks, shrunk to %d steps: %v\n%s\n%s", rec.checksBefore(),
 		len(last.Schedule.Steps), last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
+}
+
+// shrinkFor sets rapid's -rapid.shrinktime to d for this test, unless it was set on
+// the command line: a wire run costs ten times an in-process one, and rapid's default
+// (30 s) would make a test of a few hundred schedules spend half a minute shrinking.
+func shrinkFor(t *testing.T, d time.Duration) {
+	f := flag.Lookup("rapid.shrinktime")
+	if f == nil || f.Value.String() != f.DefValue {
+		return
+	}
+	old := f.Value.String()
+	if err := f.Value.Set(d.String()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
