@@ -37,6 +37,27 @@
 // fire when the schedule says, and acquire timeouts are the schedule's (it ends the
 // acquire's context). Nothing reads the wall clock.
 //
+// # The wire mode
+//
+// A recipe written on go-zookeeper's *zk.Conn runs unchanged (Recipe.NewConn): a
+// client made by NewWireClient is served over a net.Pipe made in the bubble, in
+// ZooKeeper's client protocol (wire_jute.go: the handshake with or without the
+// read-only byte, ping, close, the create family with containers, delete, exists,
+// getData, setData, getChildren and getChildren2, sync, check, multi, setAuth,
+// setWatches, checkWatches and removeWatches; anything else is answered
+// UNIMPLEMENTED). Its library keeps the client side: the simulator sees only packets.
+// Requests wait for the scheduler as an in-process client's do; Run writes the
+// events queued for the connection, then the reply; LoseReply applies the request and
+// breaks the connection; Drop breaks it first; a broken connection loses its watches
+// (ZooKeeper keeps them per connection) until the library sets them again with
+// setWatches, to which the servers apply ZooKeeper's rule (a missed event fires at
+// once). The library reconnects only when the scheduler lets it (Reconnect: its host
+// provider waits for the step), and the handshake decides: its session, or expired.
+// Expire breaks a connected client's connection and lets it reconnect at once, so it
+// hears of the expiry within the step, as an in-process client does. Pings are
+// answered as they come. Children are listed in order of creation, as the library's
+// protected names carry random GUIDs; traces and failures mask them.
+//
 // # The lock property
 //
 // CheckLock (and LockProperty, for rapid.Check) runs a Recipe on two to five clients.
