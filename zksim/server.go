@@ -157,13 +157,9 @@ func (s *server) alive(id int64) bool {
 	return sess != nil && sess.alive
 }
 
-// create creates a node for session sid; a sequential node's name gets the parent's
-// cversion, ten digits, as ZooKeeper does.
-func (s *server) create(sid int64, p string, data []byte, flags zlcmutex.CreateFlags) (string, error) {
-	return s.createNode(sid, p, data, flags, false)
-}
-
-// createNode is create, of a container node when container is set.
+// createNode creates a node for session sid (a container node when container is
+// set); a sequential node's name gets the parent's cversion, ten digits, as
+// ZooKeeper does.
 func (s *server) createNode(sid int64, p string, data []byte, flags zlcmutex.CreateFlags, container bool) (string, error) {
 	p, err := s.checkCreate(p, flags)
 	if err != nil {

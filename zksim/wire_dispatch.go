@@ -67,8 +67,11 @@ func decodeRequest(xid, op int32, body []byte) *request {
 	case opSetWatches, opSetWatches2:
 		r.kind = reqSetWatches
 		w.rel, w.data, w.exist, w.childs = in.int64(), in.strings(), in.strings(), in.strings()
-		if op == opSetWatches2 && (len(in.strings()) > 0 || len(in.strings()) > 0) {
-			w.code, w.why = codeUnimplemented, "persistent watches"
+		if op == opSetWatches2 {
+			persistent, recursive := in.strings(), in.strings()
+			if len(persistent) > 0 || len(recursive) > 0 {
+				w.code, w.why = codeUnimplemented, "persistent watches"
+			}
 		}
 	case opCheckWatches, opRemoveWatches:
 		r.kind, r.path, w.wtype = reqWatches, in.string(), in.int32()
