@@ -198,6 +198,24 @@ func (p private) Expire(ctx context.Context, id, passwd string) error {
 
 var _ Server = private{}
 
+// ServerAt is a Server at addr that the suite neither starts nor stops (the wire
+// simulator's TCP server, say): sessions are expired by taking them over and closing
+// them, as on a real ZooKeeper.
+func ServerAt(addr string, sessionTimeout time.Duration) Server {
+	return serverAt{addr: addr, timeout: sessionTimeout}
+}
+
+type serverAt struct {
+	addr    string
+	timeout time.Duration
+}
+
+func (s serverAt) Connect() string { return s.addr }
+
+func (s serverAt) Expire(ctx context.Context, id, passwd string) error {
+	return nemesis.ExpireSession(ctx, s.addr, id, passwd, s.timeout)
+}
+
 func startPrivate(ctx context.Context, cfg Config) (Server, func(), error) {
 	dir, err := os.MkdirTemp("", "zlc-conformance-zk.")
 	if err != nil {

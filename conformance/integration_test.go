@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/zksim"
 )
 
 // TestConformanceOfRealWorkers: the project's own workers keep every rule on a real
@@ -36,33 +37,77 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 	}
 	t.Cleanup(zk.Stop)
 	server := private{s: zk, timeout: lockservice.DefaultSessionTimeout}
+	for _, w := range realWorkers(t, root, bin, curator) {
+		t.Run(w.name, func(t *testing.T) { checkConforms(t, w.name, w.argv, server) })
+	}
+}
 
-	workers := []struct {
-		name string
-		argv []string
-	}{
+// TestConformanceOnTheSimulator: the same workers keep every rule against the wire
+// simulator's TCP server (no ZooKeeper, no faults), so Curator's and Kazoo's own
+// client libraries find in it what they need of a server: the handshake with the
+// read-only byte, create2 and containers, getChildren and getChildren2, watches and
+// checkWatches, /zookeeper/config, and an expired session.
+func TestConformanceOnTheSimulator(t *testing.T) {
+	testenv.RequireIntegration(t, testenv.JDK, testenv.Curator, testenv.Kazoo)
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "zlockcheck")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
+		t.Fatalf("build zlockcheck: %v\n%s", err, out)
+	}
+	curator := filepath.Join(dir, "curator")
+	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
+		t.Fatalf("build the Curator worker: %v\n%s", err, out)
+	}
+	srv, err := zksim.StartServer(zksim.ServerConfig{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	server := ServerAt(srv.Addr(), lockservice.DefaultSessionTimeout)
+	for _, w := range realWorkers(t, root, bin, curator) {
+		t.Run(w.name, func(t *testing.T) { checkConforms(t, w.name, w.argv, server) })
+	}
+}
+
+// realWorker is one of the project's workers, by recipe name and command line.
+type realWorker struct {
+	name string
+	argv []string
+}
+
+// realWorkers are the project's workers: zlc-mutex and gozk through zlockcheck
+// worker, Curator's InterProcessMutex through the Java worker, Kazoo's Lock through
+// the Python one.
+func realWorkers(t *testing.T, root, bin, curator string) []realWorker {
+	t.Helper()
+	return []realWorker{
 		{"zlc-mutex", []string{bin, "worker", "--recipe", "zlc-mutex"}},
 		{"gozk", []string{bin, "worker", "--recipe", "gozk"}},
 		{"curator-mutex", []string{filepath.Join(root, "recipes/curator/run.sh"), curator, "curator-mutex"}},
 		{"kazoo-lock", []string{"/usr/bin/python3", filepath.Join(root, "recipes/kazoo/kazoo_worker.py"), "kazoo-lock"}},
 	}
-	for _, w := range workers {
-		t.Run(w.name, func(t *testing.T) {
-			rep, err := Run(ctx, Config{Argv: w.argv, Server: server})
-			var b strings.Builder
-			rep.Write(&b)
-			if err != nil {
-				t.Fatalf("%v\n%s", err, b.String())
-			}
-			if !rep.OK() {
-				t.Errorf("%s broke the protocol:\n%s", w.name, b.String())
-			}
-			for _, res := range rep.Results {
-				if strings.HasPrefix(res.Rule.Name, "cycle") && res.Skipped != "" {
-					t.Errorf("%s speaks protocol v2, but rule %s was skipped: %s", w.name, res.Rule.Name, res.Skipped)
-				}
-			}
-			t.Logf("\n%s", b.String())
-		})
+}
+
+// checkConforms runs every rule on the worker argv against server.
+func checkConforms(t *testing.T, name string, argv []string, server Server) {
+	ctx := context.Background()
+	rep, err := Run(ctx, Config{Argv: argv, Server: server})
+	var b strings.Builder
+	rep.Write(&b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
 	}
+	if !rep.OK() {
+		t.Errorf("%s broke the protocol:\n%s", name, b.String())
+	}
+	for _, res := range rep.Results {
+		if strings.HasPrefix(res.Rule.Name, "cycle") && res.Skipped != "" {
+			t.Errorf("%s speaks protocol v2, but rule %s was skipped: %s", name, res.Rule.Name, res.Skipped)
+		}
+	}
+	t.Logf("\n%s", b.String())
 }

@@ -69,6 +69,8 @@ type session struct {
 	id     int64
 	client *Client
 	alive  bool
+	// timeout is a wire session's negotiated timeout, in ms.
+	timeout int32
 }
 
 // server is the ensemble's replicated state: one linearizable tree (every read sees

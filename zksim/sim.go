@@ -35,6 +35,11 @@ type Sim struct {
 	requests int
 	// notes are what wire connections did on their own since TakeNotes.
 	notes []string
+	// realTime: a TCP server's simulation (Server), driven as requests come, in no
+	// bubble; Settle does nothing.
+	realTime bool
+	// serve is a TCP server's fault plan and random source; nil in a bubble.
+	tcp *serveState
 }
 
 // Trace says what a scheduler step did, for a run's story. It is formatted only when
@@ -99,7 +104,11 @@ func (s *Sim) NewClient(name string) *Client {
 // Settle returns once every other goroutine of the bubble is durably blocked. The
 // scheduler methods settle before they return; a caller that starts goroutines of its
 // own (a recipe's Acquire, say) settles after starting them.
-func (s *Sim) Settle() { synctest.Wait() }
+func (s *Sim) Settle() {
+	if !s.realTime {
+		synctest.Wait()
+	}
+}
 
 // Requests returns the number of requests clients have sent so far.
 func (s *Sim) Requests() int {
@@ -230,6 +239,15 @@ func (s *Sim) run(c *Client, lose bool) (Trace, error) {
 		s.mu.Unlock()
 		return Trace{}, fmt.Errorf("%s has no pending request it can send", c.name)
 	}
+	trace := s.runLocked(c, lose)
+	s.mu.Unlock()
+	s.Settle()
+	return trace, nil
+}
+
+// runLocked takes c's first pending request to the servers, and its reply back or
+// (lose) not. Under mu.
+func (s *Sim) runLocked(c *Client, lose bool) Trace {
 	r := c.pending[0]
 	c.pending = c.pending[1:]
 	rep := s.apply(c, r)
@@ -250,9 +268,7 @@ func (s *Sim) run(c *Client, lose bool) (Trace, error) {
 		}
 		c.answer(r, rep)
 	}
-	s.mu.Unlock()
-	s.Settle()
-	return trace, nil
+	return trace
 }
 
 // apply performs r for c's session on the servers. Under mu.

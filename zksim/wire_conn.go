@@ -37,8 +37,7 @@ type wireEnd struct {
 	// says every server was tried, and the dialer refuses.
 	dead chan struct{}
 	// Under sim.mu.
-	conn    *wireConn
-	timeout int32
+	conn *wireConn
 	// stalled: the servers read the client's packets but answer none, pings
 	// included.
 	stalled bool
@@ -77,6 +76,9 @@ func (e *wireEnd) breakConn() {
 	e.conn.close()
 	e.conn = nil
 	c := e.c
+	if t := c.sim.tcp; t != nil && c.sim.srv.alive(c.sess.ID) && c.sim.srv.sessions[c.sess.ID].client == c {
+		t.lostAt[c.sess.ID] = time.Now() // its session times out unless it returns
+	}
 	c.sim.srv.dropWatches(c)
 	c.queue, c.pending = nil, nil
 	e.stalled = false
@@ -247,10 +249,16 @@ func (s *Sim) handshake(e *wireEnd, wc *wireConn, req connectRequest) {
 	timeout := min(max(req.timeout, minSessionTimeoutMs), maxSessionTimeoutMs)
 	switch {
 	case req.sessionID == 0:
-		e.timeout = timeout
 		c.setSession(zlcmutex.Session{ID: s.srv.newSession(c), State: zlcmutex.StateConnected})
+		s.srv.sessions[c.sess.ID].timeout = timeout
 		s.wireNote("%s: connected, new session 0x%x (timeout %d ms)", c.name, uint64(c.sess.ID), timeout)
 	case s.srv.alive(req.sessionID):
+		sess := s.srv.sessions[req.sessionID]
+		if old := sess.client; old != c && old.wire != nil && old.wire.conn != nil {
+			// The session moves to this connection; ZooKeeper closes the old one.
+			old.wire.breakConn()
+		}
+		sess.client = c
 		c.setSession(zlcmutex.Session{ID: req.sessionID, State: zlcmutex.StateConnected})
 		s.wireNote("%s: connected with session 0x%x", c.name, uint64(req.sessionID))
 	default:
@@ -261,7 +269,10 @@ func (s *Sim) handshake(e *wireEnd, wc *wireConn, req connectRequest) {
 		wc.close()
 		return
 	}
-	wc.out <- connectResponse(e.timeout, c.sess.ID, sessionPasswd(c.sess.ID), req.readOnly)
+	if s.tcp != nil {
+		delete(s.tcp.lostAt, c.sess.ID)
+	}
+	wc.out <- connectResponse(s.srv.sessions[c.sess.ID].timeout, c.sess.ID, sessionPasswd(c.sess.ID), req.readOnly)
 }
 
 // sessionPasswd is a session's password: any 16 bytes, the same in every replay.
@@ -281,7 +292,10 @@ func (s *Sim) received(e *wireEnd, wc *wireConn, pkt []byte) {
 		s.wireNote("%s: a packet of %d bytes has no header; connection closed", e.c.name, len(pkt))
 		e.breakConn()
 	case op == opPing:
-		if !e.stalled {
+		if s.realTime && !e.stalled {
+			s.faultPing(e.c) // a holder sends only pings: faults must reach it too
+		}
+		if e.conn == wc && !e.stalled {
 			wc.out <- replyHeader(xidPing, s.srv.zxid, codeOK).packet()
 		}
 	case op == opClose:
@@ -295,6 +309,9 @@ func (s *Sim) received(e *wireEnd, wc *wireConn, pkt []byte) {
 	default:
 		e.c.pending = append(e.c.pending, decodeRequest(xid, op, in.b))
 		s.requests++
+		if s.realTime {
+			s.drive(e.c)
+		}
 	}
 }
 
