@@ -160,7 +160,7 @@ func (c Config) Resolve(ctx context.Context) (Config, error) {
 	case !r.Supports(c.Workload.Kind):
 		return c, fmt.Errorf("recipe %s does not do the %s workload (it does %v)", r.Name, c.Workload.Kind, r.Kinds)
 	case len(c.WorkerArgv) == 0:
-		c.WorkerArgv, err = c.Worker.command(ctx, r)
+		c.WorkerArgv, err = c.Worker.Command(ctx, r)
 	}
 	return c, err
 }
@@ -177,9 +177,9 @@ func defaultKind(r recipes.Entry, fenced bool) workloads.Kind {
 	return workloads.Mutex
 }
 
-// command is recipe r's worker command line: the Java and Python workers are unpacked
+// Command is recipe r's worker command line: the Java and Python workers are unpacked
 // (and the Curator worker compiled) into the cache directory on first use.
-func (w WorkerSetup) command(ctx context.Context, r recipes.Entry) ([]string, error) {
+func (w WorkerSetup) Command(ctx context.Context, r recipes.Entry) ([]string, error) {
 	env := recipes.CommandEnv{Self: w.Self, JavaDir: w.JavaDir, Log: w.Log}
 	if r.Runtime == recipes.InProcess && w.Self == "" {
 		return nil, fmt.Errorf("recipe %s: no zlockcheck binary to serve it (WorkerSetup.Self)", r.Name)

@@ -9,6 +9,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/conformance"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/zksim"
 )
 
 // Exit codes of conformance.
@@ -18,7 +19,7 @@ const (
 )
 
 // conformanceCmd holds a worker command to the worker protocol, rule by rule, on a
-// private standalone ZooKeeper: exit 0 when every rule passed, 1 when one was broken,
+// private standalone ZooKeeper (or, --zksim, the wire simulator): exit 0 when every rule passed, 1 when one was broken,
 // 3 when the suite could not run.
 func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("conformance", stderr)
@@ -27,6 +28,7 @@ func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	sessionTimeout := fs.Duration("session-timeout", lockservice.DefaultSessionTimeout, "the session timeout sent in init; the rules' bounds derive from it")
 	zkHome := fs.String("zk-home", "", "a ZooKeeper install for the private server (default: Debian's zookeeper package)")
 	rules := fs.String("rules", "", "comma-separated rules to run (default all: "+strings.Join(ruleNames(), ", ")+")")
+	sim := fs.Bool("zksim", false, "run the rules against the wire simulator's TCP server (no faults) instead of a private ZooKeeper")
 	if err := fs.Parse(args); err != nil {
 		return exitError, err
 	}
@@ -47,6 +49,14 @@ func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if *rules != "" {
 		cfg.Only = strings.Split(*rules, ",")
+	}
+	if *sim {
+		srv, err := zksim.StartServer(zksim.ServerConfig{Listen: "127.0.0.1:0"})
+		if err != nil {
+			return exitError, err
+		}
+		defer srv.Close()
+		cfg.Server = conformance.ServerAt(srv.Addr(), *sessionTimeout)
 	}
 	rep, err := conformance.Run(ctx, cfg)
 	rep.Write(stdout)

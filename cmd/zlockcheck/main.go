@@ -38,6 +38,7 @@ commands:
   cleanup  remove every zlc namespace, link and process a killed harness left
   worker   serve the worker protocol on stdin/stdout (started by run)
   conformance  hold a worker command to the worker protocol, rule by rule
+  zksim    run workers against the wire simulator with seeded faults (no ZooKeeper, no root)
   plain-loop   one process of run --baseline-processes (started by run)
 
 Run 'zlockcheck <command> -h' for a command's flags.
@@ -85,6 +86,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = cleanupCmd(args[1:], stdout, stderr)
 	case "worker":
 		code, err = workerCmd(ctx, args[1:], stderr)
+	case "zksim":
+		code, err = zksimCmd(ctx, args[1:], stdout, stderr)
 	case "conformance":
 		code, err = conformanceCmd(ctx, args[1:], stdout, stderr)
 	case "plain-loop":

@@ -22,6 +22,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"ignore-lost-vary-client-partition.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"curator-zombie-follower.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"zlc-mutex-zombie-observer.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"kazoo-lock-zksim-expired-while-stalled.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"curator-kept-worker-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ORPHAN"}},
 		{"delete-lowest-stall.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ended early at 13.9s", "79 more (79 of them orphans"}},
 		{"redis-lock-restart-none.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
