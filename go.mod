@@ -30,10 +30,12 @@ require (
 
 require (
 	github.com/bsm/redislock v0.10.0
+	github.com/dubbogo/go-zookeeper v1.0.3
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/samuel/go-zookeeper v0.0.0-20190923202752-2cc03de413da
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -219,6 +219,7 @@ func (r *lockRun) startProcess(slot int) error {
 			Logf:      logf,
 			NewGUID:   newGUID,
 			transport: lc.c.ZKOption(nil),
+			client:    lc.c,
 		})
 		r.sim.Settle() // the first connection
 	} else {

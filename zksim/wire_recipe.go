@@ -3,6 +3,7 @@ package zksim
 import (
 	"context"
 	"errors"
+	"net"
 	"regexp"
 	"strings"
 	"time"
@@ -33,7 +34,20 @@ type ConnEnv struct {
 	NewGUID func() string
 
 	transport func(*zk.Conn)
+	client    *Client
 }
+
+// Dialer is the simulator's dialer, for a ZooKeeper client that is not
+// go-zookeeper but takes the same kind of dialer (its forks: samuel/go-zookeeper,
+// dubbogo/go-zookeeper): pass it to the fork's WithDialer, with HostProvider to its
+// WithHostProvider.
+func (e ConnEnv) Dialer() func(network, address string, timeout time.Duration) (net.Conn, error) {
+	return e.client.wire.dial
+}
+
+// HostProvider is the simulator's host provider (Init, Len, Next, Connected), which
+// lets the client connect only when the scheduler says; see Dialer.
+func (e ConnEnv) HostProvider() zk.HostProvider { return hostProvider{e.client.wire} }
 
 // Transport returns the option that connects a zk.Conn through the simulator and
 // nothing else: its dialer, its host provider, and a logger that discards
@@ -65,7 +79,12 @@ func (e ConnEnv) Option() func(*zk.Conn) {
 // ErrAbandoned, an unknown outcome, as the real harness does with go-zookeeper's
 // lock. Close closes conn.
 func LockUnlock(conn *zk.Conn, lock, unlock func() error) Locker {
-	f := &funcLocker{conn: conn, lock: lock, unlock: unlock, first: make(chan struct{}, 1), closed: make(chan struct{})}
+	return lockUnlock(conn.Close, lock, unlock)
+}
+
+// lockUnlock is LockUnlock over any client: closeConn closes its connection.
+func lockUnlock(closeConn func(), lock, unlock func() error) Locker {
+	f := &funcLocker{closeFn: closeConn, lock: lock, unlock: unlock, first: make(chan struct{}, 1), closed: make(chan struct{})}
 	f.first <- struct{}{}
 	return f
 }
@@ -76,7 +95,7 @@ var ErrAbandoned = errors.New("zksim: acquire timed out; its connection was clos
 
 // funcLocker is LockUnlock's Locker.
 type funcLocker struct {
-	conn         *zk.Conn
+	closeFn      func()
 	lock, unlock func() error
 	// first holds one token, for the first caller of closeConn; closed is closed
 	// once conn.Close returned. zk.Conn.Close holds a sync.Once's mutex for up to
@@ -89,7 +108,7 @@ type funcLocker struct {
 func (f *funcLocker) closeConn() {
 	select {
 	case <-f.first:
-		f.conn.Close()
+		f.closeFn()
 		close(f.closed)
 	case <-f.closed:
 	}

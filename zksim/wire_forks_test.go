@@ -1,0 +1,82 @@
+package zksim
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	dubbozk "github.com/dubbogo/go-zookeeper/zk"
+	samuelzk "github.com/samuel/go-zookeeper/zk"
+	"pgregory.net/rapid"
+)
+
+// Two lock recipes not written here, from the module proxy, on go-zookeeper's forks:
+// samuel/go-zookeeper (the library go-zookeeper was forked from, still imported by
+// many projects) and dubbogo/go-zookeeper (Apache Dubbo-go's fork). Each connects
+// with its own zk.Connect through the simulator's Dialer and HostProvider and runs
+// its own zk.Lock unchanged.
+
+// forkLock builds a wire recipe on a fork's connect and lock.
+func forkLock(name string, connect func(env ConnEnv) (closer func(), lock, unlock func() error, err error)) Recipe {
+	return Recipe{
+		Name: name,
+		NewConn: func(env ConnEnv) (Locker, error) {
+			closeConn, lock, unlock, err := connect(env)
+			if err != nil {
+				return nil, err
+			}
+			return lockUnlock(closeConn, lock, unlock), nil
+		},
+		Definite: func(err error) bool {
+			var oe *OpError
+			return errors.As(err, &oe) && oe.Op == "lock"
+		},
+	}
+}
+
+func samuelLock() Recipe {
+	return forkLock("samuel/go-zookeeper zk.Lock", func(env ConnEnv) (func(), func() error, func() error, error) {
+		conn, _, err := samuelzk.Connect(env.Servers, 10*time.Second,
+			samuelzk.WithDialer(env.Dialer()), samuelzk.WithHostProvider(env.HostProvider()), samuelzk.WithLogger(discardLogger{}))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		l := samuelzk.NewLock(conn, env.Path, samuelzk.WorldACL(samuelzk.PermAll))
+		return conn.Close, l.Lock, l.Unlock, nil
+	})
+}
+
+func dubboLock() Recipe {
+	return forkLock("dubbogo/go-zookeeper zk.Lock", func(env ConnEnv) (func(), func() error, func() error, error) {
+		conn, _, err := dubbozk.Connect(env.Servers, 10*time.Second,
+			dubbozk.WithDialer(env.Dialer()), dubbozk.WithHostProvider(env.HostProvider()), dubbozk.WithLogger(discardLogger{}))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		l := dubbozk.NewLock(conn, env.Path, dubbozk.WorldACL(dubbozk.PermAll))
+		return conn.Close, l.Lock, l.Unlock, nil
+	})
+}
+
+// TestWireForkLocks: both forks' zk.Lock leave the same orphan as go-zookeeper's
+// (their Lock is the same code): found within rapid's default checks, shrunk.
+func TestWireForkLocks(t *testing.T) {
+	for _, r := range []Recipe{samuelLock(), dubboLock()} {
+		t.Run(strings.Fields(r.Name)[0], func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			shrinkFor(t, 8*time.Second)
+			rec := &recorder{name: t.Name()}
+			var last RunInfo
+			rapid.Check(rec, LockProperty(t, LockConfig{Recipe: r, Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
+			if !rec.failed || last.Failure == nil {
+				t.Fatalf("%s passed every check: %q", r.Name, rec.errs)
+			}
+			if k := last.Failure.Kind; k != FailLiveness && k != FailOrphan {
+				t.Errorf("%s broke %s, want liveness or orphan: %v", r.Name, k, last.Failure)
+			}
+			t.Logf("caught after %d passing checks, shrunk to %d steps: %v\n%s\n%s", rec.checksBefore(), len(last.Schedule.Steps),
+				last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
+		})
+	}
+}
