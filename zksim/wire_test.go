@@ -125,6 +125,14 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	if steps := len(last.Schedule.Steps); steps > maxShrunk && time.Since(start) < rapidShrinkTime(t) && !raceEnabled {
 		t.Errorf("the counterexample has %d steps, want at most %d", steps, maxShrunk)
 	}
+	// Rapid's fail file replays the shrunk counterexample first thing, exactly.
+	shrunk := last
+	again := &recorder{name: t.Name()}
+	rapid.Check(again, LockProperty(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
+	if n := again.checksBefore(); n != 0 || last.Failure == nil || last.Failure.Msg != shrunk.Failure.Msg ||
+		last.Schedule.String() != shrunk.Schedule.String() {
+		t.Errorf("replaying the fail file: failed after %d checks with\n%s%v\nwant\n%s%v", n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
+	}
 	t.Logf("caught after %d passing checks in %v, shrunk to %d steps (%d clients): %v\n%s\n%s",
 		checks, time.Since(start).Round(time.Millisecond), len(last.Schedule.Steps), last.Schedule.Clients,
 		last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
