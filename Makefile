@@ -48,7 +48,9 @@ vet:
 # their absence a failure instead of a skip.
 # The Kazoo and Curator workers' own protocol tests (each against a standalone
 # ZooKeeper on 127.0.0.1), then every Go test (scripts/with-zk.sh gives the recipe tests
-# that talk to one ZooKeeper directly a private standalone server).
+# that talk to one ZooKeeper directly a private standalone server). About 20 minutes
+# (CI's budget is 30): near-duplicates and long variants skip here and are make
+# test-long's (below; docs/tests.md#long-tests-make-test-long).
 test: build vet
 	/usr/bin/python3 recipes/kazoo/test_kazoo_worker.py
 	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) bash recipes/curator/test.sh
