@@ -62,7 +62,7 @@ test: build vet
 # message that names this target (internal/testenv.Long; the list and why each moved:
 # docs/tests.md#long-tests). ZLC_LONG=1 runs them; LONG_TESTS names their top-level
 # tests (their other subtests, which make test runs too, run again).
-LONG_TESTS := TestZlcMutexSurvivesTheExposures|TestHerdFlagsOnlyTheMutant|TestConnectToAnExistingEnsemble|TestServerFaultsRaiseNoFalseAlarm|TestCuratorAndKazooSmoke
+LONG_TESTS := TestZlcMutexSurvivesTheExposures|TestHerdFlagsOnlyTheMutant|TestConnectToAnExistingEnsemble|TestServerFaultsRaiseNoFalseAlarm|TestCuratorAndKazooSmoke|TestGoZKOrphanSchedules
 test-long: build
 	@log=$$(mktemp); ZLC_LONG=1 ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 60m -v \
 	  -run '^($(LONG_TESTS))$$' ./... > $$log 2>&1; rc=$$?; \
@@ -144,7 +144,7 @@ bench-services: build
 # the open searches (every recipe, go-zookeeper's orphan) plus the short tests that
 # make test runs too.
 property: build
-	ZLC_PROPERTY=1 ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 60m -v -run 'TestLockProperty|TestGoZKOrphan|TestPropEnv' ./harness/
+	ZLC_PROPERTY=1 ZLC_LONG=1 ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 60m -v -run 'TestLockProperty|TestGoZKOrphan|TestPropEnv' ./harness/
 
 cleanup: build
 	./$(BIN) cleanup
