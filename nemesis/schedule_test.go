@@ -114,7 +114,11 @@ type fakeCluster struct {
 	down    map[int]bool
 	clients []Client
 	holder  bool
-	calls   []string
+	// idleAndWaiter: the first client is idle and the second waits (else nobody is
+	// either, and a fault aimed at them waits DefaultHolderWait for one, then picks
+	// at random: TestHolderFallback).
+	idleAndWaiter bool
+	calls         []string
 	// holderServer is the server every client is connected to (0: unknown).
 	holderServer int
 	// observers: the last observers of the n servers are observers.
@@ -208,11 +212,23 @@ func (f *fakeCluster) Holder() (Client, bool) {
 	return f.clients[len(f.clients)-1], true
 }
 
-// Idle: the fake has no lock cycles; nobody is idle.
-func (f *fakeCluster) Idle() (Client, bool) { return Client{}, false }
+// Idle: the fake has no lock cycles; nobody is idle unless idleAndWaiter (the first
+// client).
+func (f *fakeCluster) Idle() (Client, bool) {
+	if !f.idleAndWaiter || len(f.clients) == 0 {
+		return Client{}, false
+	}
+	return f.clients[0], true
+}
 
-// Waiter: the fake has no lock cycles; nobody waits.
-func (f *fakeCluster) Waiter() (Client, bool) { return Client{}, false }
+// Waiter: the fake has no lock cycles; nobody waits unless idleAndWaiter (the second
+// client).
+func (f *fakeCluster) Waiter() (Client, bool) {
+	if !f.idleAndWaiter || len(f.clients) < 2 {
+		return Client{}, false
+	}
+	return f.clients[1], true
+}
 
 // ServerOf: every client of the fake is connected to server holderServer (none when 0).
 func (f *fakeCluster) ServerOf(context.Context, Client) (int, bool) {
@@ -225,9 +241,13 @@ func (f *fakeCluster) Dial(context.Context, string, time.Duration) (net.Conn, er
 
 // runFake runs a nemesis on a fake cluster until it has recorded n events (and the
 // stop of the fault then on), and returns the events as JSON lines.
+// The fake has a holder, an idle worker and a waiter: a fault aimed at one finds it
+// at once (without them each such fault waited DefaultHolderWait, 2 s, and the test
+// took 90 s; the fallback is TestHolderFallback's).
 func runFake(t *testing.T, seed int64, n int) []string {
 	t.Helper()
 	fc := newFakeCluster(5, 4)
+	fc.idleAndWaiter = true
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var events []string
@@ -295,7 +315,7 @@ func TestRunDeterministicWithFakeCluster(t *testing.T) {
 			t.Errorf("class %s never picked in 120 events", class)
 		}
 	}
-	for _, want := range []string{`"grudge":{"s1":`, `"picked":"holder"`, `"servers":["s`, `does not exist`,
+	for _, want := range []string{`"grudge":{"s1":`, `"picked":"holder"`, `"picked":"idle"`, `"picked":"waiter"`, `"servers":["s`, `does not exist`,
 		`"loss_percent":`, `fake cluster: no network`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no event mentions %s", want)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/internal/testnodes"
 )
 
@@ -86,6 +87,8 @@ func TestConnectToAnExistingEnsemble(t *testing.T) {
 		assertConnectLeftNothing(t, store, connect, nodes.Bridge(), fwd)
 	})
 	t.Run("gozk/client-pause/invalid", func(t *testing.T) {
+		// TestClientPauseBreaksGozk's detection (same fault, seed and length) over --connect.
+		testenv.Long(t, "TestClientPauseBreaksGozk's detection again over --connect; make test keeps it on a managed ensemble")
 		store := t.TempDir()
 		code, stdout, stderr := zlockcheck(t, "run", "--connect", connect, "--recipe", "gozk",
 			"--nemesis", "client-pause", "--nemesis-targets", "holder", "--nemesis-interval", "3s",

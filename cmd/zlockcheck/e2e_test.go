@@ -260,9 +260,11 @@ func TestSIGKILLThenCleanupLeavesNothing(t *testing.T) {
 
 // TestCuratorAndKazooSmoke: one Curator and one Kazoo recipe run for real and are
 // valid, the binary started outside the checkout with an empty cache: it unpacks its
-// embedded workers (and compiles the Curator one) there on first use.
+// embedded workers (and compiles the Curator one) there on first use. make test-long's:
+// TestPlannedProtocolRunsAreValid makes the same runs and checks in make test.
 func TestCuratorAndKazooSmoke(t *testing.T) {
 	requireIntegration(t)
+	testenv.Long(t, "TestPlannedProtocolRunsAreValid runs curator-mutex and kazoo-lock from an empty cache with the same checks")
 	cache := t.TempDir()
 	for _, recipe := range []string{"curator-mutex", "kazoo-lock"} {
 		t.Run(recipe, func(t *testing.T) {

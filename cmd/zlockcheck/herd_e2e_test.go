@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
@@ -17,7 +18,8 @@ import (
 // go-zookeeper's, Curator's and Kazoo's locks, whose waiters watch their
 // predecessor, are not. A run with one worker, where nobody ever waits, says "not
 // exercised", not "no herd". `check RUN_DIR` prints the same verdict line from the
-// run directory alone.
+// run directory alone. make test runs mutant-herd and zlc-mutex's two runs; the other
+// recipes' no-herd runs (the same check, three more controls) are make test-long's.
 func TestHerdFlagsOnlyTheMutant(t *testing.T) {
 	requireIntegration(t)
 	cache := t.TempDir()
@@ -25,15 +27,19 @@ func TestHerdFlagsOnlyTheMutant(t *testing.T) {
 		recipe  string
 		workers string
 		want    herd.Verdict
+		long    bool // make test-long only
 	}{
-		{"mutant-herd", "6", herd.Herd},
-		{"zlc-mutex", "6", herd.NoHerd},
-		{"gozk", "6", herd.NoHerd},
-		{"curator-mutex", "6", herd.NoHerd},
-		{"kazoo-lock", "6", herd.NoHerd},
-		{"zlc-mutex", "1", herd.NotExercised},
+		{"mutant-herd", "6", herd.Herd, false},
+		{"zlc-mutex", "6", herd.NoHerd, false},
+		{"gozk", "6", herd.NoHerd, true},
+		{"curator-mutex", "6", herd.NoHerd, true},
+		{"kazoo-lock", "6", herd.NoHerd, true},
+		{"zlc-mutex", "1", herd.NotExercised, false},
 	} {
 		t.Run(tc.recipe+"-"+tc.workers, func(t *testing.T) {
+			if tc.long {
+				testenv.Long(t, "another recipe's no-herd control; make test keeps mutant-herd flagged and zlc-mutex not")
+			}
 			store := t.TempDir()
 			code, stdout, stderr := zlockchecksIn(t, cache, "run", "--allow-mutants", "--recipe", tc.recipe, "--workers", tc.workers,
 				"--time", "15s", "--seed", "4", "--store", store, "--quiet")

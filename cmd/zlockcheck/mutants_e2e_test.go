@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // exposure is a mutant of zlc-mutex and the run that exposes its bug.
@@ -131,9 +132,12 @@ func checkOutput(t *testing.T, store string) string {
 }
 
 // TestZlcMutexSurvivesTheExposures is the control: the real recipe under the same
-// runs stays valid (only the fault-driven ones; the others need no faults).
+// runs stays valid (only the fault-driven ones; the others need no faults). A
+// control, not a detection: make test-long and make mutants run it (make test keeps
+// zlc-mutex valid under the same client faults in TestConnectToAnExistingEnsemble).
 func TestZlcMutexSurvivesTheExposures(t *testing.T) {
 	requireIntegration(t)
+	testenv.Long(t, "zlc-mutex's control runs; make test keeps zlc-mutex valid under client-partition and reply-loss in TestConnectToAnExistingEnsemble")
 	_, runTime := mutantSeeds(t)
 	for _, e := range exposures {
 		if len(e.args) == 0 || e.args[0] != "--nemesis" {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // TestClientPauseBreaksGozk: go-zookeeper's lock has no fencing, so a holder paused
@@ -37,9 +39,11 @@ func TestClientPauseBreaksGozk(t *testing.T) {
 }
 
 // TestServerFaultsRaiseNoFalseAlarm: server-side faults only, the lock stays safe.
-// (The 5-seed, 60 s version is `make chaos`.)
+// (The 5-seed, 60 s version is `make chaos`.) A control, make test-long's: make test
+// keeps server faults without a false alarm in TestObserversServerFaultsValid.
 func TestServerFaultsRaiseNoFalseAlarm(t *testing.T) {
 	requireIntegration(t)
+	testenv.Long(t, "a control; make test keeps kill, pause and partition valid in TestObserversServerFaultsValid")
 	store := t.TempDir()
 	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "gozk", "--nemesis", "kill,pause,partition",
 		"--nemesis-interval", "3s", "--time", "30s", "--seed", "5", "--store", store)

@@ -18,7 +18,9 @@ import (
 // resumes.
 
 // TestPlannedProtocolRunsAreValid: gozk (Go) agrees to v3, curator-mutex (Java) and
-// kazoo-lock (Python) to v2, and their runs are valid.
+// kazoo-lock (Python) to v2, and their runs are valid; the binary, started outside the
+// checkout with an empty cache, runs the Curator and Kazoo workers it unpacked there
+// (TestCuratorAndKazooSmoke's checks, which make test leaves to make test-long).
 func TestPlannedProtocolRunsAreValid(t *testing.T) {
 	requireIntegration(t)
 	cache := t.TempDir()
@@ -39,8 +41,28 @@ func TestPlannedProtocolRunsAreValid(t *testing.T) {
 			if ok < 10 {
 				t.Errorf("only %v acquires succeeded in 10 s", ok)
 			}
+			if recipe != "gozk" { // gozk's worker is the binary itself
+				assertWorkerFromCache(t, store, cache)
+			}
 			assertNothingLeft(t, store)
 		})
+	}
+}
+
+// assertWorkerFromCache: the run's worker command (config.json) is the one the binary
+// unpacked into cache (started outside the checkout, with an empty cache, it unpacks
+// its embedded workers there, and compiles the Curator one, on first use).
+func assertWorkerFromCache(t *testing.T, store, cache string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		WorkerArgv []string `json:"worker_argv"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil || len(cfg.WorkerArgv) < 2 || !strings.HasPrefix(cfg.WorkerArgv[1], cache+"/") {
+		t.Errorf("worker command %q (%v), want the worker from the cache %s", cfg.WorkerArgv, err, cache)
 	}
 }
 

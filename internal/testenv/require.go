@@ -137,6 +137,19 @@ func requireIntegration(t testing.TB, short bool, reqs []Requirement) {
 	t.Skip(msg + " (run make test)")
 }
 
+// LongVar, when set, runs the tests that make test leaves to make test-long.
+const LongVar = "ZLC_LONG"
+
+// Long skips t unless ZLC_LONG is set (make test-long sets it): a long test, or a
+// near-duplicate of a detection make test already makes, moved out of make test to
+// keep CI under its budget. why says what make test keeps instead (docs/tests.md).
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv(LongVar) == "" {
+		t.Skip("long test, run by make test-long (" + LongVar + "=1): " + why)
+	}
+}
+
 // Strict reports whether ZLC_REQUIRE_INTEGRATION is set: a missing requirement fails.
 func Strict() bool { return os.Getenv(RequireIntegrationVar) != "" }
 

@@ -39,6 +39,7 @@ func Vars() []Var {
 		{"ZLC_KAZOO_TEST_KEEP", "1: keep the Kazoo worker suite's temporary directory (server and worker logs)", "recipes/kazoo/test_kazoo_worker.py"},
 		{"ZLC_KEEP_SCREENSHOTS", "a directory where the browser tests keep their screenshots", "report/web/browser_test.go"},
 		{"ZLC_LOCK", "a file the bench scripts run each run under flock with (a machine shared with other suites)", "bench/common.sh"},
+		{LongVar, "set: run the tests make test leaves to make test-long (near-duplicates and long variants; docs/tests.md)", "internal/testenv.Long (the long tests), make test-long, make mutants, make property"},
 		{"ZLC_MUTANT_SEEDS", "how many seeds the mutant e2e tests explore per mutant (default 1; make mutants: 3)", "cmd/zlockcheck/mutants_e2e_test.go, make mutants"},
 		{"ZLC_MUTANT_TIME", "how long each control run of zlc-mutex under a mutant's hand-picked exposure lasts (default 20s; make mutants: 60s)", "cmd/zlockcheck/mutants_e2e_test.go, make mutants"},
 		{"ZLC_NEMESIS_TEST_HELPER", "set by the nemesis tests: run the test binary as a ZooKeeper client helper", "nemesis/helper_test.go"},
