@@ -2,7 +2,6 @@ package zksim
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -248,11 +247,6 @@ func compareStream(t *testing.T, real *zk.Conn, root string, ops []diffOp) strin
 	want := make([]string, len(ops))
 	for i, op := range ops {
 		want[i] = realSide.do(op)
-	}
-	if os.Getenv("ZLC_DIFF_SHOW") != "" {
-		for i, op := range ops {
-			t.Logf("%v => %s", op, want[i])
-		}
 	}
 	var diff string
 	synctest.Test(t, func(t *testing.T) {
