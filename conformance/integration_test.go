@@ -17,19 +17,8 @@ import (
 // InterProcessMutex through the Java worker, Kazoo's Lock through the Python one).
 func TestConformanceOfRealWorkers(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.ZooKeeper, testenv.JDK, testenv.Curator, testenv.Kazoo)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "zlockcheck")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
-		t.Fatalf("build zlockcheck: %v\n%s", err, out)
-	}
-	curator := filepath.Join(dir, "curator")
-	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
-		t.Fatalf("build the Curator worker: %v\n%s", err, out)
-	}
+	workers := realWorkers(t, dir)
 	ctx := context.Background()
 	zk, err := lockservice.StartStandalone(ctx, lockservice.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
 	if err != nil {
@@ -37,7 +26,7 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 	}
 	t.Cleanup(zk.Stop)
 	server := private{s: zk, timeout: lockservice.DefaultSessionTimeout}
-	for _, w := range realWorkers(t, root, bin, curator) {
+	for _, w := range workers {
 		t.Run(w.name, func(t *testing.T) { checkConforms(t, w.name, w.argv, server) })
 	}
 }
@@ -49,26 +38,15 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 // checkWatches, /zookeeper/config, and an expired session.
 func TestConformanceOnTheSimulator(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.JDK, testenv.Curator, testenv.Kazoo)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "zlockcheck")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
-		t.Fatalf("build zlockcheck: %v\n%s", err, out)
-	}
-	curator := filepath.Join(dir, "curator")
-	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
-		t.Fatalf("build the Curator worker: %v\n%s", err, out)
-	}
+	workers := realWorkers(t, dir)
 	srv, err := zksim.StartServer(zksim.ServerConfig{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
 	server := ServerAt(srv.Addr(), lockservice.DefaultSessionTimeout)
-	for _, w := range realWorkers(t, root, bin, curator) {
+	for _, w := range workers {
 		if w.name != "curator-mutex" && w.name != "kazoo-lock" {
 			continue // the Go recipes run in the simulator's wire mode itself (package zksim)
 		}
@@ -82,11 +60,23 @@ type realWorker struct {
 	argv []string
 }
 
-// realWorkers are the project's workers: zlc-mutex and gozk through zlockcheck
-// worker, Curator's InterProcessMutex through the Java worker, Kazoo's Lock through
-// the Python one.
-func realWorkers(t *testing.T, root, bin, curator string) []realWorker {
+// realWorkers builds zlockcheck and the Curator worker into dir and returns the
+// project's workers: zlc-mutex and gozk through zlockcheck worker, Curator's
+// InterProcessMutex through the Java worker, Kazoo's Lock through the Python one.
+func realWorkers(t *testing.T, dir string) []realWorker {
 	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "zlockcheck")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
+		t.Fatalf("build zlockcheck: %v\n%s", err, out)
+	}
+	curator := filepath.Join(dir, "curator")
+	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
+		t.Fatalf("build the Curator worker: %v\n%s", err, out)
+	}
 	return []realWorker{
 		{"zlc-mutex", []string{bin, "worker", "--recipe", "zlc-mutex"}},
 		{"gozk", []string{bin, "worker", "--recipe", "gozk"}},
