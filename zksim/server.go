@@ -538,16 +538,22 @@ func (s *server) dropWatches(c *Client) {
 // Paths are taken in sorted order, whatever order the client sent them in.
 func (s *server) setWatches(c *Client, sid, rel int64, data, exist, child []string) {
 	fire := func(p string, t zlcmutex.EventType) { c.queueEvent(nil, zlcmutex.Event{Type: t, Path: p}) }
-	for _, p := range sortedUnique(data) {
-		switch n, ok := s.nodes[p]; {
-		case !ok:
-			fire(p, zlcmutex.EventNodeDeleted)
-		case n.stat.Mzxid > rel:
-			fire(p, zlcmutex.EventNodeDataChanged)
-		default:
-			s.addWatch(c, sid, p, dataWatch)
+	// rearm fires NodeDeleted for a missing node, changed for one whose zxid (of
+	// the kind the watch is about) is newer than rel, and sets the watch again
+	// otherwise.
+	rearm := func(paths []string, kind watchKind, zxid func(Stat) int64, changed zlcmutex.EventType) {
+		for _, p := range sortedUnique(paths) {
+			switch n, ok := s.nodes[p]; {
+			case !ok:
+				fire(p, zlcmutex.EventNodeDeleted)
+			case zxid(n.stat) > rel:
+				fire(p, changed)
+			default:
+				s.addWatch(c, sid, p, kind)
+			}
 		}
 	}
+	rearm(data, dataWatch, func(st Stat) int64 { return st.Mzxid }, zlcmutex.EventNodeDataChanged)
 	for _, p := range sortedUnique(exist) {
 		if _, ok := s.nodes[p]; ok {
 			fire(p, zlcmutex.EventNodeCreated)
@@ -555,16 +561,7 @@ func (s *server) setWatches(c *Client, sid, rel int64, data, exist, child []stri
 			s.addWatch(c, sid, p, dataWatch)
 		}
 	}
-	for _, p := range sortedUnique(child) {
-		switch n, ok := s.nodes[p]; {
-		case !ok:
-			fire(p, zlcmutex.EventNodeDeleted)
-		case n.stat.Pzxid > rel:
-			fire(p, zlcmutex.EventNodeChildrenChanged)
-		default:
-			s.addWatch(c, sid, p, childWatch)
-		}
-	}
+	rearm(child, childWatch, func(st Stat) int64 { return st.Pzxid }, zlcmutex.EventNodeChildrenChanged)
 }
 
 // checkWatches answers checkWatches (remove false) and removeWatches (remove true)
