@@ -53,15 +53,20 @@ fi
 [ "$only" = hand ] && exit 0
 # The default command: one explore command line for every mutant (only --recipe
 # differs), its time to detect the whole session's wall time until it stopped at the
-# first violation (set-up, rounds and checks included).
+# first violation (set-up, rounds and checks included). EXPLORE_ARGS are the nightly
+# command's other flags (default: the sync window closed, as examples/nightly.yaml);
+# MUTANTS the mutants to run (default: every mutant of zlc-mutex).
 budget=${BUDGET:-5m}
+explore_args=${EXPLORE_ARGS:---sync-limit 10}
+mutants=${MUTANTS:-$("$bin" recipes --allow-mutants | awk '/^mutant-/ && !/^mutant-(herd|redis|redlock|pg-|mariadb)/ {print $1}')}
 echo
-echo "## Time to detect with one command: explore --budget $budget ($(date -u +%F), $seeds seeds)"
+echo "## Time to detect with one command: explore --budget $budget $explore_args ($(date -u +%F), $seeds seeds)"
 printf '| mutant | caught | median (s) | worst (s) | rounds (median) | cause |\n|---|---|---|---|---|---|\n'
-for mutant in mutant-off-by-one mutant-no-recheck mutant-delete-lowest mutant-ignore-lost mutant-unprotected-create; do
+for mutant in $mutants; do
   out=()
   for seed in $(seq 1 "$seeds"); do
-    locked "$bin" explore --quiet --json --allow-mutants --recipe "$mutant" --budget "$budget" --seed "$seed" --store "$store" > "$store/session.json" || true
+    # shellcheck disable=SC2086
+    locked "$bin" explore --quiet --json --allow-mutants --recipe "$mutant" --budget "$budget" --seed "$seed" --store "$store" $explore_args > "$store/session.json" || true
     out+=("$(python3 - "$store/session.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
