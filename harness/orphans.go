@@ -25,32 +25,47 @@ import (
 // phase: the lock can never be granted again. (Half of OrphanAfter there: no fault is
 // active, and every worker has asked for the lock.)
 
-// blockingOrphan is one observation of a blocking orphan.
+// A missed wake-up is the lowest child when it is the newest node of a worker that
+// waits for the lock with it: a correct recipe is granted within a round trip of its
+// node becoming the lowest. During the workload, once no fault has been on for a
+// session timeout (every session a fault touched has expired or come back), such a
+// node that stays the lowest for half of Config.OrphanAfter while nobody acquires is
+// a missed wake-up (a waiter that found its predecessor gone and set no watch): it is
+// recorded (histories.Orphan.MissedWakeup, which makes the liveness check invalid)
+// and ends the workload. The final phase leaves it to its bound.
+
+// blockingOrphan is one observation of a blocking orphan, or of a missed wake-up.
 type blockingOrphan struct {
 	Node    string
 	Owner   string
 	Process int
 	// Newer is a newer node of the same session ("" when the worker is idle).
 	Newer string
+	// Waiting: the node is its worker's own waiting node (a missed wake-up, if it
+	// stays so), not an orphan.
+	Waiting bool
 	// idleSpell tells one thinking spell of the worker from the next.
 	idleSpell int64
 }
 
 // record is the value of the orphan op that reports o.
 func (o blockingOrphan) record() histories.Orphan {
-	return histories.Orphan{Node: o.Node, Owner: o.Owner, Process: o.Process, Newer: o.Newer}
+	return histories.Orphan{Node: o.Node, Owner: o.Owner, Process: o.Process, Newer: o.Newer, MissedWakeup: o.Waiting}
 }
 
 // same reports whether o is the same orphan, in the same situation, as p.
 func (o blockingOrphan) same(p blockingOrphan) bool {
-	return o.Node == p.Node && o.Owner == p.Owner && o.Process == p.Process &&
+	return o.Node == p.Node && o.Owner == p.Owner && o.Process == p.Process && o.Waiting == p.Waiting &&
 		(o.Newer != "") == (p.Newer != "") && o.idleSpell == p.idleSpell
 }
 
 // describe says what the orphan is and why it blocks, for logs and witnesses.
 func (o blockingOrphan) describe(held time.Duration) string {
 	why := "which holds nothing and asks for nothing"
-	if o.Newer != "" {
+	switch {
+	case o.Waiting:
+		why = "which waits for the lock with it and was not granted: a missed wake-up (the recipe did not notice its node became the lowest)"
+	case o.Newer != "":
 		why = fmt.Sprintf("which holds nothing and waits with its newer node %s behind it", o.Newer)
 	}
 	text := fmt.Sprintf("the lowest lock node %s belongs to the live session %s of worker process %d, %s", o.Node, o.Owner, o.Process, why)
@@ -134,14 +149,15 @@ func (r *runner) findBlockingOrphan(lock lockservice.LockReader) (*blockingOrpha
 			return o, nil
 		}
 	}
-	return nil, nil
+	o.Waiting = true
+	return o, nil
 }
 
-// watchOrphans looks for a blocking orphan every quarter second until ctx ends; once
-// the tracker calls it proven (and proven, if not nil, agrees) it calls found with the
-// latest orphan and how long orphans were seen, and returns. A failed read forgets
-// what was seen: the proof needs every observation.
-func (r *runner) watchOrphans(ctx context.Context, tracker orphanTracker, proven func(time.Duration) bool, found func(blockingOrphan, time.Duration)) error {
+// watchOrphans reads the lowest lock node every quarter second until ctx ends, and
+// hands look each observation (nil: no blocking orphan or waiting node, or a failed
+// read, which forgets what was seen: a proof needs every observation), until look
+// says it has its proof.
+func (r *runner) watchOrphans(ctx context.Context, look func(o *blockingOrphan, now time.Time) (done bool)) error {
 	inspector, ok := r.svc.(lockInspector)
 	if !ok {
 		r.logf("orphan watch: the service cannot list the lock's entries: not watching")
@@ -158,13 +174,24 @@ func (r *runner) watchOrphans(ctx context.Context, tracker orphanTracker, proven
 		if err != nil {
 			o = nil
 		}
-		held, ok := tracker.observe(o, time.Now())
-		if ok && (proven == nil || proven(held)) {
-			found(*o, held)
-			return true
-		}
-		return false
+		return look(o, time.Now())
 	})
+}
+
+// split is an observation as the orphan tracker and the missed wake-up tracker see
+// it: a waiting node counts for the latter only when faults have been quiet for
+// quiet.
+func (r *runner) split(o *blockingOrphan, quiet time.Duration) (orphan, waiting *blockingOrphan) {
+	switch {
+	case o == nil:
+	case !o.Waiting:
+		orphan = o
+	case (r.cfg.Service == "" || r.cfg.Service == lockservice.KindZooKeeper) && r.rec.faultsQuiet() >= quiet:
+		// Only a queue of nodes grants its lowest: a key or a session lock's owner
+		// may be acquiring (a RedLock short of a majority, a nested acquire).
+		waiting = o
+	}
+	return orphan, waiting
 }
 
 // endOnOrphan is the workload's orphan watch: blocking orphans seen for
@@ -175,12 +202,24 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 		since, _ := r.rec.sinceGrant()
 		return since >= held
 	}
-	tracker := orphanTracker{after: r.cfg.OrphanAfter, anyOrphan: true}
-	return r.watchOrphans(ctx, tracker, noGrant, func(o blockingOrphan, held time.Duration) {
-		msg := fmt.Sprintf("for %s nobody acquired the lock and the lowest lock node was a blocking orphan; the latest: %s: ending the workload for the final phase",
-			held.Round(100*time.Millisecond), o.describe(0))
-		r.rec.record(histories.NemesisOp(o.record(), msg))
-		r.logf("ORPHAN: %s", msg)
+	orphans := orphanTracker{after: r.cfg.OrphanAfter, anyOrphan: true}
+	wakeups := orphanTracker{after: r.cfg.OrphanAfter / 2}
+	return r.watchOrphans(ctx, func(o *blockingOrphan, now time.Time) bool {
+		orphan, waiting := r.split(o, r.cfg.SessionTimeout)
+		if held, ok := orphans.observe(orphan, now); ok && noGrant(held) {
+			msg := fmt.Sprintf("for %s nobody acquired the lock and the lowest lock node was a blocking orphan; the latest: %s: ending the workload for the final phase",
+				held.Round(100*time.Millisecond), orphan.describe(0))
+			r.rec.record(histories.NemesisOp(orphan.record(), msg))
+			r.logf("ORPHAN: %s", msg)
+			return true
+		}
+		if held, ok := wakeups.observe(waiting, now); ok && noGrant(held) {
+			msg := fmt.Sprintf("with no fault on for %s, %s: ending the workload", r.cfg.SessionTimeout, waiting.describe(held))
+			r.rec.record(histories.NemesisOp(waiting.record(), msg))
+			r.logf("MISSED WAKE-UP: %s", msg)
+			return true
+		}
+		return false
 	})
 }
 
@@ -189,7 +228,15 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 // recipe that cleans up a stale node at the start of its acquire needs a round trip)
 // shows the lock can never be granted.
 func (r *runner) finalOrphan(ctx context.Context, found func(string)) {
-	_ = r.watchOrphans(ctx, orphanTracker{after: r.cfg.OrphanAfter / 2}, nil, func(o blockingOrphan, held time.Duration) {
-		found(o.describe(held))
+	tracker := orphanTracker{after: r.cfg.OrphanAfter / 2}
+	_ = r.watchOrphans(ctx, func(o *blockingOrphan, now time.Time) bool {
+		if o != nil && o.Waiting {
+			o = nil // the final bound judges a waiter
+		}
+		held, ok := tracker.observe(o, now)
+		if ok {
+			found(o.describe(held))
+		}
+		return ok
 	})
 }

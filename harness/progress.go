@@ -27,7 +27,9 @@ type Progress struct {
 type status struct {
 	ok, fail, info int
 	faults         map[string]int
-	lastEvent      string
+	// lastFault is when a fault last started or stopped (ns since the start).
+	lastFault int64
+	lastEvent string
 }
 
 // observe updates the tally with an op just recorded; the recorder's lock is held.
@@ -36,12 +38,14 @@ func (s *status) observe(op histories.Op) {
 		var v histories.Fault
 		switch op.F {
 		case histories.FStart:
+			s.lastFault = op.Time
 			_ = json.Unmarshal(op.Value, &v)
 			if s.faults == nil {
 				s.faults = map[string]int{}
 			}
 			s.faults[v.Class]++
 		case histories.FStop:
+			s.lastFault = op.Time
 			_ = json.Unmarshal(op.Value, &v)
 			if s.faults[v.Class]--; s.faults[v.Class] <= 0 {
 				delete(s.faults, v.Class)

@@ -79,6 +79,17 @@ func (r *recorder) sinceGrant() (time.Duration, bool) {
 	return time.Duration(r.now() - r.lastGrant), r.lastAttempt > r.lastGrant
 }
 
+// faultsQuiet says how long no fault has been on: zero while one is, the time since
+// the start when none ever was.
+func (r *recorder) faultsQuiet() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.st.faults) > 0 {
+		return 0
+	}
+	return time.Duration(r.now() - r.st.lastFault)
+}
+
 func (r *recorder) err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -181,6 +181,11 @@ type Orphan struct {
 	Process int `json:"process"`
 	// Newer is a newer node of the same session ("" when the worker is idle).
 	Newer string `json:"newer,omitempty"`
+	// MissedWakeup: not an orphan but its worker's own waiting node, the lowest, never
+	// granted while no fault had been on for a session timeout: the recipe missed that
+	// its node became the lowest. It makes the run's liveness check invalid whatever
+	// the final phase finds (the waiter may give up, and the lock move on, later).
+	MissedWakeup bool `json:"missed_wakeup,omitempty"`
 }
 
 // Func returns FOrphan.

@@ -30,15 +30,24 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 			return Check{}, false, fmt.Errorf("op %d: field \"value\": liveness value: %v", op.Index, err)
 		}
 		c := Check{Key: LivenessKey, Verdict: models.Valid, Checker: "final phase", Ops: len(v.Finals)}
-		if v.OK {
+		missed, hasMissed := findMissedWakeup(h[:i])
+		if v.OK && !hasMissed {
 			return c, true, nil
 		}
 		c.Verdict = models.Invalid
 		t := float64(op.Time) / 1e9
+		if hasMissed {
+			t = float64(missed.Time) / 1e9
+		}
 		c.FirstViolationSeconds = &t
 		var b strings.Builder
 		if stall, ok := findStall(h[:i]); ok {
 			fmt.Fprintf(&b, "the workload was ended early at %.1fs: %s\n", float64(stall.Time)/1e9, stall.Error)
+		}
+		if v.OK {
+			b.WriteString("the final phase then granted every worker the lock (the waiter had given up, or its session changed): a missed wake-up holds the lock up only until then\n")
+			c.Witness = strings.TrimRight(b.String(), "\n")
+			return c, true, nil
 		}
 		if v.Proof != "" {
 			fmt.Fprintf(&b, "after every fault was healed, the lock could never be granted again: %s\n", v.Proof)
@@ -106,6 +115,21 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 func findStall(h histories.History) (histories.Op, bool) {
 	for _, op := range h {
 		if op.Process.Nemesis && (op.F == histories.FStall || op.F == histories.FOrphan) {
+			return op, true
+		}
+	}
+	return histories.Op{}, false
+}
+
+// findMissedWakeup returns the harness's op that saw a missed wake-up during the
+// workload (an orphan op whose value says missed_wakeup), if any.
+func findMissedWakeup(h histories.History) (histories.Op, bool) {
+	for _, op := range h {
+		if !op.Process.Nemesis || op.F != histories.FOrphan {
+			continue
+		}
+		var o histories.Orphan
+		if json.Unmarshal(op.Value, &o) == nil && o.MissedWakeup {
 			return op, true
 		}
 	}

@@ -43,6 +43,12 @@ var caught = map[zlcmutex.Mutant][]FailureKind{
 	zlcmutex.MutantDeleteLowest: {FailModel, FailLiveness, FailOrphan, FailExclusion},
 	// A holder whose session expired goes on holding: the history has two holders.
 	zlcmutex.MutantIgnoreLost: {FailModel},
+	// A waiter whose predecessor vanished before its exists waits with the lowest
+	// node and no watch: blocked forever with faults off.
+	zlcmutex.MutantMissedWakeup: {FailLiveness},
+	// A given-up acquire's watch fires between acquires and creates a node nobody
+	// waits with: left over once every client is idle, or blocking the queue.
+	zlcmutex.MutantWithdrawnWatch: {FailLiveness, FailOrphan},
 }
 
 // TestMutantsAreCaught runs the property of TestZLCMutex on every mutant of

@@ -27,6 +27,7 @@ func (t tally) add(id, by string, n int) {
 func (s *scanned) count(rows tally, opt Options) {
 	byKey, byProcKey, all := s.holdSpans()
 	s.countCalls(rows, byKey, byProcKey)
+	s.countEdges(rows)
 	s.countFaults(rows, all)
 	s.countHolds(rows, opt)
 	s.countQueue(rows, opt)

@@ -123,6 +123,7 @@ const NothingExercised = "the history exercised nothing: no acquire (or read or 
 const (
 	RowTimedOutQueued   = "timed-out-while-queued"
 	RowPredecessorGone  = "predecessor-gave-up"
+	RowEdge             = "predecessor-left-at-edge"
 	RowAcquireInfo      = "acquire-info"
 	RowReleaseInfo      = "release-info"
 	RowLost             = "lost-while-holding"
@@ -170,6 +171,10 @@ var catalogue = []rowSpec{
 	{id: RowPredecessorGone, situation: "waiters whose predecessor gave up while they waited",
 		bugs:       "an earlier waiter's node vanished without it ever holding: a recipe that takes its predecessor's deletion for a grant overlaps the holder, one that sets no watch when the predecessor vanishes between getChildren and exists waits forever (missed wake-up)",
 		missed:     "a waiter that trusts its predecessor's watch, or misses its wake-up",
+		notOnLease: "a Redis or database lock has no queue of nodes, so no waiter has a predecessor or a watch"},
+	{id: RowEdge, situation: "waiters whose predecessor left within 5ms of their invoke or their give-up (a holder releasing as they queued, the queue moving as they gave up)",
+		bugs:       "no fault needed, a round trip's window: a waiter that finds its predecessor already gone and sets no watch waits for a wake-up that never comes (missed wake-up); the watch of an acquire that gave up, fired as the queue moves, re-creates a node nobody waits with",
+		missed:     "a missed wake-up or a given-up acquire's late watch (the narrow fault-free races)",
 		notOnLease: "a Redis or database lock has no queue of nodes, so no waiter has a predecessor or a watch"},
 	{id: RowAcquireInfo, situation: "acquires that ended unknown (info)",
 		bugs:   "a create retried blindly after connection loss, a create whose reply was lost: the recipe must find its own node again or it is left as an orphan",

@@ -57,11 +57,11 @@ func TestRows(t *testing.T) {
 		{name: "a timeout behind a holder", exercised: true, hist: func(b *hb) {
 			b.cycle(0, 1, 10)
 			b.call(1, "acquire", 2, histories.Fail, 5)
-		}, want: map[string]int{RowTimedOutQueued: 1, RowContention: 1}},
+		}, want: map[string]int{RowTimedOutQueued: 1, RowContention: 1, RowEdge: 1}, by: map[string]map[string]int{RowEdge: {edgeAtGiveUp: 1}}},
 		{name: "a timeout behind an earlier waiter, nobody holding", hist: func(b *hb) {
 			b.call(0, "acquire", 0, histories.Fail, 10)
 			b.call(1, "acquire", 1, histories.Fail, 5)
-		}, want: map[string]int{RowTimedOutQueued: 1}},
+		}, want: map[string]int{RowTimedOutQueued: 1, RowEdge: 1}, by: map[string]map[string]int{RowEdge: {edgeAtGiveUp: 1}}},
 		{name: "a timeout with nobody ahead is not queued", hist: func(b *hb) {
 			b.call(0, "acquire", 0, histories.Fail, 10)
 		}},
@@ -69,7 +69,7 @@ func TestRows(t *testing.T) {
 			b.cycle(0, 1, 20)
 			b.call(1, "acquire", 2, histories.Fail, 5)
 			b.call(2, "acquire", 3, histories.OK, 21)
-		}, want: map[string]int{RowTimedOutQueued: 1, RowPredecessorGone: 1, RowContention: 2}},
+		}, want: map[string]int{RowTimedOutQueued: 1, RowPredecessorGone: 1, RowContention: 2, RowEdge: 1}, by: map[string]map[string]int{RowEdge: {edgeAtInvoke: 1}}},
 		{name: "a later waiter giving up is no predecessor", exercised: true, hist: func(b *hb) {
 			b.cycle(0, 1, 20)
 			b.call(2, "acquire", 2, histories.OK, 21)
@@ -100,8 +100,8 @@ func TestRows(t *testing.T) {
 			b.clientFault("session-expire", 0, 25)
 			b.clientFault("client-kill", 0, 50) // after its last op: idle
 		}, want: map[string]int{RowFaultHolding: 1, RowFaultAcquiring: 1, RowFaultReleasing: 1, RowFaultIdle: 2,
-			RowTimedOutQueued: 1, RowAcquireInfo: 1, RowContention: 2},
-			by: map[string]map[string]int{RowFaultHolding: {"client-pause": 1}, RowFaultAcquiring: {"reply-loss": 1},
+			RowTimedOutQueued: 1, RowAcquireInfo: 1, RowContention: 2, RowEdge: 1},
+			by: map[string]map[string]int{RowEdge: {edgeAtGiveUp: 1}, RowFaultHolding: {"client-pause": 1}, RowFaultAcquiring: {"reply-loss": 1},
 				RowFaultReleasing: {"session-expire": 1}, RowFaultIdle: {"reply-loss": 1, "client-kill": 1}}},
 		{name: "server faults: one under a holder, one not, one never applied", exercised: true, hist: func(b *hb) {
 			b.cycle(0, 1, 10)
@@ -148,12 +148,37 @@ func TestRows(t *testing.T) {
 			b.op(1, histories.OK, "acquire", 3).Mode = "read"
 			b.call(0, "release", 4, histories.OK, 5)
 			b.call(1, "release", 6, histories.OK, 7)
-		}, want: map[string]int{RowReadersTogether: 1, RowContention: 1}},
+		}, want: map[string]int{RowReadersTogether: 1, RowContention: 1, RowEdge: 1}, by: map[string]map[string]int{RowEdge: {edgeAtInvoke: 1}}},
 		{name: "rwlock: a reader after a writer", exercised: true, opt: Options{Kind: "rwlock"}, hist: func(b *hb) {
 			b.cycle(0, 1, 10)
 			b.op(1, histories.Invoke, "acquire", 11).Mode = "read"
 			b.op(1, histories.OK, "acquire", 12).Mode = "read"
-		}},
+		}, want: map[string]int{RowEdge: 1}, by: map[string]map[string]int{RowEdge: {edgeAtInvoke: 1}}},
+		// The narrow races' moments (RowEdge): the predecessor, the latest-invoked
+		// acquire of another process still queued, leaves within 5 ms of the waiter's
+		// invoke or give-up; a holder further ahead, or a predecessor leaving later,
+		// does not count.
+		{name: "edge: the holder releases as a waiter queues behind it", exercised: true, hist: func(b *hb) {
+			b.cycle(0, 10, 100)
+			b.call(1, "acquire", 97, histories.OK, 102)
+		}, want: map[string]int{RowEdge: 1, RowContention: 1}, by: map[string]map[string]int{RowEdge: {edgeAtInvoke: 1}}},
+		{name: "edge: the holder releases 10 ms after a waiter queued", exercised: true, hist: func(b *hb) {
+			b.cycle(0, 10, 100)
+			b.call(1, "acquire", 90, histories.OK, 102)
+		}, want: map[string]int{RowContention: 1}},
+		{name: "edge: the holder releases as a waiter behind another queues", exercised: true, hist: func(b *hb) {
+			b.cycle(0, 10, 100)
+			b.call(2, "acquire", 50, histories.OK, 102)
+			b.call(1, "acquire", 98, histories.OK, 200)
+		}, want: map[string]int{RowContention: 2}},
+		{name: "edge: the predecessor leaves just after a waiter gives up", exercised: true, hist: func(b *hb) {
+			b.cycle(0, 10, 100)
+			b.call(1, "acquire", 20, histories.Fail, 97)
+		}, want: map[string]int{RowEdge: 1, RowTimedOutQueued: 1, RowContention: 1}, by: map[string]map[string]int{RowEdge: {edgeAtGiveUp: 1}}},
+		{name: "edge: the predecessor leaves 20 ms after a waiter gave up", exercised: true, hist: func(b *hb) {
+			b.cycle(0, 10, 100)
+			b.call(1, "acquire", 20, histories.Fail, 80)
+		}, want: map[string]int{RowTimedOutQueued: 1, RowContention: 1}},
 		{name: "orphans from the watch and the final listing", exercised: true, hist: func(b *hb) {
 			b.cycle(0, 1, 5)
 			b.nemesis("orphan", 6, `{"node":"n1"}`)
@@ -363,13 +388,13 @@ func TestRedisNotApplicable(t *testing.T) {
 	if r, _ := zk.Row(RowTimedOutQueued); r.Count == 0 || r.NotApplicable != "" {
 		t.Fatalf("ZooKeeper row %s: %+v, want a count (the history must exercise it)", RowTimedOutQueued, r)
 	}
-	for _, id := range []string{RowTimedOutQueued, RowPredecessorGone} {
+	for _, id := range []string{RowTimedOutQueued, RowPredecessorGone, RowEdge} {
 		r, ok := redis.Row(id)
 		if !ok || r.Count != 0 || r.By != nil || r.NotExercised != "" || !strings.HasPrefix(r.NotApplicable, "not applicable: ") {
 			t.Errorf("Redis row %s: %+v, want not applicable", id, r)
 		}
 	}
-	if got, want := redis.ApplicableCount(), len(redis.Rows)-2; got != want {
+	if got, want := redis.ApplicableCount(), len(redis.Rows)-3; got != want {
 		t.Errorf("ApplicableCount() = %d, want %d", got, want)
 	}
 	if r, _ := redis.Row(RowOrphans); !strings.Contains(r.Situation, "key") {
@@ -383,7 +408,7 @@ func TestRedisNotApplicable(t *testing.T) {
 	if err := WriteText(&out, redis); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), ", 2 not applicable)") || !strings.Contains(out.String(), "       -  waiters whose predecessor gave up") {
+	if !strings.Contains(out.String(), ", 3 not applicable)") || !strings.Contains(out.String(), "       -  waiters whose predecessor gave up") {
 		t.Errorf("WriteText:\n%s", out.String())
 	}
 	if r, _ := Sum(redis, zk).Row(RowTimedOutQueued); r.NotApplicable != "" || r.Count == 0 {

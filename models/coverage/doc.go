@@ -15,6 +15,13 @@
 //   - waiters whose predecessor gave up: an earlier waiter timed out or failed while
 //     they waited; a recipe that trusts its predecessor's watch takes that for a grant
 //     (overlap), one that sets no watch when its predecessor vanishes waits forever.
+//   - waiters whose predecessor left within 5 ms of their invoke or give-up: the
+//     moments of the narrow fault-free races, a round trip wide (a holder releasing
+//     between a newcomer's getChildren and its exists: a recipe that sets no watch
+//     when its predecessor is already gone waits forever; a waiter giving up just as
+//     the queue moves: a watch left armed by the given-up attempt fires between
+//     acquires). The predecessor is the latest-invoked acquire of another process
+//     still queued (invoke order stands for the nodes' order).
 //   - acquires that ended unknown (info): a create retried blindly after connection
 //     loss, a create whose reply was lost (the unprotected-create mutant's orphan).
 //   - releases that ended unknown (info): a delete that may or may not have happened;

@@ -32,6 +32,8 @@ type hold struct {
 	// ended says how: by a lost release or one whose outcome is unknown ("lost",
 	// "info"), or another way ("").
 	ended string
+	// released is when the release that ended it completed (forever when none did).
+	released int64
 }
 
 // grant is an acquire's ok.
@@ -119,7 +121,12 @@ func (s *scanned) nemesis(op histories.Op) {
 		}
 		s.faults = append(s.faults, f)
 	case fOrphan:
-		s.orphanOps++
+		var v struct {
+			MissedWakeup bool `json:"missed_wakeup"`
+		}
+		if json.Unmarshal(op.Value, &v) == nil && !v.MissedWakeup {
+			s.orphanOps++ // a missed wake-up's node is its waiter's, no orphan
+		}
 	case fLiveness:
 		var v struct {
 			Children []struct {
@@ -160,7 +167,7 @@ func (s *scanned) deriveHolds() {
 			}
 			depth[k], at[k] = 1, len(s.holds)
 			s.procHolds[c.proc] = append(s.procHolds[c.proc], len(s.holds))
-			s.holds = append(s.holds, hold{proc: c.proc, key: c.key, read: c.read, start: c.end, end: forever})
+			s.holds = append(s.holds, hold{proc: c.proc, key: c.key, read: c.read, start: c.end, end: forever, released: forever})
 		case c.f == fAcquire && depth[k] > 0:
 			c.nested = true
 		case c.f == fRelease && depth[k] > 0:
@@ -169,7 +176,7 @@ func (s *scanned) deriveHolds() {
 				break
 			}
 			hd := &s.holds[at[k]]
-			hd.end = c.start
+			hd.end, hd.released = c.start, c.end
 			switch {
 			case c.lost:
 				hd.ended = "lost"

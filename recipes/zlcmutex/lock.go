@@ -65,6 +65,8 @@ type Lock struct {
 	stale []string
 
 	mu sync.Mutex
+	// acquiring says an Acquire is in flight (mutant-withdrawn-watch's handler reads it).
+	acquiring bool
 	// node is the held lock node ("" when nothing is held); lost says the hold ended
 	// without a release (OnLost was called, or a fenced write found the node gone).
 	node  string
@@ -122,7 +124,13 @@ func randomGUID() string {
 func (l *Lock) Acquire(ctx context.Context) (Grant, error) {
 	l.mu.Lock()
 	held, lost := l.node, l.lost
+	l.acquiring = true
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.acquiring = false
+		l.mu.Unlock()
+	}()
 	if held != "" && !lost {
 		return Grant{}, definite(ErrAlreadyHeld)
 	}
@@ -262,9 +270,14 @@ func (l *Lock) findOwn(guid string) (string, error) {
 func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err error) {
 	c := l.cfg.Client
 	name := path.Base(node)
+	var armed <-chan Event // the predecessor watch set last (mutant-withdrawn-watch)
 	for {
 		if ctx.Err() != nil {
-			return Grant{}, false, l.abandon(ctx, node)
+			err := l.abandon(ctx, node)
+			if armed != nil && l.cfg.Mutant == MutantWithdrawnWatch {
+				go l.lateWake(armed)
+			}
+			return Grant{}, false, err
 		}
 		children, childWatch, err := l.children()
 		switch {
@@ -294,6 +307,13 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 			_, changed := c.Session()
 			_, _, ev, err := c.GetW(pred)
 			switch {
+			case errors.Is(err, ErrNoNode) && l.cfg.Mutant == MutantMissedWakeup:
+				// No watch was set, and the mutant waits for it all the same.
+				l.cfg.Logf("predecessor %s already gone; waiting for its deletion", pred)
+				select {
+				case <-changed:
+				case <-ctx.Done():
+				}
 			case errors.Is(err, ErrNoNode):
 				// Gone already: read the queue again (the mutant takes the lock).
 				holds = l.cfg.Mutant == MutantNoRecheck
@@ -301,10 +321,12 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 				l.cfg.Logf("watching %s: %v", pred, err)
 				l.pause(ctx)
 			default:
+				armed = ev
 				select {
 				case e := <-ev:
 					l.cfg.Logf("woken: %s %s", e.Path, e.Type)
 					holds = l.cfg.Mutant == MutantNoRecheck
+					armed = nil
 				case <-changed:
 				case <-ctx.Done():
 				}
@@ -320,6 +342,26 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 		}
 		return g, again, err
 	}
+}
+
+// lateWake is mutant-withdrawn-watch's handler of a given-up acquire's predecessor
+// watch: when the predecessor is deleted while no acquire is in flight and nothing is
+// held, it starts the withdrawn attempt over and creates a lock node, which nobody
+// waits with.
+func (l *Lock) lateWake(watch <-chan Event) {
+	e, ok := <-watch
+	if !ok || e.Type != EventNodeDeleted {
+		return
+	}
+	l.mu.Lock()
+	idle := !l.acquiring && l.node == ""
+	l.mu.Unlock()
+	if !idle {
+		return
+	}
+	name := l.cfg.Path + "/" + protectedPrefix + l.cfg.NewGUID() + "-lock-"
+	node, err := l.cfg.Client.Create(name, nil, FlagEphemeral|FlagSequential)
+	l.cfg.Logf("woken after giving up (%s %s): created %s (%v)", e.Path, e.Type, node, err)
 }
 
 // children reads the lock node's children; mutant-herd also watches them (a nil

@@ -32,12 +32,26 @@ const (
 	// reads the children again (the herd effect). It is still safe and live: not in
 	// Mutants(), whose every member breaks one of the two; the herd check flags it.
 	MutantHerd
+	// MutantMissedWakeup, when its predecessor is already gone as it sets the watch
+	// (deleted between its getChildren and its exists: a round trip's window), sets no
+	// watch and does not read the children again: it waits for a wake-up that never
+	// comes, until its session changes or it gives up, its node the lowest and
+	// blocking every waiter behind it.
+	MutantMissedWakeup
+	// MutantWithdrawnWatch leaves the predecessor watch of an acquire that gave up
+	// armed with its handler: when the predecessor goes while no acquire is in flight
+	// (between the give-up and the next acquire: a think time's window), the handler
+	// takes the wake-up for its own and starts the withdrawn attempt over, creating a
+	// fresh lock node that nobody waits with, which blocks everyone once it is the
+	// lowest.
+	MutantWithdrawnWatch
 )
 
 // Mutants lists every mutant that breaks safety or liveness (MutantNone and
 // MutantHerd excluded).
 func Mutants() []Mutant {
-	return []Mutant{MutantNoRecheck, MutantUnprotectedCreate, MutantDeleteLowest, MutantOffByOne, MutantIgnoreLost}
+	return []Mutant{MutantNoRecheck, MutantUnprotectedCreate, MutantDeleteLowest, MutantOffByOne, MutantIgnoreLost,
+		MutantMissedWakeup, MutantWithdrawnWatch}
 }
 
 // String returns the mutant's recipe name ("zlc-mutex" for MutantNone).
@@ -57,6 +71,10 @@ func (m Mutant) String() string {
 		return "mutant-ignore-lost"
 	case MutantHerd:
 		return "mutant-herd"
+	case MutantMissedWakeup:
+		return "mutant-missed-wakeup"
+	case MutantWithdrawnWatch:
+		return "mutant-withdrawn-watch"
 	}
 	return fmt.Sprintf("mutant(%d)", int(m))
 }
@@ -78,6 +96,10 @@ func (m Mutant) Description() string {
 		return "zlc-mutex that never reports a lost lock (disconnect or session expiry)"
 	case MutantHerd:
 		return "zlc-mutex whose waiters watch the lock node's children, not their predecessor (herd effect; safe)"
+	case MutantMissedWakeup:
+		return "zlc-mutex that, finding its predecessor already gone, sets no watch and does not re-read the children: it waits for a wake-up that never comes (fault-free race)"
+	case MutantWithdrawnWatch:
+		return "zlc-mutex whose given-up acquire leaves its predecessor watch armed: fired between acquires, it creates a lock node nobody waits with (fault-free race)"
 	}
 	return ""
 }
