@@ -19,6 +19,8 @@ cases=(
   "mutant-ignore-lost|client-partition at random|--nemesis client-partition --nemesis-targets random --nemesis-interval 2s --hold-max 10s --session-timeout 2s --acquire-timeout 20s"
   "mutant-unprotected-create|reply-loss aimed at idle workers|--nemesis reply-loss --nemesis-targets idle --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
   "mutant-unprotected-create|reply-loss at random|--nemesis reply-loss --nemesis-targets random --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
+  "mutant-missed-wakeup|no faults, 2 workers, holds under 1ms|--workers 2 --hold-max 1ms --think-max 2ms --acquire-timeout 3s"
+  "mutant-withdrawn-watch|no faults, acquires giving up after a hold|--workers 3 --hold-max 5ms --think-max 2ms --acquire-timeout 10ms"
 )
 only=${ONLY:-both}
 if [ "$only" != explore ]; then

@@ -32,7 +32,8 @@ import (
 // node that stays the lowest for half of Config.OrphanAfter while nobody acquires is
 // a missed wake-up (a waiter that found its predecessor gone and set no watch): it is
 // recorded (histories.Orphan.MissedWakeup, which makes the liveness check invalid)
-// and ends the workload. The final phase leaves it to its bound.
+// and ends the workload; the final phase watches for it the same way (a waiter left
+// without a wake-up late in the workload still waits then), recording it.
 
 // blockingOrphan is one observation of a blocking orphan, or of a missed wake-up.
 type blockingOrphan struct {
@@ -214,7 +215,7 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 			return true
 		}
 		if held, ok := wakeups.observe(waiting, now); ok && noGrant(held) {
-			msg := fmt.Sprintf("with no fault on for %s, %s: ending the workload", r.cfg.SessionTimeout, waiting.describe(held))
+			msg := fmt.Sprintf("with no fault on for at least %s, %s: ending the workload", r.cfg.SessionTimeout, waiting.describe(held))
 			r.rec.record(histories.NemesisOp(waiting.record(), msg))
 			r.logf("MISSED WAKE-UP: %s", msg)
 			return true
@@ -226,16 +227,24 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 // finalOrphan is the final phase's orphan watch: one orphan that outlives its own
 // worker's final acquire by half of Config.OrphanAfter (no fault is active then: a
 // recipe that cleans up a stale node at the start of its acquire needs a round trip)
-// shows the lock can never be granted.
+// shows the lock can never be granted. It also goes on watching for a missed wake-up
+// as the workload did (a waiter left without one late in the workload still waits),
+// recording one it proves and watching on.
 func (r *runner) finalOrphan(ctx context.Context, found func(string)) {
-	tracker := orphanTracker{after: r.cfg.OrphanAfter / 2}
+	orphans := orphanTracker{after: r.cfg.OrphanAfter / 2}
+	wakeups := orphanTracker{after: r.cfg.OrphanAfter / 2}
+	recorded := false
 	_ = r.watchOrphans(ctx, func(o *blockingOrphan, now time.Time) bool {
-		if o != nil && o.Waiting {
-			o = nil // the final bound judges a waiter
+		orphan, waiting := r.split(o, r.cfg.SessionTimeout)
+		if held, ok := wakeups.observe(waiting, now); ok && !recorded {
+			recorded = true
+			msg := fmt.Sprintf("in the final phase, with no fault on for at least %s, %s", r.cfg.SessionTimeout, waiting.describe(held))
+			r.rec.record(histories.NemesisOp(waiting.record(), msg))
+			r.logf("MISSED WAKE-UP: %s", msg)
 		}
-		held, ok := tracker.observe(o, now)
+		held, ok := orphans.observe(orphan, now)
 		if ok {
-			found(o.describe(held))
+			found(orphan.describe(held))
 		}
 		return ok
 	})

@@ -15,6 +15,9 @@ func TestOrphanTracker(t *testing.T) {
 	waiting := func(node, newer string) *blockingOrphan {
 		return &blockingOrphan{Node: node, Owner: "0x1", Process: 2, Newer: newer}
 	}
+	own := func(node string) *blockingOrphan {
+		return &blockingOrphan{Node: node, Owner: "0x1", Process: 2, Waiting: true}
+	}
 	start := time.Unix(1000, 0)
 	for _, tc := range []struct {
 		name string
@@ -29,6 +32,10 @@ func TestOrphanTracker(t *testing.T) {
 		{"another node became the lowest", []*blockingOrphan{idle("n1", 1), idle("n1", 1), idle("n2", 1), idle("n2", 1), idle("n2", 1)}, -1},
 		{"from idle to waiting", []*blockingOrphan{idle("n1", 1), idle("n1", 1), waiting("n1", "n4"), waiting("n1", "n4"), waiting("n1", "n4")}, -1},
 		{"another session", []*blockingOrphan{idle("n1", 1), idle("n1", 1), {Node: "n1", Owner: "0x2", Process: 3, idleSpell: 1}, idle("n1", 1), idle("n1", 1)}, -1},
+		// A missed wake-up: the worker's own waiting node, the lowest all along.
+		{"its own waiting node", []*blockingOrphan{own("n1"), own("n1"), own("n1"), own("n1"), own("n1")}, 4},
+		{"its own waiting node, then a newer one behind it", []*blockingOrphan{own("n1"), own("n1"), waiting("n1", "n4"), waiting("n1", "n4"), waiting("n1", "n4")}, -1},
+		{"its own waiting node, then another's", []*blockingOrphan{own("n1"), own("n1"), own("n2"), own("n2"), own("n2")}, -1},
 		// During the workload any orphan will do, but not a gap.
 		{"any orphan: changing", []*blockingOrphan{idle("n1", 1), waiting("n2", "n5"), waiting("n3", "n6"), idle("n4", 3), idle("n4", 3)}, 4},
 		{"any orphan: a gap", []*blockingOrphan{idle("n1", 1), waiting("n2", "n5"), nil, idle("n4", 3), idle("n4", 3)}, -1},

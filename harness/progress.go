@@ -27,8 +27,10 @@ type Progress struct {
 type status struct {
 	ok, fail, info int
 	faults         map[string]int
-	// lastFault is when a fault last started or stopped (ns since the start).
+	// lastFault is when a fault last started or stopped (ns since the start);
+	// anyFault says one ever did.
 	lastFault int64
+	anyFault  bool
 	lastEvent string
 }
 
@@ -38,14 +40,14 @@ func (s *status) observe(op histories.Op) {
 		var v histories.Fault
 		switch op.F {
 		case histories.FStart:
-			s.lastFault = op.Time
+			s.lastFault, s.anyFault = op.Time, true
 			_ = json.Unmarshal(op.Value, &v)
 			if s.faults == nil {
 				s.faults = map[string]int{}
 			}
 			s.faults[v.Class]++
 		case histories.FStop:
-			s.lastFault = op.Time
+			s.lastFault, s.anyFault = op.Time, true
 			_ = json.Unmarshal(op.Value, &v)
 			if s.faults[v.Class]--; s.faults[v.Class] <= 0 {
 				delete(s.faults, v.Class)

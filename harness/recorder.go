@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -79,13 +80,16 @@ func (r *recorder) sinceGrant() (time.Duration, bool) {
 	return time.Duration(r.now() - r.lastGrant), r.lastAttempt > r.lastGrant
 }
 
-// faultsQuiet says how long no fault has been on: zero while one is, the time since
-// the start when none ever was.
+// faultsQuiet says how long no fault has been on: zero while one is, forever when
+// none ever was.
 func (r *recorder) faultsQuiet() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.st.faults) > 0 {
+	switch {
+	case len(r.st.faults) > 0:
 		return 0
+	case !r.st.anyFault:
+		return math.MaxInt64
 	}
 	return time.Duration(r.now() - r.st.lastFault)
 }

@@ -56,6 +56,17 @@ func TestLivenessCheck(t *testing.T) {
 			"MISSED WAKE-UP: _c_x-lock-0000000004 owner 0x1 (worker process 2, session alive)",
 			"\n  _c_x-lock-0000000005 owner 0x2 (worker process 3, session alive): worker process 3 waits",
 		}, unwanted: "ORPHAN"},
+		{name: "missed wake-up seen during the workload, the final phase passing", extra: histories.History{
+			nemesisOp("orphan", 9e9, `{"node":"_c_x-lock-0000000004","ephemeral_owner":"0x1","process":2,"missed_wakeup":true}`, "with no fault on for at least 4s, the lowest lock node _c_x-lock-0000000004 belongs to the live session 0x1 of worker process 2, which waits for the lock with it and was not granted: a missed wake-up"),
+			nemesisOp("liveness", 12e9, `{"ok":true,"bound_ns":5000000000,"finals":[{"slot":1,"process":0,"reply":"ok"}]}`, ""),
+		}, found: true, want: models.Invalid, witness: []string{
+			"the workload was ended early at 9.0s: with no fault on for at least 4s, the lowest lock node _c_x-lock-0000000004",
+			"a missed wake-up", "the final phase then granted every worker the lock",
+		}, unwanted: "could never be granted"},
+		{name: "an orphan seen during the workload, the final phase passing", extra: histories.History{
+			nemesisOp("orphan", 3e9, `{"node":"_c_x-lock-0000000003","ephemeral_owner":"0x1","process":2}`, "the lowest lock node ...: ending the workload for the final phase"),
+			nemesisOp("liveness", 9e9, `{"ok":true,"bound_ns":5000000000,"finals":[{"slot":1,"process":0,"reply":"ok"}]}`, ""),
+		}, found: true, want: models.Valid},
 		{name: "not json", extra: histories.History{nemesisOp("liveness", 9e9, `{"ok":`, "")}, err: `field "value": liveness value`},
 		{name: "wrong type", extra: histories.History{nemesisOp("liveness", 9e9, `{"ok":"yes"}`, "")}, err: `field "value": liveness value`},
 	} {

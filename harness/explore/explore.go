@@ -25,7 +25,15 @@ import (
 // DefaultRound is how long one round's workload runs, unless the session says.
 const DefaultRound = 20 * time.Second
 
-// minRound is the shortest round worth starting when the budget runs out.
+// DefaultFirstRound is how long a round of the first pass through the menu runs:
+// most findings come in a round's first seconds, or in the final phase after it
+// (an orphan, a zombie holder's overlap: they outlive the workload), so a short first
+// look at every probe reaches the first finding sooner; later rounds, sent by the
+// feedback, run the full Round.
+const DefaultFirstRound = 8 * time.Second
+
+// minRound is the shortest round worth starting when the budget runs out (a
+// first-pass round may be shorter: it is one by design).
 const minRound = 10 * time.Second
 
 // Config is one exploring session.
@@ -39,6 +47,9 @@ type Config struct {
 	Budget time.Duration
 	// Round is each round's workload time (DefaultRound when zero).
 	Round time.Duration
+	// FirstRound is the workload time of the first pass's rounds, one per probe of the
+	// menu (DefaultFirstRound when zero; never longer than Round).
+	FirstRound time.Duration
 	// KeepGoing goes on after a round found a violation, to the budget's end.
 	KeepGoing bool
 	// Fixed are workload knobs set by hand: they replace the probes' draws.
@@ -140,6 +151,9 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	if cfg.Round <= 0 {
 		cfg.Round = DefaultRound
 	}
+	if cfg.FirstRound <= 0 {
+		cfg.FirstRound = DefaultFirstRound
+	}
 	menu := cfg.Menu
 	if menu == nil {
 		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
@@ -149,11 +163,15 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	s := Session{Tally: NewTally(), Verdict: models.Unknown}
 	for i := 0; ctx.Err() == nil; i++ {
 		left := cfg.Budget - time.Since(start)
-		if left < minRound {
+		length := cfg.Round
+		if i < len(menu) {
+			length = min(cfg.Round, cfg.FirstRound)
+		}
+		if left < min(length, minRound) {
 			break
 		}
 		p := Choose(menu, s.Tally, rng)
-		rc := roundConfig(base, p, cfg.Fixed, int64(i), min(cfg.Round, left))
+		rc := roundConfig(base, p, cfg.Fixed, int64(i), min(length, left))
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "round %d: %s (seed %d, %s)\n", i+1, p.Name, rc.Seed, rc.Duration)
 		}

@@ -56,9 +56,25 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 		Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 20 * time.Second}},
 		Holds:    []workloads.Span{{Weight: 1, Min: 2 * sessionTimeout, Max: 4 * sessionTimeout}}, Active: 0.6}}
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
+	// The narrow fault-free races (coverage.RowEdge): a predecessor that goes away
+	// within a round trip of a waiter's getChildren, or of its give-up. Two workers
+	// with sub-millisecond holds and think times near a round trip: the holder
+	// releases just as the other queues behind it (acquire timeouts long enough for
+	// a waiter left without a wake-up to be seen, half a session timeout, by the
+	// harness's missed wake-up watch).
+	holderLeaves := workloads.Regime{Name: "holder leaves as a waiter queues",
+		Timeouts: []workloads.Span{{Weight: 1, Min: sessionTimeout * 3 / 4, Max: sessionTimeout * 5 / 4}},
+		Holds:    []workloads.Span{{Weight: 1, Max: ms}},
+		Thinks:   []workloads.Span{{Weight: 1, Max: 2 * ms}}, Active: 0.4}
+	// Three workers whose acquires give up after about one hold: a waiter gives up as
+	// its predecessor leaves, and acquires again a round trip later.
+	giveUpAsQueueMoves := workloads.Regime{Name: "waiters give up as the queue moves",
+		Timeouts: []workloads.Span{{Weight: 1, Min: 2 * ms, Max: 10 * ms}},
+		Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 5 * ms}},
+		Thinks:   []workloads.Span{{Weight: 1, Max: 2 * ms}}, Active: 0.6}
 	probes := []Probe{
-		{Setup: nemesis.Setup{Name: "queue churn"}, Regimes: std("full queue", "impatient waiters", "sparse"),
-			Aims: []string{coverage.RowTimedOutQueued, coverage.RowPredecessorGone}},
+		{Setup: nemesis.Setup{Name: "queue churn"}, Regimes: append([]workloads.Regime{holderLeaves}, std("full queue", "impatient waiters", "sparse")...),
+			Aims: []string{coverage.RowTimedOutQueued, coverage.RowPredecessorGone, coverage.RowEdge}},
 		{Setup: nemesis.Setup{Name: "replies lost", Classes: []nemesis.Class{nemesis.ClassReplyLoss},
 			ClientTargets: []nemesis.ClientTarget{nemesis.TargetIdle}, Interval: 2 * time.Second},
 			KeepWorkers: true, Regimes: []workloads.Regime{{Name: "creates in flight",
@@ -68,6 +84,8 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 			Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo}},
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition}, ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: longHoldsOnly, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold, coverage.RowLost}},
+		{Setup: nemesis.Setup{Name: "narrow races"}, Regimes: []workloads.Regime{holderLeaves, giveUpAsQueueMoves},
+			Aims: []string{coverage.RowEdge}},
 		{Setup: nemesis.Setup{Name: "holder's follower cut off", Classes: []nemesis.Class{nemesis.ClassPartition},
 			Shapes: []nemesis.Shape{nemesis.IsolateFollowerQuorum}, Interval: 3 * time.Second},
 			Regimes: longHoldsOnly, Aims: []string{coverage.RowServerFaultHeld, coverage.RowLost}},
