@@ -198,3 +198,59 @@ func TestRunReportsARoundThatCouldNotRun(t *testing.T) {
 func probe(name string, aims ...string) Probe {
 	return Probe{Setup: nemesis.Setup{Name: name}, Aims: aims}
 }
+
+// TestFirstPassRoundsAreShort: the first round of every probe runs FirstRound
+// (DefaultFirstRound when unset, never longer than Round); the rounds the feedback
+// sends afterwards run the full Round.
+func TestFirstPassRoundsAreShort(t *testing.T) {
+	for _, tc := range []struct {
+		cfg         Config
+		first, rest time.Duration
+	}{
+		{Config{}, DefaultFirstRound, DefaultRound},
+		{Config{Round: 30 * time.Second, FirstRound: 5 * time.Second}, 5 * time.Second, 30 * time.Second},
+		{Config{Round: 6 * time.Second}, 6 * time.Second, 6 * time.Second},
+	} {
+		run, seen := fakeRounds(models.Valid, models.Valid, models.Valid, models.Valid, models.Valid, models.Invalid)
+		cfg := tc.cfg
+		cfg.Budget, cfg.Menu = time.Hour, []Probe{probe("a", "x"), probe("b", "y"), probe("c", "z")}
+		if _, err := cfg.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run); err != nil {
+			t.Fatal(err)
+		}
+		var got []time.Duration
+		for _, c := range *seen {
+			got = append(got, c.Duration)
+		}
+		want := []time.Duration{tc.first, tc.first, tc.first, tc.rest, tc.rest, tc.rest}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v: round lengths %v, want %v", tc.cfg, got, want)
+		}
+	}
+}
+
+// TestNarrowRacesAreAimedAt: a fault-free probe aims at the narrow races' moment
+// (coverage.RowEdge) with the regime that opens it (two workers, holds under a
+// millisecond, acquire timeouts long enough for the missed wake-up watch), and the
+// first probe of the menu runs that regime too.
+func TestNarrowRacesAreAimedAt(t *testing.T) {
+	st := 4 * time.Second
+	menu := Probes(st, false)
+	var aimed []Probe
+	for _, p := range menu {
+		if slices.Contains(p.Aims, coverage.RowEdge) {
+			aimed = append(aimed, p)
+		}
+	}
+	if len(aimed) < 2 || aimed[0].Name != menu[0].Name {
+		t.Fatalf("probes aimed at %s: %d, the first %q; want the first probe and another", coverage.RowEdge, len(aimed), aimed[0].Name)
+	}
+	for _, p := range aimed {
+		if len(p.Classes) != 0 {
+			t.Errorf("probe %q aims at a fault-free race with faults %v", p.Name, p.Classes)
+		}
+		r := p.Regimes[0]
+		if r.Active*5 > 2 || r.Holds[0].Max > time.Millisecond || r.Timeouts[0].Min <= st/2 {
+			t.Errorf("probe %q's first regime %+v: want two of five workers, holds under 1ms, timeouts over half a session timeout", p.Name, r)
+		}
+	}
+}
