@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -48,7 +49,8 @@ type Config struct {
 	// Round is each round's workload time (DefaultRound when zero).
 	Round time.Duration
 	// FirstRound is the workload time of the first pass's rounds, one per probe of the
-	// menu (DefaultFirstRound when zero; never longer than Round).
+	// menu (never longer than Round). Zero: Run takes the service's (firstRound), the
+	// loop alone the full Round.
 	FirstRound time.Duration
 	// KeepGoing goes on after a round found a violation, to the budget's end.
 	KeepGoing bool
@@ -117,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	if cfg.Menu == nil {
 		cfg.Menu = Menu(base)
 	}
+	if cfg.FirstRound == 0 {
+		cfg.FirstRound = firstRound(base.Service)
+	}
 	if len(cfg.Menu) == 0 {
 		return Session{}, fmt.Errorf("explore: no probe of the %s menu can run with this configuration", base.Service)
 	}
@@ -141,6 +146,17 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	return s, err
 }
 
+// firstRound is the first pass's round length for a service's menu: ZooKeeper's menu
+// was measured with short first looks (BENCHMARKS.md, issue 28); the Redis and
+// database menus were tuned and proven with full rounds (zero), and keep them until
+// they are measured with short ones.
+func firstRound(service lockservice.Kind) time.Duration {
+	if service == "" || service == lockservice.KindZooKeeper {
+		return DefaultFirstRound
+	}
+	return 0
+}
+
 // roundFunc runs and checks one round's configuration. An error (a round that could
 // not run, or broke down on the way: its workers would not start) ends the session; a
 // Round with a Dir is kept with it.
@@ -151,9 +167,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	if cfg.Round <= 0 {
 		cfg.Round = DefaultRound
 	}
-	if cfg.FirstRound <= 0 {
-		cfg.FirstRound = DefaultFirstRound
-	}
+
 	menu := cfg.Menu
 	if menu == nil {
 		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
@@ -164,7 +178,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	for i := 0; ctx.Err() == nil; i++ {
 		left := cfg.Budget - time.Since(start)
 		length := cfg.Round
-		if i < len(menu) {
+		if i < len(menu) && cfg.FirstRound > 0 {
 			length = min(cfg.Round, cfg.FirstRound)
 		}
 		if left < min(length, minRound) {

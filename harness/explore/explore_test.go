@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -200,14 +201,18 @@ func probe(name string, aims ...string) Probe {
 }
 
 // TestFirstPassRoundsAreShort: the first round of every probe runs FirstRound
-// (DefaultFirstRound when unset, never longer than Round); the rounds the feedback
-// sends afterwards run the full Round.
+// (never longer than Round; unset, the full Round); the rounds the feedback sends
+// afterwards run the full Round. Run sets ZooKeeper's first rounds short, not Redis's
+// or the databases'.
 func TestFirstPassRoundsAreShort(t *testing.T) {
 	for _, tc := range []struct {
 		cfg         Config
 		first, rest time.Duration
 	}{
-		{Config{}, DefaultFirstRound, DefaultRound},
+		{Config{}, DefaultRound, DefaultRound},
+		{Config{FirstRound: firstRound(lockservice.KindZooKeeper)}, DefaultFirstRound, DefaultRound},
+		{Config{FirstRound: firstRound(lockservice.KindRedis)}, DefaultRound, DefaultRound},
+		{Config{FirstRound: firstRound(lockservice.KindPostgres)}, DefaultRound, DefaultRound},
 		{Config{Round: 30 * time.Second, FirstRound: 5 * time.Second}, 5 * time.Second, 30 * time.Second},
 		{Config{Round: 6 * time.Second}, 6 * time.Second, 6 * time.Second},
 	} {
