@@ -418,3 +418,21 @@ func TestRedisNotApplicable(t *testing.T) {
 		t.Errorf("two Redis tables summed: row %s applies", RowPredecessorGone)
 	}
 }
+
+// TestEdgeFlaggedWhenNeverReached: a history whose waiters never had a predecessor
+// leave at their invoke or give-up says the narrow races were not exercised; one that
+// did, does not.
+func TestEdgeFlaggedWhenNeverReached(t *testing.T) {
+	var never, reached hb
+	never.cycle(0, 10, 100)
+	never.call(1, "acquire", 50, histories.OK, 102)
+	reached.cycle(0, 10, 100)
+	reached.call(1, "acquire", 98, histories.OK, 102)
+	if r, _ := Compute(never.h, Options{}).Row(RowEdge); r.Count != 0 || !strings.Contains(r.NotExercised, "narrow fault-free races") {
+		t.Errorf("never reached: %+v, want 0 and flagged", r)
+	}
+	if r, _ := Compute(reached.h, Options{}).Row(RowEdge); r.Count != 1 || r.NotExercised != "" {
+		t.Errorf("reached: %+v, want 1 and not flagged", r)
+	}
+}
+
