@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
-	"github.com/zlockcheck/zlockcheck/internal/testenv/leftover"
 )
 
 // requireIntegration skips tests that need root, network namespaces and ZooKeeper
@@ -13,6 +12,3 @@ func requireIntegration(t *testing.T) {
 	t.Helper()
 	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.IPRoute2)
 }
-
-// assertNothingLeft fails if any zlc namespace or ZooKeeper process remains.
-func assertNothingLeft(t *testing.T) { t.Helper(); leftover.Assert(t) }

@@ -190,16 +190,6 @@ func searchable(st syscall.Stat_t, u osUser) bool {
 	}
 }
 
-// chownTree gives path and everything under it to user u.
-func chownTree(path string, u osUser) error {
-	return filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, u.UID, u.GID)
-	})
-}
-
 // asUser is argv run as user u in directory dir: env changes directory (the
 // harness's own may be closed to u) and setpriv switches user and groups, each then
 // execing the next, so the server is the very process started (its pid is the

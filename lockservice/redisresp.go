@@ -55,18 +55,6 @@ func (c *respConn) pipeline(cmds ...[]string) ([]any, error) {
 	return out, nil
 }
 
-// do sends one command and returns its reply; an error reply is the error.
-func (c *respConn) do(args ...string) (any, error) {
-	out, err := c.pipeline(args)
-	if err != nil {
-		return nil, err
-	}
-	if e, ok := out[0].(respError); ok {
-		return nil, e
-	}
-	return out[0], nil
-}
-
 // writeCommand appends args as a RESP array of bulk strings.
 func writeCommand(b *strings.Builder, args []string) {
 	fmt.Fprintf(b, "*%d\r\n", len(args))
