@@ -229,6 +229,7 @@ func checkTimeout(e *env) error {
 		return err
 	}
 	if took < timeout*9/10 {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("B acquire (timeout %s) while A holds: failed after %s, before its timeout", timeout, took.Round(time.Millisecond))
 	}
 	if err := e.release(a); err != nil {
@@ -263,6 +264,7 @@ func checkHandover(e *env) error {
 		return err
 	}
 	if err := b.quietFor(time.Second); err != nil {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("B acquire (timeout %s) while A holds the lock: %w", long, err)
 	}
 	if err := e.release(a); err != nil {
@@ -287,6 +289,7 @@ func checkLost(e *env) error {
 	}
 	limit := e.bounds().ReplyLimit(0)
 	if lost, err := a.waitLost(e.ctx, limit); err != nil || !lost {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf(`A held the lock and its session %s expired: no {"event":"lost"} within %s%s`, id, limit, because(err))
 	}
 	return e.acquire(b, acquireTimeout, workloads.ReplyOK)
@@ -304,9 +307,11 @@ func checkEnd(e *env, how string, end func(a *worker) error) error {
 	}
 	exitErr, exited := a.waitExit(e.exitBound())
 	if !exited {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A did not exit within %s of %s", e.exitBound(), how)
 	}
 	if exitErr != nil {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A exited with %s after %s, want status 0", driver.ExitText(exitErr), how)
 	}
 	free := e.cfg.SessionTimeout / 2

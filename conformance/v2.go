@@ -185,6 +185,7 @@ func checkCycle(e *env) error {
 		return err
 	}
 	if held := got[2].at - got[1].at; held < v2Hold-c.err {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A cycle: held %s (acquire ok to release invoke), want at least hold_us %s", held, v2Hold)
 	}
 	if err := e.acquire(b, acquireTimeout, workloads.ReplyOK); err != nil {
@@ -200,6 +201,7 @@ func checkCycle(e *env) error {
 		return err
 	}
 	if waited := got[1].at - got[0].at; waited < short-c.err {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A cycle while B holds: acquire failed after %s, before its timeout %s", waited, short)
 	}
 	return checkCycleWaits(e, a, b, c, plan)
@@ -231,6 +233,7 @@ func checkCycleWaits(e *env, a, b *worker, c *clockV2, plan workloads.Request) e
 		return res.err
 	}
 	if res.got[1].at < released-c.err {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A cycle: granted at %s, before B's release was sent at %s (± %s)", res.got[1].at, released, c.err)
 	}
 	return nil
@@ -268,6 +271,7 @@ func checkCycleLost(e *env) error {
 			err = fmt.Errorf("want the report %q, got %s %s %s", step, m.F, m.Step, m.Type)
 		}
 		if err != nil {
+			//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 			return fmt.Errorf("A cycle (hold %s): %w", long, err)
 		}
 	}
@@ -277,13 +281,16 @@ func checkCycleLost(e *env) error {
 	}
 	limit = e.bounds().ReplyLimit(0)
 	if lost, err := a.waitLost(e.ctx, limit); err != nil || !lost {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf(`A held the lock in a cycle and its session %s expired: no {"event":"lost"} within %s%s`, id, limit, because(err))
 	}
 	m, err := a.await(e.ctx, limit)
 	switch {
 	case err != nil:
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A cycle after lost: %w", err)
 	case m.IsReport():
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A cycle after lost: want the cycle's reply (no release after the lock was lost), got the report %q", m.F+" "+m.Step)
 	}
 	if err := want(nil, m, "A cycle's reply after lost", workloads.ReplyOK); err != nil {

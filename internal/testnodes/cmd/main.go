@@ -35,6 +35,7 @@ func run(args []string) error {
 	}
 	count, err := strconv.Atoi(args[0])
 	if err != nil {
+		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("N: %w", err)
 	}
 	dir, err := filepath.Abs(args[1])
