@@ -227,24 +227,24 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 // finalOrphan is the final phase's orphan watch: one orphan that outlives its own
 // worker's final acquire by half of Config.OrphanAfter (no fault is active then: a
 // recipe that cleans up a stale node at the start of its acquire needs a round trip)
-// shows the lock can never be granted. It also goes on watching for a missed wake-up
-// as the workload did (a waiter left without one late in the workload still waits),
-// recording one it proves and watching on.
-func (r *runner) finalOrphan(ctx context.Context, found func(string)) {
+// shows the lock can never be granted. It also watches for a missed wake-up as the
+// workload did (a waiter left without one late in the workload still waits, and the
+// final phase's own acquires race too): one is recorded as its orphan op, and found.
+func (r *runner) finalOrphan(ctx context.Context, found func(finalProof)) {
 	orphans := orphanTracker{after: r.cfg.OrphanAfter / 2}
 	wakeups := orphanTracker{after: r.cfg.OrphanAfter / 2}
-	recorded := false
 	_ = r.watchOrphans(ctx, func(o *blockingOrphan, now time.Time) bool {
 		orphan, waiting := r.split(o, r.cfg.SessionTimeout)
-		if held, ok := wakeups.observe(waiting, now); ok && !recorded {
-			recorded = true
+		if held, ok := wakeups.observe(waiting, now); ok {
 			msg := fmt.Sprintf("in the final phase, with no fault on for at least %s, %s", r.cfg.SessionTimeout, waiting.describe(held))
 			r.rec.record(histories.NemesisOp(waiting.record(), msg))
 			r.logf("MISSED WAKE-UP: %s", msg)
+			found(finalProof{text: msg, missedWakeup: true})
+			return true
 		}
 		held, ok := orphans.observe(orphan, now)
 		if ok {
-			found(orphan.describe(held))
+			found(finalProof{text: orphan.describe(held)})
 		}
 		return ok
 	})

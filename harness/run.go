@@ -297,14 +297,18 @@ func (r *runner) finalPhase(ctx context.Context, w *workload, end workloadEnd) *
 	}
 	finals, proof := r.awaitFinals(ctx, w, turns)
 	liveness := r.judgeLiveness(ctx, finals)
-	if !liveness.OK && proof != "" {
-		liveness.Proof = proof
+	switch {
+	case liveness.OK || proof.text == "":
+	case proof.missedWakeup:
+		liveness.MissedWakeup = true
+	default:
+		liveness.Proof = proof.text
 	}
 	liveness.record(r.rec)
 	if !liveness.OK {
 		r.logf("LIVENESS: not every worker could acquire the lock after the faults were healed")
 	}
-	if !liveness.OK && proof != "" {
+	if !liveness.OK && proof.text != "" {
 		// The workers still waiting would wait out their bound: end them now that the
 		// verdict is in.
 		r.hard.close()
@@ -312,16 +316,25 @@ func (r *runner) finalPhase(ctx context.Context, w *workload, end workloadEnd) *
 	return &liveness
 }
 
+// finalProof is why the final phase ended before its bound: a blocking orphan that
+// outlived its own worker's final acquire (the lock can never be granted again), or
+// a missed wake-up (recorded as its orphan op; the waiter would wait out its bound).
+type finalProof struct {
+	text         string
+	missedWakeup bool
+}
+
 // awaitFinals collects the slots' final turns (bounded) and returns their results;
 // every session, of a turn collected or of one still running, ends once this
-// returns. A blocking orphan that outlives its own worker's final acquire shows the
-// deadlock without waiting out the bound: its proof is returned.
-func (r *runner) awaitFinals(ctx context.Context, w *workload, turns <-chan turn) (finals []finalResult, proof string) {
-	proved := make(chan string, 1)
+// returns. A blocking orphan that outlives its own worker's final acquire, or a
+// missed wake-up, shows the failure without waiting out the bound: its proof is
+// returned.
+func (r *runner) awaitFinals(ctx context.Context, w *workload, turns <-chan turn) (finals []finalResult, proof finalProof) {
+	proved := make(chan finalProof, 1)
 	watchCtx, endWatch := context.WithCancel(ctx)
 	defer endWatch()
 	if r.orphanWatch() {
-		go r.finalOrphan(watchCtx, func(proof string) { proved <- proof })
+		go r.finalOrphan(watchCtx, func(p finalProof) { proved <- p })
 	}
 	var sessions []*session
 	defer func() {
@@ -344,7 +357,7 @@ func (r *runner) awaitFinals(ctx context.Context, w *workload, turns <-chan turn
 			}
 			continue
 		case proof = <-proved:
-			r.logf("ORPHAN in the final phase: %s", proof)
+			r.logf("final phase ended early: %s", proof.text)
 		case <-limit:
 			r.logf("final phase still running after %s", r.cfg.FinalLimit())
 		case <-ctx.Done():

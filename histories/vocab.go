@@ -229,6 +229,9 @@ type Liveness struct {
 	// orphan outlived its own worker's final acquire, so the final phase ended
 	// before its bound.
 	Proof string `json:"proof,omitempty"`
+	// MissedWakeup: the final phase ended before its bound on a missed wake-up (the
+	// orphan op before this one, with missed_wakeup, says which waiter).
+	MissedWakeup bool `json:"missed_wakeup,omitempty"`
 	// Error says why listing the lock node's children failed.
 	Error string `json:"error,omitempty"`
 }

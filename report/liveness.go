@@ -44,14 +44,19 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 		if stall, ok := findStall(h[:i]); ok {
 			fmt.Fprintf(&b, "the workload was ended early at %.1fs: %s\n", float64(stall.Time)/1e9, stall.Error)
 		}
-		if v.OK {
+		if hasMissed {
+			fmt.Fprintf(&b, "a missed wake-up at %.1fs: %s\n", float64(missed.Time)/1e9, missed.Error)
+		}
+		switch {
+		case v.OK:
 			b.WriteString("the final phase then granted every worker the lock (the waiter had given up, or its session changed): a missed wake-up holds the lock up only until then\n")
 			c.Witness = strings.TrimRight(b.String(), "\n")
 			return c, true, nil
-		}
-		if v.Proof != "" {
+		case v.MissedWakeup:
+			b.WriteString("the final phase was ended early on it (the waiter would have waited out its bound):\n")
+		case v.Proof != "":
 			fmt.Fprintf(&b, "after every fault was healed, the lock could never be granted again: %s\n", v.Proof)
-		} else {
+		default:
 			fmt.Fprintf(&b, "after every fault was healed, not every worker could acquire the lock within %.1fs:\n", float64(v.Bound)/1e9)
 		}
 		for _, ch := range v.Children {
@@ -111,25 +116,27 @@ func LivenessCheck(h histories.History) (Check, bool, error) {
 
 // findStall returns the harness's op that ended the workload early, if any: a stall
 // (nobody acquired the lock for too long while workers tried) or an orphan (a lock
-// node blocked every waiter).
+// node blocked every waiter). A missed wake-up's is findMissedWakeup's.
 func findStall(h histories.History) (histories.Op, bool) {
 	for _, op := range h {
-		if op.Process.Nemesis && (op.F == histories.FStall || op.F == histories.FOrphan) {
+		if op.Process.Nemesis && (op.F == histories.FStall || op.F == histories.FOrphan) && !missedWakeup(op) {
 			return op, true
 		}
 	}
 	return histories.Op{}, false
 }
 
+// missedWakeup reports whether op is an orphan op that reports a missed wake-up.
+func missedWakeup(op histories.Op) bool {
+	var o histories.Orphan
+	return op.Process.Nemesis && op.F == histories.FOrphan && json.Unmarshal(op.Value, &o) == nil && o.MissedWakeup
+}
+
 // findMissedWakeup returns the harness's op that saw a missed wake-up during the
 // workload (an orphan op whose value says missed_wakeup), if any.
 func findMissedWakeup(h histories.History) (histories.Op, bool) {
 	for _, op := range h {
-		if !op.Process.Nemesis || op.F != histories.FOrphan {
-			continue
-		}
-		var o histories.Orphan
-		if json.Unmarshal(op.Value, &o) == nil && o.MissedWakeup {
+		if missedWakeup(op) {
 			return op, true
 		}
 	}

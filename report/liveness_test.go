@@ -60,9 +60,15 @@ func TestLivenessCheck(t *testing.T) {
 			nemesisOp("orphan", 9e9, `{"node":"_c_x-lock-0000000004","ephemeral_owner":"0x1","process":2,"missed_wakeup":true}`, "with no fault on for at least 4s, the lowest lock node _c_x-lock-0000000004 belongs to the live session 0x1 of worker process 2, which waits for the lock with it and was not granted: a missed wake-up"),
 			nemesisOp("liveness", 12e9, `{"ok":true,"bound_ns":5000000000,"finals":[{"slot":1,"process":0,"reply":"ok"}]}`, ""),
 		}, found: true, want: models.Invalid, witness: []string{
-			"the workload was ended early at 9.0s: with no fault on for at least 4s, the lowest lock node _c_x-lock-0000000004",
-			"a missed wake-up", "the final phase then granted every worker the lock",
+			"a missed wake-up at 9.0s: with no fault on for at least 4s, the lowest lock node _c_x-lock-0000000004",
+			"the final phase then granted every worker the lock",
 		}, unwanted: "could never be granted"},
+		{name: "missed wake-up in the final phase, which it ended", extra: histories.History{
+			nemesisOp("orphan", 9e9, `{"node":"_c_x-lock-0000000004","ephemeral_owner":"0x1","process":2,"missed_wakeup":true}`, "in the final phase, with no fault on for at least 4s, the lowest lock node _c_x-lock-0000000004 belongs to ... a missed wake-up"),
+			nemesisOp("liveness", 9.5e9, `{"ok":false,"missed_wakeup":true,"bound_ns":5000000000,"finals":[{"slot":1,"process":2,"reply":"waiting","error":"no answer when the final phase was judged"}],"children":[{"node":"_c_x-lock-0000000004","ephemeral_owner":"0x1","process":2,"session_alive":true,"missed_wakeup":true}]}`, ""),
+		}, found: true, want: models.Invalid, witness: []string{
+			"a missed wake-up at 9.0s: in the final phase", "the final phase was ended early on it", "MISSED WAKE-UP: _c_x-lock-0000000004",
+		}, unwanted: "ended early at 9.0s"},
 		{name: "an orphan seen during the workload, the final phase passing", extra: histories.History{
 			nemesisOp("orphan", 3e9, `{"node":"_c_x-lock-0000000003","ephemeral_owner":"0x1","process":2}`, "the lowest lock node ...: ending the workload for the final phase"),
 			nemesisOp("liveness", 9e9, `{"ok":true,"bound_ns":5000000000,"finals":[{"slot":1,"process":0,"reply":"ok"}]}`, ""),
