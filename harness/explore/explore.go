@@ -49,8 +49,8 @@ type Config struct {
 	// Round is each round's workload time (DefaultRound when zero).
 	Round time.Duration
 	// FirstRound is the workload time of the first pass's rounds, one per probe of the
-	// menu (never longer than Round). Zero: Run takes the service's (firstRound), the
-	// loop alone the full Round.
+	// menu (a probe's FirstLook when longer; never longer than Round). Zero: Run takes
+	// the service's (firstRound), the loop alone the full Round.
 	FirstRound time.Duration
 	// KeepGoing goes on after a round found a violation, to the budget's end.
 	KeepGoing bool
@@ -177,14 +177,14 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	s := Session{Tally: NewTally(), Verdict: models.Unknown}
 	for i := 0; ctx.Err() == nil; i++ {
 		left := cfg.Budget - time.Since(start)
+		p := Choose(menu, s.Tally, rng)
 		length := cfg.Round
 		if i < len(menu) && cfg.FirstRound > 0 {
-			length = min(cfg.Round, cfg.FirstRound)
+			length = min(cfg.Round, max(cfg.FirstRound, p.FirstLook))
 		}
 		if left < min(length, minRound) {
 			break
 		}
-		p := Choose(menu, s.Tally, rng)
 		rc := roundConfig(base, p, cfg.Fixed, int64(i), min(length, left))
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "round %d: %s (seed %d, %s)\n", i+1, p.Name, rc.Seed, rc.Duration)

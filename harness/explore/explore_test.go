@@ -259,3 +259,23 @@ func TestNarrowRacesAreAimedAt(t *testing.T) {
 		}
 	}
 }
+
+// TestAProbeMayLookLongerFirst: a probe's FirstLook, when longer than the first pass's
+// rounds, is its first round's length (never longer than Round).
+func TestAProbeMayLookLongerFirst(t *testing.T) {
+	run, seen := fakeRounds(models.Valid, models.Valid, models.Invalid)
+	slow := probe("b", "y")
+	slow.FirstLook = 12 * time.Second
+	cfg := Config{Budget: time.Hour, Round: 20 * time.Second, FirstRound: 8 * time.Second,
+		Menu: []Probe{probe("a", "x"), slow, probe("c", "z")}}
+	if _, err := cfg.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run); err != nil {
+		t.Fatal(err)
+	}
+	var got []time.Duration
+	for _, c := range *seen {
+		got = append(got, c.Duration)
+	}
+	if want := []time.Duration{8 * time.Second, 12 * time.Second, 8 * time.Second}; !slices.Equal(got, want) {
+		t.Errorf("round lengths %v, want %v", got, want)
+	}
+}
