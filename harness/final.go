@@ -218,7 +218,7 @@ func classifyChildren(out []ChildInfo, state func(process int) workloads.State, 
 		case c.Process < 0:
 			c.Orphan, c.Note = true, "owned by a live session no current worker reported"
 		case newest[c.EphemeralOwner] != c.Node:
-			c.Orphan, c.Note = true, "an older node of a session that has a newer one: a create whose reply was lost"
+			c.Orphan, c.Note = true, "an older node of a session that has a newer one: the recipe lost track of it (a create whose reply was lost, a node made behind its back)"
 		case st == workloads.Holding:
 		case waitsWithIt && i == 0 && queues:
 			c.MissedWakeup = true
