@@ -73,6 +73,9 @@ type Lock struct {
 	lost  bool
 	stop  chan struct{}
 	watch chan struct{} // closed when the hold's monitor has returned
+	// closed is closed by Close: it ends mutant-withdrawn-watch's handlers.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a Lock; it does not talk to ZooKeeper yet.
@@ -104,7 +107,7 @@ func New(cfg Config) (*Lock, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = 20 * time.Millisecond
 	}
-	return &Lock{cfg: cfg}, nil
+	return &Lock{cfg: cfg, closed: make(chan struct{})}, nil
 }
 
 func validPath(p string) bool {
@@ -349,7 +352,13 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 // held, it starts the withdrawn attempt over and creates a lock node, which nobody
 // waits with.
 func (l *Lock) lateWake(watch <-chan Event) {
-	e, ok := <-watch
+	var e Event
+	var ok bool
+	select {
+	case e, ok = <-watch:
+	case <-l.closed:
+		return
+	}
 	if !ok || e.Type != EventNodeDeleted {
 		return
 	}
@@ -525,7 +534,10 @@ func (l *Lock) Release() error {
 
 // Close ends the current hold without touching ZooKeeper (closing the client ends the
 // session, which deletes the node) and stops the monitor.
-func (l *Lock) Close() { l.endHold() }
+func (l *Lock) Close() {
+	l.closeOnce.Do(func() { close(l.closed) })
+	l.endHold()
+}
 
 // retry runs op until it succeeds, fails definitely, or ctx ends (or the client is
 // closed), pausing between attempts; it returns op's last error.
