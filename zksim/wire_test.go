@@ -6,6 +6,7 @@ import (
 	"flag"
 	"math/rand/v2"
 	"pgregory.net/rapid"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -258,4 +259,31 @@ func shrinkFor(t *testing.T, d time.Duration) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Value.Set(old) })
+}
+
+// TestWireRaceMutantsAreCaught: the two fault-free race mutants of zlc-mutex (a
+// predecessor gone between getChildren and exists; a given-up acquire's watch fired
+// between acquires) are caught over the wire too. Over the wire they took 15-53
+// passing checks (2026-11-28), near rapid's default 100, so the test allows three
+// rounds of checks before it calls the mutant missed.
+func TestWireRaceMutantsAreCaught(t *testing.T) {
+	for _, m := range []zlcmutex.Mutant{zlcmutex.MutantMissedWakeup, zlcmutex.MutantWithdrawnWatch} {
+		t.Run(m.String(), func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			shrinkFor(t, 4*time.Second)
+			var rec *recorder
+			var last RunInfo
+			for try := 0; try < 3 && (rec == nil || !rec.failed || last.Failure == nil); try++ {
+				rec = &recorder{name: t.Name()}
+				rapid.Check(rec, LockProperty(t, LockConfig{Recipe: ZLCMutexWire(m)}, func(ri RunInfo) { last = ri }))
+			}
+			if !rec.failed || last.Failure == nil {
+				t.Fatalf("%s passed three rounds of checks over the wire: %q", m, rec.errs)
+			}
+			if !slices.Contains(caught[m], last.Failure.Kind) {
+				t.Errorf("%s broke %s, want one of %q: %v", m, last.Failure.Kind, caught[m], last.Failure)
+			}
+			t.Logf("caught after %d passing checks, shrunk to %d steps: %v", rec.checksBefore(), len(last.Schedule.Steps), last.Failure)
+		})
+	}
 }
