@@ -435,4 +435,3 @@ func TestEdgeFlaggedWhenNeverReached(t *testing.T) {
 		t.Errorf("reached: %+v, want 1 and not flagged", r)
 	}
 }
-
