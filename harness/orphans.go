@@ -33,7 +33,7 @@ import (
 // a missed wake-up (a waiter that found its predecessor gone and set no watch): it is
 // recorded (histories.Orphan.MissedWakeup, which makes the liveness check invalid)
 // and ends the workload; the final phase watches for it the same way (a waiter left
-// without a wake-up late in the workload still waits then), recording it.
+// without a wake-up late in the workload still waits then), records it and ends.
 
 // blockingOrphan is one observation of a blocking orphan, or of a missed wake-up.
 type blockingOrphan struct {
