@@ -61,14 +61,30 @@ func dubboLock() Recipe {
 
 // TestWireForkLocks: both forks' zk.Lock leave the same orphan as go-zookeeper's
 // (their Lock is the same code): found within rapid's default checks, shrunk.
+//
+// samuel/go-zookeeper also leaks a goroutine now and then: after a reconnection it
+// re-sends its watches from a goroutine that waits for the reply, and when the
+// connection closes before that request is sent the goroutine waits for ever
+// (conn.go's sendSetWatches; the goroutine is parked on the request's reply channel).
+// The bubble then cannot end ("main bubble goroutine has exited but blocked goroutines
+// remain"), rapid reports that as a failure it cannot reproduce ("flaky test"), in
+// about one run of the test in four (2026-11-28). That is the library's defect, not
+// the orphan this test is after: the test runs rapid's checks again, up to five
+// times, until a failure with a verdict comes.
 func TestWireForkLocks(t *testing.T) {
 	for _, r := range []Recipe{samuelLock(), dubboLock()} {
 		t.Run(strings.Fields(r.Name)[0], func(t *testing.T) {
 			t.Chdir(t.TempDir())
 			shrinkFor(t, 8*time.Second)
-			rec := &recorder{name: t.Name()}
+			var rec *recorder
 			var last RunInfo
-			rapid.Check(rec, LockProperty(t, LockConfig{Recipe: r, Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
+			for try := 0; try < 5 && (rec == nil || !rec.failed || last.Failure == nil); try++ {
+				if rec != nil {
+					t.Logf("try %d gave no verdict: %q", try, rec.errs)
+				}
+				rec, last = &recorder{name: t.Name()}, RunInfo{}
+				rapid.Check(rec, LockProperty(t, LockConfig{Recipe: r, Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
+			}
 			if !rec.failed || last.Failure == nil {
 				t.Fatalf("%s passed every check: %q", r.Name, rec.errs)
 			}
