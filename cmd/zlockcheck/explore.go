@@ -115,7 +115,7 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 		}
 	})
 	fs.DurationVar(&e.budget, "budget", 10*time.Minute, "each session's time: no round starts once it is spent")
-	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time")
+	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time (on ZooKeeper the first round of each probe is shorter, 8 s or the probe's own first look, never longer than this)")
 	fs.BoolVar(&e.keepGoing, "keep-going", false, "go on after a round found a violation, to the end of the budget")
 	file = fs.String("f", "", "read the flags from this YAML file (keys: explore's flags; a suite section lists recipes and seeds, one session each); the command line wins")
 	return fs, o, e, file
