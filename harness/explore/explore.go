@@ -167,7 +167,6 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	if cfg.Round <= 0 {
 		cfg.Round = DefaultRound
 	}
-
 	menu := cfg.Menu
 	if menu == nil {
 		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
