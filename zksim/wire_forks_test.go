@@ -76,15 +76,7 @@ func TestWireForkLocks(t *testing.T) {
 		t.Run(strings.Fields(r.Name)[0], func(t *testing.T) {
 			t.Chdir(t.TempDir())
 			shrinkFor(t, 8*time.Second)
-			var rec *recorder
-			var last RunInfo
-			for try := 0; try < 5 && (rec == nil || !rec.failed || last.Failure == nil); try++ {
-				if rec != nil {
-					t.Logf("try %d gave no verdict: %q", try, rec.errs)
-				}
-				rec, last = &recorder{name: t.Name()}, RunInfo{}
-				rapid.Check(rec, LockProperty(t, LockConfig{Recipe: r, Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
-			}
+			rec, last := checkUntilVerdict(t, LockConfig{Recipe: r, Without: []StepKind{StepExpire}}, 5)
 			if !rec.failed || last.Failure == nil {
 				t.Fatalf("%s passed every check: %q", r.Name, rec.errs)
 			}
@@ -95,4 +87,22 @@ func TestWireForkLocks(t *testing.T) {
 				last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
 		})
 	}
+}
+
+// checkUntilVerdict runs rapid's checks of cfg up to tries times, until one round
+// fails with a verdict (a Failure), and returns that round's recorder and last run.
+// A round that passed, or failed without a verdict (a library's leaked goroutine that
+// rapid cannot reproduce), is logged and run again.
+func checkUntilVerdict(t *testing.T, cfg LockConfig, tries int) (*recorder, RunInfo) {
+	t.Helper()
+	var rec *recorder
+	var last RunInfo
+	for try := 0; try < tries && (rec == nil || !rec.failed || last.Failure == nil); try++ {
+		if rec != nil {
+			t.Logf("try %d gave no verdict: %q", try, rec.errs)
+		}
+		rec, last = &recorder{name: t.Name()}, RunInfo{}
+		rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
+	}
+	return rec, last
 }

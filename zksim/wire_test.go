@@ -271,12 +271,7 @@ func TestWireRaceMutantsAreCaught(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			t.Chdir(t.TempDir())
 			shrinkFor(t, 4*time.Second)
-			var rec *recorder
-			var last RunInfo
-			for try := 0; try < 3 && (rec == nil || !rec.failed || last.Failure == nil); try++ {
-				rec = &recorder{name: t.Name()}
-				rapid.Check(rec, LockProperty(t, LockConfig{Recipe: ZLCMutexWire(m)}, func(ri RunInfo) { last = ri }))
-			}
+			rec, last := checkUntilVerdict(t, LockConfig{Recipe: ZLCMutexWire(m)}, 3)
 			if !rec.failed || last.Failure == nil {
 				t.Fatalf("%s passed three rounds of checks over the wire: %q", m, rec.errs)
 			}
