@@ -60,22 +60,20 @@ type Lock struct {
 
 	// Used by the calling goroutine only.
 	parentReady bool
+	// withdrawn is the predecessor watch a given-up acquire left armed
+	// (mutant-withdrawn-watch only).
+	withdrawn <-chan Event
 	// stale are nodes of ours whose deletion is uncertain; they are deleted before
 	// the next acquire.
 	stale []string
 
 	mu sync.Mutex
-	// acquiring says an Acquire is in flight (mutant-withdrawn-watch's handler reads it).
-	acquiring bool
 	// node is the held lock node ("" when nothing is held); lost says the hold ended
 	// without a release (OnLost was called, or a fenced write found the node gone).
 	node  string
 	lost  bool
 	stop  chan struct{}
 	watch chan struct{} // closed when the hold's monitor has returned
-	// closed is closed by Close: it ends mutant-withdrawn-watch's handlers.
-	closed    chan struct{}
-	closeOnce sync.Once
 }
 
 // New returns a Lock; it does not talk to ZooKeeper yet.
@@ -107,7 +105,7 @@ func New(cfg Config) (*Lock, error) {
 	if cfg.Retry <= 0 {
 		cfg.Retry = 20 * time.Millisecond
 	}
-	return &Lock{cfg: cfg, closed: make(chan struct{})}, nil
+	return &Lock{cfg: cfg}, nil
 }
 
 func validPath(p string) bool {
@@ -127,13 +125,8 @@ func randomGUID() string {
 func (l *Lock) Acquire(ctx context.Context) (Grant, error) {
 	l.mu.Lock()
 	held, lost := l.node, l.lost
-	l.acquiring = true
 	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.acquiring = false
-		l.mu.Unlock()
-	}()
+	l.lateWake()
 	if held != "" && !lost {
 		return Grant{}, definite(ErrAlreadyHeld)
 	}
@@ -277,8 +270,8 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 	for {
 		if ctx.Err() != nil {
 			err := l.abandon(ctx, node)
-			if armed != nil && l.cfg.Mutant == MutantWithdrawnWatch {
-				go l.lateWake(armed)
+			if l.cfg.Mutant == MutantWithdrawnWatch {
+				l.withdrawn = armed
 			}
 			return Grant{}, false, err
 		}
@@ -348,29 +341,27 @@ func (l *Lock) wait(ctx context.Context, node string) (g Grant, again bool, err 
 }
 
 // lateWake is mutant-withdrawn-watch's handler of a given-up acquire's predecessor
-// watch: when the predecessor is deleted while no acquire is in flight and nothing is
-// held, it starts the withdrawn attempt over and creates a lock node, which nobody
-// waits with.
-func (l *Lock) lateWake(watch <-chan Event) {
-	var e Event
-	var ok bool
+// watch, run as the next acquire starts: when the watch fired since the give-up (the
+// predecessor left between the two acquires), it takes the wake-up for its own and
+// starts the withdrawn attempt over, creating a lock node nobody waits with. (A watch
+// that fires later, during an acquire, is ignored.) Running it here, not in a
+// goroutine of its own, keeps the mutant deterministic under the simulator.
+func (l *Lock) lateWake() {
+	watch := l.withdrawn
+	l.withdrawn = nil
+	if watch == nil {
+		return
+	}
 	select {
-	case e, ok = <-watch:
-	case <-l.closed:
-		return
+	case e, ok := <-watch:
+		if !ok || e.Type != EventNodeDeleted {
+			return
+		}
+		name := l.cfg.Path + "/" + protectedPrefix + l.cfg.NewGUID() + "-lock-"
+		node, err := l.cfg.Client.Create(name, nil, FlagEphemeral|FlagSequential)
+		l.cfg.Logf("woken after giving up (%s %s): created %s (%v)", e.Path, e.Type, node, err)
+	default:
 	}
-	if !ok || e.Type != EventNodeDeleted {
-		return
-	}
-	l.mu.Lock()
-	idle := !l.acquiring && l.node == ""
-	l.mu.Unlock()
-	if !idle {
-		return
-	}
-	name := l.cfg.Path + "/" + protectedPrefix + l.cfg.NewGUID() + "-lock-"
-	node, err := l.cfg.Client.Create(name, nil, FlagEphemeral|FlagSequential)
-	l.cfg.Logf("woken after giving up (%s %s): created %s (%v)", e.Path, e.Type, node, err)
 }
 
 // children reads the lock node's children; mutant-herd also watches them (a nil
@@ -534,10 +525,7 @@ func (l *Lock) Release() error {
 
 // Close ends the current hold without touching ZooKeeper (closing the client ends the
 // session, which deletes the node) and stops the monitor.
-func (l *Lock) Close() {
-	l.closeOnce.Do(func() { close(l.closed) })
-	l.endHold()
-}
+func (l *Lock) Close() { l.endHold() }
 
 // retry runs op until it succeeds, fails definitely, or ctx ends (or the client is
 // closed), pausing between attempts; it returns op's last error.

@@ -40,10 +40,10 @@ const (
 	MutantMissedWakeup
 	// MutantWithdrawnWatch leaves the predecessor watch of an acquire that gave up
 	// armed with its handler: when the predecessor goes while no acquire is in flight
-	// (between the give-up and the next acquire: a think time's window), the handler
-	// takes the wake-up for its own and starts the withdrawn attempt over, creating a
-	// fresh lock node that nobody waits with, which blocks everyone once it is the
-	// lowest.
+	// (between the give-up and the next acquire: a think time's window), the handler,
+	// run as the next acquire starts, takes the wake-up for its own and starts the
+	// withdrawn attempt over, creating a fresh lock node that nobody waits with, which
+	// blocks everyone once it is the lowest.
 	MutantWithdrawnWatch
 )
 
