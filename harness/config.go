@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -27,7 +28,7 @@ type Config struct {
 	// Service is the kind of lock service the run starts: zookeeper, redis, postgres
 	// or mariadb. Empty: the recipe's (Defaults: a Redis recipe's is redis, a
 	// database recipe's its database, any other zookeeper).
-	Service lockservice.Kind `json:"service"`
+	Service kind.Name `json:"service"`
 	// Redis are the Redis instances' topology and persistence (service redis only;
 	// Defaults fills them: single, none).
 	Redis lockservice.RedisSettings `json:"redis,omitzero"`
@@ -222,7 +223,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
 	case c.Duration <= 0:
 		return fmt.Errorf("time: want > 0, got %s", c.Duration)
-	case (c.Service == "" || c.Service == lockservice.KindZooKeeper) && c.SessionTimeout < 2*c.Tick:
+	case kind.Of(c.Service).Ticks && c.SessionTimeout < 2*c.Tick:
 		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
 	case len(c.WorkerArgv) == 0:
 		return errors.New("worker command: empty")

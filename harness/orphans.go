@@ -7,6 +7,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -187,7 +188,7 @@ func (r *runner) split(o *blockingOrphan, quiet time.Duration) (orphan, waiting 
 	case o == nil:
 	case !o.Waiting:
 		orphan = o
-	case (r.cfg.Service == "" || r.cfg.Service == lockservice.KindZooKeeper) && r.rec.faultsQuiet() >= quiet:
+	case kind.Of(r.cfg.Service).Queue && r.rec.faultsQuiet() >= quiet:
 		// Only a queue of nodes grants its lowest: a key or a session lock's owner
 		// may be acquiring (a RedLock short of a majority, a nested acquire).
 		waiting = o

@@ -24,7 +24,8 @@ func TestValidateRedisFaults(t *testing.T) {
 	for _, cl := range nemesis.NamedClasses() {
 		zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Nemesis: []nemesis.Class{cl}}
 		err := zk.Defaults().Validate()
-		if refused := err != nil && strings.Contains(err.Error(), "database servers only"); refused != cl.RedisOnly() {
+		redisOnly := cl == nemesis.ClassFailover || cl == nemesis.ClassClockJump || cl == nemesis.ClassConnectionKill
+		if refused := err != nil && strings.Contains(err.Error(), "ZooKeeper cannot"); refused != redisOnly {
 			t.Errorf("%s on ZooKeeper: %v", cl, err)
 		}
 	}

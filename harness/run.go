@@ -10,13 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
+	"golang.org/x/sync/errgroup"
 )
 
 // Outcome is what a finished run left behind: where its files are. Run does not
@@ -35,7 +34,7 @@ type Outcome struct {
 	Interrupted bool
 	// Service is the lock service the run used, and ServerVersion the version its
 	// servers reported (ZooKeeper's or Redis's).
-	Service       lockservice.Kind
+	Service       kind.Name
 	ServerVersion string
 	// Baseline is the plain-loop yardstick, when Config.Baseline asked for it, and
 	// BaselineProcesses the per-process one, when Config.BaselineArgv did.

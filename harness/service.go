@@ -2,17 +2,15 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models/herd"
-	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
-	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -70,20 +68,19 @@ var (
 
 // The service a run starts is its Config.Service; a recipe of the catalogue works
 // with one kind of service, and a run refuses a recipe of another kind, and what the
-// service cannot do yet, before it makes anything.
+// service cannot do yet, before it makes anything. What a kind is (its title, traits
+// and abilities) is lockservice/kind's; what a run does with each kind's own
+// settings is kinds.go's.
 
 // RecipeService is the kind of service a recipe works with (its catalogue entry's
-// Service: zookeeper when it names none), "" for a recipe not in the catalogue (exec:
-// whatever the run says).
-func RecipeService(name string) lockservice.Kind {
+// Service: kind.Default when it names none), "" for a recipe not in the catalogue
+// (exec: whatever the run says).
+func RecipeService(name string) kind.Name {
 	r, err := recipes.Find(name)
-	switch {
-	case err != nil:
+	if err != nil {
 		return ""
-	case r.Service == "":
-		return lockservice.KindZooKeeper
 	}
-	return lockservice.Kind(r.Service)
+	return kind.Of(r.Service).Name
 }
 
 // RecipeSessionLock reports whether a recipe of the catalogue locks in the holder's
@@ -100,164 +97,64 @@ func RecipeDoes(name string, k workloads.Kind) bool {
 	return err == nil && r.Supports(k)
 }
 
-// redlockRecipe reports whether a recipe is RedLock over independent instances
-// (redsync and its mutants): it needs the redlock topology and has no fencing token.
+// redlockRecipe reports whether a recipe of the catalogue is RedLock over independent
+// instances (recipes.Entry.RedLock): it needs the redlock topology and has no fencing
+// token.
 func redlockRecipe(name string) bool {
-	return name == "redsync" || strings.HasPrefix(name, "mutant-redlock")
+	r, err := recipes.Find(name)
+	return err == nil && r.RedLock
 }
 
-// serviceDefaults fills the service (the recipe's, else zookeeper) and, for Redis,
-// its settings and, when unset, its number of instances; a database has one server
-// unless told otherwise.
+// serviceDefaults fills the service (the recipe's, else kind.Default), then that
+// kind's own settings (kinds.go) and its number of servers.
 func (c Config) serviceDefaults() Config {
 	if c.Service == "" {
 		c.Service = RecipeService(c.Recipe)
 	}
-	if c.Service == "" {
-		c.Service = lockservice.KindZooKeeper
+	c.Service = kind.Of(c.Service).Name
+	if s := settingsOf(c.Service); s != nil && s.defaults != nil {
+		c = s.defaults(c)
 	}
-	switch c.Service {
-	case lockservice.KindRedis:
-		c.Redis = c.Redis.WithDefaults()
-		fill(&c.Nodes, c.Redis.DefaultNodes())
-	case lockservice.KindPostgres, lockservice.KindMariaDB:
-		fill(&c.Nodes, 1)
-	}
+	fill(&c.Nodes, kind.Of(c.Service).Nodes)
 	return c
 }
 
 // serviceTitle is a kind of service as the messages name it.
-func serviceTitle(k lockservice.Kind) string { return report.ServiceTitle(string(k)) }
+func serviceTitle(k kind.Name) string { return k.Title() }
 
 // validateService refuses a service the tool does not know, a recipe of another
-// service, settings of another service, and the fault classes the service cannot
-// have.
+// service, settings of another service, the fault classes the service cannot have,
+// and what its own settings refuse (kinds.go).
 func (c Config) validateService() error {
-	kind := c.Service
-	if kind == "" {
-		kind = lockservice.KindZooKeeper
+	k, ok := kind.Lookup(c.Service)
+	if !ok {
+		return fmt.Errorf("service: want %s, got %q", kind.Names(), c.Service)
 	}
-	if want := RecipeService(c.Recipe); want != "" && want != kind {
+	if want := RecipeService(c.Recipe); want != "" && want != k.Name {
 		return fmt.Errorf("recipe %s is a %s recipe: it cannot run with --service %s; run it with --service %s (the %s recipes: %s)",
-			c.Recipe, serviceTitle(want), kind, want, serviceTitle(kind), strings.Join(recipesOf(kind), ", "))
+			c.Recipe, serviceTitle(want), k.Name, want, k.Title, strings.Join(recipesOf(k.Name), ", "))
 	}
-	if kind != lockservice.KindRedis && c.Redis != (lockservice.RedisSettings{}) {
-		return fmt.Errorf("redis-topology, redis-persistence: Redis settings (%+v) for the %s service: add --service redis", c.Redis, kind)
-	}
-	if c.DBKeepAlive != 0 && kind != lockservice.KindPostgres && kind != lockservice.KindMariaDB {
-		return fmt.Errorf("db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)", serviceTitle(kind))
-	}
-	if c.Observers > 0 && kind != lockservice.KindZooKeeper {
-		return fmt.Errorf("observers: ZooKeeper observers; the %s service has none (drop --observers, or run --service zookeeper)", serviceTitle(kind))
-	}
-	if c.Observers > 0 && c.Connect != "" {
-		return errors.New("observers: an existing ensemble (connect) has the observers its owners gave it; --observers is for the ensembles zlockcheck starts")
-	}
-	if c.DBKeepAlive < 0 {
-		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", c.DBKeepAlive)
+	for _, s := range settingGroups {
+		if !slices.Contains(s.kinds, k.Name) && s.set(c) {
+			return fmt.Errorf(s.refuse, k.Title)
+		}
 	}
 	for _, cl := range c.Nemesis {
-		if err := classRefused(kind, cl); err != nil {
+		if err := k.Refuse(cl.Needs()); err != nil {
 			return fmt.Errorf("nemesis %s: %w", cl, err)
 		}
 	}
-	switch kind {
-	case lockservice.KindZooKeeper:
-		return nil
-	case lockservice.KindRedis:
-		return c.validateRedis()
-	case lockservice.KindPostgres, lockservice.KindMariaDB:
-		return c.validateDatabase()
-	}
-	return fmt.Errorf("service: want zookeeper, redis, postgres or mariadb, got %q", c.Service)
-}
-
-// classRefused says why a service cannot have a fault class (nil when it can): the
-// classes made for Redis act on Redis and the databases (connection-kill ends a
-// session from the server's side; failover promotes a replica or standby), clock-jump
-// on Redis only; session-expire on ZooKeeper only.
-func classRefused(kind lockservice.Kind, cl nemesis.Class) error {
-	switch {
-	case kind == lockservice.KindZooKeeper && cl.RedisOnly():
-		return errors.New("acts on Redis instances and database servers only (--service redis, postgres or mariadb)")
-	case kind == lockservice.KindZooKeeper:
-		return nil
-	case cl == nemesis.ClassSessionExpire:
-		return fmt.Errorf("%s has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)", serviceTitle(kind))
-	case cl == nemesis.ClassClockJump && kind != lockservice.KindRedis:
-		return fmt.Errorf("jumps a Redis instance's clock as its keys' expiries see it; it is not built for %s", serviceTitle(kind))
-	case cl == nemesis.ClassFailover && kind == lockservice.KindMariaDB:
-		return errors.New("MariaDB's servers here are independent (no replication): there is nothing to fail over to")
-	}
-	return nil
-}
-
-// validateDatabase refuses what a run on PostgreSQL or MariaDB cannot do (yet).
-func (c Config) validateDatabase() error {
-	title := serviceTitle(c.Service)
-	switch {
-	case c.Connect != "":
-		return fmt.Errorf("connect: testing an existing %s is not built yet (--service %s starts its own servers)", title, c.Service)
-	case c.SSH != nil:
-		return fmt.Errorf("ssh-nodes: %s on SSH nodes is not built yet", title)
-	case len(c.BaselineArgv) > 0:
-		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
-	case c.Service == lockservice.KindPostgres && c.Nodes > 2:
-		return fmt.Errorf("nodes: PostgreSQL runs a primary (--nodes 1) or a primary and a streaming standby (--nodes 2), not %d servers", c.Nodes)
-	case c.Service == lockservice.KindPostgres && c.Nodes < 2 && slices.Contains(c.Nemesis, nemesis.ClassFailover):
-		return errors.New("nemesis failover: promotes the standby: it needs --nodes 2 (a primary and a streaming standby)")
-	}
-	return nil
-}
-
-// validateRedis refuses what a run on Redis cannot do (yet).
-func (c Config) validateRedis() error {
-	switch {
-	case c.Connect != "":
-		return errors.New("connect: testing an existing Redis is not built yet (--service redis starts its own instances)")
-	case c.SSH != nil:
-		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
-	case c.Workload.Fenced && redlockRecipe(c.Recipe):
-		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", c.Recipe)
-	}
-	if err := c.Redis.Validate(c.Nodes); err != nil {
-		return err
-	}
-	if err := c.redisTopologyFits(); err != nil {
-		return err
-	}
-	if len(c.BaselineArgv) > 0 {
-		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
-	}
-	for _, cl := range c.Nemesis {
-		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != lockservice.RedisReplicas {
-			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", c.Redis.WithDefaults().Topology)
-		}
-	}
-	return nil
-}
-
-// redisTopologyFits refuses a catalogue recipe on a topology it cannot use: RedLock
-// needs independent instances; a single-instance lock uses one primary.
-func (c Config) redisTopologyFits() error {
-	if RecipeService(c.Recipe) != lockservice.KindRedis {
-		return nil
-	}
-	redlock := c.Redis.WithDefaults().Topology == lockservice.RedisRedlock
-	switch {
-	case redlockRecipe(c.Recipe) && !redlock:
-		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", c.Recipe)
-	case !redlockRecipe(c.Recipe) && redlock:
-		return fmt.Errorf("recipe %s locks one Redis primary: run it with --redis-topology single or replicas, not redlock", c.Recipe)
+	if s := settingsOf(k.Name); s != nil && s.validate != nil {
+		return s.validate(c)
 	}
 	return nil
 }
 
 // recipesOf lists the catalogue's recipes of a kind of service, mutants included.
-func recipesOf(kind lockservice.Kind) []string {
+func recipesOf(k kind.Name) []string {
 	var out []string
 	for _, r := range recipes.Catalog() {
-		if RecipeService(r.Name) == kind {
+		if kind.Of(r.Service).Name == k {
 			out = append(out, r.Name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -13,12 +14,12 @@ import (
 
 // redisConfig is a valid run of an exec worker on Redis, before Defaults.
 func redisConfig() Config {
-	return Config{Recipe: "exec", WorkerArgv: []string{"w"}, Service: lockservice.KindRedis}
+	return Config{Recipe: "exec", WorkerArgv: []string{"w"}, Service: kind.Redis}
 }
 
 func TestServiceDefaults(t *testing.T) {
 	zk := Config{Recipe: "gozk", WorkerArgv: []string{"w"}}.Defaults()
-	if zk.Service != lockservice.KindZooKeeper || zk.Nodes != 3 || zk.Redis != (lockservice.RedisSettings{}) {
+	if zk.Service != kind.ZooKeeper || zk.Nodes != 3 || zk.Redis != (lockservice.RedisSettings{}) {
 		t.Errorf("a ZooKeeper recipe's run: service %q, %d nodes, redis %+v", zk.Service, zk.Nodes, zk.Redis)
 	}
 	single := redisConfig().Defaults()
@@ -36,7 +37,7 @@ func TestServiceDefaults(t *testing.T) {
 		t.Errorf("redlock with 5 nodes asked for: %d", n)
 	}
 	sc := single.service("/srv")
-	if sc.Kind != lockservice.KindRedis || sc.Redis.RedisSettings != want || sc.Redis.Nodes != 1 || sc.Redis.Dir != "/srv" {
+	if sc.Kind != kind.Redis || sc.Redis.RedisSettings != want || sc.Redis.Nodes != 1 || sc.Redis.Dir != "/srv" {
 		t.Errorf("the service's configuration: %+v", sc)
 	}
 	for name, cfg := range map[string]Config{"zookeeper": zk, "redis": single} {
@@ -94,14 +95,14 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 
 func TestRedisRecipesNeedRedis(t *testing.T) {
 	for _, r := range recipes.Catalog() {
-		if _, err := lockservice.ParseKind(string(RecipeService(r.Name))); err != nil {
+		if _, err := kind.Parse(string(RecipeService(r.Name))); err != nil {
 			t.Errorf("recipe %s: its service is no kind the harness starts: %v", r.Name, err)
 		}
 	}
-	if s := RecipeService("redsync"); s != lockservice.KindRedis {
+	if s := RecipeService("redsync"); s != kind.Redis {
 		t.Errorf("redsync's service: %q", s)
 	}
-	if s := RecipeService("gozk"); s != lockservice.KindZooKeeper {
+	if s := RecipeService("gozk"); s != kind.ZooKeeper {
 		t.Errorf("gozk's service: %q", s)
 	}
 	if s := RecipeService("exec"); s != "" {
@@ -113,11 +114,12 @@ func TestRedisRecipesNeedRedis(t *testing.T) {
 		want   string // "" for valid
 	}{
 		{"redis-lock", func(*Config) {}, ""},
-		{"redis-lock", func(c *Config) { c.Service = lockservice.KindZooKeeper }, "--service redis"},
+		{"redis-lock", func(c *Config) { c.Service = kind.ZooKeeper }, "--service redis"},
 		{"redis-lock", func(c *Config) { c.Redis.Topology = lockservice.RedisRedlock }, "not redlock"},
 		{"redis-lock", func(c *Config) { c.Redis.Topology = lockservice.RedisReplicas }, ""},
 		{"redsync", func(c *Config) { c.Redis.Topology = lockservice.RedisRedlock }, ""},
-		{"redsync", func(*Config) {}, "--redis-topology redlock"},
+		{"redsync", func(*Config) {}, ""}, // the one topology it runs on, by default
+		{"redsync", func(c *Config) { c.Redis.Topology = lockservice.RedisSingle }, "--redis-topology redlock"},
 		{"redsync", func(c *Config) { c.Redis.Topology, c.Workload.Fenced = lockservice.RedisRedlock, true }, "no fencing token"},
 	}
 	for _, c := range cases {
@@ -141,17 +143,17 @@ func TestValidateDatabases(t *testing.T) {
 		{"pg-table", func(*Config) {}, ""},
 		{"pg-advisory", func(c *Config) { c.Workload.Kind = workloads.Reentrant }, ""},
 		{"mariadb-getlock", func(*Config) {}, ""},
-		{"pg-table", func(c *Config) { c.Service = lockservice.KindMariaDB }, "PostgreSQL recipe"},
-		{"pg-table", func(c *Config) { c.Service = lockservice.KindRedis }, "--service postgres"},
-		{"redis-lock", func(c *Config) { c.Service = lockservice.KindPostgres }, "--service redis"},
-		{"gozk", func(c *Config) { c.Service = lockservice.KindMariaDB }, "the MariaDB recipes: mariadb-getlock"},
+		{"pg-table", func(c *Config) { c.Service = kind.MariaDB }, "PostgreSQL recipe"},
+		{"pg-table", func(c *Config) { c.Service = kind.Redis }, "--service postgres"},
+		{"redis-lock", func(c *Config) { c.Service = kind.Postgres }, "--service redis"},
+		{"gozk", func(c *Config) { c.Service = kind.MariaDB }, "the MariaDB recipes: mariadb-getlock"},
 		{"pg-table", func(c *Config) {
 			c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassPause, nemesis.ClassPartition,
 				nemesis.ClassClientPause, nemesis.ClassClientPartition, nemesis.ClassClientKill, nemesis.ClassClientServerPartition,
 				nemesis.ClassReplyLoss, nemesis.ClassConnectionKill}
 		}, ""},
 		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassSessionExpire} }, "connection-kill"},
-		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassClockJump} }, "not built for PostgreSQL"},
+		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassClockJump} }, "PostgreSQL cannot"},
 		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "--nodes 2"},
 		{"pg-table", func(c *Config) { c.Nodes, c.Nemesis = 2, []nemesis.Class{nemesis.ClassFailover} }, ""},
 		{"pg-table", func(c *Config) { c.Nodes = 3 }, "not 3 servers"},
@@ -169,7 +171,7 @@ func TestValidateDatabases(t *testing.T) {
 		}
 	}
 	d := Config{Recipe: "pg-table", WorkerArgv: []string{"w"}}.Defaults()
-	if d.Service != lockservice.KindPostgres || d.Nodes != 1 {
+	if d.Service != kind.Postgres || d.Nodes != 1 {
 		t.Errorf("pg-table's defaults: service %s, %d nodes", d.Service, d.Nodes)
 	}
 	if sc := (Config{Recipe: "pg-table", WorkerArgv: []string{"w"}, Nodes: 2}).Defaults().service("/srv"); !sc.Postgres.Standby || sc.Ensemble.Dir != "/srv" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // Site is where runs happen: a private network, the lock service serving on it (a
@@ -26,7 +27,7 @@ type Site struct {
 	quorum  time.Duration
 	// service, redis, nodes, workers and connect are what the site was made for: a
 	// run must match them.
-	service        lockservice.Kind
+	service        kind.Name
 	redis          lockservice.RedisSettings
 	nodes, workers int
 	observers      int
@@ -65,16 +66,8 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	switch {
 	case !s.svc.Managed():
 		logf("existing ensemble (not managed by zlockcheck) serving at %s, reached after %s", s.svc.Connect(), s.quorum.Round(time.Millisecond))
-	case cfg.Service == lockservice.KindRedis:
-		logf("redis %s, %s topology of %d, persistence %s: serving after %s (%s)", s.version, cfg.Redis.Topology, cfg.Nodes,
-			cfg.Redis.Persistence, s.quorum.Round(time.Millisecond), s.svc.Connect())
-	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
-		logf("%s %s, %d server(s): serving after %s (%s)", serviceTitle(cfg.Service), s.version, cfg.Nodes,
-			s.quorum.Round(time.Millisecond), s.svc.Connect())
-	case cfg.Observers > 0:
-		logf("ensemble of %d and %d observer(s) serving after %s (%s)", cfg.Nodes, cfg.Observers, s.quorum.Round(time.Millisecond), s.svc.Connect())
 	default:
-		logf("ensemble of %d serving after %s (%s)", cfg.Nodes, s.quorum.Round(time.Millisecond), s.svc.Connect())
+		logf("%s serving after %s (%s)", describeServers(cfg, s.version), s.quorum.Round(time.Millisecond), s.svc.Connect())
 	}
 	s.hosts = make([]netns.Host, cfg.Workers)
 	for i := range s.hosts {

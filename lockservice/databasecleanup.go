@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // A run's database servers live in its namespaces, so removing a dead run's
@@ -24,8 +25,8 @@ import (
 
 // LeftDatabase is a database server of a run that is gone.
 type LeftDatabase struct {
-	// Kind is KindPostgres or KindMariaDB.
-	Kind Kind
+	// Kind is kind.Postgres or kind.MariaDB.
+	Kind kind.Name
 	// Pids are its processes still running (none when only its directory is left).
 	Pids []int
 	// Dir is its directory (zlcpg-sN or zlcmariadb-sN); it may be gone already.
@@ -55,15 +56,15 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		if err != nil {
 			continue
 		}
-		kind := dbKindOf(pid)
-		if kind == "" {
+		dk := dbKindOf(pid)
+		if dk == "" {
 			continue
 		}
 		// Namespace before directory: a process that exits between the two reads
 		// (a backend ending) then shows no namespace and is skipped, never taken
 		// for one whose namespace was deleted.
 		id := netnsOf(pid)
-		dir, deleted, ok := ownDBDir(pid, kind)
+		dir, deleted, ok := ownDBDir(pid, dk)
 		if !ok || id == (nsID{}) {
 			continue
 		}
@@ -71,7 +72,7 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		if err != nil || !deleted && (liveNS || recordedLive(dir)) {
 			continue
 		}
-		l := leftAt(byDir, dir, kind)
+		l := leftAt(byDir, dir, dk)
 		l.Pids = append(l.Pids, pid)
 		if liveNS {
 			l.Namespace = ns
@@ -109,10 +110,10 @@ func recordedLive(dir string) bool {
 }
 
 // leftAt is byDir's entry for dir, made if new.
-func leftAt(byDir map[string]*LeftDatabase, dir string, kind Kind) *LeftDatabase {
+func leftAt(byDir map[string]*LeftDatabase, dir string, k kind.Name) *LeftDatabase {
 	l := byDir[dir]
 	if l == nil {
-		l = &LeftDatabase{Kind: kind, Dir: dir}
+		l = &LeftDatabase{Kind: k, Dir: dir}
 		byDir[dir] = l
 	}
 	return l
@@ -131,11 +132,11 @@ func addRecorded(byDir map[string]*LeftDatabase) {
 			continue
 		}
 		dir := strings.TrimSpace(string(data))
-		kind := KindPostgres
+		dk := kind.Postgres
 		if strings.HasPrefix(filepath.Base(dir), mariadbDirPrefix) {
-			kind = KindMariaDB
+			dk = kind.MariaDB
 		}
-		leftAt(byDir, dir, kind).Namespace = ns
+		leftAt(byDir, dir, dk).Namespace = ns
 	}
 }
 
@@ -164,7 +165,7 @@ func CleanupDatabases() ([]LeftDatabase, error) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		if l.Kind == KindPostgres {
+		if l.Kind == kind.Postgres {
 			errs = append(errs, removeLeftSegment(filepath.Join(l.Dir, "data")))
 		}
 		errs = append(errs, removeDBDir(l.Namespace, l.Dir))
@@ -174,16 +175,16 @@ func CleanupDatabases() ([]LeftDatabase, error) {
 
 // dbKindOf is the kind of database server process pid is (its command name), ""
 // for any other process.
-func dbKindOf(pid int) Kind {
+func dbKindOf(pid int) kind.Name {
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if err != nil {
 		return ""
 	}
 	switch strings.TrimSpace(string(comm)) {
 	case "postgres":
-		return KindPostgres
+		return kind.Postgres
 	case "mariadbd", "mysqld":
-		return KindMariaDB
+		return kind.MariaDB
 	}
 	return ""
 }
@@ -192,7 +193,7 @@ func dbKindOf(pid int) Kind {
 // directory is data/ in a directory named zlcpg-sN or zlcmariadb-sN whose
 // configuration starts with dbMarker, or such a directory that was deleted (then the
 // configuration cannot be read; its name is all there is).
-func ownDBDir(pid int, kind Kind) (dir string, deleted, ok bool) {
+func ownDBDir(pid int, k kind.Name) (dir string, deleted, ok bool) {
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
 		return "", false, false
@@ -200,7 +201,7 @@ func ownDBDir(pid int, kind Kind) (dir string, deleted, ok bool) {
 	cwd, deleted = strings.CutSuffix(cwd, " (deleted)")
 	dir = filepath.Dir(cwd)
 	prefix, conf := pgDirPrefix, filepath.Join(cwd, "postgresql.conf")
-	if kind == KindMariaDB {
+	if k == kind.MariaDB {
 		prefix, conf = mariadbDirPrefix, filepath.Join(dir, "my.cnf")
 	}
 	n, found := strings.CutPrefix(filepath.Base(dir), prefix)

@@ -1,11 +1,15 @@
 package lockservice
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 func TestPostgresConf(t *testing.T) {
@@ -84,17 +88,6 @@ func TestMariaDBConfAndInit(t *testing.T) {
 	}
 }
 
-func TestParseKindDatabases(t *testing.T) {
-	for _, k := range []Kind{KindPostgres, KindMariaDB} {
-		if got, err := ParseKind(string(k)); err != nil || got != k {
-			t.Errorf("ParseKind(%s) = %q, %v", k, got, err)
-		}
-	}
-	if _, err := ParseKind("mysql"); err == nil || !strings.Contains(err.Error(), "want zookeeper, redis, postgres or mariadb") {
-		t.Errorf("ParseKind(mysql): %v", err)
-	}
-}
-
 func TestCheckReachable(t *testing.T) {
 	top := t.TempDir()
 	open := filepath.Join(top, "open", "servers")
@@ -125,18 +118,31 @@ func TestCheckReachable(t *testing.T) {
 
 // TestDatabaseLockNames: the recipes' lock names, as the harness computes them.
 func TestDatabaseLockNames(t *testing.T) {
-	if got := PostgresAdvisoryKey(""); uint64(got) != 0xcbf29ce484222325 { // FNV-1a's offset basis
-		t.Errorf("PostgresAdvisoryKey(\"\") = %#x", uint64(got))
+	if got := locknames.PostgresAdvisoryKey(""); uint64(got) != 0xcbf29ce484222325 { // FNV-1a's offset basis
+		t.Errorf("locknames.PostgresAdvisoryKey(\"\") = %#x", uint64(got))
 	}
-	if got := PostgresAdvisoryKey("/zlc/lock"); got == PostgresAdvisoryKey("/zlc/lock2") {
+	if got := locknames.PostgresAdvisoryKey("/zlc/lock"); got == locknames.PostgresAdvisoryKey("/zlc/lock2") {
 		t.Errorf("two names, one key %d", got)
 	}
 	short := strings.Repeat("x", 64)
-	if got := MariaDBLockName(short); got != short {
-		t.Errorf("MariaDBLockName(64 chars) = %q", got)
+	if got := locknames.MariaDBLockName(short); got != short {
+		t.Errorf("locknames.MariaDBLockName(64 chars) = %q", got)
 	}
 	long := strings.Repeat("x", 65)
-	if got := MariaDBLockName(long); len(got) != 20 || !strings.HasPrefix(got, "zlc-") || got == MariaDBLockName(long+"y") {
-		t.Errorf("MariaDBLockName(65 chars) = %q", got)
+	if got := locknames.MariaDBLockName(long); len(got) != 20 || !strings.HasPrefix(got, "zlc-") || got == locknames.MariaDBLockName(long+"y") {
+		t.Errorf("locknames.MariaDBLockName(65 chars) = %q", got)
+	}
+}
+
+// TestEveryKindStarts: every kind of the catalogue has a way to start its servers,
+// and a kind nobody registered is refused by name.
+func TestEveryKindStarts(t *testing.T) {
+	for _, k := range kind.All() {
+		if starters[k.Name] == nil {
+			t.Errorf("kind %s: no start registered (lockservice.Register)", k.Name)
+		}
+	}
+	if _, err := Start(context.Background(), nil, Config{Kind: "etcd"}, ""); err == nil || !strings.Contains(err.Error(), `want zookeeper, redis, postgres or mariadb, got "etcd"`) {
+		t.Errorf("Start(etcd): %v", err)
 	}
 }

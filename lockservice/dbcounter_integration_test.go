@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // TestPostgresCounter: ReadCounter is 0 before the tables exist; MakeCounter makes
@@ -23,7 +25,7 @@ func TestPostgresCounter(t *testing.T) {
 		t.Fatalf("ReadCounter of a new counter = %d, %v", n, err)
 	}
 	c := pgClient(t, w, p.Servers[0].ClientAddr())
-	if _, err := c.Exec(ctx, PostgresSchema); err != nil { // as a recipe's init does
+	if _, err := c.Exec(ctx, locknames.PostgresSchema); err != nil { // as a recipe's init does
 		t.Fatal(err)
 	}
 	if _, err := c.Exec(ctx, "UPDATE zlc_counters SET value = 7, fence = 3 WHERE name = $1", path); err != nil {

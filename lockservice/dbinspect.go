@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // How the run sees a lock on Postgres. The recipes lock in one of two places: a row
@@ -83,7 +84,7 @@ func (p *Postgres) readServerLock(ctx context.Context, s *PostgresServer, lockPa
 		default:
 			return fmt.Errorf("reading zlc_locks: %w", err)
 		}
-		out.advisory, err = advisoryEntries(ctx, c, PostgresAdvisoryKey(lockPath))
+		out.advisory, err = advisoryEntries(ctx, c, locknames.PostgresAdvisoryKey(lockPath))
 		return err
 	})
 	return out

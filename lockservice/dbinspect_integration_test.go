@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // The inspection tests take locks as the recipes do, on connections whose session
@@ -91,7 +91,7 @@ func waitLock(t *testing.T, lock LockReader, lockPath string, want ...lockEntry)
 func advisoryTestPath(t *testing.T) string {
 	for i := 0; i < 10000; i++ {
 		p := fmt.Sprintf("/zlc/inspect-%d", i)
-		if k := PostgresAdvisoryKey(p); k < 0 && uint32(k) >= 1<<31 {
+		if k := locknames.PostgresAdvisoryKey(p); k < 0 && uint32(k) >= 1<<31 {
 			return p
 		}
 	}
@@ -111,11 +111,11 @@ func TestInspectPostgresLock(t *testing.T) {
 	}
 	defer lock.Close()
 	path := advisoryTestPath(t)
-	key := PostgresAdvisoryKey(path)
+	key := locknames.PostgresAdvisoryKey(path)
 	waitLock(t, lock, path) // no table, no advisory lock
 	// Another key's advisory lock, and a two-key one, are no entries (not the
 	// schema's own, 2054 and 1, which PostgresSchema would then wait for).
-	if _, err := other.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d), pg_advisory_lock(2054, 2)", PostgresAdvisoryKey(path+"x"))); err != nil {
+	if _, err := other.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d), pg_advisory_lock(2054, 2)", locknames.PostgresAdvisoryKey(path+"x"))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c1.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", key)); err != nil {
@@ -159,7 +159,7 @@ func pidOf(t *testing.T, session string) string {
 func checkPgRowEntry(t *testing.T, p *Postgres, lock LockReader, c *pgx.Conn, s, path string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := c.Exec(ctx, PostgresSchema); err != nil {
+	if _, err := c.Exec(ctx, locknames.PostgresSchema); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, lock, path) // the table, and no row
@@ -266,8 +266,8 @@ func TestInspectMariaDBLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	path := "/zlc/inspect/" + strings.Repeat("long", 16) // hashed by MariaDBLockName
-	name := MariaDBLockName(path)
+	path := "/zlc/inspect/" + strings.Repeat("long", 16) // hashed by locknames.MariaDBLockName
+	name := locknames.MariaDBLockName(path)
 	waitLock(t, lock, path)
 	if err := getLock(t, c1, name, 1); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // How the run sees a lock on MariaDB: mariadb-getlock holds GET_LOCK's lock named
@@ -59,7 +61,7 @@ func (m *MariaDB) readMariaDBLock(ctx context.Context, s *MariaDBServer, name st
 // lockEntries are the lock's entries on every server that answers, read in
 // parallel; no server answering is an error.
 func (m *MariaDB) lockEntries(ctx context.Context, lockPath string) ([]dbLockEntry, error) {
-	name := MariaDBLockName(lockPath)
+	name := locknames.MariaDBLockName(lockPath)
 	reads := make([][]dbLockEntry, len(m.Servers))
 	errs := make([]error, len(m.Servers))
 	var wg sync.WaitGroup

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // Linux's TCP keepalive defaults (net.ipv4.tcp_keepalive_time, _intvl, _probes): what
@@ -81,27 +82,27 @@ func (k KeepAlive) Bound() time.Duration {
 
 // keepAliveSetting names the settings that bound how long kind's server keeps a
 // vanished client's session, with their value now (k): what a finding's fix says.
-func keepAliveSetting(kind Kind, k KeepAlive) string {
-	names := map[Kind]string{
-		KindPostgres: "PostgreSQL's tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count and tcp_user_timeout, and the server host's net.ipv4.tcp_retries2",
-		KindMariaDB:  "MariaDB's tcp_keepalive_time, tcp_keepalive_interval and tcp_keepalive_probes, and the server host's net.ipv4.tcp_retries2",
+func keepAliveSetting(n kind.Name, k KeepAlive) string {
+	names := map[kind.Name]string{
+		kind.Postgres: "PostgreSQL's tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count and tcp_user_timeout, and the server host's net.ipv4.tcp_retries2",
+		kind.MariaDB:  "MariaDB's tcp_keepalive_time, tcp_keepalive_interval and tcp_keepalive_probes, and the server host's net.ipv4.tcp_retries2",
 	}
 	now := fmt.Sprintf("now %d s, %d s and %d probes, %d retransmissions: about %s", k.Idle, k.Interval, k.Probes, k.Retries, k.Bound())
 	if !k.Set() {
 		now = fmt.Sprintf("now the kernel's: %s idle, %d probes %s apart, 15 retransmissions: %s for an idle session, about 15 min for one the server was answering",
 			kernelKeepAliveIdle, kernelKeepAliveProbes, kernelKeepAliveInterval, k.Bound())
 	}
-	return fmt.Sprintf("%s (%s; zlockcheck --db-keepalive sets them)", names[kind], now)
+	return fmt.Sprintf("%s (%s; zlockcheck --db-keepalive sets them)", names[n], now)
 }
 
 // VanishedClientKept says what bounds how long a PostgreSQL server keeps the session
 // of a client that vanished (nemesis.SessionKeeper).
 func (p *Postgres) VanishedClientKept() string {
-	return keepAliveSetting(KindPostgres, DBKeepAlive(p.cfg.KeepAlive))
+	return keepAliveSetting(kind.Postgres, DBKeepAlive(p.cfg.KeepAlive))
 }
 
 // VanishedClientKept says what bounds how long a MariaDB server keeps the connection
 // of a client that vanished (nemesis.SessionKeeper).
 func (m *MariaDB) VanishedClientKept() string {
-	return keepAliveSetting(KindMariaDB, DBKeepAlive(m.cfg.KeepAlive))
+	return keepAliveSetting(kind.MariaDB, DBKeepAlive(m.cfg.KeepAlive))
 }

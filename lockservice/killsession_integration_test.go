@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // The KillSession tests end a session that holds a lock, from the server's side,
@@ -19,7 +21,7 @@ func TestKillSessionPostgres(t *testing.T) {
 	c, other := pgClient(t, w, addr), pgClient(t, w, addr)
 	s := pgPid(t, c)
 	const path = "/zlc/kill"
-	key := PostgresAdvisoryKey(path)
+	key := locknames.PostgresAdvisoryKey(path)
 	if _, err := c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", key)); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestKillSessionMariaDB(t *testing.T) {
 	c, other := mariadbClient(t, w, dsn), mariadbClient(t, w, dsn)
 	s := mariadbSession(t, c)
 	const path = "/zlc/kill"
-	if err := getLock(t, c, MariaDBLockName(path), 1); err != nil {
+	if err := getLock(t, c, locknames.MariaDBLockName(path), 1); err != nil {
 		t.Fatal(err)
 	}
 	lock, _ := m.OpenLock(ctx, time.Second)
@@ -67,7 +69,7 @@ func TestKillSessionMariaDB(t *testing.T) {
 	if err := c.PingContext(ctx); err == nil {
 		t.Error("the killed connection still answers")
 	}
-	if err := getLock(t, other, MariaDBLockName(path), 1); err != nil {
+	if err := getLock(t, other, locknames.MariaDBLockName(path), 1); err != nil {
 		t.Errorf("the lock is not free after the kill: %v", err)
 	}
 	waitLive(t, m.LiveSessions, s, false)

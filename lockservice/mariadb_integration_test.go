@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 func requireMariaDB(t *testing.T) {
@@ -161,7 +161,7 @@ func TestMariaDBBadConfig(t *testing.T) {
 	}
 	dir := t.TempDir()
 	net := dbNet(t, dir)
-	svc, err := Start(ctx, net, Config{Kind: KindMariaDB, Ensemble: EnsembleConfig{Dir: dir, Nodes: 1}}, "")
+	svc, err := Start(ctx, net, Config{Kind: kind.MariaDB, Ensemble: EnsembleConfig{Dir: dir, Nodes: 1}}, "")
 	if svc != nil {
 		defer svc.Close()
 	}
@@ -214,7 +214,7 @@ func TestCleanupFindsLeftMariaDB(t *testing.T) {
 	}
 	var found bool
 	for _, l := range left {
-		found = found || l.Dir == s.Dir && l.Kind == KindMariaDB && len(l.Pids) == 1 && l.Pids[0] == pid
+		found = found || l.Dir == s.Dir && l.Kind == kind.MariaDB && len(l.Pids) == 1 && l.Pids[0] == pid
 	}
 	if !found {
 		t.Fatalf("CleanupDatabases = %+v; want %s (pid %d)", left, s.Dir, pid)

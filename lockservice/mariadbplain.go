@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // PlainLoops is the plain MariaDB client loop, the yardstick of a MariaDB run
@@ -32,7 +33,7 @@ func (m *MariaDB) PlainLoops(ctx context.Context, path string, n int, d, session
 	}
 	s := m.Servers[0]
 	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
-		return newMariaDBPlain(m.Dial, s.ClientAddr(), MariaDBLockName(path), dbPlainIO(sessionTimeout))
+		return newMariaDBPlain(m.Dial, s.ClientAddr(), locknames.MariaDBLockName(path), dbPlainIO(sessionTimeout))
 	})
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // TestMariaDBPlainLoops: the plain MariaDB loop makes progress without errors,
@@ -30,7 +32,7 @@ func TestMariaDBPlainLoops(t *testing.T) {
 	var holder sql.NullInt64
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		err = m.query(ctx, m.Servers[0], opTimeout, func(ctx context.Context, c *sql.Conn) error {
-			return c.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", MariaDBLockName("zlc-plain")).Scan(&holder)
+			return c.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", locknames.MariaDBLockName("zlc-plain")).Scan(&holder)
 		})
 		if err == nil && !holder.Valid {
 			break

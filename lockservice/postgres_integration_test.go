@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // The database tests start real servers: run them under
@@ -313,7 +313,7 @@ func TestCleanupFindsLeftDatabases(t *testing.T) {
 	ctx := context.Background()
 	dir := dbTestDir(t)
 	net := dbNet(t, dir)
-	svc, err := Start(ctx, net, Config{Kind: KindPostgres, Ensemble: EnsembleConfig{Dir: dir}}, "")
+	svc, err := Start(ctx, net, Config{Kind: kind.Postgres, Ensemble: EnsembleConfig{Dir: dir}}, "")
 	if svc != nil {
 		defer svc.Close()
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // pgWorker connects from host as a worker does: Connect's URL (both servers),
@@ -56,7 +56,7 @@ func TestPostgresFailover(t *testing.T) {
 	ctx := context.Background()
 	connect := p.Connect()
 	c := pgWorker(t, w, p)
-	if _, err := c.Exec(ctx, PostgresSchema); err != nil {
+	if _, err := c.Exec(ctx, locknames.PostgresSchema); err != nil {
 		t.Fatal(err)
 	}
 	var rows []string
@@ -68,7 +68,7 @@ func TestPostgresFailover(t *testing.T) {
 		}
 		rows = append(rows, row)
 		waitRow(t, p, want.to, row, s+":x") // committed, and on the standby
-		if _, err := c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", PostgresAdvisoryKey(row))); err != nil {
+		if _, err := c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", locknames.PostgresAdvisoryKey(row))); err != nil {
 			t.Fatal(err)
 		}
 		lock, _ := p.OpenLock(ctx, time.Second)
@@ -92,7 +92,7 @@ func TestPostgresFailover(t *testing.T) {
 			}
 		}
 		var free bool
-		if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1), pg_advisory_unlock($1)", PostgresAdvisoryKey(row)).Scan(&free, new(bool)); err != nil || !free {
+		if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1), pg_advisory_unlock($1)", locknames.PostgresAdvisoryKey(row)).Scan(&free, new(bool)); err != nil || !free {
 			t.Errorf("the advisory lock held on the old primary is still held: %v, %v", free, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // PlainLoops is the plain PostgreSQL client loop, the yardstick of a PostgreSQL run
@@ -33,7 +34,7 @@ func (p *Postgres) PlainLoops(ctx context.Context, path string, n int, d, sessio
 		s = p.Servers[id-1]
 	}
 	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
-		return &pgPlain{dial: p.Dial, addr: s.ClientAddr(), key: PostgresAdvisoryKey(path), io: dbPlainIO(sessionTimeout)}, nil
+		return &pgPlain{dial: p.Dial, addr: s.ClientAddr(), key: locknames.PostgresAdvisoryKey(path), io: dbPlainIO(sessionTimeout)}, nil
 	})
 }
 

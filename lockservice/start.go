@@ -8,43 +8,16 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
-
-// Kind is a kind of lock service: what a run starts and its workers talk to.
-type Kind string
-
-// The kinds of lock service.
-const (
-	// KindZooKeeper is an ensemble of ZooKeeper servers (Ensemble), the default.
-	KindZooKeeper Kind = "zookeeper"
-	// KindRedis is a set of Redis instances (Redis).
-	KindRedis Kind = "redis"
-	// KindPostgres is a Postgres primary, optionally with a streaming standby
-	// (Postgres).
-	KindPostgres Kind = "postgres"
-	// KindMariaDB is one MariaDB server, or several independent ones (MariaDB).
-	KindMariaDB Kind = "mariadb"
-)
-
-// kindsWanted is what an error for a bad kind says is wanted.
-const kindsWanted = "zookeeper, redis, postgres or mariadb"
-
-// ParseKind reads a service kind: zookeeper, redis, postgres or mariadb.
-func ParseKind(s string) (Kind, error) {
-	switch Kind(s) {
-	case KindZooKeeper, KindRedis, KindPostgres, KindMariaDB:
-		return Kind(s), nil
-	}
-	return "", fmt.Errorf("want %s, got %q", kindsWanted, s)
-}
 
 // Config says which servers a run uses: ZooKeeper servers started in the run's
 // namespaces (the default), on SSH nodes (SSH), or an existing ensemble (Connect); or,
 // for Kind redis, Redis instances started in the run's namespaces (Redis); for Kind
 // postgres or mariadb, database servers started there (Postgres, MariaDB).
 type Config struct {
-	// Kind is the kind of service ("": ZooKeeper).
-	Kind Kind
+	// Kind is the kind of service ("": kind.Default).
+	Kind kind.Name
 	// Redis says how to run the Redis instances of Kind redis (its Dir and Nodes,
 	// when unset, are Ensemble's).
 	Redis RedisConfig
@@ -62,19 +35,52 @@ type Config struct {
 	ConnectTimeout time.Duration
 }
 
+// StartFunc starts (or reaches) the servers of one kind that cfg asks for on network;
+// runID names what it makes (namespaces, node directories). On error the Service
+// returned, if not nil, holds what was started so far.
+type StartFunc func(ctx context.Context, network *netns.Network, cfg Config, runID string) (Service, error)
+
+// starters holds how each kind's servers start: written at start (init), read after.
+var starters = map[kind.Name]StartFunc{}
+
+// Register adds a new kind of lock service: its description to the catalogue
+// (kind.Register) and how its servers start. Call it once, from the kind's package's
+// init.
+func Register(k kind.Kind, start StartFunc) {
+	kind.Register(k)
+	registerStart(k.Name, start)
+}
+
+// registerStart records how the servers of a kind already in the catalogue (the
+// built-in ones) start.
+func registerStart(n kind.Name, start StartFunc) {
+	if _, taken := starters[n]; taken || start == nil {
+		panic(fmt.Sprintf("lockservice: a second or nil start for %q", n))
+	}
+	starters[n] = start
+}
+
+func init() {
+	registerStart(kind.ZooKeeper, startZooKeeper)
+	registerStart(kind.Redis, startRedis)
+	registerStart(kind.Postgres, startDatabase)
+	registerStart(kind.MariaDB, startDatabase)
+}
+
 // Start starts (or reaches) the servers cfg asks for on network; runID names what
 // it makes (namespaces, node directories). On error the Service returned, if not
 // nil, holds what was started so far: Close it.
 func Start(ctx context.Context, network *netns.Network, cfg Config, runID string) (Service, error) {
-	switch cfg.Kind {
-	case "", KindZooKeeper:
-	case KindRedis:
-		return startRedis(ctx, network, cfg)
-	case KindPostgres, KindMariaDB:
-		return startDatabase(ctx, network, cfg)
-	default:
-		return nil, fmt.Errorf("service: want %s, got %q", kindsWanted, cfg.Kind)
+	start, ok := starters[kind.Of(cfg.Kind).Name]
+	if !ok {
+		return nil, fmt.Errorf("service: want %s, got %q", kind.Names(), cfg.Kind)
 	}
+	return start(ctx, network, cfg, runID)
+}
+
+// startZooKeeper reaches an existing ensemble (Connect), or starts one on SSH nodes
+// or in the run's namespaces.
+func startZooKeeper(ctx context.Context, network *netns.Network, cfg Config, runID string) (Service, error) {
 	switch {
 	case cfg.Connect != "":
 		e, err := ConnectEnsemble(ctx, network, cfg.Connect, cfg.ConnectTimeout)
@@ -98,7 +104,7 @@ func orNil(e *Ensemble) Service {
 
 // startRedis starts the Redis instances cfg asks for: only in the run's namespaces
 // (an existing Redis, or Redis on SSH nodes, is not built).
-func startRedis(ctx context.Context, network *netns.Network, cfg Config) (Service, error) {
+func startRedis(ctx context.Context, network *netns.Network, cfg Config, _ string) (Service, error) {
 	switch {
 	case cfg.Connect != "":
 		return nil, errors.New("service redis: testing an existing Redis (--connect) is not built yet")
@@ -121,7 +127,7 @@ func startRedis(ctx context.Context, network *netns.Network, cfg Config) (Servic
 
 // startDatabase starts the Postgres or MariaDB servers cfg asks for, only in the
 // run's namespaces.
-func startDatabase(ctx context.Context, network *netns.Network, cfg Config) (Service, error) {
+func startDatabase(ctx context.Context, network *netns.Network, cfg Config, _ string) (Service, error) {
 	switch {
 	case cfg.Connect != "":
 		return nil, fmt.Errorf("service %s: testing an existing server (--connect) is not built yet", cfg.Kind)
@@ -136,7 +142,7 @@ func startDatabase(ctx context.Context, network *netns.Network, cfg Config) (Ser
 		}
 		dir = abs
 	}
-	if cfg.Kind == KindPostgres {
+	if cfg.Kind == kind.Postgres {
 		pc := cfg.Postgres
 		if pc.Dir == "" {
 			pc.Dir = dir

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // TestSweepSummary: nothing removed says nothing; else one line naming each kind.
@@ -15,7 +16,7 @@ func TestSweepSummary(t *testing.T) {
 	}
 	r = SweepReport{
 		Net:   netns.Report{Namespaces: []string{"zlcab12hub", "zlcab12s1"}, Processes: []int{7}, Links: []string{"zlcab12up"}, Tables: []string{"zlc_ab12_uplink"}},
-		Redis: []LeftRedis{{Pid: 8}}, Databases: []LeftDatabase{{Kind: KindPostgres, Dir: "/x/zlcpg-s1", Pids: []int{9}}},
+		Redis: []LeftRedis{{Pid: 8}}, Databases: []LeftDatabase{{Kind: kind.Postgres, Dir: "/x/zlcpg-s1", Pids: []int{9}}},
 		Nodes: []string{"zk1: directory /var/tmp/zlockcheck/zlcab12"},
 	}
 	s := r.Summary()

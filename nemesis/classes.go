@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // Class is a kind of fault the schedule can pick.
@@ -65,6 +67,9 @@ type classSpec struct {
 	// the classes made for Redis and the databases (issues 25, 26) and client-vanish.
 	// "all" stays what it was, so that a seed's schedule under "all" does not change.
 	named bool
+	// needs is the ability a service must have for the class (kind.Kind.Can; 0:
+	// every service takes it).
+	needs kind.Ability
 }
 
 // catalogue lists every fault class, in a fixed order: the one place a class is
@@ -73,33 +78,33 @@ type classSpec struct {
 // seed's schedule depends on that order.
 func catalogue() []classSpec {
 	return []classSpec{
-		{ClassKill, true, func(d drawer) fault { return Kill{Target: d.serverTarget()} }, serverHold, false},
-		{ClassPause, true, func(d drawer) fault { return Pause{Target: d.serverTarget()} }, serverHold, false},
-		{ClassPartition, true, func(d drawer) fault { return Partition{Shape: d.shape()} }, serverHold, false},
+		{ClassKill, true, func(d drawer) fault { return Kill{Target: d.serverTarget()} }, serverHold, false, 0},
+		{ClassPause, true, func(d drawer) fault { return Pause{Target: d.serverTarget()} }, serverHold, false, 0},
+		{ClassPartition, true, func(d drawer) fault { return Partition{Shape: d.shape()} }, serverHold, false, 0},
 		{ClassPacket, true, func(d drawer) fault {
 			return Packet{Target: d.serverTarget(), Loss: 10 + d.rng.IntN(41)}
-		}, serverHold, false},
-		{ClassClientPartition, false, func(d drawer) fault { return ClientPartition{Target: d.clientTarget()} }, clientHold, false},
+		}, serverHold, false, 0},
+		{ClassClientPartition, false, func(d drawer) fault { return ClientPartition{Target: d.clientTarget()} }, clientHold, false, 0},
 		{ClassSessionExpire, false, func(d drawer) fault {
 			return SessionExpire{Target: d.clientTarget(), SessionTimeout: d.s.SessionTimeout}
-		}, noHold, false},
-		{ClassClientPause, false, func(d drawer) fault { return ClientPause{Target: d.clientTarget()} }, clientHold, false},
-		{ClassClientKill, false, func(d drawer) fault { return ClientKill{Target: d.clientTarget()} }, noHold, false},
+		}, noHold, false, kind.ExpireSession},
+		{ClassClientPause, false, func(d drawer) fault { return ClientPause{Target: d.clientTarget()} }, clientHold, false, 0},
+		{ClassClientKill, false, func(d drawer) fault { return ClientKill{Target: d.clientTarget()} }, noHold, false, 0},
 		{ClassClientServerPartition, true, func(d drawer) fault {
 			t := d.serverTarget()
 			if t != TargetLeader {
 				t = TargetOne // a client-server partition cuts the clients of one server
 			}
 			return ClientServerPartition{Target: t}
-		}, serverHold, false},
-		{ClassReplyLoss, false, func(d drawer) fault { return ReplyLoss{Target: d.clientTarget()} }, replyLossHold, false},
-		{ClassRestart, true, func(d drawer) fault { return Restart{Target: d.serverTarget()} }, noHold, true},
-		{ClassFailover, true, func(d drawer) fault { return Failover{} }, noHold, true},
+		}, serverHold, false, 0},
+		{ClassReplyLoss, false, func(d drawer) fault { return ReplyLoss{Target: d.clientTarget()} }, replyLossHold, false, 0},
+		{ClassRestart, true, func(d drawer) fault { return Restart{Target: d.serverTarget()} }, noHold, true, 0},
+		{ClassFailover, true, func(d drawer) fault { return Failover{} }, noHold, true, kind.Failover},
 		{ClassClockJump, true, func(d drawer) fault {
 			return ClockJump{Target: d.serverTarget(), Delta: DefaultClockJump(d.s.SessionTimeout)}
-		}, noHold, true},
-		{ClassConnectionKill, false, func(d drawer) fault { return ConnectionKill{Target: d.clientTarget()} }, noHold, true},
-		{ClassClientVanish, false, func(d drawer) fault { return ClientVanish{Target: d.clientTarget()} }, noHold, true},
+		}, noHold, true, kind.JumpClock},
+		{ClassConnectionKill, false, func(d drawer) fault { return ConnectionKill{Target: d.clientTarget()} }, noHold, true, kind.KillConnection},
+		{ClassClientVanish, false, func(d drawer) fault { return ClientVanish{Target: d.clientTarget()} }, noHold, true, 0},
 	}
 }
 
@@ -169,10 +174,12 @@ func Classes() []Class { return classes(false) }
 // the databases (restart, failover, clock-jump, connection-kill) and client-vanish.
 func NamedClasses() []Class { return classes(true) }
 
-// RedisOnly reports whether c acts on Redis instances only (failover, clock-jump,
-// connection-kill): a run on another service refuses it.
-func (c Class) RedisOnly() bool {
-	return c == ClassFailover || c == ClassClockJump || c == ClassConnectionKill
+// Needs is the ability a service must have for faults of class c (0: every service
+// takes them): a run on a kind of service without it refuses the class
+// (kind.Kind.Refuse).
+func (c Class) Needs() kind.Ability {
+	s, _ := c.spec()
+	return s.needs
 }
 
 func classes(named bool) []Class {

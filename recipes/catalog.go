@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -26,14 +26,6 @@ const (
 	// Python recipes run in kazoo_worker.py (package recipes/kazoo) on Debian's
 	// /usr/bin/python3 with python3-kazoo.
 	Python Runtime = "python"
-)
-
-// The lock services a recipe can talk to (Entry.Service).
-const (
-	ServiceZooKeeper = "zookeeper"
-	ServiceRedis     = "redis"
-	ServicePostgres  = string(lockservice.KindPostgres)
-	ServiceMariaDB   = string(lockservice.KindMariaDB)
 )
 
 // Library names the library a recipe tests, for the record of a run: its version is
@@ -60,11 +52,15 @@ type Entry struct {
 	Mutant bool
 	// Library is the library under test.
 	Library Library
-	// Service is the lock service the recipe's worker talks to: "" (or
-	// ServiceZooKeeper) for a ZooKeeper ensemble, ServiceRedis for Redis instances
+	// Service is the kind of lock service the recipe's worker talks to: "" (or
+	// kind.ZooKeeper) for a ZooKeeper ensemble, kind.Redis for Redis instances
 	// (init's connect lists host:port of each; see NewRedisLock). A harness refuses a
 	// recipe on another service.
-	Service string
+	Service kind.Name
+	// RedLock marks a lock over a majority of independent instances (RedLock): it
+	// runs on Redis's redlock topology only, which a run gives it unless told
+	// otherwise, and has no fencing token.
+	RedLock bool
 	// SessionLock marks a lock that lives in the holder's session on the server (a
 	// PostgreSQL advisory lock, a MariaDB GET_LOCK): it goes when the server ends the
 	// session, and a server's restart or crash ends every session on it.
@@ -131,15 +127,15 @@ func redisEntries() []Entry {
 	mutex := []workloads.Kind{workloads.Mutex}
 	goRedis := Library{Name: "go-redis", Module: "github.com/redis/go-redis/v9"}
 	list := []Entry{
-		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: ServiceRedis, New: NewRedislock,
+		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, New: NewRedislock,
 			Library: Library{Name: "redislock", Module: "github.com/bsm/redislock"},
 			Doc:     "bsm/redislock's Obtain / Release on one Redis instance, polling until the acquire timeout; lost when the TTL runs out (monotonic); cannot fence"},
-		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: ServiceRedis, New: NewRedsync,
+		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true, New: NewRedsync,
 			Library: Library{Name: "redsync", Module: "github.com/go-redsync/redsync/v4"},
 			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); lost when Until() passes; cannot fence"},
 	}
 	for _, v := range redisLockVariants {
-		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: ServiceRedis, Library: goRedis,
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis,
 			Mutant: v.m != redisCorrect, New: redisLockVariant(v.m), Doc: v.doc}
 		if v.m == redisCorrect {
 			e.New = NewRedisLock
@@ -147,7 +143,7 @@ func redisEntries() []Entry {
 		list = append(list, e)
 	}
 	for _, v := range redLockVariants {
-		list = append(list, Entry{Name: v.name, Runtime: InProcess, Kinds: mutex, Service: ServiceRedis,
+		list = append(list, Entry{Name: v.name, Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true,
 			Library: goRedis, Mutant: true, New: redLockVariant(v.m), Doc: v.doc})
 	}
 	return list
@@ -163,7 +159,7 @@ func dbEntries() []Entry {
 	var list []Entry
 	for _, v := range pgTableVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
-			Service: ServicePostgres, Library: pgx, Mutant: v.m > pgTableExpiry, New: pgTableVariant(v.m), Doc: v.doc}
+			Service: kind.Postgres, Library: pgx, Mutant: v.m > pgTableExpiry, New: pgTableVariant(v.m), Doc: v.doc}
 		switch v.m {
 		case pgTableCorrect:
 			e.New = NewPgTable
@@ -173,7 +169,7 @@ func dbEntries() []Entry {
 		list = append(list, e)
 	}
 	for _, v := range pgAdvisoryVariants {
-		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: ServicePostgres, Library: pgx,
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: kind.Postgres, Library: pgx,
 			Mutant: v.m != sessCorrect, New: pgAdvisoryVariant(v.m), Doc: v.doc, SessionLock: true}
 		if v.m == sessCorrect {
 			e.New = NewPgAdvisory
@@ -181,7 +177,7 @@ func dbEntries() []Entry {
 		list = append(list, e)
 	}
 	for _, v := range mariadbGetLockVariants {
-		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: ServiceMariaDB, Library: mysql,
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: session, Service: kind.MariaDB, Library: mysql,
 			Mutant: v.m != sessCorrect, New: mariadbGetLockVariant(v.m), Doc: v.doc, SessionLock: true}
 		if v.m == sessCorrect {
 			e.New = NewMariaDBGetLock

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -48,12 +49,15 @@ func TestCatalog(t *testing.T) {
 		}
 		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") ||
 			strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
-		wantService := map[bool]string{true: ServiceRedis, false: ""}[redisName]
+		wantService := map[bool]kind.Name{true: kind.Redis, false: ""}[redisName]
 		switch {
 		case strings.HasPrefix(r.Name, "pg-") || strings.HasPrefix(r.Name, "mutant-pg-"):
-			wantService = ServicePostgres
+			wantService = kind.Postgres
 		case strings.HasPrefix(r.Name, "mariadb-") || strings.HasPrefix(r.Name, "mutant-mariadb-"):
-			wantService = ServiceMariaDB
+			wantService = kind.MariaDB
+		}
+		if wantRedLock := r.Name == "redsync" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
+			t.Errorf("%s: RedLock = %v, want %v", r.Name, r.RedLock, wantRedLock)
 		}
 		if r.Service != wantService {
 			t.Errorf("%s: Service = %q, want %q", r.Name, r.Service, wantService)

@@ -12,9 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // The database recipes share this file's plumbing: the connection string rebuilt
@@ -185,5 +184,5 @@ func checkDBConfig(name string, cfg Config, kinds ...workloads.Kind) error {
 }
 
 // dbSchema creates the lock table and the counter table if they are missing: the
-// harness's copy (lockservice.PostgresSchema, which MakeCounter runs too).
-const dbSchema = lockservice.PostgresSchema
+// harness's copy (locknames.PostgresSchema, which MakeCounter runs too).
+const dbSchema = locknames.PostgresSchema

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // The database recipe tests start real servers (Debian's postgresql-15 and
@@ -380,7 +380,7 @@ func TestDBConfigRefusals(t *testing.T) {
 	if got := pgConnString([]string{"10.77.1.1:5432"}); got != "postgres://zlc@10.77.1.1:5432/zlc?sslmode=disable&target_session_attrs=read-write" {
 		t.Errorf("pgConnString(host:port) = %q", got)
 	}
-	if got := lockservice.MariaDBLockName(strings.Repeat("x", 65)); len(got) != 20 || !strings.HasPrefix(got, "zlc-") {
-		t.Errorf("MariaDBLockName(65 chars) = %q", got)
+	if got := locknames.MariaDBLockName(strings.Repeat("x", 65)); len(got) != 20 || !strings.HasPrefix(got, "zlc-") {
+		t.Errorf("locknames.MariaDBLockName(65 chars) = %q", got)
 	}
 }

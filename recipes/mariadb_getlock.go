@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // mariadbGetLockVariants names mariadb-getlock and its mutants for the catalogue.
@@ -57,7 +56,7 @@ func newMariaDBGetLock(ctx context.Context, cfg Config, m sessionMutant, dial di
 	}
 	newDriver := func(events Events) *mariadbDriver {
 		return &mariadbDriver{cfg: dsn, io: dbIOTimeout(cfg.SessionTimeout), events: events, log: logger,
-			lockName: lockservice.MariaDBLockName(cfg.Path)}
+			lockName: locknames.MariaDBLockName(cfg.Path)}
 	}
 	var other sessionDriver
 	if m == sessPool {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // pgAdvisoryVariants names pg-advisory and its mutants for the catalogue.
@@ -46,7 +46,7 @@ func newPgAdvisory(ctx context.Context, cfg Config, m sessionMutant, dial dialFu
 	}
 	logger := dbLogger(name, &cfg)
 	newDriver := func(events Events) *pgAdvisoryDriver {
-		return &pgAdvisoryDriver{key: lockservice.PostgresAdvisoryKey(cfg.Path), xact: m == sessXact,
+		return &pgAdvisoryDriver{key: locknames.PostgresAdvisoryKey(cfg.Path), xact: m == sessXact,
 			s: &pgSession{connString: pgConnString(cfg.Servers), dial: dial, io: dbIOTimeout(cfg.SessionTimeout),
 				events: events, log: logger}}
 	}

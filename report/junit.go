@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 )
 
@@ -92,7 +93,7 @@ func JUnit(r Results, at time.Time) JUnitSuites {
 	service, version := r.Server()
 	prop("service", service)
 	prop("server_version", version)
-	if service == ServiceZooKeeper {
+	if kind.Name(service) == kind.ZooKeeper { // as results.json's zookeeper_version
 		prop("zookeeper_version", version)
 	}
 	prop("tool_version", r.ToolVersion)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/cause"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
@@ -138,7 +139,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		Ops: len(h),
 	}
 	out.Service, out.ServerVersion = serviceName(run.Service), DisplayVersion(run.ServerVersion)
-	if out.Service == ServiceZooKeeper {
+	if kind.Name(out.Service) == kind.ZooKeeper { // the field runs made before there was another service wrote
 		out.ZooKeeperVersion = out.ServerVersion
 	}
 	out.Counts, out.Processes = Count(h)
@@ -148,7 +149,7 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 	}
 	out.SteadyCyclesPerSecond = SteadyCyclesPerSecond(h, run.Workers, run.Workload)
 	out.Coverage = coverage.Compute(h, coverage.Options{Kind: string(cfg.Kind), Permits: cfg.Permits,
-		SessionTimeout: run.Cause.SessionTimeout, Service: out.Service})
+		SessionTimeout: run.Cause.SessionTimeout, NoQueue: !kind.Of(kind.Name(out.Service)).Queue})
 	d := rundir.Dir(run.Dir)
 	if out.Herd, err = Herd(d, h); err != nil {
 		// The herd figure is not part of the verdict: say what went wrong.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 )
@@ -77,22 +78,9 @@ func KeyName(key string) string {
 	return key
 }
 
-// The lock services results.json's "service" names.
-const (
-	ServiceZooKeeper = "zookeeper"
-	ServiceRedis     = "redis"
-	ServicePostgres  = "postgres"
-	ServiceMariaDB   = "mariadb"
-)
-
-// serviceName is the service as results.json records it: "zookeeper" for none (a
-// run made before there was another).
-func serviceName(s string) string {
-	if s == "" {
-		return ServiceZooKeeper
-	}
-	return s
-}
+// serviceName is the service as results.json records it: the default kind's name
+// for none (a run made before there was another).
+func serviceName(s string) string { return string(kind.Of(kind.Name(s)).Name) }
 
 // Server returns the lock service these results were made with and its servers'
 // version as shown (DisplayVersion). An older results.json, with only
@@ -106,20 +94,8 @@ func (r Results) Server() (service, version string) {
 }
 
 // ServiceTitle is how a person reads a service's name: "ZooKeeper", "Redis",
-// "PostgreSQL", "MariaDB"; any other name as it is.
-func ServiceTitle(service string) string {
-	switch serviceName(service) {
-	case ServiceZooKeeper:
-		return "ZooKeeper"
-	case ServiceRedis:
-		return "Redis"
-	case ServicePostgres:
-		return "PostgreSQL"
-	case ServiceMariaDB:
-		return "MariaDB"
-	}
-	return service
-}
+// "PostgreSQL", "MariaDB" (kind.Kind.Title); a name the tool does not know as it is.
+func ServiceTitle(service string) string { return kind.Name(service).Title() }
 
 // ServerLabel is the service and its version as the summary shows them, "Redis
 // 7.0.15" or "ZooKeeper 3.8.0" (the version through DisplayVersion); "" when the

@@ -240,7 +240,7 @@ func fixtureSummary(t *testing.T, path string) (Results, string) {
 // no count, and are not counted as not exercised.
 func TestSummaryRedisService(t *testing.T) {
 	res, out := fixtureSummary(t, filepath.Join("testdata", "redis-results.json"))
-	if service, version := res.Server(); service != ServiceRedis || version != "7.0.15" {
+	if service, version := res.Server(); service != "redis" || version != "7.0.15" {
 		t.Errorf("Server() = %q, %q, want redis, 7.0.15", service, version)
 	}
 	assertLineOrder(t, out, "verdict:  VALID", "  Redis 7.0.15, ", "coverage: what the run exercised")
@@ -312,17 +312,17 @@ func TestSummaryOldResultsZooKeeper(t *testing.T) {
 	if res.Service != "" || res.ServerVersion != "" {
 		t.Fatalf("the old fixture has service %q, server_version %q: not an old results.json", res.Service, res.ServerVersion)
 	}
-	if service, version := res.Server(); service != ServiceZooKeeper || version != "3.8.0" {
+	if service, version := res.Server(); service != "zookeeper" || version != "3.8.0" {
 		t.Errorf("Server() = %q, %q, want zookeeper, 3.8.0", service, version)
 	}
 	if !strings.Contains(out, "  ZooKeeper 3.8.0") || strings.Contains(out, "Redis") || strings.Contains(out, "not applicable") {
 		t.Errorf("an old results.json's summary:\n%s", out)
 	}
-	if c := res.Course(); c.Service != ServiceZooKeeper || c.ServerVersion != "3.8.0" {
+	if c := res.Course(); c.Service != "zookeeper" || c.ServerVersion != "3.8.0" {
 		t.Errorf("Course() = %q, %q, want zookeeper, 3.8.0", c.Service, c.ServerVersion)
 	}
 	zk := recordedRun(t, "curator-zombie-follower", debianVersion, cause.Params{})
-	if zk.Service != ServiceZooKeeper || zk.ServerVersion != "3.8.0" || zk.ZooKeeperVersion != "3.8.0" {
+	if zk.Service != "zookeeper" || zk.ServerVersion != "3.8.0" || zk.ZooKeeperVersion != "3.8.0" {
 		t.Errorf("a ZooKeeper run's results: service %q, server_version %q, zookeeper_version %q", zk.Service, zk.ServerVersion, zk.ZooKeeperVersion)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/harness/explore"
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -136,7 +136,7 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harnes
 	if err != nil {
 		return explore.Session{}, err
 	}
-	if !o.set["session-timeout"] && base.Defaults().Service != lockservice.KindZooKeeper {
+	if !o.set["session-timeout"] && kind.Of(base.Defaults().Service).Lease {
 		base.SessionTimeout = explore.LeaseTTL
 	}
 	base.Keep = keep

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -29,9 +29,9 @@ type matrixCell struct {
 	Cause string `json:"cause,omitempty"`
 	// Service, Topology and Nodes are the servers the cell ran on: the row's, or for a
 	// Redis row another topology the setup needs (see planCell).
-	Service  lockservice.Kind `json:"service,omitempty"`
-	Topology string           `json:"redis_topology,omitempty"`
-	Nodes    int              `json:"nodes,omitempty"`
+	Service  kind.Name `json:"service,omitempty"`
+	Topology string    `json:"redis_topology,omitempty"`
+	Nodes    int       `json:"nodes,omitempty"`
 	// NotApplicable is why the setup cannot run on the row (the run's refusal), for an
 	// "n/a" cell.
 	NotApplicable string `json:"not_applicable,omitempty"`
@@ -141,10 +141,10 @@ func printMatrix(dir string, jsonOut bool, stdout io.Writer) {
 // matrixRecipes are the matrix's rows: --recipes, else every real recipe of
 // --service (ZooKeeper's when it is not given).
 func matrixRecipes(o runOptions, list string) ([]string, error) {
-	k := lockservice.KindZooKeeper
+	k := kind.Default
 	if o.service != "" {
 		var err error
-		if k, err = lockservice.ParseKind(o.service); err != nil {
+		if k, err = kind.Parse(o.service); err != nil {
 			return nil, usageError{"--service: " + err.Error()}
 		}
 	}
@@ -155,7 +155,7 @@ func matrixRecipes(o runOptions, list string) ([]string, error) {
 }
 
 // serviceRecipes are the names whose recipe works with service k.
-func serviceRecipes(names []string, k lockservice.Kind) []string {
+func serviceRecipes(names []string, k kind.Name) []string {
 	var out []string
 	for _, n := range names {
 		if harness.RecipeService(n) == k {
@@ -177,7 +177,7 @@ func pickSetups(list string, recipes []string) ([]nemesis.Setup, error) {
 	if list == "" {
 		if slices.ContainsFunc(recipes, func(n string) bool {
 			s := harness.RecipeService(n)
-			return s != "" && s != lockservice.KindZooKeeper
+			return s != "" && !s.Is(kind.Default)
 		}) {
 			return all, nil
 		}
@@ -314,7 +314,7 @@ func matrixTable(rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, 
 	b.WriteString("---|\n")
 	others := false
 	for _, r := range rows {
-		others = others || r.Service != lockservice.KindZooKeeper
+		others = others || !r.Service.Is(kind.Default)
 		fmt.Fprintf(&b, "| %s |", r.label())
 		for _, c := range classes {
 			text := ""
@@ -334,7 +334,7 @@ func matrixTable(rows []matrixRow, classes []nemesis.Setup, cells []matrixCell, 
 	if slices.ContainsFunc(cells, func(c matrixCell) bool { return c.Verdict == verdictNA }) {
 		b.WriteString("n/a: the setup's faults cannot run on the row's service or topology (matrix.json says why); not run, not in the exit code.\n")
 	}
-	if slices.ContainsFunc(rows, func(r matrixRow) bool { return r.Service == lockservice.KindRedis }) {
+	if slices.ContainsFunc(rows, func(r matrixRow) bool { return r.Topology != "" }) {
 		b.WriteString("\"on T ×N\": the cell ran on another Redis topology than its row's, the one its faults need.\n")
 	}
 	b.WriteString("herd: whether a release wakes every waiter (waiters watching the lock node's children, from the servers' watch tables) and the servers' reads per grant, from the recipe's run without faults (else its first run).\n")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -33,10 +34,10 @@ var redisTopologies = []lockservice.RedisTopology{lockservice.RedisSingle, locks
 // matrixRow is one row of the matrix: a recipe, the service and servers its runs use,
 // and the options its cells start from.
 type matrixRow struct {
-	Recipe   string           `json:"recipe"`
-	Service  lockservice.Kind `json:"service"`
-	Topology string           `json:"redis_topology,omitempty"`
-	Nodes    int              `json:"nodes"`
+	Recipe   string    `json:"recipe"`
+	Service  kind.Name `json:"service"`
+	Topology string    `json:"redis_topology,omitempty"`
+	Nodes    int       `json:"nodes"`
 	// opts are the row's run options (recipe, topology); search is set when a cell may
 	// use another Redis topology than the row's (--redis-topology not given).
 	opts   runOptions
@@ -45,13 +46,13 @@ type matrixRow struct {
 
 // label names the row in matrix.md: the recipe, and another service's servers.
 func (r matrixRow) label() string {
-	switch r.Service {
-	case lockservice.KindRedis:
-		return fmt.Sprintf("%s (redis %s ×%d)", r.Recipe, r.Topology, r.Nodes)
-	case lockservice.KindPostgres, lockservice.KindMariaDB:
-		return fmt.Sprintf("%s (%s ×%d)", r.Recipe, r.Service, r.Nodes)
+	switch {
+	case r.Service.Is(kind.Default):
+		return r.Recipe
+	case r.Topology != "":
+		return fmt.Sprintf("%s (%s %s ×%d)", r.Recipe, r.Service, r.Topology, r.Nodes)
 	}
-	return r.Recipe
+	return fmt.Sprintf("%s (%s ×%d)", r.Recipe, r.Service, r.Nodes)
 }
 
 // planMatrix is every row and every cell's run, each checked (harness.Config.Prepare)
@@ -79,14 +80,14 @@ func planRow(ctx context.Context, o runOptions, name string, stderr io.Writer) (
 	po := o
 	po.recipe, po.setup = name, &nemesis.Setup{Name: "none"}
 	po.cfg.Name = "matrix-" + name
-	redis := po.serviceKind() == lockservice.KindRedis
+	redis := po.serviceKind() == kind.Redis
 	if !redis { // a mixed matrix's Redis settings are its Redis rows'
 		po.redisTopology, po.redisPersistence = "", ""
 	}
-	if po.serviceKind() != lockservice.KindZooKeeper { // and its observers its ZooKeeper rows'
+	if po.serviceKind() != kind.ZooKeeper { // and its observers its ZooKeeper rows'
 		po.cfg.Observers = 0
 	}
-	if po.serviceKind() == lockservice.KindPostgres && !o.set["nodes"] {
+	if po.serviceKind() == kind.Postgres && !o.set["nodes"] {
 		po.set = maps.Clone(o.set) // a primary and a standby, so that failover runs
 		if po.set == nil {
 			po.set = map[string]bool{}
@@ -106,11 +107,8 @@ func planRow(ctx context.Context, o runOptions, name string, stderr io.Writer) (
 		po.redisTopology = t
 		var cfg harness.Config
 		if cfg, err = po.plan(ctx, stderr); err == nil {
-			row := matrixRow{Recipe: name, Service: cfg.Service, Nodes: cfg.Nodes, opts: po, search: search}
-			if cfg.Service == lockservice.KindRedis {
-				row.Topology = string(cfg.Redis.Topology)
-			}
-			return row, nil
+			// Redis's settings are filled on Redis only: another service's topology is "".
+			return matrixRow{Recipe: name, Service: cfg.Service, Nodes: cfg.Nodes, Topology: string(cfg.Redis.Topology), opts: po, search: search}, nil
 		}
 	}
 	return matrixRow{}, fmt.Errorf("recipe %s: %w", name, err)
@@ -143,7 +141,7 @@ func planCell(ctx context.Context, row matrixRow, s nemesis.Setup, stderr io.Wri
 		return matrixRun{cell: cell}
 	}
 	cell.Seed, cell.Nodes = cfg.Seed, cfg.Nodes
-	if cfg.Service == lockservice.KindRedis {
+	if cfg.Redis.Topology != "" {
 		cell.Topology = string(cfg.Redis.Topology)
 	}
 	return matrixRun{cell: cell, cfg: cfg}

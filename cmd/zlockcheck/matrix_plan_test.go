@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
@@ -54,7 +55,7 @@ func TestMatrixZooKeeperDefaultUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if k := serviceRecipes([]string{n}, lockservice.KindZooKeeper); len(k) != 1 {
+		if k := serviceRecipes([]string{n}, kind.ZooKeeper); len(k) != 1 {
 			t.Errorf("default row %s is not a ZooKeeper recipe", n)
 		}
 	}
@@ -68,7 +69,7 @@ func TestMatrixZooKeeperDefaultUnchanged(t *testing.T) {
 	}
 	rows, _, cells := planTestMatrix(t, "gozk,zlc-mutex", "")
 	for _, r := range rows {
-		if r.Service != lockservice.KindZooKeeper || r.Nodes != 3 || r.Topology != "" || r.label() != r.Recipe {
+		if r.Service != kind.ZooKeeper || r.Nodes != 3 || r.Topology != "" || r.label() != r.Recipe {
 			t.Errorf("row %+v: want a ZooKeeper row of 3 labelled by its recipe", r)
 		}
 	}
@@ -167,7 +168,7 @@ func TestMatrixPinnedTopology(t *testing.T) {
 // and a violation's cause class show in matrix.md.
 func TestMatrixNACellsNotCounted(t *testing.T) {
 	dir := t.TempDir()
-	rows := []matrixRow{{Recipe: "redis-lock", Service: lockservice.KindRedis, Topology: "single", Nodes: 1}}
+	rows := []matrixRow{{Recipe: "redis-lock", Service: kind.Redis, Topology: "single", Nodes: 1}}
 	setups := []nemesis.Setup{{Name: "session-expire"}}
 	plan := []matrixRun{{cell: matrixCell{Recipe: "redis-lock", Fault: "session-expire", Verdict: verdictNA, NotApplicable: "nemesis session-expire: not built for Redis yet"}}}
 	worst, err := runMatrix(context.Background(), dir, rows, setups, plan, runOptions{}, io.Discard)
@@ -199,7 +200,7 @@ func TestMatrixServiceRedis(t *testing.T) {
 		t.Fatalf("%d rows, columns %s", len(rows), setupNames(setups))
 	}
 	for _, r := range rows {
-		if r.Service != lockservice.KindRedis || strings.HasPrefix(r.Recipe, "mutant") {
+		if r.Service != kind.Redis || strings.HasPrefix(r.Recipe, "mutant") {
 			t.Errorf("row %+v: want a real Redis recipe on Redis", r)
 		}
 	}

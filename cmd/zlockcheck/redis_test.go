@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // planRedis is the run the flags (and a run file, if yaml is not empty) make.
@@ -30,7 +31,7 @@ func planRedis(t *testing.T, yaml string, args ...string) (harnessConfigView, er
 
 // harnessConfigView is what the Redis flags decide of a run's configuration.
 type harnessConfigView struct {
-	Service lockservice.Kind
+	Service kind.Name
 	Redis   lockservice.RedisSettings
 	Nodes   int
 }
@@ -42,14 +43,16 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		args       []string
 		want       harnessConfigView
 	}{
-		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{lockservice.KindZooKeeper, lockservice.RedisSettings{}, 3}},
-		{"the recipe's service", "", []string{"--recipe", "redis-lock"}, harnessConfigView{lockservice.KindRedis, single, 1}},
+		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{kind.ZooKeeper, lockservice.RedisSettings{}, 3}},
+		{"the recipe's service", "", []string{"--recipe", "redis-lock"}, harnessConfigView{kind.Redis, single, 1}},
 		{"--service", "", []string{"--service", "redis", "--recipe", "redis-lock", "--redis-persistence", "aof-always"},
-			harnessConfigView{lockservice.KindRedis, lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistAOFAlways}, 1}},
+			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistAOFAlways}, 1}},
+		{"redlock by default", "", []string{"--recipe", "redsync"},
+			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistNone}, 3}},
 		{"redlock", "", []string{"--recipe", "redsync", "--redis-topology", "redlock"},
-			harnessConfigView{lockservice.KindRedis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistNone}, 3}},
+			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistNone}, 3}},
 		{"run file", "service: redis\nrecipe: redsync\nredis-topology: redlock\nnodes: 5\nredis-persistence: aof-everysec\n", nil,
-			harnessConfigView{lockservice.KindRedis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistAOFEverysec}, 5}},
+			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistAOFEverysec}, 5}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,7 +78,8 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		"Redis has no sessions":                                 {"--recipe", "redis-lock", "--nemesis", "session-expire"},
 		"testing an existing Redis":                             {"--recipe", "redis-lock", "--connect", "192.0.2.1:6379"},
 		"no plain Redis client loop":                            {"--recipe", "redis-lock", "--baseline-processes"},
-		"redlock over independent instances":                    {"--recipe", "redsync"},
+		"redlock over independent instances":                    {"--recipe", "redsync", "--redis-topology", "replicas", "--nodes", "3"},
+		"--workers: want 1 to 250, got 0":                       {"--recipe", "gozk", "--workers", "0"},
 		"not redlock":                                           {"--recipe", "redis-lock", "--redis-topology", "redlock"},
 	}
 	for want, args := range bad {
@@ -92,7 +96,7 @@ func TestRedisBadInputLeavesNothing(t *testing.T) {
 	store := t.TempDir()
 	cases := map[string][]string{
 		"is a ZooKeeper recipe":                     {"run", "--service", "redis", "--recipe", "gozk", "--store", store},
-		"--redis-topology redlock":                  {"run", "--recipe", "redsync", "--store", store},
+		"--redis-topology redlock":                  {"run", "--recipe", "redsync", "--redis-topology", "single", "--store", store},
 		"locks one Redis primary":                   {"explore", "--recipe", "redis-lock", "--redis-topology", "redlock", "--nodes", "3", "--store", store},
 		"recipe redsync: recipe redsync is RedLock": {"matrix", "--recipes", "redis-lock,redsync", "--redis-topology", "single", "--store", store},
 	}

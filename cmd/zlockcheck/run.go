@@ -14,6 +14,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/report"
@@ -98,7 +99,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.baselineProc, "baseline-processes", false, "after the workload (and --baseline's loop), time the plain loop as one OS process per worker slot, in its namespace, as the workers run (benchmarks)")
 	fs.DurationVar(&o.cfg.BaselineWarmup, "baseline-warmup", def.BaselineWarmup, "with --baseline or --baseline-processes: first run the plain loop this long, untimed, so that the servers have warmed up before either side is timed (0: none)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
-	fs.StringVar(&o.service, "service", "", "lock service the run starts: zookeeper, redis, postgres or mariadb (default: the recipe's; zookeeper for exec); docs/redis.md, docs/databases.md")
+	fs.StringVar(&o.service, "service", "", "lock service the run starts: "+kind.Names()+" (default: the recipe's; zookeeper for exec); docs/redis.md, docs/databases.md")
 	fs.StringVar(&o.redisTopology, "redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
 	fs.StringVar(&o.redisPersistence, "redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
 	fs.DurationVar(&o.cfg.DBKeepAlive, "db-keepalive", 0, "with --service postgres or mariadb: the servers give up on a client that vanished without closing its connection (and free its session's locks) about this long after its last packet (their TCP keepalive; 0: the kernel's 2h11m)")
@@ -140,6 +141,9 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 	cfg.Recipe = o.recipe
 	if err := o.serviceConfig(&cfg); err != nil {
 		return cfg, err
+	}
+	if o.set["workers"] && cfg.Workers < 1 { // unset, the library's 0 is its default of 5
+		return cfg, usageError{fmt.Sprintf("--workers: want 1 to 250, got %d", cfg.Workers)}
 	}
 	var err error
 	if cfg.WorkerArgv, cfg.Worker, err = o.worker(stderr); err != nil {
@@ -191,7 +195,7 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 func (o runOptions) serviceConfig(cfg *harness.Config) error {
 	var err error
 	if o.service != "" {
-		if cfg.Service, err = lockservice.ParseKind(o.service); err != nil {
+		if cfg.Service, err = kind.Parse(o.service); err != nil {
 			return usageError{"--service: " + err.Error()}
 		}
 	}
@@ -205,21 +209,18 @@ func (o runOptions) serviceConfig(cfg *harness.Config) error {
 			return usageError{"--redis-persistence: " + err.Error()}
 		}
 	}
-	if o.serviceKind() != lockservice.KindZooKeeper && !o.set["nodes"] {
-		cfg.Nodes = 0
+	if !o.set["nodes"] {
+		cfg.Nodes = 0 // the service's own number (harness.Config.Defaults)
 	}
 	return nil
 }
 
 // serviceKind is the service the run will start: --service, else the recipe's.
-func (o runOptions) serviceKind() lockservice.Kind {
+func (o runOptions) serviceKind() kind.Name {
 	if o.service != "" {
-		return lockservice.Kind(o.service)
+		return kind.Name(o.service)
 	}
-	if k := harness.RecipeService(o.recipe); k != "" {
-		return k
-	}
-	return lockservice.KindZooKeeper
+	return kind.Of(harness.RecipeService(o.recipe)).Name
 }
 
 // plan is the run the options make, completed and checked without running it

@@ -11,7 +11,6 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/histories"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -143,14 +142,8 @@ func describeConfig(cfg harness.Config) []string {
 	}
 	out := []string{"recipe " + cfg.Recipe, "workload " + string(cfg.Workload.Kind), "nemesis " + strings.Join(nem, ","),
 		fmt.Sprintf("%d workers", cfg.Workers), "time " + cfg.Duration.String()}
-	switch {
-	case cfg.Service == lockservice.KindRedis:
-		r := cfg.Redis.WithDefaults()
-		out = append(out, fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, cfg.Nodes, r.Persistence))
-	case cfg.Service == lockservice.KindPostgres || cfg.Service == lockservice.KindMariaDB:
-		out = append(out, fmt.Sprintf("service %s (%d servers)", cfg.Service, cfg.Nodes))
-	case cfg.Observers > 0:
-		out = append(out, fmt.Sprintf("%d servers and %d observer(s)", cfg.Nodes, cfg.Observers))
+	if servers := cfg.DescribeServers(); servers != "" {
+		out = append(out, servers)
 	}
 	return out
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -120,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 		cfg.Menu = Menu(base)
 	}
 	if cfg.FirstRound == 0 {
-		cfg.FirstRound = firstRound(base.Service)
+		cfg.FirstRound = menuOf(base.Service).firstRound
 	}
 	if len(cfg.Menu) == 0 {
 		return Session{}, fmt.Errorf("explore: no probe of the %s menu can run with this configuration", base.Service)
@@ -146,17 +145,6 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	return s, err
 }
 
-// firstRound is the first pass's round length for a service's menu: ZooKeeper's menu
-// was measured with short first looks (BENCHMARKS.md, issue 28); the Redis and
-// database menus were tuned and proven with full rounds (zero), and keep them until
-// they are measured with short ones.
-func firstRound(service lockservice.Kind) time.Duration {
-	if service == "" || service == lockservice.KindZooKeeper {
-		return DefaultFirstRound
-	}
-	return 0
-}
-
 // roundFunc runs and checks one round's configuration. An error (a round that could
 // not run, or broke down on the way: its workers would not start) ends the session; a
 // Round with a Dir is kept with it.
@@ -169,7 +157,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	}
 	menu := cfg.Menu
 	if menu == nil {
-		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
+		menu = menuOf(base.Service).probes(base)
 	}
 	start := time.Now()
 	rng := rand.New(rand.NewPCG(uint64(base.Seed), 0x6578706c))

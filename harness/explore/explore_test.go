@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -210,9 +210,9 @@ func TestFirstPassRoundsAreShort(t *testing.T) {
 		first, rest time.Duration
 	}{
 		{Config{}, DefaultRound, DefaultRound},
-		{Config{FirstRound: firstRound(lockservice.KindZooKeeper)}, DefaultFirstRound, DefaultRound},
-		{Config{FirstRound: firstRound(lockservice.KindRedis)}, DefaultRound, DefaultRound},
-		{Config{FirstRound: firstRound(lockservice.KindPostgres)}, DefaultRound, DefaultRound},
+		{Config{FirstRound: menuOf(kind.ZooKeeper).firstRound}, DefaultFirstRound, DefaultRound},
+		{Config{FirstRound: menuOf(kind.Redis).firstRound}, DefaultRound, DefaultRound},
+		{Config{FirstRound: menuOf(kind.Postgres).firstRound}, DefaultRound, DefaultRound},
 		{Config{Round: 30 * time.Second, FirstRound: 5 * time.Second}, 5 * time.Second, 30 * time.Second},
 		{Config{Round: 6 * time.Second}, 6 * time.Second, 6 * time.Second},
 	} {

@@ -4,27 +4,18 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// Menu is explore's menu for the base run: Probes for ZooKeeper, RedisProbes for
-// Redis, DatabaseProbes for PostgreSQL and MariaDB, each probe less the fault classes the base refuses with that probe's setup
-// (harness.Config.Validate: a class the service or topology cannot have, such as
-// failover off the replicas topology), so that a refusal is written in one place; a
-// probe left with no class it had is dropped.
+// Menu is explore's menu for the base run, its kind's (menus.go), each probe less
+// the fault classes the base refuses with that probe's setup (harness.Config.Validate:
+// a class the service or topology cannot have, such as failover off the replicas
+// topology), so that a refusal is written in one place; a probe left with no class it
+// had is dropped.
 func Menu(base harness.Config) []Probe {
-	var menu []Probe
-	switch base.Service {
-	case lockservice.KindRedis:
-		menu = RedisProbes(base.SessionTimeout)
-	case lockservice.KindPostgres, lockservice.KindMariaDB:
-		menu = DatabaseProbes(base.SessionTimeout)
-	default:
-		menu = Probes(base.SessionTimeout, base.Workload.Fenced)
-	}
+	menu := menuOf(base.Service).probes(base)
 	var out []Probe
 	for _, p := range menu {
 		if p, ok := runnable(base, p); ok {

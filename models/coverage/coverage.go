@@ -37,18 +37,12 @@ type Options struct {
 	Permits int
 	// SessionTimeout is the run's session timeout (0: DefaultSessionTimeout).
 	SessionTimeout time.Duration
-	// Service is the lock service the history was made with (ServiceZooKeeper,
-	// which "" means, ServiceRedis, or a database's): rows that speak of what only
-	// ZooKeeper locks have (queue nodes, predecessors' watches) are not applicable on
-	// any other.
-	Service string
+	// NoQueue says the history was made on a lock service whose locks are no
+	// queue of nodes (kind.Kind.Queue false: Redis, the databases): rows that speak
+	// of what only a queue has (queue nodes, predecessors' watches) are not
+	// applicable there, and the long-hold row speaks of a lease. Zero: a queue.
+	NoQueue bool
 }
-
-// The services Options.Service names.
-const (
-	ServiceZooKeeper = "zookeeper"
-	ServiceRedis     = "redis"
-)
 
 // Row is one situation of the table.
 type Row struct {
@@ -242,7 +236,7 @@ func Compute(h histories.History, opt Options) Table {
 		if spec.id == RowLongHold {
 			r.Situation = fmt.Sprintf(spec.situation, opt.SessionTimeout)
 		}
-		if opt.Service != "" && opt.Service != ServiceZooKeeper {
+		if opt.NoQueue {
 			if spec.lease != "" {
 				r.Situation = spec.lease
 			}

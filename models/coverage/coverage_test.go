@@ -384,7 +384,7 @@ func TestRedisNotApplicable(t *testing.T) {
 	b.call(2, "acquire", 3, histories.Fail, 50)
 	b.op(0, histories.OK, "acquire", 60)
 	zk := Compute(b.h, Options{})
-	redis := Compute(b.h, Options{Service: ServiceRedis})
+	redis := Compute(b.h, Options{NoQueue: true})
 	if r, _ := zk.Row(RowTimedOutQueued); r.Count == 0 || r.NotApplicable != "" {
 		t.Fatalf("ZooKeeper row %s: %+v, want a count (the history must exercise it)", RowTimedOutQueued, r)
 	}
@@ -400,7 +400,7 @@ func TestRedisNotApplicable(t *testing.T) {
 	if r, _ := redis.Row(RowOrphans); !strings.Contains(r.Situation, "key") {
 		t.Errorf("Redis orphan row: %q, want keys", r.Situation)
 	}
-	pg := Compute(b.h, Options{Service: "postgres"})
+	pg := Compute(b.h, Options{NoQueue: true})
 	if r, _ := pg.Row(RowPredecessorGone); r.NotApplicable == "" {
 		t.Errorf("a database lock's predecessor row: %+v, want not applicable", r)
 	}
