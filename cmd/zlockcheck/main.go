@@ -1,5 +1,6 @@
-// Command zlockcheck runs real ZooKeeper lock recipes against a real ensemble under
-// faults, records the history and checks it for linearizability.
+// Command zlockcheck runs lock recipes against real lock services (ZooKeeper, Redis,
+// PostgreSQL, MariaDB) under faults, records the history and checks it for
+// linearizability.
 //
 // Exit codes of run and check: 0 valid, 1 invalid, 2 unknown, 3 error.
 package main
@@ -27,10 +28,10 @@ const (
 const usage = `usage: zlockcheck <command> [flags]
 
 commands:
-  run      start an ensemble and workers, record a history, check it
+  run      start a lock service (ZooKeeper, Redis, PostgreSQL or MariaDB) and workers, record a history, check it
   explore  spend a time budget in rounds of runs that choose their own workload and faults
   check    check a history file (JSON Lines or Jepsen EDN) or re-check a run directory
-  replay   run a stored run's configuration again (same seed) on a fresh ensemble
+  replay   run a stored run's configuration again (same seed) on fresh servers
   export   convert a run's history to Jepsen EDN (or JSON Lines)
   matrix   run every recipe under every fault class; print the safety matrix
   recipes  list the lock recipes that can be tested
