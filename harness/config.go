@@ -291,7 +291,7 @@ func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2
 // files go under serversDir.
 func (c Config) service(serversDir string) lockservice.Config {
 	return lockservice.Config{
-		Kind:     c.Service,
+		Kind: c.Service, Dir: serversDir, Nodes: c.Nodes,
 		Redis:    lockservice.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir},
 		Postgres: lockservice.PostgresConfig{Standby: c.Nodes == 2, KeepAlive: c.DBKeepAlive},
 		MariaDB:  lockservice.MariaDBConfig{Nodes: c.Nodes, KeepAlive: c.DBKeepAlive},

@@ -161,7 +161,7 @@ func TestMariaDBBadConfig(t *testing.T) {
 	}
 	dir := t.TempDir()
 	net := dbNet(t, dir)
-	svc, err := Start(ctx, net, Config{Kind: kind.MariaDB, Ensemble: EnsembleConfig{Dir: dir, Nodes: 1}}, "")
+	svc, err := Start(ctx, net, Config{Kind: kind.MariaDB, Dir: dir, Nodes: 1}, "")
 	if svc != nil {
 		defer svc.Close()
 	}

@@ -313,7 +313,7 @@ func TestCleanupFindsLeftDatabases(t *testing.T) {
 	ctx := context.Background()
 	dir := dbTestDir(t)
 	net := dbNet(t, dir)
-	svc, err := Start(ctx, net, Config{Kind: kind.Postgres, Ensemble: EnsembleConfig{Dir: dir}}, "")
+	svc, err := Start(ctx, net, Config{Kind: kind.Postgres, Dir: dir}, "")
 	if svc != nil {
 		defer svc.Close()
 	}

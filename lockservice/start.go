@@ -18,11 +18,16 @@ import (
 type Config struct {
 	// Kind is the kind of service ("": kind.Default).
 	Kind kind.Name
+	// Dir receives the servers' files, whatever their kind; Nodes is how many
+	// servers the run asked for (0: the kind's own default). A kind's section may
+	// say otherwise for itself (Ensemble.Dir, Redis.Nodes, ...).
+	Dir   string
+	Nodes int
 	// Redis says how to run the Redis instances of Kind redis (its Dir and Nodes,
-	// when unset, are Ensemble's).
+	// when unset, are Config's).
 	Redis RedisConfig
 	// Postgres and MariaDB say how to run the servers of Kind postgres and mariadb
-	// (their Dir, when unset, is Ensemble's; MariaDB's Nodes too).
+	// (their Dir, when unset, is Config's; MariaDB's Nodes too).
 	Postgres PostgresConfig
 	MariaDB  MariaDBConfig
 	// Ensemble says how to run servers the tool starts (its Dir receives their files).
@@ -81,6 +86,12 @@ func Start(ctx context.Context, network *netns.Network, cfg Config, runID string
 // startZooKeeper reaches an existing ensemble (Connect), or starts one on SSH nodes
 // or in the run's namespaces.
 func startZooKeeper(ctx context.Context, network *netns.Network, cfg Config, runID string) (Service, error) {
+	if cfg.Ensemble.Dir == "" {
+		cfg.Ensemble.Dir = cfg.Dir
+	}
+	if cfg.Ensemble.Nodes == 0 {
+		cfg.Ensemble.Nodes = cfg.Nodes
+	}
 	switch {
 	case cfg.Connect != "":
 		e, err := ConnectEnsemble(ctx, network, cfg.Connect, cfg.ConnectTimeout)
@@ -113,10 +124,10 @@ func startRedis(ctx context.Context, network *netns.Network, cfg Config, _ strin
 	}
 	rc := cfg.Redis
 	if rc.Dir == "" {
-		rc.Dir = cfg.Ensemble.Dir
+		rc.Dir = cfg.Dir
 	}
 	if rc.Nodes == 0 {
-		rc.Nodes = cfg.Ensemble.Nodes
+		rc.Nodes = cfg.Nodes
 	}
 	r, err := StartRedis(ctx, network, rc)
 	if r == nil {
@@ -134,7 +145,7 @@ func startDatabase(ctx context.Context, network *netns.Network, cfg Config, _ st
 	case cfg.SSH != nil:
 		return nil, fmt.Errorf("service %s: servers on SSH nodes (--ssh-nodes) are not built yet", cfg.Kind)
 	}
-	dir := cfg.Ensemble.Dir
+	dir := cfg.Dir
 	if dir != "" {
 		abs, err := filepath.Abs(dir) // the servers run elsewhere than in the harness's directory
 		if err != nil {
@@ -158,7 +169,7 @@ func startDatabase(ctx context.Context, network *netns.Network, cfg Config, _ st
 		mc.Dir = dir
 	}
 	if mc.Nodes == 0 {
-		mc.Nodes = cfg.Ensemble.Nodes
+		mc.Nodes = cfg.Nodes
 	}
 	m, err := StartMariaDB(ctx, network, mc)
 	if m == nil {
