@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -186,7 +187,7 @@ func runRule(ctx context.Context, cfg Config, rule Rule, path string) Result {
 
 // private is a standalone server this run started.
 type private struct {
-	s       *lockservice.Standalone
+	s       *zookeeper.Standalone
 	timeout time.Duration
 }
 
@@ -221,7 +222,7 @@ func startPrivate(ctx context.Context, cfg Config) (Server, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := lockservice.StartStandalone(ctx, lockservice.EnsembleConfig{Dir: dir, ZKHome: cfg.ZKHome})
+	s, err := zookeeper.StartStandalone(ctx, zookeeper.EnsembleConfig{Dir: dir, ZKHome: cfg.ZKHome})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, fmt.Errorf("private ZooKeeper: %w", err)

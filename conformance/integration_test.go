@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/zksim"
 )
 
@@ -20,7 +21,7 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 	dir := t.TempDir()
 	workers := realWorkers(t, dir)
 	ctx := context.Background()
-	zk, err := lockservice.StartStandalone(ctx, lockservice.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
+	zk, err := zookeeper.StartStandalone(ctx, zookeeper.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
+	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -28,7 +30,7 @@ var _ nemesis.RedisCluster = (*cluster)(nil)
 
 // redisAdmin is a service of Redis instances: what the Redis faults need of it.
 type redisAdmin interface {
-	Settings() lockservice.RedisSettings
+	Settings() redis.RedisSettings
 	Command(ctx context.Context, id int, args ...string) (any, error)
 }
 
@@ -70,13 +72,13 @@ var (
 	_ nemesis.StandbyPromoter = (*cluster)(nil)
 	_ nemesis.SessionKeeper   = (*cluster)(nil)
 
-	_ sessionKeeper = (*lockservice.Postgres)(nil)
-	_ sessionKeeper = (*lockservice.MariaDB)(nil)
+	_ sessionKeeper = (*sqldb.Postgres)(nil)
+	_ sessionKeeper = (*sqldb.MariaDB)(nil)
 
-	_ sessionKiller  = (*lockservice.Redis)(nil)
-	_ sessionKiller  = (*lockservice.Postgres)(nil)
-	_ sessionKiller  = (*lockservice.MariaDB)(nil)
-	_ standbyService = (*lockservice.Postgres)(nil)
+	_ sessionKiller  = (*redis.Redis)(nil)
+	_ sessionKiller  = (*sqldb.Postgres)(nil)
+	_ sessionKiller  = (*sqldb.MariaDB)(nil)
+	_ standbyService = (*sqldb.Postgres)(nil)
 )
 
 // sessionKiller is a service whose servers end a client's session when asked.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -31,10 +33,10 @@ type Config struct {
 	Service kind.Name `json:"service"`
 	// Redis are the Redis instances' topology and persistence (service redis only;
 	// Defaults fills them: single, none).
-	Redis lockservice.RedisSettings `json:"redis,omitzero"`
+	Redis redis.RedisSettings `json:"redis,omitzero"`
 	// DBKeepAlive bounds how long a database server keeps the session of a client
 	// that vanished without closing its connection, and its locks (the servers' TCP
-	// keepalive, lockservice.DBKeepAlive; services postgres and mariadb only). 0
+	// keepalive, sqldb.DBKeepAlive; services postgres and mariadb only). 0
 	// leaves it to the kernel: 2 h 11 min.
 	DBKeepAlive time.Duration `json:"db_keepalive_ns,omitempty"`
 	// Nodes is the number of servers: the ensemble's size, the Redis instances, a
@@ -44,7 +46,7 @@ type Config struct {
 	Nodes int `json:"nodes"`
 	// Observers is the number of ZooKeeper observers beside the Nodes voting servers
 	// (Nodes+Observers servers in all; on SSH nodes, the last Observers of them):
-	// they serve clients but do not vote (lockservice.EnsembleConfig.Members).
+	// they serve clients but do not vote (zookeeper.EnsembleConfig.Members).
 	Observers int `json:"observers,omitempty"`
 	// ZKHome is a ZooKeeper install to use instead of Debian's package (on the SSH
 	// nodes, when SSH is set: a path on each node).
@@ -84,7 +86,7 @@ type Config struct {
 	// same way (StoredRun.Check).
 	Check models.Config `json:"check"`
 	// Baseline, when set, runs the service's plain client lock loop (go-zookeeper's;
-	// on Redis lockservice.Redis.PlainLoops) with as many goroutines as workers for as
+	// on Redis redis.Redis.PlainLoops) with as many goroutines as workers for as
 	// long as the workload, on the same servers after the workload: the yardstick for
 	// the harness's overhead (see BENCHMARKS.md). BaselineArgv is ZooKeeper's only.
 	Baseline bool `json:"baseline,omitempty"`
@@ -157,7 +159,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Store: "store", Nodes: 3, Workers: 5, Duration: 30 * time.Second,
-		SessionTimeout: lockservice.DefaultSessionTimeout, Tick: lockservice.DefaultTick, InitLimit: lockservice.DefaultInitLimit, SyncLimit: lockservice.DefaultSyncLimit,
+		SessionTimeout: lockservice.DefaultSessionTimeout, Tick: zookeeper.DefaultTick, InitLimit: zookeeper.DefaultInitLimit, SyncLimit: zookeeper.DefaultSyncLimit,
 		NemesisInterval: nemesis.DefaultInterval, FinalPhase: true, Workload: workloads.DefaultConfig(),
 		BaselineWarmup: 10 * time.Second,
 	}
@@ -290,16 +292,12 @@ func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2
 // service is the lock service's part of the run's configuration: its servers'
 // files go under serversDir.
 func (c Config) service(serversDir string) lockservice.Config {
-	return lockservice.Config{
+	cfg := lockservice.Config{
 		Kind: c.Service, Dir: serversDir, Nodes: c.Nodes,
-		Redis:    lockservice.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir},
-		Postgres: lockservice.PostgresConfig{Standby: c.Nodes == 2, KeepAlive: c.DBKeepAlive},
-		MariaDB:  lockservice.MariaDBConfig{Nodes: c.Nodes, KeepAlive: c.DBKeepAlive},
-		Ensemble: lockservice.EnsembleConfig{
-			Nodes: c.Nodes, Observers: c.Observers, ZKHome: c.ZKHome, Dir: serversDir,
-			Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,
-			Heap: c.ServerHeap, FullJIT: c.ServerFullJIT, MaxSessionTimeout: c.MaxSessionTimeout(),
-		},
 		SSH: c.SSH, Connect: c.Connect, ConnectTimeout: c.RecoverBound(),
 	}
+	if s := settingsOf(c.Service); s != nil && s.section != nil {
+		cfg.Settings = s.section(c, serversDir)
+	}
+	return cfg
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 )
 
 func TestIsHeapSize(t *testing.T) {
@@ -35,8 +36,8 @@ func TestBaselineWarmupValidation(t *testing.T) {
 // when it cannot be.
 func TestObserversValidation(t *testing.T) {
 	ok := Config{WorkerArgv: []string{"w"}, Nodes: 3, Observers: 2}.Defaults()
-	if err := ok.Validate(); err != nil || ok.service("").Ensemble.Observers != 2 {
-		t.Errorf("3 voters and 2 observers: %v, ensemble %+v", err, ok.service("").Ensemble)
+	if err := ok.Validate(); err != nil || ok.service("").Settings.(zookeeper.EnsembleConfig).Observers != 2 {
+		t.Errorf("3 voters and 2 observers: %v, ensemble %+v", err, ok.service("").Settings)
 	}
 	ssh := Config{WorkerArgv: []string{"w"}, Observers: 1, SSH: &lockservice.SSHConfig{Nodes: []string{"a", "b", "c", "d"}}}.Defaults()
 	if err := ssh.Validate(); err != nil || ssh.Nodes != 3 {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -32,7 +32,7 @@ func (c Config) validateConnect() error {
 		}
 		return nil
 	}
-	addrs, err := lockservice.ParseConnect(c.Connect)
+	addrs, err := zookeeper.ParseConnect(c.Connect)
 	if err != nil {
 		return err
 	}
@@ -51,8 +51,8 @@ func (c Config) validateConnect() error {
 			continue
 		}
 		for _, a := range addrs {
-			if _, port, _ := net.SplitHostPort(a); port != strconv.Itoa(lockservice.DefaultConnectPort) {
-				return fmt.Errorf("nemesis: %s needs the servers' client port to be %d, connect names %s", cl, lockservice.DefaultConnectPort, a)
+			if _, port, _ := net.SplitHostPort(a); port != strconv.Itoa(zookeeper.DefaultConnectPort) {
+				return fmt.Errorf("nemesis: %s needs the servers' client port to be %d, connect names %s", cl, zookeeper.DefaultConnectPort, a)
 			}
 		}
 	}

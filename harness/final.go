@@ -10,6 +10,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -153,7 +154,7 @@ type sessionFreeEntries interface {
 	OutlivesSession(entry string) bool
 }
 
-var _ sessionFreeEntries = (*lockservice.PostgresLock)(nil)
+var _ sessionFreeEntries = (*sqldb.PostgresLock)(nil)
 
 // lockChildren lists the lock's entries with their owners.
 func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
+	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -29,6 +31,9 @@ type kindSettings struct {
 	validate func(c Config) error
 	// describe is the run's log line once the servers serve (nil: the generic one).
 	describe func(c Config, version string) string
+	// section is the kind's own part of lockservice.Config (its Settings), its
+	// servers' files under serversDir.
+	section func(c Config, serversDir string) any
 	// brief names the servers in a run's description (DescribeServers; nil: the
 	// generic one).
 	brief func(c Config) string
@@ -41,6 +46,13 @@ var settingGroups = []kindSettings{
 		set:      func(c Config) bool { return c.Observers > 0 },
 		refuse:   "observers: ZooKeeper observers; the %s service has none (drop --observers, or run --service zookeeper)",
 		validate: validateZooKeeper,
+		section: func(c Config, serversDir string) any {
+			return zookeeper.EnsembleConfig{
+				Nodes: c.Nodes, Observers: c.Observers, ZKHome: c.ZKHome, Dir: serversDir,
+				Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,
+				Heap: c.ServerHeap, FullJIT: c.ServerFullJIT, MaxSessionTimeout: c.MaxSessionTimeout(),
+			}
+		},
 		brief: func(c Config) string {
 			if c.Observers > 0 {
 				return fmt.Sprintf("%d servers and %d observer(s)", c.Nodes, c.Observers)
@@ -56,17 +68,20 @@ var settingGroups = []kindSettings{
 	},
 	{
 		kinds:  []kind.Name{kind.Redis},
-		set:    func(c Config) bool { return c.Redis != (lockservice.RedisSettings{}) },
+		set:    func(c Config) bool { return c.Redis != (redis.RedisSettings{}) },
 		refuse: "redis-topology, redis-persistence: Redis settings for the %s service: add --service redis",
 		defaults: func(c Config) Config {
 			if c.Redis.Topology == "" && redlockRecipe(c.Recipe) {
-				c.Redis.Topology = lockservice.RedisRedlock // the one topology RedLock runs on
+				c.Redis.Topology = redis.RedisRedlock // the one topology RedLock runs on
 			}
 			c.Redis = c.Redis.WithDefaults()
 			fill(&c.Nodes, c.Redis.DefaultNodes())
 			return c
 		},
 		validate: Config.validateRedis,
+		section: func(c Config, serversDir string) any {
+			return redis.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir}
+		},
 		brief: func(c Config) string {
 			r := c.Redis.WithDefaults()
 			return fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, c.Nodes, r.Persistence)
@@ -80,6 +95,12 @@ var settingGroups = []kindSettings{
 		set:      func(c Config) bool { return c.DBKeepAlive != 0 },
 		refuse:   "db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)",
 		validate: Config.validateDatabase,
+		section: func(c Config, _ string) any {
+			if c.Service == kind.MariaDB {
+				return sqldb.MariaDBConfig{Nodes: c.Nodes, KeepAlive: c.DBKeepAlive}
+			}
+			return sqldb.PostgresConfig{Standby: c.Nodes == 2, KeepAlive: c.DBKeepAlive}
+		},
 	},
 }
 
@@ -159,7 +180,7 @@ func (c Config) validateRedis() error {
 		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
 	}
 	for _, cl := range c.Nemesis {
-		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != lockservice.RedisReplicas {
+		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != redis.RedisReplicas {
 			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", c.Redis.WithDefaults().Topology)
 		}
 	}
@@ -172,7 +193,7 @@ func (c Config) redisTopologyFits() error {
 	if RecipeService(c.Recipe) != kind.Redis {
 		return nil
 	}
-	redlock := c.Redis.WithDefaults().Topology == lockservice.RedisRedlock
+	redlock := c.Redis.WithDefaults().Topology == redis.RedisRedlock
 	switch {
 	case redlockRecipe(c.Recipe) && !redlock:
 		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", c.Recipe)

@@ -20,6 +20,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -121,7 +122,7 @@ type propEnv struct {
 	runID     string
 	serverDir string
 	net       *netns.Network
-	ens       *lockservice.Ensemble
+	ens       *zookeeper.Ensemble
 	cl        *cluster
 	slots     []netns.Host
 	dir       string
@@ -171,7 +172,7 @@ func startPropEnv(t *testing.T) *propEnv {
 		}
 	})
 	started := time.Now()
-	e.ens, err = lockservice.StartEnsemble(ctx, e.net, lockservice.EnsembleConfig{Nodes: 3, Dir: e.serverDir})
+	e.ens, err = zookeeper.StartEnsemble(ctx, e.net, zookeeper.EnsembleConfig{Nodes: 3, Dir: e.serverDir})
 	if e.ens != nil {
 		t.Cleanup(e.ens.Stop)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -835,7 +836,7 @@ func (m *machine) nodes() ([]lockNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("children of %s: %w", m.path, err)
 	}
-	slices.SortFunc(children, func(a, b string) int { return lockservice.SeqOf(a) - lockservice.SeqOf(b) })
+	slices.SortFunc(children, func(a, b string) int { return zookeeper.SeqOf(a) - zookeeper.SeqOf(b) })
 	var out []lockNode
 	for _, ch := range children {
 		ok, stat, err := conn.Exists(m.path + "/" + ch)

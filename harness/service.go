@@ -9,6 +9,9 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
+	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -49,21 +52,21 @@ type yardstick interface {
 }
 
 var (
-	_ yardstick     = (*lockservice.Ensemble)(nil)
-	_ rootMaker     = (*lockservice.Ensemble)(nil)
-	_ lockInspector = (*lockservice.Ensemble)(nil)
-	_ counterStore  = (*lockservice.Ensemble)(nil)
-	_ herdSampler   = (*lockservice.Ensemble)(nil)
+	_ yardstick     = (*zookeeper.Ensemble)(nil)
+	_ rootMaker     = (*zookeeper.Ensemble)(nil)
+	_ lockInspector = (*zookeeper.Ensemble)(nil)
+	_ counterStore  = (*zookeeper.Ensemble)(nil)
+	_ herdSampler   = (*zookeeper.Ensemble)(nil)
 
-	_ lockInspector = (*lockservice.Redis)(nil)
-	_ counterStore  = (*lockservice.Redis)(nil)
-	_ yardstick     = (*lockservice.Redis)(nil)
+	_ lockInspector = (*redis.Redis)(nil)
+	_ counterStore  = (*redis.Redis)(nil)
+	_ yardstick     = (*redis.Redis)(nil)
 
-	_ lockInspector = (*lockservice.Postgres)(nil)
-	_ counterStore  = (*lockservice.Postgres)(nil)
-	_ yardstick     = (*lockservice.Postgres)(nil)
-	_ lockInspector = (*lockservice.MariaDB)(nil)
-	_ yardstick     = (*lockservice.MariaDB)(nil)
+	_ lockInspector = (*sqldb.Postgres)(nil)
+	_ counterStore  = (*sqldb.Postgres)(nil)
+	_ yardstick     = (*sqldb.Postgres)(nil)
+	_ lockInspector = (*sqldb.MariaDB)(nil)
+	_ yardstick     = (*sqldb.MariaDB)(nil)
 )
 
 // The service a run starts is its Config.Service; a recipe of the catalogue works

@@ -7,6 +7,8 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
+	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -19,16 +21,16 @@ func redisConfig() Config {
 
 func TestServiceDefaults(t *testing.T) {
 	zk := Config{Recipe: "gozk", WorkerArgv: []string{"w"}}.Defaults()
-	if zk.Service != kind.ZooKeeper || zk.Nodes != 3 || zk.Redis != (lockservice.RedisSettings{}) {
+	if zk.Service != kind.ZooKeeper || zk.Nodes != 3 || zk.Redis != (redis.RedisSettings{}) {
 		t.Errorf("a ZooKeeper recipe's run: service %q, %d nodes, redis %+v", zk.Service, zk.Nodes, zk.Redis)
 	}
 	single := redisConfig().Defaults()
-	want := lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistNone}
+	want := redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistNone}
 	if single.Redis != want || single.Nodes != 1 {
 		t.Errorf("redis defaults: %+v, %d nodes; want %+v, 1 node", single.Redis, single.Nodes, want)
 	}
 	c := redisConfig()
-	c.Redis.Topology = lockservice.RedisRedlock
+	c.Redis.Topology = redis.RedisRedlock
 	if n := c.Defaults().Nodes; n != 3 {
 		t.Errorf("redlock's default nodes: %d", n)
 	}
@@ -37,7 +39,7 @@ func TestServiceDefaults(t *testing.T) {
 		t.Errorf("redlock with 5 nodes asked for: %d", n)
 	}
 	sc := single.service("/srv")
-	if sc.Kind != kind.Redis || sc.Redis.RedisSettings != want || sc.Redis.Nodes != 1 || sc.Redis.Dir != "/srv" {
+	if rc, _ := sc.Settings.(redis.RedisConfig); sc.Kind != kind.Redis || rc.RedisSettings != want || rc.Nodes != 1 || rc.Dir != "/srv" {
 		t.Errorf("the service's configuration: %+v", sc)
 	}
 	for name, cfg := range map[string]Config{"zookeeper": zk, "redis": single} {
@@ -57,12 +59,12 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"connect":           func(c *Config) { c.Connect = "10.0.0.1:6379" },
 		"ssh-nodes":         func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} },
 		"single topology":   func(c *Config) { c.Nodes = 3 },
-		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = lockservice.RedisRedlock, 2 },
+		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = redis.RedisRedlock, 2 },
 		"redis-persistence": func(c *Config) { c.Redis.Persistence = "rdb" },
 		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
 		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
-		"want zookeeper, redis, postgres or mariadb": func(c *Config) {
+		"want zookeeper, redis, postgres": func(c *Config) {
 			c.Service = "etcd"
 		},
 	}
@@ -87,7 +89,7 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 			t.Errorf("want an error about %q, got %v", want, err)
 		}
 	}
-	zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Redis: lockservice.RedisSettings{Topology: lockservice.RedisRedlock}}
+	zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Redis: redis.RedisSettings{Topology: redis.RedisRedlock}}
 	if err := zk.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--service redis") {
 		t.Errorf("Redis settings on ZooKeeper: %v", err)
 	}
@@ -115,12 +117,12 @@ func TestRedisRecipesNeedRedis(t *testing.T) {
 	}{
 		{"redis-lock", func(*Config) {}, ""},
 		{"redis-lock", func(c *Config) { c.Service = kind.ZooKeeper }, "--service redis"},
-		{"redis-lock", func(c *Config) { c.Redis.Topology = lockservice.RedisRedlock }, "not redlock"},
-		{"redis-lock", func(c *Config) { c.Redis.Topology = lockservice.RedisReplicas }, ""},
-		{"redsync", func(c *Config) { c.Redis.Topology = lockservice.RedisRedlock }, ""},
+		{"redis-lock", func(c *Config) { c.Redis.Topology = redis.RedisRedlock }, "not redlock"},
+		{"redis-lock", func(c *Config) { c.Redis.Topology = redis.RedisReplicas }, ""},
+		{"redsync", func(c *Config) { c.Redis.Topology = redis.RedisRedlock }, ""},
 		{"redsync", func(*Config) {}, ""}, // the one topology it runs on, by default
-		{"redsync", func(c *Config) { c.Redis.Topology = lockservice.RedisSingle }, "--redis-topology redlock"},
-		{"redsync", func(c *Config) { c.Redis.Topology, c.Workload.Fenced = lockservice.RedisRedlock, true }, "no fencing token"},
+		{"redsync", func(c *Config) { c.Redis.Topology = redis.RedisSingle }, "--redis-topology redlock"},
+		{"redsync", func(c *Config) { c.Redis.Topology, c.Workload.Fenced = redis.RedisRedlock, true }, "no fencing token"},
 	}
 	for _, c := range cases {
 		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}
@@ -160,7 +162,7 @@ func TestValidateDatabases(t *testing.T) {
 		{"mariadb-getlock", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "nothing to fail over to"},
 		{"mariadb-getlock", func(c *Config) { c.Connect = "10.1.2.3:3306" }, "existing MariaDB"},
 		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, "SSH nodes"},
-		{"pg-table", func(c *Config) { c.Redis.Topology = lockservice.RedisSingle }, "add --service redis"},
+		{"pg-table", func(c *Config) { c.Redis.Topology = redis.RedisSingle }, "add --service redis"},
 	}
 	for _, c := range cases {
 		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}
@@ -174,7 +176,7 @@ func TestValidateDatabases(t *testing.T) {
 	if d.Service != kind.Postgres || d.Nodes != 1 {
 		t.Errorf("pg-table's defaults: service %s, %d nodes", d.Service, d.Nodes)
 	}
-	if sc := (Config{Recipe: "pg-table", WorkerArgv: []string{"w"}, Nodes: 2}).Defaults().service("/srv"); !sc.Postgres.Standby || sc.Ensemble.Dir != "/srv" {
+	if sc := (Config{Recipe: "pg-table", WorkerArgv: []string{"w"}, Nodes: 2}).Defaults().service("/srv"); !sc.Settings.(sqldb.PostgresConfig).Standby || sc.Dir != "/srv" {
 		t.Errorf("two PostgreSQL servers are a primary and a standby: %+v", sc)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 )
 
 // Site is where runs happen: a private network, the lock service serving on it (a
@@ -28,7 +29,7 @@ type Site struct {
 	// service, redis, nodes, workers and connect are what the site was made for: a
 	// run must match them.
 	service        kind.Name
-	redis          lockservice.RedisSettings
+	redis          redis.RedisSettings
 	nodes, workers int
 	observers      int
 	connect        string

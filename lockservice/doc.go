@@ -1,38 +1,34 @@
-// Package lockservice owns a lock service's servers: starting them (in namespaces
-// of the run's network, on SSH nodes, or reaching an existing deployment), waiting
-// until they serve, telling which server a client uses and which one leads, asking
-// them for their version and counters, and stopping them and removing their files
-// on every exit path.
+// Package lockservice is the core every kind of lock service plugs into: the
+// Service a run sees (start, wait until serving, which server a client is on and
+// which leads, version, close on every exit path), the registry of how each kind's
+// servers start (RegisterStart, Register) and are swept (RegisterSweep), and what the
+// kinds share: the run network's server addresses (ServerAddr), a server's host in a
+// namespace (NSHost) and the wait until servers serve (WaitServing), SSH nodes
+// (SSHConfig, their sweep), a lock's reader (LockReader) and session names, the
+// plain client loop's yardstick (Baseline), and the index of the tool's namespaces
+// that finds a server that outlived its run (NSIndex).
 //
-// Service is the seam: the run (harness), the nemesis and explore see a lock service
-// only through it, plus optional abilities declared where they are used (a lock's
-// entries and live sessions for the liveness and orphan watches, a counter, the
-// herd sample). Start picks a kind and a place from a Config:
+// Each kind lives in a package of its own under this one, registers itself from its
+// init, and imports only this core (never another kind):
 //
-//   - ZooKeeper (Ensemble): servers in local namespaces (StartEnsemble), on SSH nodes
-//     (StartRemoteEnsemble), or an existing ensemble (ConnectEnsemble); it has every
-//     ability.
-//   - Redis (Redis, StartRedis): Debian's redis-server, one instance per namespace of
-//     the run's network, in a topology (one instance, a primary with replicas, or
-//     independent primaries for RedLock) with a persistence setting (RedisSettings);
-//     it reads the lock's key and its clients (OpenLock, LiveSessions) and has no
-//     counter, herd sample or plain client loop yet. CleanupRedis finds an instance
-//     that outlived its run's namespace.
-//   - PostgreSQL (Postgres, StartPostgres) and MariaDB (MariaDB, StartMariaDB):
-//     Debian's servers, each server in a namespace of the run's network, made fresh
-//     (initdb, pg_basebackup, mariadb-install-db) in a zlc-prefixed directory of the
-//     run and removed by Close: a Postgres primary with an optional streaming standby
-//     (Promote, Terminate), or independent MariaDB servers (KillConnection). Groundwork
-//     only: no recipe, fault or run uses them yet (docs/databases.md).
-//     CleanupDatabases finds a server whose namespace or directory is gone.
+//   - zookeeper: ensembles in local namespaces, on SSH nodes, or an existing one
+//     (--connect); a standalone server on loopback for conformance; the go-zookeeper
+//     plain loop, the herd sample, the lock's nodes.
+//   - redis: Debian's redis-server, one instance per namespace, in a topology (one
+//     instance, a primary with replicas, independent primaries for RedLock) with a
+//     persistence setting; the lock's key and clients, the counter, the plain loop,
+//     failover, clock jumps, connection kills, the sweep of instances left behind.
+//   - sqldb: PostgreSQL (a primary, optionally a streaming standby) and MariaDB
+//     (independent servers), made fresh in zlc-prefixed directories: their lock
+//     tables and session locks, counters, plain loops, failover, keepalives,
+//     connection kills, the sweep of servers left behind.
 //
-// Sweep removes, for every kind and place above, what runs whose harness is dead
-// left (netns's owner files say whose is whose): what every run does first, and
-// cleanup by hand.
+// What a kind is (its name, title, traits and abilities) is lockservice/kind's, which
+// imports nothing of the project. A new kind is a package here that registers its
+// start (and, if its servers can outlive their namespaces, its sweep); the harness
+// links it and, if it has settings of its own, gives them one entry in
+// harness/kinds.go. lockservicetest holds what the kinds' tests share.
 //
-// A further kind (an etcd cluster) is one more implementation of Service, with the
-// abilities that mean something for it.
-//
-// StartStandalone is a single ZooKeeper server on loopback for tests of one worker
-// (conformance); it is not a Service.
+// Sweep removes, for every kind, what runs whose harness is dead left (netns's owner
+// files say whose is whose): what every run does first, and cleanup by hand.
 package lockservice

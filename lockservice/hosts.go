@@ -19,7 +19,7 @@ import (
 // network (internal/netns): today the only kind of nemesis.ServerHost. The server is a
 // child process of the harness, in its own process group; its files are in the run
 // directory.
-type nsHost struct {
+type NSHost struct {
 	id   int
 	ns   netns.Host
 	argv []string // the server's command line
@@ -30,23 +30,28 @@ type nsHost struct {
 	done chan struct{} // closed when cmd has exited
 }
 
-var _ nemesis.ServerHost = (*nsHost)(nil)
+var _ nemesis.ServerHost = (*NSHost)(nil)
 
-func newNSHost(id int, ns netns.Host, argv []string, log string) *nsHost {
-	return &nsHost{id: id, ns: ns, argv: argv, log: log}
+// NewNSHost is the host of server id (from 1) in namespace ns: argv its command
+// line, log the file its output is appended to.
+func NewNSHost(id int, ns netns.Host, argv []string, log string) *NSHost {
+	return &NSHost{id: id, ns: ns, argv: argv, log: log}
 }
 
+// NS is the namespace the server runs in.
+func (h *NSHost) NS() netns.Host { return h.ns }
+
 // String is the namespace's name.
-func (h *nsHost) String() string { return h.ns.Netns }
+func (h *NSHost) String() string { return h.ns.Netns }
 
 // Addr is the namespace's address on the run's bridge.
-func (h *nsHost) Addr() netip.Addr { return h.ns.Addr }
+func (h *NSHost) Addr() netip.Addr { return h.ns.Addr }
 
 // TablePrefix: the namespace is the run's own, so the nemesis's tables need no more.
-func (h *nsHost) TablePrefix() string { return nemesis.TablePrefix }
+func (h *NSHost) TablePrefix() string { return nemesis.TablePrefix }
 
 // Start starts the server in the namespace, its output appended to its log.
-func (h *nsHost) Start(context.Context) error {
+func (h *NSHost) Start(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cmd != nil && !h.exited() {
@@ -73,7 +78,7 @@ func (h *nsHost) Start(context.Context) error {
 }
 
 // Pid is the server's process id, or 0 when it is not running.
-func (h *nsHost) Pid() int {
+func (h *NSHost) Pid() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cmd == nil || h.exited() {
@@ -82,7 +87,7 @@ func (h *nsHost) Pid() int {
 	return h.cmd.Process.Pid
 }
 
-func (h *nsHost) exited() bool {
+func (h *NSHost) exited() bool {
 	select {
 	case <-h.done:
 		return true
@@ -93,7 +98,7 @@ func (h *nsHost) exited() bool {
 
 // Kill SIGKILLs the server's process group (a stopped process dies of SIGKILL too)
 // and waits for it to exit.
-func (h *nsHost) Kill(context.Context) error {
+func (h *NSHost) Kill(context.Context) error {
 	h.mu.Lock()
 	cmd, done := h.cmd, h.done
 	h.mu.Unlock()
@@ -106,7 +111,7 @@ func (h *nsHost) Kill(context.Context) error {
 }
 
 // Signal sends sig to the server's process group.
-func (h *nsHost) Signal(_ context.Context, sig syscall.Signal) error {
+func (h *NSHost) Signal(_ context.Context, sig syscall.Signal) error {
 	pid := h.Pid()
 	if pid == 0 {
 		return fmt.Errorf("server %d: %w", h.id, nemesis.ErrNotRunning)
@@ -125,12 +130,12 @@ func (h *nsHost) Signal(_ context.Context, sig syscall.Signal) error {
 
 // Exec runs argv in the namespace; a namespace that is gone gives nemesis.ErrHostGone
 // (netns.ErrGone).
-func (h *nsHost) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
+func (h *NSHost) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
 	return netns.Exec(ctx, h.ns.Netns, stdin, argv...)
 }
 
 // LogTail reads the last n lines of the server's log file.
-func (h *nsHost) LogTail(_ context.Context, n int) ([]string, error) {
+func (h *NSHost) LogTail(_ context.Context, n int) ([]string, error) {
 	return readTail(h.log, n)
 }
 

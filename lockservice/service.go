@@ -32,5 +32,3 @@ type Service interface {
 	// Close stops the servers the tool started and removes what it made for them.
 	Close() error
 }
-
-var _ Service = (*Ensemble)(nil)

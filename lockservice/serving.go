@@ -12,35 +12,35 @@ import (
 
 // servingPoll is one look at the servers for waitServing: whether they all serve,
 // which one exited (unless none did), and the servers that do not serve.
-type servingPoll struct {
-	ok     bool
-	exited string
-	down   []downServer
+type ServingPoll struct {
+	OK     bool
+	Exited string
+	Down   []DownServer
 }
 
 // downServer is a server that does not serve, as a not-serving error names it.
-type downServer struct {
+type DownServer struct {
 	// what names it: "server 2 (10.77.1.2:2181, zlc...s2)".
-	what string
-	why  string
-	host nemesis.ServerHost
-	log  string
+	What string
+	Why  string
+	Host nemesis.ServerHost
+	Log  string
 }
 
 // waitServing looks at the servers every pace until they all serve, one exited, the
 // timeout passes (the error says notWithin, e.g. "no quorum") or ctx ends. The error
 // begins with title and names each server down, why, and the tail of its log.
-func waitServing(ctx context.Context, timeout, pace time.Duration, title, notWithin string, look func() servingPoll) error {
+func WaitServing(ctx context.Context, timeout, pace time.Duration, title, notWithin string, look func() ServingPoll) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		p := look()
 		switch {
-		case p.ok:
+		case p.OK:
 			return nil
-		case p.exited != "":
-			return notServing(ctx, title, p.exited+" exited", p.down)
+		case p.Exited != "":
+			return notServing(ctx, title, p.Exited+" exited", p.Down)
 		case time.Now().After(deadline):
-			return notServing(ctx, title, fmt.Sprintf("%s within %s", notWithin, timeout), p.down)
+			return notServing(ctx, title, fmt.Sprintf("%s within %s", notWithin, timeout), p.Down)
 		}
 		select {
 		case <-ctx.Done():
@@ -51,12 +51,12 @@ func waitServing(ctx context.Context, timeout, pace time.Duration, title, notWit
 }
 
 // notServing is waitServing's error.
-func notServing(ctx context.Context, title, why string, down []downServer) error {
+func notServing(ctx context.Context, title, why string, down []DownServer) error {
 	var b strings.Builder
 	b.WriteString(title + ": " + why)
 	for _, d := range down {
-		fmt.Fprintf(&b, "\n  %s: %s; last lines of %s:\n", d.what, d.why, d.log)
-		lines, err := d.host.LogTail(ctx, 8)
+		fmt.Fprintf(&b, "\n  %s: %s; last lines of %s:\n", d.What, d.Why, d.Log)
+		lines, err := d.Host.LogTail(ctx, 8)
 		if err != nil {
 			lines = []string{"(" + err.Error() + ")"}
 		}

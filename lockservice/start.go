@@ -2,42 +2,45 @@ package lockservice
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
-// Config says which servers a run uses: ZooKeeper servers started in the run's
-// namespaces (the default), on SSH nodes (SSH), or an existing ensemble (Connect); or,
-// for Kind redis, Redis instances started in the run's namespaces (Redis); for Kind
-// postgres or mariadb, database servers started there (Postgres, MariaDB).
+// Config says which servers a run uses: a kind's servers started in the run's
+// namespaces (the default), on SSH nodes (SSH), or an existing deployment (Connect),
+// as far as the kind can; Settings are the kind's own.
 type Config struct {
 	// Kind is the kind of service ("": kind.Default).
 	Kind kind.Name
 	// Dir receives the servers' files, whatever their kind; Nodes is how many
-	// servers the run asked for (0: the kind's own default). A kind's section may
-	// say otherwise for itself (Ensemble.Dir, Redis.Nodes, ...).
+	// servers the run asked for (0: the kind's own default).
 	Dir   string
 	Nodes int
-	// Redis says how to run the Redis instances of Kind redis (its Dir and Nodes,
-	// when unset, are Config's).
-	Redis RedisConfig
-	// Postgres and MariaDB say how to run the servers of Kind postgres and mariadb
-	// (their Dir, when unset, is Config's; MariaDB's Nodes too).
-	Postgres PostgresConfig
-	MariaDB  MariaDBConfig
-	// Ensemble says how to run servers the tool starts (its Dir receives their files).
-	Ensemble EnsembleConfig
-	// SSH, when set, starts the servers on these nodes instead (remote.go).
+	// SSH, when set, starts the servers on these nodes instead (nodes.go).
 	SSH *SSHConfig
-	// Connect, when set, is an existing ensemble's connect string (existing.go);
+	// Connect, when set, is an existing deployment's connect string;
 	// ConnectTimeout bounds the wait until it serves.
 	Connect        string
 	ConnectTimeout time.Duration
+	// Settings is the kind's own section, of the type its package declares
+	// (zookeeper.EnsembleConfig, redis.Config, sqldb.PostgresConfig,
+	// sqldb.MariaDBConfig); nil takes the kind's defaults.
+	Settings any
+}
+
+// Refuse says a kind cannot be reached where cfg asks for it (an existing
+// deployment, SSH nodes): the error a kind's start returns for what it has not built.
+func (cfg Config) Refuse(title string) error {
+	switch {
+	case cfg.Connect != "":
+		return fmt.Errorf("service %s: testing an existing deployment (--connect) is not built yet", title)
+	case cfg.SSH != nil:
+		return fmt.Errorf("service %s: servers on SSH nodes (--ssh-nodes) are not built yet", title)
+	}
+	return nil
 }
 
 // StartFunc starts (or reaches) the servers of one kind that cfg asks for on network;
@@ -53,24 +56,21 @@ var starters = map[kind.Name]StartFunc{}
 // init.
 func Register(k kind.Kind, start StartFunc) {
 	kind.Register(k)
-	registerStart(k.Name, start)
+	RegisterStart(k.Name, start)
 }
 
-// registerStart records how the servers of a kind already in the catalogue (the
-// built-in ones) start.
-func registerStart(n kind.Name, start StartFunc) {
+// RegisterStart records how the servers of a kind already in the catalogue (the
+// built-in ones, whose packages call it from their init) start.
+func RegisterStart(n kind.Name, start StartFunc) {
 	if _, taken := starters[n]; taken || start == nil {
 		panic(fmt.Sprintf("lockservice: a second or nil start for %q", n))
 	}
 	starters[n] = start
 }
 
-func init() {
-	registerStart(kind.ZooKeeper, startZooKeeper)
-	registerStart(kind.Redis, startRedis)
-	registerStart(kind.Postgres, startDatabase)
-	registerStart(kind.MariaDB, startDatabase)
-}
+// Registered reports whether the servers of kind n can start: its package, which
+// registers them, is linked into this program.
+func Registered(n kind.Name) bool { return starters[kind.Of(n).Name] != nil }
 
 // Start starts (or reaches) the servers cfg asks for on network; runID names what
 // it makes (namespaces, node directories). On error the Service returned, if not
@@ -81,99 +81,4 @@ func Start(ctx context.Context, network *netns.Network, cfg Config, runID string
 		return nil, fmt.Errorf("service: want %s, got %q", kind.Names(), cfg.Kind)
 	}
 	return start(ctx, network, cfg, runID)
-}
-
-// startZooKeeper reaches an existing ensemble (Connect), or starts one on SSH nodes
-// or in the run's namespaces.
-func startZooKeeper(ctx context.Context, network *netns.Network, cfg Config, runID string) (Service, error) {
-	if cfg.Ensemble.Dir == "" {
-		cfg.Ensemble.Dir = cfg.Dir
-	}
-	if cfg.Ensemble.Nodes == 0 {
-		cfg.Ensemble.Nodes = cfg.Nodes
-	}
-	switch {
-	case cfg.Connect != "":
-		e, err := ConnectEnsemble(ctx, network, cfg.Connect, cfg.ConnectTimeout)
-		return orNil(e), err
-	case cfg.SSH != nil:
-		e, err := startSSHEnsemble(ctx, network, cfg.Ensemble, *cfg.SSH, runID)
-		return orNil(e), err
-	default:
-		e, err := StartEnsemble(ctx, network, cfg.Ensemble)
-		return orNil(e), err
-	}
-}
-
-// orNil keeps a nil *Ensemble from becoming a non-nil Service.
-func orNil(e *Ensemble) Service {
-	if e == nil {
-		return nil
-	}
-	return e
-}
-
-// startRedis starts the Redis instances cfg asks for: only in the run's namespaces
-// (an existing Redis, or Redis on SSH nodes, is not built).
-func startRedis(ctx context.Context, network *netns.Network, cfg Config, _ string) (Service, error) {
-	switch {
-	case cfg.Connect != "":
-		return nil, errors.New("service redis: testing an existing Redis (--connect) is not built yet")
-	case cfg.SSH != nil:
-		return nil, errors.New("service redis: Redis on SSH nodes (--ssh-nodes) is not built yet")
-	}
-	rc := cfg.Redis
-	if rc.Dir == "" {
-		rc.Dir = cfg.Dir
-	}
-	if rc.Nodes == 0 {
-		rc.Nodes = cfg.Nodes
-	}
-	r, err := StartRedis(ctx, network, rc)
-	if r == nil {
-		return nil, err
-	}
-	return r, err
-}
-
-// startDatabase starts the Postgres or MariaDB servers cfg asks for, only in the
-// run's namespaces.
-func startDatabase(ctx context.Context, network *netns.Network, cfg Config, _ string) (Service, error) {
-	switch {
-	case cfg.Connect != "":
-		return nil, fmt.Errorf("service %s: testing an existing server (--connect) is not built yet", cfg.Kind)
-	case cfg.SSH != nil:
-		return nil, fmt.Errorf("service %s: servers on SSH nodes (--ssh-nodes) are not built yet", cfg.Kind)
-	}
-	dir := cfg.Dir
-	if dir != "" {
-		abs, err := filepath.Abs(dir) // the servers run elsewhere than in the harness's directory
-		if err != nil {
-			return nil, fmt.Errorf("service %s: %w", cfg.Kind, err)
-		}
-		dir = abs
-	}
-	if cfg.Kind == kind.Postgres {
-		pc := cfg.Postgres
-		if pc.Dir == "" {
-			pc.Dir = dir
-		}
-		p, err := StartPostgres(ctx, network, pc)
-		if p == nil {
-			return nil, err
-		}
-		return p, err
-	}
-	mc := cfg.MariaDB
-	if mc.Dir == "" {
-		mc.Dir = dir
-	}
-	if mc.Nodes == 0 {
-		mc.Nodes = cfg.Nodes
-	}
-	m, err := StartMariaDB(ctx, network, mc)
-	if m == nil {
-		return nil, err
-	}
-	return m, err
 }

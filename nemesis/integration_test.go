@@ -20,6 +20,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
@@ -41,7 +42,7 @@ const testSessionTimeout = 2 * time.Second
 type env struct {
 	runID string
 	nw    *netns.Network
-	ens   *lockservice.Ensemble
+	ens   *zookeeper.Ensemble
 	obs   *zk.Conn
 	root  string
 
@@ -72,7 +73,7 @@ func startEnv(t *testing.T) *env {
 		}
 	})
 	start := time.Now()
-	e.ens, err = lockservice.StartEnsemble(ctx, nw, lockservice.EnsembleConfig{Nodes: 3, Dir: t.TempDir(), SyncLimit: 10})
+	e.ens, err = zookeeper.StartEnsemble(ctx, nw, zookeeper.EnsembleConfig{Nodes: 3, Dir: t.TempDir(), SyncLimit: 10})
 	if e.ens != nil {
 		t.Cleanup(e.ens.Stop)
 		t.Cleanup(func() { e.logServersOnFailure(t) })

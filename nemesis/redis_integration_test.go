@@ -10,7 +10,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -18,7 +18,7 @@ import (
 // grants the lock itself (SET on the primary) the second time it is asked, as a
 // worker would right after a failover's split.
 type redisRun struct {
-	r     *lockservice.Redis
+	r     *redis.Redis
 	looks int
 }
 
@@ -55,7 +55,7 @@ func (c *redisRun) RedisCommand(ctx context.Context, id int, args ...string) (an
 }
 
 // startRedis starts instances in a fresh network, all torn down at the test's end.
-func startRedis(t *testing.T, s lockservice.RedisSettings, nodes int) *redisRun {
+func startRedis(t *testing.T, s redis.RedisSettings, nodes int) *redisRun {
 	t.Helper()
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer)
 	net, err := netns.Create(context.Background(), "t"+netns.RandomID()[:4])
@@ -63,7 +63,7 @@ func startRedis(t *testing.T, s lockservice.RedisSettings, nodes int) *redisRun 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = net.Destroy() })
-	r, err := lockservice.StartRedis(context.Background(), net, lockservice.RedisConfig{RedisSettings: s, Nodes: nodes, Dir: t.TempDir()})
+	r, err := redis.StartRedis(context.Background(), net, redis.RedisConfig{RedisSettings: s, Nodes: nodes, Dir: t.TempDir()})
 	if r != nil {
 		t.Cleanup(func() { _ = r.Close() })
 	}
@@ -90,20 +90,20 @@ func get(t *testing.T, c *redisRun, id int, key string) string {
 func TestRedisFaultsOnRealInstances(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, p := range []lockservice.RedisPersistence{lockservice.PersistNone, lockservice.PersistAOFAlways} {
-		c := startRedis(t, lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: p}, 1)
+	for _, p := range []redis.RedisPersistence{redis.PersistNone, redis.PersistAOFAlways} {
+		c := startRedis(t, redis.RedisSettings{Topology: redis.RedisSingle, Persistence: p}, 1)
 		if _, err := c.r.Command(ctx, 1, "SET", "lock", "v", "PX", "60000"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := (nemesis.Restart{Target: nemesis.TargetAll}).Apply(ctx, c, rng); err != nil {
 			t.Fatal(err)
 		}
-		if kept := get(t, c, 1, "lock") == "v"; kept != (p == lockservice.PersistAOFAlways) {
+		if kept := get(t, c, 1, "lock") == "v"; kept != (p == redis.PersistAOFAlways) {
 			t.Errorf("persistence %s: key kept across the restart: %v", p, kept)
 		}
 	}
 
-	c := startRedis(t, lockservice.RedisSettings{Topology: lockservice.RedisSingle}, 1)
+	c := startRedis(t, redis.RedisSettings{Topology: redis.RedisSingle}, 1)
 	_, _ = c.r.Command(ctx, 1, "SET", "short", "v", "PX", "5000")
 	_, _ = c.r.Command(ctx, 1, "SET", "long", "v", "PX", "60000")
 	if _, err := (nemesis.ClockJump{Target: nemesis.TargetOne, Delta: 10 * time.Second}).Apply(ctx, c, rng); err != nil {
@@ -114,7 +114,7 @@ func TestRedisFaultsOnRealInstances(t *testing.T) {
 		t.Errorf("after a 10 s jump: short %q, long's PTTL %v (want gone, ~50000)", get(t, c, 1, "short"), ttl)
 	}
 
-	c = startRedis(t, lockservice.RedisSettings{Topology: lockservice.RedisReplicas}, 3)
+	c = startRedis(t, redis.RedisSettings{Topology: redis.RedisReplicas}, 3)
 	a, err := (nemesis.Failover{}).Apply(ctx, c, rng)
 	if err != nil {
 		t.Fatal(err)

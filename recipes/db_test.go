@@ -17,6 +17,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
@@ -50,8 +51,8 @@ func requireDBFiles(t *testing.T, what string, paths ...string) {
 type dbWorld struct {
 	net    *netns.Network
 	worker netns.Host
-	pg     *lockservice.Postgres
-	maria  *lockservice.MariaDB
+	pg     *sqldb.Postgres
+	maria  *sqldb.MariaDB
 }
 
 // newDBWorld makes the network and the worker's namespace. The servers' directory
@@ -85,7 +86,7 @@ func startTestPostgres(t *testing.T) *dbWorld {
 	t.Helper()
 	requireDBFiles(t, "Debian's postgresql-15", "/usr/lib/postgresql/15/bin/initdb", "/usr/lib/postgresql/15/bin/postgres")
 	w, dir := newDBWorld(t)
-	p, err := lockservice.StartPostgres(context.Background(), w.net, lockservice.PostgresConfig{Dir: dir})
+	p, err := sqldb.StartPostgres(context.Background(), w.net, sqldb.PostgresConfig{Dir: dir})
 	if p != nil {
 		t.Cleanup(func() { p.Close() })
 	}
@@ -101,7 +102,7 @@ func startTestMariaDB(t *testing.T) *dbWorld {
 	t.Helper()
 	requireDBFiles(t, "Debian's mariadb-server", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db")
 	w, dir := newDBWorld(t)
-	m, err := lockservice.StartMariaDB(context.Background(), w.net, lockservice.MariaDBConfig{Dir: dir})
+	m, err := sqldb.StartMariaDB(context.Background(), w.net, sqldb.MariaDBConfig{Dir: dir})
 	if m != nil {
 		t.Cleanup(func() { m.Close() })
 	}

@@ -48,15 +48,8 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	if net.Skipped > 0 {
 		fmt.Fprintf(stdout, "left %d namespaces of runs whose harness is still running (--all removes them too)\n", net.Skipped)
 	}
-	for _, l := range rep.Redis {
-		fmt.Fprintf(stdout, "killed redis-server %d (%s): its run's namespace was gone\n", l.Pid, l.Conf)
-	}
-	for _, d := range rep.Databases {
-		killed := ""
-		if len(d.Pids) > 0 {
-			killed = fmt.Sprintf(", killed its processes %v", d.Pids)
-		}
-		fmt.Fprintf(stdout, "removed the %s server's directory %s%s: its run was gone\n", d.Kind, d.Dir, killed)
+	for _, l := range rep.Servers {
+		fmt.Fprintln(stdout, l.Line)
 	}
 	if err != nil {
 		return exitError, err

@@ -7,8 +7,8 @@ import (
 	"maps"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -29,7 +29,7 @@ import (
 
 // redisTopologies are the Redis topologies a row or a cell may use, in the order
 // they are tried.
-var redisTopologies = []lockservice.RedisTopology{lockservice.RedisSingle, lockservice.RedisReplicas, lockservice.RedisRedlock}
+var redisTopologies = []redis.RedisTopology{redis.RedisSingle, redis.RedisReplicas, redis.RedisRedlock}
 
 // matrixRow is one row of the matrix: a recipe, the service and servers its runs use,
 // and the options its cells start from.

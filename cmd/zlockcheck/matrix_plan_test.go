@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
@@ -157,7 +157,7 @@ func TestMatrixPinnedTopology(t *testing.T) {
 		t.Errorf("rows %+v", rows)
 	}
 	checkPlannedCell(t, "redis-lock/failover", cells["redis-lock/failover"], "n/a")
-	if c := cells["redis-lock/restart"].cfg; c.Redis.Persistence != lockservice.PersistAOFAlways {
+	if c := cells["redis-lock/restart"].cfg; c.Redis.Persistence != redis.PersistAOFAlways {
 		t.Errorf("redis-lock/restart: persistence %q, want aof-always", c.Redis.Persistence)
 	}
 	checkPlannedCell(t, "gozk/restart", cells["gozk/restart"], " ×3")

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 )
 
 // plainLoopCmd is `zlockcheck plain-loop`: one process of run --baseline-processes,
@@ -36,7 +36,7 @@ func plainLoopCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *start > 0 {
 		at = time.Unix(0, *start)
 	}
-	b, err := lockservice.PlainLoop(ctx, lockservice.PlainLoopConfig{
+	b, err := zookeeper.PlainLoop(ctx, zookeeper.PlainLoopConfig{
 		Servers: strings.Split(*connect, ","), Path: *path, SessionTimeout: *sessionTimeout,
 		Start: at, Duration: *duration, HoldMin: *holdMin, HoldMax: *holdMax, Seed: *seed,
 	})

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 )
 
 // planRedis is the run the flags (and a run file, if yaml is not empty) make.
@@ -32,27 +32,27 @@ func planRedis(t *testing.T, yaml string, args ...string) (harnessConfigView, er
 // harnessConfigView is what the Redis flags decide of a run's configuration.
 type harnessConfigView struct {
 	Service kind.Name
-	Redis   lockservice.RedisSettings
+	Redis   redis.RedisSettings
 	Nodes   int
 }
 
 func TestRedisFlagsAndRunFile(t *testing.T) {
-	single := lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistNone}
+	single := redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistNone}
 	cases := []struct {
 		name, yaml string
 		args       []string
 		want       harnessConfigView
 	}{
-		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{kind.ZooKeeper, lockservice.RedisSettings{}, 3}},
+		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{kind.ZooKeeper, redis.RedisSettings{}, 3}},
 		{"the recipe's service", "", []string{"--recipe", "redis-lock"}, harnessConfigView{kind.Redis, single, 1}},
 		{"--service", "", []string{"--service", "redis", "--recipe", "redis-lock", "--redis-persistence", "aof-always"},
-			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisSingle, Persistence: lockservice.PersistAOFAlways}, 1}},
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistAOFAlways}, 1}},
 		{"redlock by default", "", []string{"--recipe", "redsync"},
-			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistNone}, 3}},
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisRedlock, Persistence: redis.PersistNone}, 3}},
 		{"redlock", "", []string{"--recipe", "redsync", "--redis-topology", "redlock"},
-			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistNone}, 3}},
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisRedlock, Persistence: redis.PersistNone}, 3}},
 		{"run file", "service: redis\nrecipe: redsync\nredis-topology: redlock\nnodes: 5\nredis-persistence: aof-everysec\n", nil,
-			harnessConfigView{kind.Redis, lockservice.RedisSettings{Topology: lockservice.RedisRedlock, Persistence: lockservice.PersistAOFEverysec}, 5}},
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisRedlock, Persistence: redis.PersistAOFEverysec}, 5}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

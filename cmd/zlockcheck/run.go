@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/report"
@@ -200,12 +200,12 @@ func (o runOptions) serviceConfig(cfg *harness.Config) error {
 		}
 	}
 	if o.redisTopology != "" {
-		if cfg.Redis.Topology, err = lockservice.ParseRedisTopology(o.redisTopology); err != nil {
+		if cfg.Redis.Topology, err = redis.ParseRedisTopology(o.redisTopology); err != nil {
 			return usageError{"--redis-topology: " + err.Error()}
 		}
 	}
 	if o.redisPersistence != "" {
-		if cfg.Redis.Persistence, err = lockservice.ParseRedisPersistence(o.redisPersistence); err != nil {
+		if cfg.Redis.Persistence, err = redis.ParseRedisPersistence(o.redisPersistence); err != nil {
 			return usageError{"--redis-persistence: " + err.Error()}
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/harness"
-	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
 // redisBase is a base run of recipe on a Redis topology, as Run would prepare it.
-func redisBase(t *testing.T, recipe string, topology lockservice.RedisTopology, nodes int) harness.Config {
+func redisBase(t *testing.T, recipe string, topology redis.RedisTopology, nodes int) harness.Config {
 	t.Helper()
 	c := harness.Config{Recipe: recipe, Nodes: nodes, WorkerArgv: []string{"worker"}}
 	c.Redis.Topology = topology
@@ -37,13 +37,13 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 	zkOnly := []nemesis.Class{nemesis.ClassSessionExpire, nemesis.ClassReplyLoss, nemesis.ClassClientServerPartition}
 	for _, tc := range []struct {
 		recipe   string
-		topology lockservice.RedisTopology
+		topology redis.RedisTopology
 		nodes    int
 		failover bool
 	}{
-		{"redis-lock", lockservice.RedisSingle, 1, false},
-		{"redis-lock", lockservice.RedisReplicas, 3, true},
-		{"redsync", lockservice.RedisRedlock, 3, false},
+		{"redis-lock", redis.RedisSingle, 1, false},
+		{"redis-lock", redis.RedisReplicas, 3, true},
+		{"redsync", redis.RedisRedlock, 3, false},
 	} {
 		base := redisBase(t, tc.recipe, tc.topology, tc.nodes)
 		menu := Menu(base)

@@ -1,0 +1,339 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// RedisInstance is one redis-server of a run: its id, where it runs, its files.
+type RedisInstance struct {
+	// ID is the instance's number, from 1 (instance 1 is the replicas' primary).
+	ID int
+	// Host is where it runs: starting, killing and signalling it, changing its
+	// network and reading its log all go through it (a namespace, nsHost).
+	Host nemesis.ServerHost
+	// Dir holds its redis.conf (Conf), log (Log), pid file and data directory.
+	Dir  string
+	Conf string
+	Log  string
+}
+
+// ClientAddr is the instance's client address, host:6379.
+func (in *RedisInstance) ClientAddr() string {
+	return netip.AddrPortFrom(in.Host.Addr(), redisPort).String()
+}
+
+// Redis is a running set of Redis instances, each in its own namespace of the run's
+// network (server N at ServerAddr(N), port 6379), started fresh for the run.
+type Redis struct {
+	net       *netns.Network
+	cfg       RedisConfig
+	Instances []*RedisInstance
+}
+
+var _ lockservice.Service = (*Redis)(nil)
+
+// StartRedis creates a namespace per instance on net, writes each instance's
+// redis.conf and starts them, then waits until every one serves (the replicas linked
+// to their primary). On error the Redis returned, if not nil, holds what was started
+// so far: Close it.
+func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redis, error) {
+	cfg.defaults()
+	if err := cfg.Validate(cfg.Nodes); err != nil {
+		return nil, err
+	}
+	bin, err := exec.LookPath(cfg.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %s not found (%v): install Debian's redis-server and redis-tools (make setup)", cfg.Binary, err)
+	}
+	cfg.Binary = bin
+	r := &Redis{net: net, cfg: cfg}
+	for id := 1; id <= cfg.Nodes; id++ {
+		in, err := r.addInstance(ctx, id)
+		if err != nil {
+			return r, err
+		}
+		r.Instances = append(r.Instances, in)
+	}
+	for _, in := range r.Instances {
+		if err := in.Host.Start(ctx); err != nil {
+			return r, fmt.Errorf("redis instance %d: %w", in.ID, err)
+		}
+	}
+	return r, r.WaitServing(ctx, cfg.StartTimeout)
+}
+
+// addInstance makes instance id's namespace on the network and writes its files.
+func (r *Redis) addInstance(ctx context.Context, id int) (*RedisInstance, error) {
+	ns, err := r.net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	if err != nil {
+		return nil, err
+	}
+	in := &RedisInstance{ID: id, Dir: filepath.Join(r.cfg.Dir, ns.Name)}
+	f := redisFiles{Conf: filepath.Join(in.Dir, "redis.conf"), Log: filepath.Join(in.Dir, "server.log"),
+		Pid: filepath.Join(in.Dir, "redis.pid"), Data: filepath.Join(in.Dir, "data")}
+	in.Conf, in.Log = f.Conf, f.Log
+	if err := os.MkdirAll(f.Data, 0o755); err != nil {
+		return nil, err
+	}
+	var primary netip.Addr
+	if r.cfg.Topology == RedisReplicas && id > 1 {
+		primary = lockservice.ServerAddr(1)
+	}
+	if err := os.WriteFile(f.Conf, redisConf(r.cfg.RedisSettings, id, lockservice.ServerAddr(id), f, primary), 0o644); err != nil {
+		return nil, err
+	}
+	in.Host = lockservice.NewNSHost(id, ns, []string{r.cfg.Binary, f.Conf}, f.Log)
+	return in, nil
+}
+
+// Settings are the instances' topology and persistence.
+func (r *Redis) Settings() RedisSettings { return r.cfg.RedisSettings }
+
+// Connect is every instance's address, host:6379,..., instance 1 (the primary) first.
+func (r *Redis) Connect() string {
+	addrs := make([]string, len(r.Instances))
+	for i, in := range r.Instances {
+		addrs[i] = in.ClientAddr()
+	}
+	return strings.Join(addrs, ",")
+}
+
+// Nodes are the instances as the nemesis addresses them.
+func (r *Redis) Nodes() []nemesis.Server {
+	out := make([]nemesis.Server, len(r.Instances))
+	for i, in := range r.Instances {
+		out[i] = nemesis.Server{ID: in.ID, Host: in.Host, ClientPort: redisPort}
+	}
+	return out
+}
+
+// Managed is true: the tool starts and stops every instance.
+func (r *Redis) Managed() bool { return true }
+
+// Dial opens a TCP connection from the harness (the run network's hub) to addr.
+func (r *Redis) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return r.net.Dial(ctx, addr, timeout)
+}
+
+// call sends commands to an instance over a fresh connection, bounded by opTimeout,
+// and returns their replies (an error reply is a respError among them).
+func (r *Redis) call(ctx context.Context, in *RedisInstance, cmds ...[]string) ([]any, error) {
+	conn, err := r.Dial(ctx, in.ClientAddr(), lockservice.OpTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(lockservice.OpTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	return newRespConn(conn).pipeline(cmds...)
+}
+
+// do sends one command to an instance; an error reply is the error.
+func (r *Redis) do(ctx context.Context, in *RedisInstance, args ...string) (any, error) {
+	out, err := r.call(ctx, in, args)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := out[0].(respError); ok {
+		return nil, e
+	}
+	return out[0], nil
+}
+
+// info is one section of an instance's INFO as key:value pairs.
+func (r *Redis) info(ctx context.Context, in *RedisInstance, section string) (map[string]string, error) {
+	v, err := r.do(ctx, in, "INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	text, err := replyString(v)
+	if err != nil {
+		return nil, err
+	}
+	return parseInfo(text), nil
+}
+
+// parseInfo reads INFO's key:value lines (comments and blank lines skipped).
+func parseInfo(text string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Version is what the first instance that answers says it runs (INFO server's
+// redis_version), "" when none answers.
+func (r *Redis) Version(ctx context.Context) string {
+	for _, in := range r.Instances {
+		if m, err := r.info(ctx, in, "server"); err == nil && m["redis_version"] != "" {
+			return m["redis_version"]
+		}
+	}
+	return ""
+}
+
+// Leader is the primary: for replicas the instance that reports role:master (the
+// lowest id if several do), for a single instance instance 1; RedLock's independent
+// instances have none.
+func (r *Redis) Leader(ctx context.Context) (int, bool) {
+	switch r.cfg.Topology {
+	case RedisSingle:
+		return 1, true
+	case RedisReplicas:
+		for _, in := range r.Instances {
+			if m, err := r.info(ctx, in, "replication"); err == nil && m["role"] == "master" {
+				return in.ID, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Close kills every instance and waits until each one's processes (a child forked
+// for a sync or a rewrite too) are gone. The instances' files stay in the run
+// directory.
+func (r *Redis) Close() error {
+	var pgids []int
+	for _, in := range r.Instances {
+		if pid := in.Host.Pid(); pid > 0 {
+			pgids = append(pgids, pid)
+		}
+		_ = in.Host.Kill(context.Background())
+	}
+	var errs []error
+	for _, pgid := range pgids {
+		errs = append(errs, waitGroupGone(pgid, 5*time.Second))
+	}
+	return errors.Join(errs...)
+}
+
+// waitGroupGone waits until process group pgid has no process left, killing what
+// is left of it.
+func waitGroupGone(pgid int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for syscall.Kill(-pgid, 0) == nil {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis: process group %d outlived SIGKILL for %s", pgid, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// redisStatus is whether one instance serves, and why not.
+type redisStatus struct {
+	ID      int
+	Serving bool
+	Error   string
+}
+
+// statuses asks every instance, in parallel, whether it serves: it answers PING,
+// and a replica's link to its primary is up.
+func (r *Redis) statuses(ctx context.Context) []redisStatus {
+	out := make([]redisStatus, len(r.Instances))
+	var wg sync.WaitGroup
+	for i, in := range r.Instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = redisStatus{ID: in.ID}
+			if err := r.serving(ctx, in); err != nil {
+				out[i].Error = err.Error()
+				return
+			}
+			out[i].Serving = true
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// serving is nil when instance in answers PING and, as a replica, is linked.
+func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
+	cmds := [][]string{{"PING"}}
+	replica := r.cfg.Topology == RedisReplicas && in.ID > 1
+	if replica {
+		cmds = append(cmds, []string{"INFO", "replication"})
+	}
+	out, err := r.call(ctx, in, cmds...)
+	if err != nil {
+		return err
+	}
+	pong, err := replyString(out[0])
+	switch {
+	case err != nil:
+		return fmt.Errorf("PING: %w", err)
+	case pong != "PONG":
+		return fmt.Errorf("PING: answered %q", pong)
+	}
+	if !replica {
+		return nil
+	}
+	text, err := replyString(out[1])
+	if err != nil {
+		return err
+	}
+	if m := parseInfo(text); m["master_link_status"] != "up" {
+		return fmt.Errorf("replica of %s: link %s", lockservice.ServerAddr(1), m["master_link_status"])
+	}
+	return nil
+}
+
+// WaitServing waits until every instance serves (a replica: linked to its primary).
+// An instance that exited, or the timeout, is an error naming each instance that does
+// not serve, why, and the tail of its log.
+func (r *Redis) WaitServing(ctx context.Context, timeout time.Duration) error {
+	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "redis not serving", "not every instance serves", func() lockservice.ServingPoll {
+		p := lockservice.ServingPoll{OK: true}
+		for _, st := range r.statuses(ctx) {
+			if st.Serving {
+				continue
+			}
+			in := r.Instances[st.ID-1]
+			p.OK = false
+			p.Down = append(p.Down, lockservice.DownServer{What: fmt.Sprintf("instance %d (%s, %s)", in.ID, in.ClientAddr(), in.Host), Why: st.Error, Host: in.Host, Log: in.Log})
+			if p.Exited == "" && in.Host.Pid() == 0 {
+				p.Exited = fmt.Sprintf("instance %d", in.ID)
+			}
+		}
+		return p
+	})
+}
+
+// Command sends one command to instance id (from 1) over a fresh connection from the
+// harness, bounded by opTimeout, and returns its reply; an error reply is the error.
+// The nemesis's Redis faults (promotion, the clock-jump script) go through it.
+func (r *Redis) Command(ctx context.Context, id int, args ...string) (any, error) {
+	if id < 1 || id > len(r.Instances) {
+		return nil, fmt.Errorf("redis: no instance %d (1..%d)", id, len(r.Instances))
+	}
+	return r.do(ctx, r.Instances[id-1], args...)
+}

@@ -1,0 +1,46 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+)
+
+func init() { lockservice.RegisterStart(kind.Redis, start) }
+
+// start starts the Redis instances cfg asks for, only in the run's namespaces (an
+// existing Redis, or Redis on SSH nodes, is not built); cfg.Settings, when set, is a
+// RedisConfig.
+func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+	if err := cfg.Refuse("redis"); err != nil {
+		return nil, err
+	}
+	rc, _ := cfg.Settings.(RedisConfig)
+	if rc.Dir == "" {
+		rc.Dir = cfg.Dir
+	}
+	if rc.Nodes == 0 {
+		rc.Nodes = cfg.Nodes
+	}
+	r, err := StartRedis(ctx, network, rc)
+	if r == nil {
+		return nil, err
+	}
+	return r, err
+}
+
+func init() { lockservice.RegisterSweep(kind.Redis, sweep) }
+
+// sweep kills the redis-servers whose run's namespace is gone (CleanupRedis).
+func sweep() ([]lockservice.Leftover, error) {
+	left, err := CleanupRedis()
+	out := make([]lockservice.Leftover, len(left))
+	for i, l := range left {
+		out[i] = lockservice.Leftover{Kind: kind.Redis, Short: fmt.Sprintf("redis-server %d", l.Pid),
+			Line: fmt.Sprintf("killed redis-server %d (%s): its run's namespace was gone", l.Pid, l.Conf)}
+	}
+	return out, err
+}

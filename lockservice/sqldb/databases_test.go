@@ -1,0 +1,134 @@
+package sqldb
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
+)
+
+func TestPostgresConf(t *testing.T) {
+	primary := string(postgresConf(1, lockservice.ServerAddr(1), netip.Addr{}, 0))
+	standby := string(postgresConf(2, lockservice.ServerAddr(2), lockservice.ServerAddr(1), 0))
+	for _, c := range []struct {
+		conf string
+		want []string
+		not  []string
+	}{
+		{primary, []string{dbMarker + ": Postgres server 1, primary\n", "listen_addresses = '10.77.1.1'", "port = 5432",
+			"unix_socket_directories = ''", "cluster_name = 'zlc-s1'", "dynamic_shared_memory_type = mmap"},
+			[]string{"primary_conninfo", "fsync", "synchronous_commit"}},
+		{standby, []string{"standby of 10.77.1.1", "listen_addresses = '10.77.1.2'",
+			"primary_conninfo = 'host=10.77.1.1 port=5432 user=postgres application_name=s2'", "hot_standby = on"},
+			[]string{"fsync"}},
+	} {
+		if !strings.HasPrefix(c.conf, dbMarker) {
+			t.Errorf("no marker first:\n%s", c.conf)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(c.conf, w) {
+				t.Errorf("lacks %q:\n%s", w, c.conf)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(c.conf, n) {
+				t.Errorf("has %q:\n%s", n, c.conf)
+			}
+		}
+	}
+}
+
+func TestPgHBATrustsOnlyTheRunNetwork(t *testing.T) {
+	hba := string(pgHBA(netip.MustParsePrefix("10.77.0.0/16"), netip.MustParseAddr("10.77.0.1")))
+	var rules []string
+	for _, l := range strings.Split(strings.TrimSpace(hba), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			rules = append(rules, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	want := []string{
+		"host all postgres 10.77.0.1/32 trust",
+		"host replication postgres 10.77.0.0/16 trust",
+		"host zlc zlc 10.77.0.0/16 trust",
+	}
+	if strings.Join(rules, "\n") != strings.Join(want, "\n") {
+		t.Errorf("pg_hba rules:\n%s\nwant:\n%s", strings.Join(rules, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestMariaDBConfAndInit(t *testing.T) {
+	f := mariadbFiles{Conf: "/r/zlcmariadb-s2/my.cnf", Init: "/r/zlcmariadb-s2/init.sql", Log: "/r/zlcmariadb-s2/server.log",
+		Pid: "/r/zlcmariadb-s2/mariadb.pid", Data: "/r/zlcmariadb-s2/data"}
+	conf := string(mariadbConf(2, 3, lockservice.ServerAddr(2), f, 0))
+	for _, w := range []string{dbMarker + ": MariaDB server 2 of 3 independent\n[mariadbd]\n", "user = root", "datadir = /r/zlcmariadb-s2/data",
+		"bind-address = 10.77.1.2", "port = 3306", "init-file = /r/zlcmariadb-s2/init.sql", "skip-name-resolve", "skip-log-bin"} {
+		if !strings.Contains(conf, w) {
+			t.Errorf("my.cnf lacks %q:\n%s", w, conf)
+		}
+	}
+	if !strings.HasPrefix(conf, dbMarker) || strings.Contains(conf, "innodb_flush_log_at_trx_commit") {
+		t.Errorf("my.cnf:\n%s", conf)
+	}
+	init := string(mariadbInit(netip.MustParsePrefix("10.77.0.0/16"), netip.MustParseAddr("10.77.0.1")))
+	for _, w := range []string{"CREATE DATABASE IF NOT EXISTS zlc;", "CREATE USER IF NOT EXISTS 'zlc'@'10.77.0.0/255.255.0.0';",
+		"GRANT ALL ON zlc.* TO 'zlc'@'10.77.0.0/255.255.0.0';", "GRANT ALL PRIVILEGES ON *.* TO 'root'@'10.77.0.1' WITH GRANT OPTION;"} {
+		if !strings.Contains(init, w+"\n") {
+			t.Errorf("init-file lacks the line %q:\n%s", w, init)
+		}
+	}
+	for _, c := range []struct{ p, want string }{{"10.77.0.0/16", "255.255.0.0"}, {"10.0.0.0/9", "255.128.0.0"}, {"1.2.3.4/32", "255.255.255.255"}} {
+		if got := maskOf(netip.MustParsePrefix(c.p)); got != c.want {
+			t.Errorf("maskOf(%s) = %s, want %s", c.p, got, c.want)
+		}
+	}
+}
+
+func TestCheckReachable(t *testing.T) {
+	top := t.TempDir()
+	open := filepath.Join(top, "open", "servers")
+	if err := os.MkdirAll(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{top, filepath.Dir(top)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stranger := osUser{Name: "zlc-stranger", UID: 54321, GID: 54321}
+	if err := checkReachable(open, stranger); err != nil {
+		t.Errorf("an open path: %v", err)
+	}
+	if err := os.Chmod(filepath.Dir(open), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := checkReachable(open, stranger)
+	if err == nil || !strings.Contains(err.Error(), filepath.Dir(open)+" (mode 0700") {
+		t.Errorf("a closed directory on the way: %v", err)
+	}
+	owner := osUser{Name: "owner", UID: os.Getuid(), GID: os.Getgid()}
+	if err := checkReachable(open, owner); err != nil {
+		t.Errorf("its owner: %v", err)
+	}
+}
+
+// TestDatabaseLockNames: the recipes' lock names, as the harness computes them.
+func TestDatabaseLockNames(t *testing.T) {
+	if got := locknames.PostgresAdvisoryKey(""); uint64(got) != 0xcbf29ce484222325 { // FNV-1a's offset basis
+		t.Errorf("locknames.PostgresAdvisoryKey(\"\") = %#x", uint64(got))
+	}
+	if got := locknames.PostgresAdvisoryKey("/zlc/lock"); got == locknames.PostgresAdvisoryKey("/zlc/lock2") {
+		t.Errorf("two names, one key %d", got)
+	}
+	short := strings.Repeat("x", 64)
+	if got := locknames.MariaDBLockName(short); got != short {
+		t.Errorf("locknames.MariaDBLockName(64 chars) = %q", got)
+	}
+	long := strings.Repeat("x", 65)
+	if got := locknames.MariaDBLockName(long); len(got) != 20 || !strings.HasPrefix(got, "zlc-") || got == locknames.MariaDBLockName(long+"y") {
+		t.Errorf("locknames.MariaDBLockName(65 chars) = %q", got)
+	}
+}

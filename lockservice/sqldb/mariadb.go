@@ -1,0 +1,366 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// MariaDBServer is one mariadbd of a run: its id, where it runs, its files.
+type MariaDBServer struct {
+	// ID is the server's number, from 1.
+	ID int
+	// Host is where it runs (a namespace of the run's network).
+	Host nemesis.ServerHost
+	// Dir (zlcmariadb-sN in the run directory) holds my.cnf (Conf), the init-file,
+	// the error log (Log), the pid file and the data directory (Data).
+	Dir  string
+	Conf string
+	Log  string
+	Data string
+
+	ns   string
+	host dbHost
+}
+
+// ClientAddr is the server's client address, host:3306.
+func (s *MariaDBServer) ClientAddr() string {
+	return netip.AddrPortFrom(s.Host.Addr(), mariadbPort).String()
+}
+
+// MariaDB is a running set of independent MariaDB servers (usually one), each in its
+// own namespace of the run's network (server N at ServerAddr(N), port 3306), made
+// fresh for the run by mariadb-install-db.
+type MariaDB struct {
+	net     *netns.Network
+	cfg     MariaDBConfig
+	Servers []*MariaDBServer
+
+	phases []startPhase // how long each step of StartMariaDB took
+}
+
+var _ lockservice.Service = (*MariaDB)(nil)
+
+// StartMariaDB makes and starts cfg.Nodes servers and waits until every one serves
+// (with the lock's database and user made). On error the MariaDB returned, if not
+// nil, holds what was started so far: Close it.
+func StartMariaDB(ctx context.Context, net *netns.Network, cfg MariaDBConfig) (*MariaDB, error) {
+	cfg.defaults()
+	if err := checkMariaDB(&cfg); err != nil {
+		return nil, err
+	}
+	m := &MariaDB{net: net, cfg: cfg}
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	for id := 1; id <= cfg.Nodes; id++ {
+		if err := timed(&m.phases, fmt.Sprintf("server %d made", id), func() error { return m.addServer(ctx, id) }); err != nil {
+			return m, err
+		}
+	}
+	for _, s := range m.Servers {
+		if err := s.host.Start(ctx); err != nil {
+			return m, fmt.Errorf("mariadb server %d: %w", s.ID, err)
+		}
+	}
+	return m, timed(&m.phases, "started and serving", func() error { return m.WaitServing(ctx, cfg.StartTimeout) })
+}
+
+// checkMariaDB checks what StartMariaDB needs before it makes anything, and puts
+// the programs' full paths in cfg.
+func checkMariaDB(cfg *MariaDBConfig) error {
+	switch {
+	case cfg.Dir == "":
+		return errors.New("mariadb: no directory for the servers' files")
+	case cfg.Nodes < 1 || cfg.Nodes > 9:
+		return fmt.Errorf("nodes: want 1 to 9 MariaDB servers, got %d", cfg.Nodes)
+	}
+	for _, b := range []*string{&cfg.Binary, &cfg.InstallDB} {
+		p, err := exec.LookPath(*b)
+		if err != nil {
+			return fmt.Errorf("mariadb: %v: install Debian's mariadb-server (make setup)", err)
+		}
+		*b = p
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("mariadb: make the servers' directory: %w", err)
+	}
+	return nil
+}
+
+// addServer makes server id's namespace, directory, configuration and data
+// directory. The server is in m.Servers (for Close) as soon as its namespace exists.
+func (m *MariaDB) addServer(ctx context.Context, id int) error {
+	ns, err := m.net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(m.cfg.Dir, mariadbDirPrefix+strconv.Itoa(id))
+	f := mariadbFiles{Conf: filepath.Join(dir, "my.cnf"), Init: filepath.Join(dir, "init.sql"),
+		Log: filepath.Join(dir, "server.log"), Pid: filepath.Join(dir, "mariadb.pid"), Data: filepath.Join(dir, "data")}
+	s := &MariaDBServer{ID: id, Dir: dir, Conf: f.Conf, Log: f.Log, Data: f.Data, ns: ns.Netns}
+	s.host = dbHost{lockservice.NewNSHost(id, ns, []string{m.cfg.Binary, "--defaults-file=" + f.Conf}, f.Log)}
+	s.Host = s.host
+	m.Servers = append(m.Servers, s)
+	if err := writeDBRecord(ns.Netns, dir); err != nil {
+		return err
+	}
+	if err := DBKeepAlive(m.cfg.KeepAlive).applyRetries(ctx, ns.Netns); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("mariadb server %d: %w", id, err)
+	}
+	if err := os.WriteFile(f.Conf, mariadbConf(id, m.cfg.Nodes, lockservice.ServerAddr(id), f, m.cfg.KeepAlive), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(f.Init, mariadbInit(m.net.CIDR(), m.net.HubAddr()), 0o600); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, m.cfg.InstallDB, "--defaults-file="+f.Conf,
+		"--auth-root-authentication-method=normal", "--skip-test-db")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mariadb server %d: mariadb-install-db: %w: %s", id, err, lastLines(string(out), 8))
+	}
+	return nil
+}
+
+// lastLines is the last n lines of text.
+func lastLines(text string, n int) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Connect is the workers' connection string: one go-sql-driver/mysql DSN a server,
+// comma-separated, server 1 first, as user DatabaseUser (no password) on database
+// DatabaseName: zlc@tcp(10.77.1.1:3306)/zlc,zlc@tcp(10.77.1.2:3306)/zlc.
+func (m *MariaDB) Connect() string {
+	dsns := make([]string, len(m.Servers))
+	for i, s := range m.Servers {
+		dsns[i] = fmt.Sprintf("%s@tcp(%s)/%s", DatabaseUser, s.ClientAddr(), DatabaseName)
+	}
+	return strings.Join(dsns, ",")
+}
+
+// Nodes are the servers as the nemesis addresses them.
+func (m *MariaDB) Nodes() []nemesis.Server {
+	out := make([]nemesis.Server, len(m.Servers))
+	for i, s := range m.Servers {
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
+	}
+	return out
+}
+
+// Managed is true: the tool starts and stops every server.
+func (m *MariaDB) Managed() bool { return true }
+
+// Dial opens a TCP connection from the harness (the run network's hub) to addr.
+func (m *MariaDB) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return m.net.Dial(ctx, addr, timeout)
+}
+
+// Leader is server 1 when it is the only one; independent servers have none.
+func (m *MariaDB) Leader(context.Context) (int, bool) {
+	if len(m.Servers) == 1 {
+		return 1, true
+	}
+	return 0, false
+}
+
+// Close stops every server (SIGTERM, a normal shutdown; SIGKILL of whatever is left
+// after 3 s) and removes its directory.
+func (m *MariaDB) Close() error {
+	var errs []error
+	for _, s := range m.Servers {
+		errs = append(errs, s.host.stop(syscall.SIGTERM, 3*time.Second), removeDBDir(s.ns, s.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+// query runs fn on a fresh connection from the harness to server s as its
+// administrator, everything bounded by within.
+func (m *MariaDB) query(ctx context.Context, s *MariaDBServer, within time.Duration, fn func(context.Context, *sql.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", s.ClientAddr()
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = within, within, within
+	cfg.Logger = &mysql.NopLogger{} // a failed poll is the caller's to report
+	cfg.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return m.net.Dial(ctx, addr, within)
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// server is server id, or an error naming the valid ids.
+func (m *MariaDB) server(id int) (*MariaDBServer, error) {
+	if id < 1 || id > len(m.Servers) {
+		return nil, fmt.Errorf("mariadb: no server %d (1..%d)", id, len(m.Servers))
+	}
+	return m.Servers[id-1], nil
+}
+
+// Version is what the first server that answers says it runs (SELECT VERSION(),
+// e.g. "10.11.19-MariaDB-0+deb12u1"), "" when none answers.
+func (m *MariaDB) Version(ctx context.Context) string {
+	for _, s := range m.Servers {
+		var v string
+		err := m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
+			return c.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v)
+		})
+		if err == nil {
+			return v
+		}
+	}
+	return ""
+}
+
+// KillConnection ends connection id on server (KILL CONNECTION): the server-side
+// kill of a session. Connection ids are per server, so the server is named.
+func (m *MariaDB) KillConnection(ctx context.Context, server int, id uint64) error {
+	s, err := m.server(server)
+	if err != nil {
+		return err
+	}
+	err = m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mariadb: kill connection %d on server %d: %w", id, server, err)
+	}
+	return nil
+}
+
+// ServerOf is the server a client is connected to, from information_schema's
+// processlist: the first with a connection whose id is session (the worker reports
+// CONNECTION_ID() as its session, "0x<hex>"; a decimal id is read too) from addr
+// (ids repeat across independent servers; any address if addr is invalid), else
+// the first with a connection from addr.
+func (m *MariaDB) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
+	id, hasID := sessionNumber(session)
+	all := m.allConnections(ctx)
+	for _, byID := range []bool{true, false} {
+		if byID && !hasID || !byID && !addr.IsValid() {
+			continue
+		}
+		for i, cs := range all {
+			for _, c := range cs {
+				fromAddr := !addr.IsValid() || c.addr == addr
+				if byID && c.id == id && fromAddr || !byID && fromAddr {
+					return m.Servers[i].ID, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// mariadbConn is one client connection: its id and its client's address.
+type mariadbConn struct {
+	id   uint64
+	addr netip.Addr
+}
+
+// allConnections reads every server's TCP client connections (none for one that
+// does not answer), in parallel.
+func (m *MariaDB) allConnections(ctx context.Context) [][]mariadbConn {
+	out := make([][]mariadbConn, len(m.Servers))
+	var wg sync.WaitGroup
+	for i, s := range m.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], _ = m.connections(ctx, s)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// connections reads server s's client connections but the harness's own.
+func (m *MariaDB) connections(ctx context.Context, s *MariaDBServer) ([]mariadbConn, error) {
+	var out []mariadbConn
+	err := m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
+		rows, err := c.QueryContext(ctx, "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var mc mariadbConn
+			var host string
+			if err := rows.Scan(&mc.id, &host); err != nil {
+				return err
+			}
+			if ap, err := netip.ParseAddrPort(host); err == nil {
+				mc.addr = ap.Addr().Unmap()
+				out = append(out, mc)
+			}
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// WaitServing waits until every server answers its administrator (the init-file
+// has run by then). A server that exited, or the timeout, is an error naming each
+// server that does not serve, why, and the tail of its log.
+func (m *MariaDB) WaitServing(ctx context.Context, timeout time.Duration) error {
+	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "mariadb not serving", "not every server serves", func() lockservice.ServingPoll {
+		errs := make([]error, len(m.Servers))
+		var wg sync.WaitGroup
+		for i, s := range m.Servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error { return c.PingContext(ctx) })
+			}()
+		}
+		wg.Wait()
+		poll := lockservice.ServingPoll{OK: true}
+		for i, s := range m.Servers {
+			if errs[i] == nil {
+				continue
+			}
+			poll.OK = false
+			poll.Down = append(poll.Down, lockservice.DownServer{What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
+				Why: errs[i].Error(), Host: s.Host, Log: s.Log})
+			if poll.Exited == "" && s.Host.Pid() == 0 {
+				poll.Exited = fmt.Sprintf("server %d", s.ID)
+			}
+		}
+		return poll
+	})
+}

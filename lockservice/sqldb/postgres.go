@@ -1,0 +1,279 @@
+package sqldb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// PostgresServer is one postgres of a run: its id, where it runs, its files.
+type PostgresServer struct {
+	// ID is the server's number: 1 the primary, 2 the standby.
+	ID int
+	// Host is where it runs (a namespace of the run's network): starting, killing,
+	// signalling and its log go through it.
+	Host nemesis.ServerHost
+	// Dir (zlcpg-sN in the run directory) holds the data directory (Data, whose
+	// postgresql.conf the tool wrote) and the server's log (Log).
+	Dir  string
+	Data string
+	Log  string
+
+	ns   string
+	host dbHost
+}
+
+// ClientAddr is the server's client address, host:5432.
+func (s *PostgresServer) ClientAddr() string {
+	return netip.AddrPortFrom(s.Host.Addr(), postgresPort).String()
+}
+
+// Postgres is a running set of Postgres servers, a primary and optionally one
+// streaming standby, each in its own namespace of the run's network (server N at
+// ServerAddr(N), port 5432), made fresh for the run by initdb (the standby by
+// pg_basebackup) and run as the postgres user. Failover swaps the two.
+type Postgres struct {
+	net     *netns.Network
+	cfg     PostgresConfig
+	user    osUser
+	Servers []*PostgresServer
+
+	mu       sync.Mutex
+	promoted int // the server last promoted (0: none)
+	primary  int // the server the standbys stream from: 1, then each Failover's target
+
+	failing      sync.Mutex   // one Failover at a time
+	lastFailover []startPhase // how long each step of the last Failover took (mu)
+
+	phases []startPhase // how long each step of StartPostgres took
+}
+
+var _ lockservice.Service = (*Postgres)(nil)
+
+// StartPostgres makes and starts the primary, creates the lock's role and database
+// (DatabaseUser, DatabaseName) on it, then, with cfg.Standby, clones it into a
+// standby and starts that, and waits until every server serves (the standby
+// streaming). On error the Postgres returned, if not nil, holds what was started so
+// far: Close it.
+func StartPostgres(ctx context.Context, net *netns.Network, cfg PostgresConfig) (*Postgres, error) {
+	cfg.defaults()
+	u, err := checkPostgres(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Postgres{net: net, cfg: cfg, user: u, primary: 1}
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	primary, err := p.addServer(ctx, 1, p.initdb)
+	if err != nil {
+		return p, err
+	}
+	if err := timed(&p.phases, "primary serving", func() error {
+		return p.waitServers(ctx, cfg.StartTimeout, primary)
+	}); err != nil {
+		return p, err
+	}
+	if err := timed(&p.phases, "role and database", func() error { return p.createLockDatabase(ctx, primary) }); err != nil {
+		return p, err
+	}
+	if cfg.Standby {
+		if _, err := p.addServer(ctx, 2, p.basebackup); err != nil {
+			return p, err
+		}
+	}
+	return p, timed(&p.phases, "all serving", func() error { return p.WaitServing(ctx, cfg.StartTimeout) })
+}
+
+// checkPostgres checks what StartPostgres needs before it makes anything: the
+// binaries, setpriv, the account, and a Dir that account can enter.
+func checkPostgres(cfg PostgresConfig) (osUser, error) {
+	if cfg.Dir == "" {
+		return osUser{}, errors.New("postgres: no directory for the servers' files")
+	}
+	for _, b := range []string{"initdb", "postgres", "pg_basebackup"} {
+		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
+			return osUser{}, fmt.Errorf("postgres: %v: install Debian's postgresql (make setup)", err)
+		}
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		return osUser{}, fmt.Errorf("postgres: setpriv (util-linux) not found: %v", err)
+	}
+	u, err := lookupOSUser(cfg.User)
+	if err != nil {
+		return osUser{}, fmt.Errorf("postgres: the account to run as: %w (Postgres refuses to run as root)", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return osUser{}, fmt.Errorf("postgres: make the servers' directory: %w", err)
+	}
+	if err := checkReachable(cfg.Dir, u); err != nil {
+		return osUser{}, fmt.Errorf("postgres: %w", err)
+	}
+	return u, nil
+}
+
+// addServer makes server id's namespace and directory, fills its data directory
+// with makeData, writes its configuration and starts it. The server is in
+// p.Servers (for Close) as soon as its namespace exists.
+func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.Context, *PostgresServer) error) (*PostgresServer, error) {
+	ns, err := p.net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(p.cfg.Dir, pgDirPrefix+strconv.Itoa(id))
+	s := &PostgresServer{ID: id, Dir: dir, Data: filepath.Join(dir, "data"), Log: filepath.Join(dir, "server.log"), ns: ns.Netns}
+	p.Servers = append(p.Servers, s)
+	argv := asUser(p.user, dir, filepath.Join(p.cfg.BinDir, "postgres"), "-D", s.Data)
+	s.host = dbHost{lockservice.NewNSHost(id, ns, argv, s.Log)}
+	s.Host = s.host
+	if err := writeDBRecord(ns.Netns, dir); err != nil {
+		return s, err
+	}
+	if err := DBKeepAlive(p.cfg.KeepAlive).applyRetries(ctx, ns.Netns); err != nil {
+		return s, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return s, fmt.Errorf("postgres server %d: %w", id, err)
+	}
+	if err := os.Lchown(dir, p.user.UID, p.user.GID); err != nil {
+		return s, err
+	}
+	if err := timed(&p.phases, fmt.Sprintf("server %d's data", id), func() error { return makeData(ctx, s) }); err != nil {
+		return s, fmt.Errorf("postgres server %d: %w", id, err)
+	}
+	if err := p.writeConf(s); err != nil {
+		return s, fmt.Errorf("postgres server %d: %w", id, err)
+	}
+	if err := s.host.Start(ctx); err != nil {
+		return s, fmt.Errorf("postgres server %d: %w", id, err)
+	}
+	return s, nil
+}
+
+// initdb makes a fresh cluster in s.Data as the postgres user. --no-sync (a fast
+// start): initdb does not fsync the files it wrote; the cluster lives as long as
+// the run, and the server fsyncs as usual from then on.
+func (p *Postgres) initdb(ctx context.Context, s *PostgresServer) error {
+	argv := asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "initdb"), "-D", s.Data, "-U", "postgres",
+		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	return p.runAsUser(ctx, s, "initdb", argv)
+}
+
+// basebackup clones the primary (primaryID) into s.Data from the standby's
+// namespace. --checkpoint=fast (a fast start): the primary checkpoints at once
+// instead of spreading it over checkpoint_timeout; --no-sync as for initdb.
+func (p *Postgres) basebackup(ctx context.Context, s *PostgresServer) error {
+	argv := asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "pg_basebackup"), "-h", lockservice.ServerAddr(p.primaryID()).String(),
+		"-p", strconv.Itoa(postgresPort), "-U", "postgres", "-w", "-D", s.Data,
+		"--checkpoint=fast", "--no-sync", "-X", "stream")
+	if _, err := netns.Exec(ctx, s.ns, nil, argv...); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.Data, "standby.signal"), nil, 0o600)
+}
+
+// runAsUser runs argv (asUser's) on the host and returns an error naming it, with
+// its output.
+func (p *Postgres) runAsUser(ctx context.Context, s *PostgresServer, name string, argv []string) error {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "HOME="+s.Dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// writeConf writes s's postgresql.conf and pg_hba.conf, owned by the postgres user;
+// a server other than the primary (primaryID) is its standby.
+func (p *Postgres) writeConf(s *PostgresServer) error {
+	var primary netip.Addr
+	if id := p.primaryID(); s.ID != id {
+		primary = lockservice.ServerAddr(id)
+	}
+	files := map[string][]byte{
+		"postgresql.conf": postgresConf(s.ID, lockservice.ServerAddr(s.ID), primary, p.cfg.KeepAlive),
+		"pg_hba.conf":     pgHBA(p.net.CIDR(), p.net.HubAddr()),
+	}
+	for name, data := range files {
+		path := filepath.Join(s.Data, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Lchown(path, p.user.UID, p.user.GID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createLockDatabase makes the lock's role and database on the primary.
+func (p *Postgres) createLockDatabase(ctx context.Context, s *PostgresServer) error {
+	return p.query(ctx, s, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		for _, q := range []string{
+			"CREATE ROLE " + DatabaseUser + " LOGIN",
+			"CREATE DATABASE " + DatabaseName + " OWNER " + DatabaseUser,
+		} {
+			if _, err := c.Exec(ctx, q); err != nil {
+				return fmt.Errorf("postgres: %s: %w", q, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Connect is the workers' connection string: a libpq URL (pgx, psql and psycopg read
+// it) naming every server by number (server 1, the first primary, first), as user
+// DatabaseUser on database DatabaseName without TLS:
+// postgres://zlc@10.77.1.1:5432,10.77.1.2:5432/zlc?sslmode=disable. It stays the
+// same after a Failover: the workers ask for a read-write server.
+func (p *Postgres) Connect() string {
+	addrs := make([]string, len(p.Servers))
+	for i, s := range p.Servers {
+		addrs[i] = s.ClientAddr()
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", DatabaseUser, strings.Join(addrs, ","), DatabaseName)
+}
+
+// Nodes are the servers as the nemesis addresses them.
+func (p *Postgres) Nodes() []nemesis.Server {
+	out := make([]nemesis.Server, len(p.Servers))
+	for i, s := range p.Servers {
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
+	}
+	return out
+}
+
+// Managed is true: the tool starts and stops every server.
+func (p *Postgres) Managed() bool { return true }
+
+// Dial opens a TCP connection from the harness (the run network's hub) to addr.
+func (p *Postgres) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return p.net.Dial(ctx, addr, timeout)
+}
+
+// Close stops every server (SIGQUIT, Postgres's immediate shutdown, which also
+// frees its shared memory; then SIGKILL of whatever is left in its namespace) and
+// removes its directory. A smart shutdown (SIGTERM) would wait for the clients.
+func (p *Postgres) Close() error {
+	var errs []error
+	for _, s := range p.Servers {
+		errs = append(errs, s.host.stop(syscall.SIGQUIT, 3*time.Second))
+		errs = append(errs, removeLeftSegment(s.Data), removeDBDir(s.ns, s.Dir))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,277 @@
+package sqldb
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"golang.org/x/sys/unix"
+)
+
+// query runs fn on a fresh connection from the harness to server s, as the
+// superuser on database postgres, everything bounded by within (a paused server
+// accepts the connection but never answers).
+func (p *Postgres) query(ctx context.Context, s *PostgresServer, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+	return p.queryAs(ctx, s, "postgres", "postgres", within, fn)
+}
+
+// queryAs is query as user on database db.
+func (p *Postgres) queryAs(ctx context.Context, s *PostgresServer, user, db string, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	cc, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Host.Addr(), postgresPort, user, db))
+	if err != nil {
+		return err
+	}
+	cc.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return p.net.Dial(ctx, addr, within)
+	}
+	c, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return fn(ctx, c)
+}
+
+// queryRow runs one query on server s (bounded by opTimeout) and scans its row.
+func (p *Postgres) queryRow(ctx context.Context, s *PostgresServer, sql string, args []any, dest ...any) error {
+	return p.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, sql, args...).Scan(dest...)
+	})
+}
+
+// server is server id, or an error naming the valid ids.
+func (p *Postgres) server(id int) (*PostgresServer, error) {
+	if id < 1 || id > len(p.Servers) {
+		return nil, fmt.Errorf("postgres: no server %d (1..%d)", id, len(p.Servers))
+	}
+	return p.Servers[id-1], nil
+}
+
+// Version is what the first server that answers says it runs (SHOW server_version,
+// e.g. "15.18 (Debian 15.18-0+deb12u1)"), "" when none answers.
+func (p *Postgres) Version(ctx context.Context) string {
+	for _, s := range p.Servers {
+		var v string
+		if err := p.queryRow(ctx, s, "SHOW server_version", nil, &v); err == nil {
+			return v
+		}
+	}
+	return ""
+}
+
+// Leader is the primary: the server last promoted if it answers and is out of
+// recovery, else the lowest-numbered server that answers out of recovery (after a
+// promotion beside a live old primary both are; the promoted one leads).
+func (p *Postgres) Leader(ctx context.Context) (int, bool) {
+	for _, s := range p.leaderOrder() {
+		var rec bool
+		if err := p.queryRow(ctx, s, "SELECT pg_is_in_recovery()", nil, &rec); err == nil && !rec {
+			return s.ID, true
+		}
+	}
+	return 0, false
+}
+
+// ServerOf is the server a client is connected to, from pg_stat_activity: the one
+// with a client backend whose pid is session (the worker reports its backend's pid,
+// pg_backend_pid(), as its session: "0x<hex>", SessionName; a decimal pid is read
+// too), else the first with a client connected from addr.
+func (p *Postgres) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
+	n, hasPid := sessionNumber(session)
+	pid := int(n)
+	all := p.allBackends(ctx)
+	for _, byPid := range []bool{true, false} {
+		if byPid && !hasPid || !byPid && !addr.IsValid() {
+			continue
+		}
+		for i, bs := range all {
+			for _, b := range bs {
+				if byPid && b.pid == pid || !byPid && b.addr == addr {
+					return p.Servers[i].ID, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// pgBackend is one client backend: its pid and its client's address.
+type pgBackend struct {
+	pid  int
+	addr netip.Addr
+}
+
+// allBackends reads every server's client backends (none for one that does not
+// answer), in parallel.
+func (p *Postgres) allBackends(ctx context.Context) [][]pgBackend {
+	out := make([][]pgBackend, len(p.Servers))
+	var wg sync.WaitGroup
+	for i, s := range p.Servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], _ = p.backends(ctx, s)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// backends reads server s's client backends that have a TCP client.
+func (p *Postgres) backends(ctx context.Context, s *PostgresServer) ([]pgBackend, error) {
+	var out []pgBackend
+	err := p.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT pid, host(client_addr) FROM pg_stat_activity
+			WHERE backend_type = 'client backend' AND client_addr IS NOT NULL AND pid <> pg_backend_pid()`)
+		if err != nil {
+			return err
+		}
+		var b pgBackend
+		var host string
+		_, err = pgx.ForEachRow(rows, []any{&b.pid, &host}, func() error {
+			if a, err := netip.ParseAddr(host); err == nil {
+				out = append(out, pgBackend{pid: b.pid, addr: a.Unmap()})
+			}
+			return nil
+		})
+		return err
+	})
+	return out, err
+}
+
+// Promote promotes server id (a standby) to a primary, pg_promote(), waiting up to
+// 30 s for it to leave recovery. From then on Leader prefers it.
+func (p *Postgres) Promote(ctx context.Context, id int) error {
+	s, err := p.server(id)
+	if err != nil {
+		return err
+	}
+	var ok bool
+	err = p.query(ctx, s, 35*time.Second, func(ctx context.Context, c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT pg_promote(true, 30)").Scan(&ok)
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: promote server %d: %w", id, err)
+	case !ok:
+		return fmt.Errorf("postgres: promote server %d: still in recovery after 30 s", id)
+	}
+	p.mu.Lock()
+	p.promoted = id
+	p.mu.Unlock()
+	return nil
+}
+
+// Terminate ends the backend with process id pid (pg_terminate_backend, waiting up
+// to a second for it to exit) on whichever server runs it, and returns that
+// server's id: the server-side kill of a session. The backend's client sees its
+// connection closed (FATAL 57P01).
+func (p *Postgres) Terminate(ctx context.Context, pid int) (int, error) {
+	var errs []string
+	for _, s := range p.Servers {
+		var ok bool
+		err := p.queryRow(ctx, s, "SELECT pg_terminate_backend($1, 1000)", []any{pid}, &ok)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("server %d: %v", s.ID, err))
+		case ok:
+			return s.ID, nil
+		}
+	}
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("postgres: terminate backend %d: no server ended it (%s)", pid, strings.Join(errs, "; "))
+	}
+	return 0, fmt.Errorf("postgres: terminate backend %d: no server has it", pid)
+}
+
+// removeLeftSegment removes the System V shared memory segment a killed postmaster
+// left behind (named on postmaster.pid's seventh line: key and id), when nothing is
+// attached to it any more. A postmaster that shut down removed both.
+func removeLeftSegment(data string) error {
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 7 {
+		return nil
+	}
+	f := strings.Fields(lines[6])
+	if len(f) != 2 {
+		return nil
+	}
+	key, err1 := strconv.ParseInt(f[0], 10, 64)
+	id, err2 := strconv.Atoi(f[1])
+	var ds unix.SysvShmDesc
+	if err1 != nil || err2 != nil || id < 0 {
+		return nil
+	}
+	if _, err := unix.SysvShmCtl(id, unix.IPC_STAT, &ds); err != nil || int64(ds.Perm.Key) != key || ds.Nattch != 0 {
+		return nil
+	}
+	_, err = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	return err
+}
+
+// WaitServing waits until every server serves: it answers, and the standby (until it
+// is promoted) is in recovery and streaming from the primary. A server that exited,
+// or the timeout, is an error naming each server that does not serve, why, and the
+// tail of its log.
+func (p *Postgres) WaitServing(ctx context.Context, timeout time.Duration) error {
+	return p.waitServers(ctx, timeout, p.Servers...)
+}
+
+// waitServers is WaitServing for some of the servers.
+func (p *Postgres) waitServers(ctx context.Context, timeout time.Duration, servers ...*PostgresServer) error {
+	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "postgres not serving", "not every server serves", func() lockservice.ServingPoll {
+		errs := make([]error, len(servers))
+		var wg sync.WaitGroup
+		for i, s := range servers {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = p.serving(ctx, s) }()
+		}
+		wg.Wait()
+		poll := lockservice.ServingPoll{OK: true}
+		for i, s := range servers {
+			if errs[i] == nil {
+				continue
+			}
+			poll.OK = false
+			poll.Down = append(poll.Down, lockservice.DownServer{What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
+				Why: errs[i].Error(), Host: s.Host, Log: s.Log})
+			if poll.Exited == "" && s.Host.Pid() == 0 {
+				poll.Exited = fmt.Sprintf("server %d", s.ID)
+			}
+		}
+		return poll
+	})
+}
+
+// serving is nil when server s answers and, as an unpromoted standby, streams.
+func (p *Postgres) serving(ctx context.Context, s *PostgresServer) error {
+	p.mu.Lock()
+	primary := p.primary
+	standby := s.ID != primary && p.promoted != s.ID
+	p.mu.Unlock()
+	var rec bool
+	var status string
+	err := p.queryRow(ctx, s, "SELECT pg_is_in_recovery(), coalesce((SELECT status FROM pg_stat_wal_receiver), '')", nil, &rec, &status)
+	switch {
+	case err != nil:
+		return err
+	case standby && (!rec || status != "streaming"):
+		return fmt.Errorf("standby of %s: in recovery %v, WAL receiver %q", lockservice.ServerAddr(primary), rec, status)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package sqldb
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+)
+
+func init() {
+	lockservice.RegisterStart(kind.Postgres, startPostgres)
+	lockservice.RegisterStart(kind.MariaDB, startMariaDB)
+}
+
+// serversDir is where a database's servers keep their files: an absolute path, for
+// the servers run elsewhere than in the harness's directory.
+func serversDir(cfg lockservice.Config, own string) (string, error) {
+	dir := own
+	if dir == "" {
+		dir = cfg.Dir
+	}
+	if dir == "" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("service %s: %w", cfg.Kind, err)
+	}
+	return abs, nil
+}
+
+// startPostgres starts the PostgreSQL servers cfg asks for, only in the run's
+// namespaces; cfg.Settings, when set, is a PostgresConfig.
+func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+	if err := cfg.Refuse("postgres"); err != nil {
+		return nil, err
+	}
+	pc, _ := cfg.Settings.(PostgresConfig)
+	var err error
+	if pc.Dir, err = serversDir(cfg, pc.Dir); err != nil {
+		return nil, err
+	}
+	p, err := StartPostgres(ctx, network, pc)
+	if p == nil {
+		return nil, err
+	}
+	return p, err
+}
+
+// startMariaDB starts the MariaDB servers cfg asks for, only in the run's
+// namespaces; cfg.Settings, when set, is a MariaDBConfig.
+func startMariaDB(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+	if err := cfg.Refuse("mariadb"); err != nil {
+		return nil, err
+	}
+	mc, _ := cfg.Settings.(MariaDBConfig)
+	var err error
+	if mc.Dir, err = serversDir(cfg, mc.Dir); err != nil {
+		return nil, err
+	}
+	if mc.Nodes == 0 {
+		mc.Nodes = cfg.Nodes
+	}
+	m, err := StartMariaDB(ctx, network, mc)
+	if m == nil {
+		return nil, err
+	}
+	return m, err
+}
+
+// One sweep for both kinds: CleanupDatabases finds either's servers.
+func init() { lockservice.RegisterSweep(kind.Postgres, sweep) }
+
+// sweep removes the database servers, and their directories, whose run is gone
+// (CleanupDatabases).
+func sweep() ([]lockservice.Leftover, error) {
+	left, err := CleanupDatabases()
+	out := make([]lockservice.Leftover, len(left))
+	for i, d := range left {
+		short, killed := fmt.Sprintf("%s %s", d.Kind, d.Dir), ""
+		if len(d.Pids) > 0 {
+			short += fmt.Sprintf(" with pids %v", d.Pids)
+			killed = fmt.Sprintf(", killed its processes %v", d.Pids)
+		}
+		out[i] = lockservice.Leftover{Kind: d.Kind, Short: short,
+			Line: fmt.Sprintf("removed the %s server's directory %s%s: its run was gone", d.Kind, d.Dir, killed)}
+	}
+	return out, err
+}

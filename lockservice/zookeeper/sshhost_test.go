@@ -1,0 +1,136 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/testnodes"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+// TestSSHHostLifecycle starts a stand-in server (a shell that sleeps, its zoo.cfg
+// path on its command line as the real server's), pauses, resumes, kills and
+// restarts it through sshHost's scripts.
+func TestSSHHostLifecycle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "it's s1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := &sshHost{id: 1, node: testnodes.LocalShell{}, dir: dir, prefix: sshTablePrefix("abc123")}
+	h.argv = []string{"sh", "-c", "echo started; sleep 60; :", h.file("zoo.cfg")}
+	ctx := context.Background()
+	if err := h.Signal(ctx, syscall.SIGSTOP); !errors.Is(err, nemesis.ErrNotRunning) {
+		t.Fatalf("signal before start: %v, want ErrNotRunning", err)
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Kill(context.Background()) })
+	pid := h.Pid()
+	if pid <= 1 {
+		t.Fatalf("pid %d after start", pid)
+	}
+	if pgid, _ := syscall.Getpgid(pid); pgid != pid {
+		t.Fatalf("server %d leads process group %d, want its own", pid, pgid)
+	}
+	if err := h.Start(ctx); err == nil {
+		t.Fatal("a second start of a running server succeeded")
+	}
+	if err := h.Signal(ctx, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if st := procState(t, pid); st != "T" {
+		t.Fatalf("state %q after SIGSTOP", st)
+	}
+	if err := h.Signal(ctx, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := h.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kill took %s, state %q", time.Since(t0), procState(t, pid))
+	if h.Pid() != 0 {
+		t.Fatal("pid after kill")
+	}
+	if err := syscall.Kill(pid, 0); err == nil && procState(t, pid) != "Z" {
+		t.Fatalf("process %d still alive after Kill", pid)
+	}
+	if err := h.Kill(ctx); err != nil {
+		t.Fatalf("kill of a stopped server: %v", err)
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	lines, err := h.LogTail(ctx, 5)
+	if err != nil || len(lines) != 2 || lines[1] != "started" {
+		t.Fatalf("log tail %q, %v: want two starts", lines, err)
+	}
+}
+
+// TestSSHHostPidFileGuard: a pid file that names another process (a reused pid) is
+// never signalled.
+func TestSSHHostPidFileGuard(t *testing.T) {
+	dir := t.TempDir()
+	other := exec.Command("sleep", "30")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Process.Kill()
+	if err := os.WriteFile(filepath.Join(dir, "server.pid"), []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := &sshHost{id: 1, node: testnodes.LocalShell{}, dir: dir, pid: other.Process.Pid}
+	if err := h.Signal(context.Background(), syscall.SIGSTOP); !errors.Is(err, nemesis.ErrNotRunning) {
+		t.Fatalf("signal through a foreign pid file: %v", err)
+	}
+	if err := h.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if procState(t, other.Process.Pid) == "T" || other.ProcessState != nil {
+		t.Fatal("the foreign process was touched")
+	}
+	if err := syscall.Kill(other.Process.Pid, 0); err != nil {
+		t.Fatalf("the foreign process was killed: %v", err)
+	}
+}
+
+func TestSSHHostGlob(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "zk home")
+	_ = os.MkdirAll(filepath.Join(dir, "lib"), 0o755)
+	for _, f := range []string{"zookeeper-3.9.jar", "lib/a.jar", "lib/b.jar"} {
+		_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	h := &sshHost{id: 1, node: testnodes.LocalShell{}}
+	cfg := EnsembleConfig{ZKHome: dir}
+	cp, err := cfg.classpath(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(cp, ".jar"); got != 3 {
+		t.Fatalf("classpath %q: want 3 jars", cp)
+	}
+	cfg.ZKHome = filepath.Join(t.TempDir(), "none")
+	if _, err := cfg.classpath(context.Background(), h); err == nil || !strings.Contains(err.Error(), "on local") {
+		t.Fatalf("missing install: %v, want an error naming the node", err)
+	}
+}
+
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	_, rest, _ := strings.Cut(string(data), ") ")
+	return rest[:1]
+}
