@@ -2,15 +2,12 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/lockservice/redis"
-	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -26,33 +23,20 @@ type cluster struct {
 	workers map[int]*worker // by slot: the slot's current process
 }
 
-var _ nemesis.RedisCluster = (*cluster)(nil)
+var (
+	_ nemesis.ServiceHolder = (*cluster)(nil)
+	_ nemesis.SessionLocks  = (*cluster)(nil)
+)
 
-// redisAdmin is a service of Redis instances: what the Redis faults need of it.
-type redisAdmin interface {
-	Settings() redis.RedisSettings
-	Command(ctx context.Context, id int, args ...string) (any, error)
-}
+// Service is the run's lock service: the nemesis asks it for the abilities its
+// faults need (nemesis.SessionKiller, StandbyPromoter, SessionKeeper, RedisAdmin),
+// which the services implement themselves.
+func (c *cluster) Service() any { return c.svc }
 
-// RedisSettings are the Redis instances' topology and persistence; ok is false when
-// the run's service is not Redis.
-func (c *cluster) RedisSettings() (topology, persistence string, ok bool) {
-	r, ok := c.svc.(redisAdmin)
-	if !ok {
-		return "", "", false
-	}
-	s := r.Settings().WithDefaults()
-	return string(s.Topology), string(s.Persistence), true
-}
-
-// RedisCommand sends one command to Redis instance id.
-func (c *cluster) RedisCommand(ctx context.Context, id int, args ...string) (any, error) {
-	r, ok := c.svc.(redisAdmin)
-	if !ok {
-		return nil, fmt.Errorf("redis command: the run's servers are not Redis")
-	}
-	return r.Command(ctx, id, args...)
-}
+// KillFreesLocks reports whether ending a session frees its locks: the run's recipe
+// locks in the holder's server session (a database's advisory lock, GET_LOCK); not a
+// lock table's row, nor a Redis key (which lives until its TTL).
+func (c *cluster) KillFreesLocks() bool { return c.sessionLock }
 
 var _ nemesis.DeathRecorder = (*cluster)(nil)
 
@@ -65,78 +49,6 @@ func (c *cluster) Killing(cl nemesis.Client) {
 	if w != nil && int(w.process.Load()) == cl.Process {
 		w.killedAt.CompareAndSwap(0, w.now())
 	}
-}
-
-var (
-	_ nemesis.SessionKiller   = (*cluster)(nil)
-	_ nemesis.StandbyPromoter = (*cluster)(nil)
-	_ nemesis.SessionKeeper   = (*cluster)(nil)
-
-	_ sessionKeeper = (*sqldb.Postgres)(nil)
-	_ sessionKeeper = (*sqldb.MariaDB)(nil)
-
-	_ sessionKiller  = (*redis.Redis)(nil)
-	_ sessionKiller  = (*sqldb.Postgres)(nil)
-	_ sessionKiller  = (*sqldb.MariaDB)(nil)
-	_ standbyService = (*sqldb.Postgres)(nil)
-)
-
-// sessionKiller is a service whose servers end a client's session when asked.
-type sessionKiller interface {
-	KillSession(ctx context.Context, server int, session string) (int, error)
-}
-
-// KillSession ends a worker's session from the server's side (connection-kill).
-func (c *cluster) KillSession(ctx context.Context, server int, session string) (int, error) {
-	k, ok := c.svc.(sessionKiller)
-	if !ok {
-		return 0, fmt.Errorf("kill session: the run's servers cannot end a client's session")
-	}
-	return k.KillSession(ctx, server, session)
-}
-
-// KillFreesLocks reports whether ending a session frees its locks: a database's
-// session lock (an advisory lock, GET_LOCK); not a lock table's row, nor a Redis key
-// (which lives until its TTL).
-func (c *cluster) KillFreesLocks() bool {
-	_, killer := c.svc.(sessionKiller)
-	return killer && c.sessionLock
-}
-
-// sessionKeeper is a service whose servers keep a vanished client's session until
-// their TCP keepalive gives up (the databases).
-type sessionKeeper interface {
-	VanishedClientKept() string
-}
-
-// VanishedClientKept names what bounds how long the servers keep a vanished client's
-// session ("" when they keep none: ZooKeeper, Redis).
-func (c *cluster) VanishedClientKept() string {
-	if k, ok := c.svc.(sessionKeeper); ok {
-		return k.VanishedClientKept()
-	}
-	return ""
-}
-
-// standbyService is a service with a streaming standby (PostgreSQL's).
-type standbyService interface {
-	HasStandby() bool
-	PromoteStandby(ctx context.Context, id int) error
-}
-
-// HasStandby reports whether the run's service has a standby to promote.
-func (c *cluster) HasStandby() bool {
-	s, ok := c.svc.(standbyService)
-	return ok && s.HasStandby()
-}
-
-// PromoteStandby promotes the standby once the primary crashed (failover).
-func (c *cluster) PromoteStandby(ctx context.Context, id int) error {
-	s, ok := c.svc.(standbyService)
-	if !ok {
-		return fmt.Errorf("promote: the run's servers have no standby")
-	}
-	return s.PromoteStandby(ctx, id)
 }
 
 func newCluster(svc lockservice.Service, sessionLock bool) *cluster {

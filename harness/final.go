@@ -10,7 +10,6 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -153,8 +152,6 @@ func (l Liveness) record(rec *recorder) {
 type sessionFreeEntries interface {
 	OutlivesSession(entry string) bool
 }
-
-var _ sessionFreeEntries = (*sqldb.PostgresLock)(nil)
 
 // lockChildren lists the lock's entries with their owners.
 func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {

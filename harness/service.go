@@ -9,9 +9,6 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
-	"github.com/zlockcheck/zlockcheck/lockservice/redis"
-	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
-	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/models/herd"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -50,24 +47,6 @@ type herdSampler interface {
 type yardstick interface {
 	PlainLoops(ctx context.Context, path string, n int, d, sessionTimeout time.Duration, hold func(int) time.Duration) (lockservice.Baseline, error)
 }
-
-var (
-	_ yardstick     = (*zookeeper.Ensemble)(nil)
-	_ rootMaker     = (*zookeeper.Ensemble)(nil)
-	_ lockInspector = (*zookeeper.Ensemble)(nil)
-	_ counterStore  = (*zookeeper.Ensemble)(nil)
-	_ herdSampler   = (*zookeeper.Ensemble)(nil)
-
-	_ lockInspector = (*redis.Redis)(nil)
-	_ counterStore  = (*redis.Redis)(nil)
-	_ yardstick     = (*redis.Redis)(nil)
-
-	_ lockInspector = (*sqldb.Postgres)(nil)
-	_ counterStore  = (*sqldb.Postgres)(nil)
-	_ yardstick     = (*sqldb.Postgres)(nil)
-	_ lockInspector = (*sqldb.MariaDB)(nil)
-	_ yardstick     = (*sqldb.MariaDB)(nil)
-)
 
 // The service a run starts is its Config.Service; a recipe of the catalogue works
 // with one kind of service, and a run refuses a recipe of another kind, and what the

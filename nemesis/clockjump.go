@@ -76,7 +76,7 @@ func (f ClockJump) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 	recordServers(v, ids, note)
 	apply := func(ctx context.Context) error {
 		for _, id := range ids {
-			r, err := rc.RedisCommand(ctx, id, "EVAL", clockJumpScript, "0", strconv.FormatInt(f.Delta.Milliseconds(), 10))
+			r, err := rc.Command(ctx, id, "EVAL", clockJumpScript, "0", strconv.FormatInt(f.Delta.Milliseconds(), 10))
 			if err != nil {
 				return fmt.Errorf("clock-jump on s%d: %w", id, err)
 			}

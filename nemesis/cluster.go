@@ -192,6 +192,24 @@ type Cluster interface {
 	Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
 }
 
+// ServiceHolder is a Cluster that hands out the run's lock service: a fault asks it
+// for the optional abilities the fault needs (SessionKiller, StandbyPromoter,
+// SessionKeeper, RedisAdmin), which the services implement themselves.
+type ServiceHolder interface {
+	Service() any
+}
+
+// abilityOf returns the run's service as ability T: the service a ServiceHolder
+// hands out, else the Cluster itself (a test's fake may be both).
+func abilityOf[T any](c Cluster) (T, bool) {
+	var svc any = c
+	if h, ok := c.(ServiceHolder); ok {
+		svc = h.Service()
+	}
+	t, ok := svc.(T)
+	return t, ok
+}
+
 // Applied is a fault that was applied: what was done to whom, and how to take it back.
 type Applied struct {
 	// Value says what was done to whom; it is JSON-able (strings, numbers, slices and

@@ -9,25 +9,36 @@ import (
 
 var _ fault = (*ConnectionKill)(nil)
 
-// SessionKiller is a Cluster whose servers can end a client's session from their
+// SessionKiller is a lock service whose servers can end a client's session from their
 // side (a Redis connection, a PostgreSQL backend, a MariaDB connection).
 // ConnectionKill needs it.
 type SessionKiller interface {
-	Cluster
 	// KillSession ends session (the id a worker reported, "0x<hex>") on server and
 	// says how many connections it ended (0: the session had already gone); an
 	// error when the run's servers cannot.
 	KillSession(ctx context.Context, server int, session string) (killed int, err error)
-	// KillFreesLocks reports whether ending a session frees the locks it holds (a
-	// database's session locks; not a Redis key, which lives on until its TTL).
+}
+
+// SessionLocks is a Cluster that knows whether ending a session frees the locks it
+// holds: a database's session locks do go with it; a lock table's row or a Redis key
+// lives on (until its expiry or TTL). Without it, none is taken to.
+type SessionLocks interface {
 	KillFreesLocks() bool
+}
+
+// killFreesLocks reports whether the run's recipe loses its locks with its session
+// and the service can end one (SessionKiller, SessionLocks).
+func killFreesLocks(c Cluster) bool {
+	_, killer := abilityOf[SessionKiller](c)
+	sl, ok := c.(SessionLocks)
+	return killer && ok && sl.KillFreesLocks()
 }
 
 // recordSessionsEnd marks a server fault's value when it ends sessions whose locks go
 // with them (a database's session lock, SessionKiller.KillFreesLocks): the cause
 // classes read it.
 func recordSessionsEnd(c Cluster, v map[string]any) {
-	if k, ok := c.(SessionKiller); ok && k.KillFreesLocks() {
+	if killFreesLocks(c) {
 		v["frees_locks"] = true
 	}
 }
@@ -55,7 +66,7 @@ func (f ConnectionKill) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (A
 
 func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassConnectionKill), "target": string(f.Target)}
-	sk, ok := c.(SessionKiller)
+	sk, ok := abilityOf[SessionKiller](c)
 	if !ok {
 		return plan{value: v}, fmt.Errorf("connection-kill: this run's servers cannot end a client's session")
 	}
@@ -74,7 +85,7 @@ func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pl
 		}
 	}
 	v["server"] = serverName(server)
-	if sk.KillFreesLocks() {
+	if killFreesLocks(c) {
 		v["frees_locks"] = true // the cause classes read it: the analogue of session-expire
 	}
 	apply := func(ctx context.Context) error {

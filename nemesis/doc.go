@@ -3,7 +3,7 @@
 // (cutting a worker off, expiring its session, pausing or killing it, cutting a
 // server's clients off, losing the replies to one worker), the faults made for Redis
 // (restart, failover, clock-jump, connection-kill: redis.go, failover.go, clockjump.go,
-// connkill.go; they reach the instances through RedisCluster), the catalogue of fault
+// connkill.go; they reach the instances through RedisAdmin, an ability of the run's service), the catalogue of fault
 // classes (classes.go), and the schedule that picks them one at a time from a seeded
 // random number generator.
 //

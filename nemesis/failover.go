@@ -46,8 +46,8 @@ func (f Failover) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applied
 
 func (f Failover) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassFailover)}
-	if sp, ok := c.(StandbyPromoter); ok && sp.HasStandby() {
-		return f.standbyPlan(ctx, sp, v)
+	if sp, ok := abilityOf[StandbyPromoter](c); ok && sp.HasStandby() {
+		return f.standbyPlan(ctx, c, sp, v)
 	}
 	rc, topology, err := redisOf(c, ClassFailover)
 	if err != nil {
@@ -71,20 +71,21 @@ func (f Failover) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, er
 	promoted := replicas[rng.IntN(len(replicas))]
 	v["primary"], v["promoted"] = serverName(primary.ID), serverName(promoted.ID)
 	v["persistence"] = redisPersistence(c)
-	fo := failover{rc: rc, primary: primary, promoted: promoted, wait: f.HolderWait, value: v}
+	fo := failover{c: c, rc: rc, primary: primary, promoted: promoted, wait: f.HolderWait, value: v}
 	return plan{value: v, apply: fo.apply, undo: fo.undo}, nil
 }
 
 // failover is one Failover's resolved targets.
 type failover struct {
-	rc                RedisCluster
+	c                 Cluster
+	rc                RedisAdmin
 	primary, promoted Server
 	wait              time.Duration
 	value             map[string]any
 }
 
 func (fo failover) apply(ctx context.Context) error {
-	if _, err := fo.rc.RedisCommand(ctx, fo.promoted.ID, "REPLICAOF", "NO", "ONE"); err != nil {
+	if _, err := fo.rc.Command(ctx, fo.promoted.ID, "REPLICAOF", "NO", "ONE"); err != nil {
 		return fmt.Errorf("failover: promote s%d: %w", fo.promoted.ID, err)
 	}
 	h, ok := fo.newGrant(ctx)
@@ -99,7 +100,7 @@ func (fo failover) apply(ctx context.Context) error {
 	host, port := redisAddr(fo.promoted)
 	demoted := time.Now()
 	defer func() { fo.value["readonly_ms"] = time.Since(demoted).Milliseconds() }()
-	if _, err := fo.rc.RedisCommand(ctx, fo.primary.ID, "REPLICAOF", host, port); err != nil {
+	if _, err := fo.rc.Command(ctx, fo.primary.ID, "REPLICAOF", host, port); err != nil {
 		return fmt.Errorf("failover: demote s%d: %w", fo.primary.ID, err)
 	}
 	if err := waitRedis(ctx, fo.rc, fo.primary.ID, 5*time.Second, linkUp, "INFO", "replication"); err != nil {
@@ -111,9 +112,9 @@ func (fo failover) apply(ctx context.Context) error {
 // undo makes the original primary the primary again and the promoted replica its
 // replica.
 func (fo failover) undo(ctx context.Context) error {
-	_, err1 := fo.rc.RedisCommand(ctx, fo.primary.ID, "REPLICAOF", "NO", "ONE")
+	_, err1 := fo.rc.Command(ctx, fo.primary.ID, "REPLICAOF", "NO", "ONE")
 	host, port := redisAddr(fo.primary)
-	_, err2 := fo.rc.RedisCommand(ctx, fo.promoted.ID, "REPLICAOF", host, port)
+	_, err2 := fo.rc.Command(ctx, fo.promoted.ID, "REPLICAOF", host, port)
 	return joinErrs(err1, err2)
 }
 
@@ -125,7 +126,7 @@ func (fo failover) holderWait() time.Duration {
 }
 
 // newGrant waits for a lock granted after the split.
-func (fo failover) newGrant(ctx context.Context) (Client, bool) { return fo.newGrantOn(ctx, fo.rc) }
+func (fo failover) newGrant(ctx context.Context) (Client, bool) { return fo.newGrantOn(ctx, fo.c) }
 
 // newGrantOn waits for a lock granted on c after the split: a holder other than the
 // one holding at the split, or any holder if none held then.

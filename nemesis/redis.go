@@ -14,24 +14,23 @@ import (
 // RedisPort is the port every Redis instance of a run serves on.
 const RedisPort = 6379
 
-// RedisCluster is a Cluster whose servers are Redis instances the tool started. The
-// Redis faults (failover, clock-jump) need it; restart records the persistence
-// setting it reports. The harness's cluster implements it over every service and
-// says ok=false in RedisSettings when the run's servers are not Redis.
-type RedisCluster interface {
-	Cluster
+// RedisAdmin is a lock service of Redis instances the tool started: the Redis
+// faults (failover, clock-jump) need it; restart records the persistence setting it
+// reports. A fault asks the run's service for it (abilityOf).
+type RedisAdmin interface {
 	// RedisSettings are the instances' topology (single, replicas, redlock) and
-	// persistence (none, aof-everysec, aof-always); ok is false when the run's
-	// servers are not Redis.
+	// persistence (none, aof-everysec, aof-always); ok is false when the service
+	// has none to report.
 	RedisSettings() (topology, persistence string, ok bool)
-	// RedisCommand sends one command to instance id over a fresh connection from
-	// the harness's namespace and returns its reply; an error reply is the error.
-	RedisCommand(ctx context.Context, id int, args ...string) (any, error)
+	// Command sends one command to instance id over a fresh connection from the
+	// harness's namespace and returns its reply; an error reply is the error.
+	Command(ctx context.Context, id int, args ...string) (any, error)
 }
 
-// redisOf returns c as a Redis cluster, or an error that says the fault needs one.
-func redisOf(c Cluster, class Class) (RedisCluster, string, error) {
-	rc, ok := c.(RedisCluster)
+// redisOf returns the run's service as Redis instances, or an error that says the
+// fault needs them.
+func redisOf(c Cluster, class Class) (RedisAdmin, string, error) {
+	rc, ok := abilityOf[RedisAdmin](c)
 	if !ok {
 		return nil, "", fmt.Errorf("%s: acts on Redis instances only; this run's servers are not Redis", class)
 	}
@@ -45,7 +44,7 @@ func redisOf(c Cluster, class Class) (RedisCluster, string, error) {
 // redisPersistence is the run's Redis persistence setting, "" when its servers are
 // not Redis.
 func redisPersistence(c Cluster) string {
-	if rc, ok := c.(RedisCluster); ok {
+	if rc, ok := abilityOf[RedisAdmin](c); ok {
 		if _, p, ok := rc.RedisSettings(); ok {
 			return p
 		}
@@ -60,11 +59,11 @@ func redisAddr(s Server) (host, port string) {
 
 // waitRedis polls instance id with cmd until ok accepts the reply, for at most
 // within; the error says what the last reply or error was.
-func waitRedis(ctx context.Context, rc RedisCluster, id int, within time.Duration, ok func(any) bool, cmd ...string) error {
+func waitRedis(ctx context.Context, rc RedisAdmin, id int, within time.Duration, ok func(any) bool, cmd ...string) error {
 	deadline := time.Now().Add(within)
 	var last string
 	for {
-		v, err := rc.RedisCommand(ctx, id, cmd...)
+		v, err := rc.Command(ctx, id, cmd...)
 		if err == nil && ok(v) {
 			return nil
 		}
@@ -102,7 +101,7 @@ var (
 // forgetting names the restarted instances whose restart can forget a lock key: every
 // one, but on the replicas topology only the primary (a replica resyncs from it).
 func forgetting(ctx context.Context, c Cluster, ids []int) []string {
-	rc, ok := c.(RedisCluster)
+	rc, ok := abilityOf[RedisAdmin](c)
 	if !ok {
 		return serverNames(ids)
 	}
@@ -164,7 +163,7 @@ func (f Restart) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, err
 				errs = append(errs, fmt.Errorf("restart server %d: start: %w", s.ID, err))
 			}
 		}
-		if rc, ok := c.(RedisCluster); ok && persistence != "" {
+		if rc, ok := abilityOf[RedisAdmin](c); ok && persistence != "" {
 			for _, s := range ss {
 				errs = append(errs, waitRedis(ctx, rc, s.ID, 5*time.Second, isPong, "PING"))
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
-// redisRun is a nemesis.RedisCluster over real instances, without workers: Holder
+// redisRun is a nemesis.Cluster over real instances, without workers: Holder
 // grants the lock itself (SET on the primary) the second time it is asked, as a
 // worker would right after a failover's split.
 type redisRun struct {
@@ -22,7 +22,7 @@ type redisRun struct {
 	looks int
 }
 
-var _ nemesis.RedisCluster = (*redisRun)(nil)
+var _ nemesis.ServiceHolder = (*redisRun)(nil)
 
 func (c *redisRun) Servers() []nemesis.Server                            { return c.r.Nodes() }
 func (c *redisRun) Leader(ctx context.Context) (int, bool)               { return c.r.Leader(ctx) }
@@ -45,14 +45,9 @@ func (c *redisRun) Holder() (nemesis.Client, bool) {
 	return nemesis.Client{}, false
 }
 
-func (c *redisRun) RedisSettings() (string, string, bool) {
-	s := c.r.Settings().WithDefaults()
-	return string(s.Topology), string(s.Persistence), true
-}
-
-func (c *redisRun) RedisCommand(ctx context.Context, id int, args ...string) (any, error) {
-	return c.r.Command(ctx, id, args...)
-}
+// Service hands out the instances themselves: their abilities are the nemesis's
+// RedisAdmin and SessionKiller.
+func (c *redisRun) Service() any { return c.r }
 
 // startRedis starts instances in a fresh network, all torn down at the test's end.
 func startRedis(t *testing.T, s redis.RedisSettings, nodes int) *redisRun {

@@ -21,7 +21,7 @@ type fakeRedis struct {
 	looks                 int
 }
 
-var _ RedisCluster = (*fakeRedis)(nil)
+var _ RedisAdmin = (*fakeRedis)(nil)
 
 func newFakeRedis(n int, topology string) *fakeRedis {
 	return &fakeRedis{fakeCluster: newFakeCluster(n, 3), topology: topology, persistence: "none"}
@@ -29,7 +29,7 @@ func newFakeRedis(n int, topology string) *fakeRedis {
 
 func (f *fakeRedis) RedisSettings() (string, string, bool) { return f.topology, f.persistence, true }
 
-func (f *fakeRedis) RedisCommand(_ context.Context, id int, args ...string) (any, error) {
+func (f *fakeRedis) Command(_ context.Context, id int, args ...string) (any, error) {
 	if args[0] == "EVAL" {
 		args = []string{"EVAL", "<script>", args[2], args[3]}
 	}

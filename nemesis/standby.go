@@ -11,11 +11,10 @@ import (
 // failover waits for a grant the standby must not see.
 const tableStandbyCut = "standbycut"
 
-// StandbyPromoter is a Cluster whose service has a primary and a streaming standby
+// StandbyPromoter is a lock service that has a primary and a streaming standby
 // that can be promoted (PostgreSQL): Failover needs it on a service that is not
 // Redis.
 type StandbyPromoter interface {
-	Cluster
 	// HasStandby reports whether the run's service has a standby to promote now.
 	HasStandby() bool
 	// PromoteStandby promotes server id, a standby, once the primary has crashed,
@@ -39,9 +38,9 @@ type StandbyPromoter interface {
 // Undo removes the split; a primary already killed is brought back by promote only.
 // The record names the primary, the standby promoted, the holder whose grant was lost
 // and how long the service took to serve again (down_ms).
-func (f Failover) standbyPlan(ctx context.Context, sp StandbyPromoter, v map[string]any) (plan, error) {
-	ss := sortedServers(sp)
-	primaryID, ok := sp.Leader(ctx)
+func (f Failover) standbyPlan(ctx context.Context, c Cluster, sp StandbyPromoter, v map[string]any) (plan, error) {
+	ss := sortedServers(c)
+	primaryID, ok := c.Leader(ctx)
 	primary, known := serverByID(ss, primaryID)
 	if !ok || !known || len(ss) != 2 {
 		return plan{value: v}, fmt.Errorf("failover: no primary among %d servers", len(ss))
@@ -62,7 +61,7 @@ func (f Failover) standbyPlan(ctx context.Context, sp StandbyPromoter, v map[str
 			return fmt.Errorf("failover: cut s%d off from s%d: %w", standby.ID, primary.ID, err)
 		}
 		fo := failover{wait: f.HolderWait}
-		if h, ok := fo.newGrantOn(ctx, sp); ok {
+		if h, ok := fo.newGrantOn(ctx, c); ok {
 			v["holder"] = h.Process
 		} else {
 			v["note"] = fmt.Sprintf("no lock granted within %s of the split", fo.holderWait())

@@ -19,11 +19,10 @@ var (
 	_ fault = (*ClientVanish)(nil)
 )
 
-// SessionKeeper is a Cluster whose servers keep a vanished client's session, and its
+// SessionKeeper is a lock service whose servers keep a vanished client's session, and its
 // locks, until their TCP keepalive gives up on it (the databases). ClientVanish
 // records what bounds that, for the cause classes.
 type SessionKeeper interface {
-	Cluster
 	// VanishedClientKept names the settings that bound how long a server keeps the
 	// session of a client that vanished, with their values ("": the run's servers
 	// keep no session for a client: a ZooKeeper session or a Redis key expires).
@@ -78,7 +77,7 @@ func (f ClientVanish) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan
 	if cl.Pid <= 1 || cl.Netns == "" {
 		return plan{value: v}, fmt.Errorf("client-vanish: worker %d has no process id or namespace", cl.Process)
 	}
-	if k, ok := c.(SessionKeeper); ok && k.VanishedClientKept() != "" {
+	if k, ok := abilityOf[SessionKeeper](c); ok && k.VanishedClientKept() != "" {
 		v["kept_until"] = k.VanishedClientKept() // the cause classes read it
 	}
 	ns := workerNet(cl.Netns)

@@ -337,3 +337,15 @@ func (r *Redis) Command(ctx context.Context, id int, args ...string) (any, error
 	}
 	return r.do(ctx, r.Instances[id-1], args...)
 }
+
+// The abilities the nemesis asks a run's service for, which Redis has.
+var (
+	_ nemesis.RedisAdmin    = (*Redis)(nil)
+	_ nemesis.SessionKiller = (*Redis)(nil)
+)
+
+// RedisSettings are the instances' topology and persistence (nemesis.RedisAdmin).
+func (r *Redis) RedisSettings() (topology, persistence string, ok bool) {
+	s := r.Settings().WithDefaults()
+	return string(s.Topology), string(s.Persistence), true
+}

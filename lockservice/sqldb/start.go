@@ -8,6 +8,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
 func init() {
@@ -90,3 +91,12 @@ func sweep() ([]lockservice.Leftover, error) {
 	}
 	return out, err
 }
+
+// The abilities the nemesis asks a run's service for, which the databases have.
+var (
+	_ nemesis.SessionKiller   = (*Postgres)(nil)
+	_ nemesis.SessionKiller   = (*MariaDB)(nil)
+	_ nemesis.SessionKeeper   = (*Postgres)(nil)
+	_ nemesis.SessionKeeper   = (*MariaDB)(nil)
+	_ nemesis.StandbyPromoter = (*Postgres)(nil)
+)
