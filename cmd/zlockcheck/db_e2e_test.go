@@ -21,7 +21,9 @@ func requireDatabases(t *testing.T) {
 // matter to it and that no correct recipe overlaps under (a session ended by the
 // server, connection-kill, makes an honest unfenced overlap: docs/databases.md), each
 // valid with its liveness judged; config.json records the
-// service; nothing of the run is left. The runs are independent (each in its own
+// service; nothing of the run is left. pg-advisory's store is root's alone (mode
+// 0700), which the postgres account cannot enter: its servers keep their files in a
+// directory of their own, gone with them. The runs are independent (each in its own
 // namespaces, with its own servers) and run side by side.
 func TestRunDatabaseLocksAreValid(t *testing.T) {
 	requireDatabases(t)
@@ -29,16 +31,22 @@ func TestRunDatabaseLocksAreValid(t *testing.T) {
 		name, service string
 		args          []string
 		log           string // what the run's log says serves
+		closed        bool   // the store is root's alone
 	}{
-		{"pg-table", "postgres", []string{"--recipe", "pg-table", "--nemesis", "reply-loss", "--nemesis-targets", "idle"}, "PostgreSQL 15"},
-		{"pg-table-expiry", "postgres", []string{"--recipe", "pg-table-expiry", "--nemesis", "client-partition", "--nemesis-targets", "holder", "--nodes", "2"}, "PostgreSQL 15"},
-		{"pg-advisory", "postgres", []string{"--recipe", "pg-advisory", "--nemesis", "client-partition,kill", "--nemesis-targets", "holder"}, "PostgreSQL 15"},
-		{"mariadb-getlock", "mariadb", []string{"--recipe", "mariadb-getlock", "--nemesis", "client-kill,kill", "--nemesis-targets", "holder"}, "MariaDB 10.11"},
+		{"pg-table", "postgres", []string{"--recipe", "pg-table", "--nemesis", "reply-loss", "--nemesis-targets", "idle"}, "PostgreSQL 15", false},
+		{"pg-table-expiry", "postgres", []string{"--recipe", "pg-table-expiry", "--nemesis", "client-partition", "--nemesis-targets", "holder", "--nodes", "2"}, "PostgreSQL 15", false},
+		{"pg-advisory", "postgres", []string{"--recipe", "pg-advisory", "--nemesis", "client-partition,kill", "--nemesis-targets", "holder"}, "PostgreSQL 15", true},
+		{"mariadb-getlock", "mariadb", []string{"--recipe", "mariadb-getlock", "--nemesis", "client-kill,kill", "--nemesis-targets", "holder"}, "MariaDB 10.11", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			store := keptIfFailed(t)
+			if c.closed {
+				if err := os.Chmod(store, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
 			args := append([]string{"run", "--time", "12s", "--seed", "7", "--session-timeout", "2s", "--nemesis-interval", "2s", "--store", store}, c.args...)
 			code, stdout, stderr := zlockcheck(t, args...)
 			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
@@ -67,6 +75,9 @@ func TestRunDatabaseLocksAreValid(t *testing.T) {
 				t.Errorf("the run's log does not say that %s serves:\n%s", c.log, stderr)
 			}
 			assertNothingLeft(t, store)
+			if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "zlcpg-run-*")); c.closed && len(left) > 0 {
+				t.Errorf("the servers' own directories are left: %v", left)
+			}
 		})
 	}
 }

@@ -116,6 +116,9 @@ func removeDBDir(ns, dir string) error {
 		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
+		if parent := filepath.Dir(dir); strings.HasPrefix(filepath.Base(parent), pgRunDirPrefix) {
+			_ = os.Remove(parent) // made for the run (runDirFor): gone with its last server
+		}
 	}
 	if err := os.Remove(dbRecord(ns)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

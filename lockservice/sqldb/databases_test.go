@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
@@ -130,5 +131,42 @@ func TestDatabaseLockNames(t *testing.T) {
 	long := strings.Repeat("x", 65)
 	if got := locknames.MariaDBLockName(long); len(got) != 20 || !strings.HasPrefix(got, "zlc-") || got == locknames.MariaDBLockName(long+"y") {
 		t.Errorf("locknames.MariaDBLockName(65 chars) = %q", got)
+	}
+}
+
+// TestRunDirForAClosedStore: a run directory the postgres account can enter is the
+// servers'; one it cannot gives them a directory of their own (zlcpg-run-*, mode
+// 0755), which goes with their last server's directory.
+func TestRunDirForAClosedStore(t *testing.T) {
+	testenv.RequireIntegration(t, testenv.Root, testenv.PostgreSQL)
+	open, err := os.MkdirTemp("", "zlc-test-open-") // under /tmp, which everyone enters
+	if err == nil {
+		err = os.Chmod(open, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(open) })
+	if dir, made, err := runDirFor(open, "postgres"); err != nil || made || dir != open {
+		t.Errorf("an open directory: %s, %v, %v; want it as it is", dir, made, err)
+	}
+	closed := filepath.Join(t.TempDir(), "servers") // t.TempDir is root's, 0700
+	dir, made, err := runDirFor(closed, "postgres")
+	if err != nil || !made || !strings.HasPrefix(filepath.Base(dir), pgRunDirPrefix) {
+		t.Fatalf("a closed directory: %s, %v, %v; want one of the tool's", dir, made, err)
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("the servers' own directory: %v, %v", st, err)
+	}
+	server := filepath.Join(dir, pgDirPrefix+"1")
+	if err := os.Mkdir(server, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeDBDir("zlctest-none", server); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the servers' own directory outlived its last server: %v", err)
+		os.RemoveAll(dir)
 	}
 }

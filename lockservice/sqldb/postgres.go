@@ -127,6 +127,30 @@ func checkPostgres(cfg PostgresConfig) (osUser, error) {
 	return u, nil
 }
 
+// pgRunDirPrefix names a directory made for a run's PostgreSQL servers outside the
+// run's own, when the servers' account cannot enter that one (runDirFor).
+const pgRunDirPrefix = "zlcpg-run-"
+
+// runDirFor is where a run's PostgreSQL servers keep their files: dir when the
+// account they run as can enter it, else a fresh directory of the tool's
+// (pgRunDirPrefix) under the system's temporary directory, which it can (made says
+// so): the servers' files where their account reaches them, the run's history and
+// reports where the user asked. removeDBDir removes it with the run's last server.
+func runDirFor(dir, account string) (string, bool, error) {
+	u, err := lookupOSUser(account)
+	if err != nil || os.MkdirAll(dir, 0o755) != nil || checkReachable(dir, u) == nil {
+		return dir, false, nil // StartPostgres says what is wrong, if anything is
+	}
+	own, err := os.MkdirTemp("", pgRunDirPrefix)
+	if err == nil {
+		err = os.Chmod(own, 0o755)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("postgres: %s cannot enter %s, and a directory it can: %w", account, dir, err)
+	}
+	return own, true, nil
+}
+
 // addServer makes server id's namespace and directory, fills its data directory
 // with makeData, writes its configuration and starts it. The server is in
 // p.Servers (for Close) as soon as its namespace exists.

@@ -3,6 +3,7 @@ package sqldb
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
@@ -40,12 +41,20 @@ func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.
 		return nil, err
 	}
 	pc, _ := cfg.Settings.(PostgresConfig)
-	var err error
-	if pc.Dir, err = serversDir(cfg, pc.Dir); err != nil {
+	dir, err := serversDir(cfg, pc.Dir)
+	if err != nil {
+		return nil, err
+	}
+	pc.defaults()
+	var made bool
+	if pc.Dir, made, err = runDirFor(dir, pc.User); err != nil {
 		return nil, err
 	}
 	p, err := StartPostgres(ctx, network, pc)
 	if p == nil {
+		if made {
+			_ = os.Remove(pc.Dir)
+		}
 		return nil, err
 	}
 	return p, err
