@@ -34,6 +34,15 @@ type kindSettings struct {
 	// section is the kind's own part of lockservice.Config (its Settings), its
 	// servers' files under serversDir.
 	section func(c Config, serversDir string) any
+	// clear drops these settings, for a run of another kind (a matrix's row of
+	// another service than its flags name).
+	clear func(c Config) Config
+	// forRecipe adjusts a run of these kinds whose service the recipe chose, where
+	// the kind wants more than its defaults (nil: nothing).
+	forRecipe func(c Config) Config
+	// deployments lists the ways a run of these kinds may be deployed when c leaves
+	// the choice open, in the order to try them (nil, or none: c's own only).
+	deployments func(c Config) []Config
 	// brief names the servers in a run's description (DescribeServers; nil: the
 	// generic one).
 	brief func(c Config) string
@@ -45,6 +54,7 @@ var settingGroups = []kindSettings{
 		kinds:    []kind.Name{kind.ZooKeeper},
 		set:      func(c Config) bool { return c.Observers > 0 },
 		refuse:   "observers: ZooKeeper observers; the %s service has none (drop --observers, or run --service zookeeper)",
+		clear:    func(c Config) Config { c.Observers = 0; return c },
 		validate: validateZooKeeper,
 		section: func(c Config, serversDir string) any {
 			return zookeeper.EnsembleConfig{
@@ -70,6 +80,19 @@ var settingGroups = []kindSettings{
 		kinds:  []kind.Name{kind.Redis},
 		set:    func(c Config) bool { return c.Redis != (redis.RedisSettings{}) },
 		refuse: "redis-topology, redis-persistence: Redis settings for the %s service: add --service redis",
+		clear:  func(c Config) Config { c.Redis = redis.RedisSettings{}; return c },
+		deployments: func(c Config) []Config {
+			if c.Redis.Topology != "" {
+				return nil
+			}
+			var out []Config
+			for _, t := range []redis.RedisTopology{redis.RedisSingle, redis.RedisReplicas, redis.RedisRedlock} {
+				d := c
+				d.Redis.Topology = t
+				out = append(out, d)
+			}
+			return out
+		},
 		defaults: func(c Config) Config {
 			if c.Redis.Topology == "" && redlockRecipe(c.Recipe) {
 				c.Redis.Topology = redis.RedisRedlock // the one topology RedLock runs on
@@ -91,9 +114,16 @@ var settingGroups = []kindSettings{
 		},
 	},
 	{
-		kinds:    []kind.Name{kind.Postgres, kind.MariaDB},
-		set:      func(c Config) bool { return c.DBKeepAlive != 0 },
-		refuse:   "db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)",
+		kinds:  []kind.Name{kind.Postgres, kind.MariaDB},
+		set:    func(c Config) bool { return c.DBKeepAlive != 0 },
+		refuse: "db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)",
+		clear:  func(c Config) Config { c.DBKeepAlive = 0; return c },
+		forRecipe: func(c Config) Config {
+			if c.Service == kind.Postgres && c.Nodes == 0 {
+				c.Nodes = 2 // a primary and a standby, so that failover runs
+			}
+			return c
+		},
 		validate: Config.validateDatabase,
 		section: func(c Config, _ string) any {
 			if c.Service == kind.MariaDB {
@@ -121,6 +151,39 @@ func describeServers(c Config, version string) string {
 		return s.describe(c, version)
 	}
 	return fmt.Sprintf("%s %s, %d server(s):", serviceTitle(c.Service), version, c.Nodes)
+}
+
+// ForRecipe is c for a run of recipe on its own service (c's, else the recipe's),
+// as a matrix's row: the settings c gives for another kind are dropped, and the
+// row's kind adjusts what it wants (a PostgreSQL row, unless told its nodes, runs a
+// primary and a standby).
+func (c Config) ForRecipe(recipe string) Config {
+	c.Recipe = recipe
+	if c.Service == "" {
+		c.Service = RecipeService(recipe)
+	}
+	c.Service = kind.Of(c.Service).Name
+	for _, s := range settingGroups {
+		if !slices.Contains(s.kinds, c.Service) && s.clear != nil {
+			c = s.clear(c)
+		}
+	}
+	if s := settingsOf(c.Service); s != nil && s.forRecipe != nil {
+		c = s.forRecipe(c)
+	}
+	return c
+}
+
+// Deployments lists the ways c's service may be deployed when c leaves the choice
+// open (Redis's topologies: single, replicas, redlock), in the order a matrix tries
+// them; c alone otherwise.
+func (c Config) Deployments() []Config {
+	if s := settingsOf(kind.Of(c.Service).Name); s != nil && s.deployments != nil {
+		if out := s.deployments(c); len(out) > 0 {
+			return out
+		}
+	}
+	return []Config{c}
 }
 
 // DescribeServers names the run's servers for a person, as a run's description

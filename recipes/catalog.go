@@ -187,6 +187,17 @@ func dbEntries() []Entry {
 	return list
 }
 
+// RealNames lists the catalogue's recipes without the mutants, in its order.
+func RealNames() []string {
+	var names []string
+	for _, r := range Catalog() {
+		if !r.Mutant {
+			names = append(names, r.Name)
+		}
+	}
+	return names
+}
+
 // Find returns the named recipe; the error lists the real recipes.
 func Find(name string) (Entry, error) {
 	var names []string

@@ -14,18 +14,6 @@ const execDoc = "your own worker: " + execCmd + " speaking protocol v1, v2 or v3
 // execCmd is the flag execDoc names (set as code in the Markdown table).
 const execCmd = `--worker-cmd "CMD ARGS"`
 
-// realRecipeNames lists the catalogue's recipes without the mutants, for help texts
-// and the matrix.
-func realRecipeNames() []string {
-	var names []string
-	for _, r := range recipes.Catalog() {
-		if !r.Mutant {
-			names = append(names, r.Name)
-		}
-	}
-	return names
-}
-
 func recipesCmd(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("recipes", stderr)
 	all := fs.Bool("allow-mutants", false, "also list the deliberately broken mutants")

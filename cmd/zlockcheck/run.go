@@ -17,6 +17,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/report"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -70,7 +71,7 @@ type runOptions struct {
 func (o *runOptions) register(fs *flag.FlagSet) {
 	def := harness.DefaultConfig()
 	wl := def.Workload
-	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test: "+strings.Join(realRecipeNames(), ", ")+" (zlockcheck recipes describes them), or exec with --worker-cmd")
+	fs.StringVar(&o.recipe, "recipe", "gozk", "lock recipe under test: "+strings.Join(recipes.RealNames(), ", ")+" (zlockcheck recipes describes them), or exec with --worker-cmd")
 	fs.BoolVar(&o.mutants, "allow-mutants", false, "allow the deliberately broken mutants of zlc-mutex")
 	fs.BoolVar(&o.fenced, "fenced", false, "counter workload: write only while the lock node exists (multi of check + setData)")
 	fs.StringVar(&o.workerCmd, "worker-cmd", "", "with --recipe exec: the worker program and its arguments (speaks protocol v1 or v2)")
