@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
@@ -53,19 +55,8 @@ func (c *redisRun) Service() any { return c.r }
 func startRedis(t *testing.T, s redis.RedisSettings, nodes int) *redisRun {
 	t.Helper()
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer)
-	net, err := netns.Create(context.Background(), "t"+netns.RandomID()[:4])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = net.Destroy() })
-	r, err := redis.StartRedis(context.Background(), net, redis.RedisConfig{RedisSettings: s, Nodes: nodes, Dir: t.TempDir()})
-	if r != nil {
-		t.Cleanup(func() { _ = r.Close() })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &redisRun{r: r}
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.Redis, Nodes: nodes, Settings: redis.RedisConfig{RedisSettings: s}})
+	return &redisRun{r: f.Service.(*redis.Redis)}
 }
 
 // get is key's value on instance id ("" when missing).

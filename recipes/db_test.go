@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
 	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/workloads/locknames"
@@ -27,8 +28,6 @@ import (
 // a worker namespace of it. Run them under the ensemble lock:
 // flock /tmp/zlc-ensemble.lock go test ./recipes -run 'Pg|MariaDB|DB' -count=1
 
-// dbTestWorkerAddr is the test workers' address on the run network.
-var dbTestWorkerAddr = lockservice.ServerAddr(100)
 
 // requireDBFiles skips t (fails it under ZLC_REQUIRE_INTEGRATION) when a file is
 // missing.
@@ -46,71 +45,28 @@ func requireDBFiles(t *testing.T, what string, paths ...string) {
 	}
 }
 
-// dbWorld is a run network with a database and a worker namespace, torn down when
-// the test ends.
+// dbWorld is a database and a worker namespace on its run network
+// (lockservicetest.Start), torn down when the test ends.
 type dbWorld struct {
-	net    *netns.Network
 	worker netns.Host
 	pg     *sqldb.Postgres
 	maria  *sqldb.MariaDB
-}
-
-// newDBWorld makes the network and the worker's namespace. The servers' directory
-// must be one the postgres account can enter (t.TempDir's are 0700).
-func newDBWorld(t *testing.T) (*dbWorld, string) {
-	t.Helper()
-	dir := t.TempDir()
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := netns.Create(context.Background(), "t"+netns.RandomID()[:4])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Destroy(); err != nil {
-			t.Error(err)
-		}
-	})
-	w, err := n.AddHost(context.Background(), "w1", dbTestWorkerAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dbWorld{net: n, worker: w}, dir
 }
 
 // startTestPostgres starts a Postgres primary for the test.
 func startTestPostgres(t *testing.T) *dbWorld {
 	t.Helper()
 	requireDBFiles(t, "Debian's postgresql-15", "/usr/lib/postgresql/15/bin/initdb", "/usr/lib/postgresql/15/bin/postgres")
-	w, dir := newDBWorld(t)
-	p, err := sqldb.StartPostgres(context.Background(), w.net, sqldb.PostgresConfig{Dir: dir})
-	if p != nil {
-		t.Cleanup(func() { p.Close() })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.pg = p
-	return w
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.Postgres})
+	return &dbWorld{worker: f.Worker(t), pg: f.Service.(*sqldb.Postgres)}
 }
 
 // startTestMariaDB starts one MariaDB server for the test.
 func startTestMariaDB(t *testing.T) *dbWorld {
 	t.Helper()
 	requireDBFiles(t, "Debian's mariadb-server", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db")
-	w, dir := newDBWorld(t)
-	m, err := sqldb.StartMariaDB(context.Background(), w.net, sqldb.MariaDBConfig{Dir: dir})
-	if m != nil {
-		t.Cleanup(func() { m.Close() })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.maria = m
-	return w
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.MariaDB, Nodes: 1})
+	return &dbWorld{worker: f.Worker(t), maria: f.Service.(*sqldb.MariaDB)}
 }
 
 // servers is the database's connect string split as Serve splits init's connect.

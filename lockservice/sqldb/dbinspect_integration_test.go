@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
 	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
@@ -24,25 +25,10 @@ import (
 func startTestPostgres(t *testing.T, standby bool) (*Postgres, netns.Host) {
 	t.Helper()
 	requirePostgres(t)
-	dir := dbTestDir(t)
-	net := dbNet(t, dir)
-	ctx := context.Background()
-	p, err := StartPostgres(ctx, net, PostgresConfig{Standby: standby, Dir: dir})
-	if p != nil {
-		t.Cleanup(func() {
-			if err := p.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := net.AddHost(ctx, "w1", lockservicetest.WorkerAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, w
+	dir := lockservicetest.OpenDir(t)
+	t.Cleanup(func() { checkNoDatabaseLeft(t, dir) }) // after the fixture's own
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.Postgres, Dir: dir, Settings: PostgresConfig{Standby: standby}})
+	return f.Service.(*Postgres), f.Worker(t)
 }
 
 // pgPid is the backend pid of c as a session name.
@@ -185,25 +171,10 @@ func checkPgRowEntry(t *testing.T, p *Postgres, lock lockservice.LockReader, c *
 func startTestMariaDB(t *testing.T, nodes int) (*MariaDB, netns.Host) {
 	t.Helper()
 	requireMariaDB(t)
-	dir := t.TempDir()
-	net := dbNet(t, dir)
-	ctx := context.Background()
-	m, err := StartMariaDB(ctx, net, MariaDBConfig{Nodes: nodes, Dir: dir})
-	if m != nil {
-		t.Cleanup(func() {
-			if err := m.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := net.AddHost(ctx, "w1", lockservicetest.WorkerAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, w
+	dir := lockservicetest.OpenDir(t)
+	t.Cleanup(func() { checkNoDatabaseLeft(t, dir) }) // after the fixture's own
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.MariaDB, Dir: dir, Nodes: nodes, Settings: MariaDBConfig{Nodes: nodes}})
+	return f.Service.(*MariaDB), f.Worker(t)
 }
 
 // mariadbSession is c's CONNECTION_ID() as a session name.

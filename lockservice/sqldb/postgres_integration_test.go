@@ -41,16 +41,7 @@ func requireFiles(t *testing.T, what string, paths ...string) {
 
 // dbTestDir is a fresh directory that the postgres user can enter (t.TempDir's
 // directories are 0700).
-func dbTestDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+func dbTestDir(t *testing.T) string { return lockservicetest.OpenDir(t) }
 
 // dbNet is a fresh run network for a database test, destroyed at the test's end,
 // which then checks that no namespace, no server process and no server directory
