@@ -59,6 +59,25 @@ func Start(t testing.TB, cfg lockservice.Config) *Fixture {
 	if cfg.Dir == "" {
 		cfg.Dir = OpenDir(t)
 	}
+	n, id := Net(t)
+	svc, err := lockservice.Start(context.Background(), n, cfg, id)
+	if svc != nil {
+		t.Cleanup(func() {
+			if err := svc.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Fixture{Service: svc, Net: n, Dir: cfg.Dir}
+}
+
+// Net is a fresh run network for a test (and its run id), destroyed at the test's end, which then
+// checks that none of its namespaces is left.
+func Net(t testing.TB) (n *netns.Network, runID string) {
+	t.Helper()
 	id := "t" + netns.RandomID()[:4]
 	n, err := netns.Create(context.Background(), id)
 	if err != nil {
@@ -75,18 +94,7 @@ func Start(t testing.TB, cfg lockservice.Config) *Fixture {
 			}
 		}
 	})
-	svc, err := lockservice.Start(context.Background(), n, cfg, id)
-	if svc != nil {
-		t.Cleanup(func() {
-			if err := svc.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Fixture{Service: svc, Net: n, Dir: cfg.Dir}
+	return n, id
 }
 
 // Worker adds a worker's namespace to the fixture's network, at WorkerAddr.

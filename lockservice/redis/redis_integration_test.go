@@ -24,25 +24,12 @@ import (
 func redisNet(t *testing.T, dir string) *netns.Network {
 	t.Helper()
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer)
-	id := "t" + netns.RandomID()[:4]
-	net, err := netns.Create(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := net.Destroy(); err != nil {
-			t.Error(err)
-		}
-		names, _ := netns.List()
-		for _, n := range names {
-			if strings.HasPrefix(n, netns.Prefix+id) {
-				t.Errorf("namespace left behind: %s", n)
-			}
-		}
+	t.Cleanup(func() { // after the network's own
 		if left := redisUnder(dir); len(left) > 0 {
 			t.Errorf("redis-server processes left behind: %v", left)
 		}
 	})
+	net, _ := lockservicetest.Net(t)
 	return net
 }
 

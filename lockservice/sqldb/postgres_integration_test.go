@@ -48,23 +48,8 @@ func dbTestDir(t *testing.T) string { return lockservicetest.OpenDir(t) }
 // under dir is left.
 func dbNet(t *testing.T, dir string) *netns.Network {
 	t.Helper()
-	id := "t" + netns.RandomID()[:4]
-	net, err := netns.Create(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := net.Destroy(); err != nil {
-			t.Error(err)
-		}
-		names, _ := netns.List()
-		for _, n := range names {
-			if strings.HasPrefix(n, netns.Prefix+id) {
-				t.Errorf("namespace left behind: %s", n)
-			}
-		}
-		checkNoDatabaseLeft(t, dir)
-	})
+	t.Cleanup(func() { checkNoDatabaseLeft(t, dir) }) // after the network's own
+	net, _ := lockservicetest.Net(t)
 	return net
 }
 
