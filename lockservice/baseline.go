@@ -28,14 +28,14 @@ type Baseline struct {
 // CyclesPerSecond is the baseline's lock cycles (acquire+release) per second.
 func (b Baseline) CyclesPerSecond() float64 { return float64(b.Cycles) / b.Duration.Seconds() }
 
-// loopCount is what a plain loop (one goroutine, or all of them) achieved: cycles
+// LoopCount is what a plain loop (one goroutine, or all of them) achieved: cycles
 // completed, calls that failed, and the latency of each granted acquire.
 type LoopCount struct {
 	Cycles, Errs int64
 	Acquires     []time.Duration
 }
 
-// sumCounts adds up the goroutines' counts.
+// SumCounts adds up the goroutines' counts.
 func SumCounts(counts []LoopCount) LoopCount {
 	var all LoopCount
 	for _, c := range counts {
@@ -46,7 +46,7 @@ func SumCounts(counts []LoopCount) LoopCount {
 	return all
 }
 
-// fill sets a Baseline's cycles, errors and acquire percentiles.
+// Fill sets a Baseline's cycles, errors and acquire percentiles.
 func (c LoopCount) Fill(b *Baseline) {
 	b.Cycles, b.Errors = c.Cycles, c.Errs
 	sorted := slices.Clone(c.Acquires)
@@ -54,7 +54,7 @@ func (c LoopCount) Fill(b *Baseline) {
 	b.AcquireP50, b.AcquireP99 = Percentile(sorted, 50), Percentile(sorted, 99)
 }
 
-// percentile is the p-th percentile (nearest rank) of sorted durations, 0 of none.
+// Percentile is the p-th percentile (nearest rank) of sorted durations, 0 of none.
 func Percentile(sorted []time.Duration, p int) time.Duration {
 	if len(sorted) == 0 {
 		return 0

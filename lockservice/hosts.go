@@ -15,7 +15,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
-// nsHost is a server's host in a network namespace of this machine, on the run's own
+// NSHost is a server's host in a network namespace of this machine, on the run's own
 // network (internal/netns): today the only kind of nemesis.ServerHost. The server is a
 // child process of the harness, in its own process group; its files are in the run
 // directory.

@@ -10,7 +10,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
 
-// running reports whether process pid exists and is no zombie (one that died but
+// Running reports whether process pid exists and is no zombie (one that died but
 // that its parent has not yet waited for).
 func Running(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -21,10 +21,10 @@ func Running(pid int) bool {
 	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z'
 }
 
-// nsID identifies a network namespace (its nsfs inode).
+// NSID identifies a network namespace (its nsfs inode).
 type NSID struct{ dev, ino uint64 }
 
-// netnsOf is the network namespace of process pid (zero when unknown).
+// NetnsOf is the network namespace of process pid (zero when unknown).
 func NetnsOf(pid int) NSID {
 	return statNS(fmt.Sprintf("/proc/%d/ns/net", pid))
 }
@@ -37,12 +37,13 @@ func statNS(path string) NSID {
 	return NSID{dev: uint64(st.Dev), ino: st.Ino}
 }
 
-// nsIndex names the tool's namespaces by identity. A namespace is made before any
+// NSIndex names the tool's namespaces by identity. A namespace is made before any
 // process runs in it, so one a process is in that the index does not know is looked
 // for again on a fresh listing (a run that started meanwhile) before it is taken
 // for gone.
 type NSIndex struct{ names map[NSID]string }
 
+// NewNSIndex indexes the tool's namespaces that exist now.
 func NewNSIndex() (*NSIndex, error) {
 	x := &NSIndex{}
 	return x, x.refresh()
@@ -62,7 +63,7 @@ func (x *NSIndex) refresh() error {
 	return nil
 }
 
-// lookup names namespace id, ok false when it is none of the tool's that exist.
+// Lookup names namespace id, ok false when it is none of the tool's that exist.
 func (x *NSIndex) Lookup(id NSID) (name string, ok bool, err error) {
 	if name, ok = x.names[id]; ok {
 		return name, true, nil

@@ -27,7 +27,7 @@ const PersistentOwner = "0x0"
 // SessionName is how a Redis client id is written as a session: 0x<hex>.
 func SessionName(id uint64) string { return fmt.Sprintf("0x%x", id) }
 
-// parseSession reads a session id "0x<hex>" (false when s is not one).
+// ParseSession reads a session id "0x<hex>" (false when s is not one).
 func ParseSession(s string) (uint64, bool) {
 	hex, ok := strings.CutPrefix(s, "0x")
 	if !ok || hex == "" {
@@ -37,13 +37,13 @@ func ParseSession(s string) (uint64, bool) {
 	return n, err == nil
 }
 
-// ownerOf is the session a lock value names: its prefix before the first ':' (the
+// OwnerOf is the session a lock value names: its prefix before the first ':' (the
 // whole value when it has none).
 func OwnerOf(value string) string {
 	owner, _, _ := strings.Cut(value, ":")
 	return owner
 }
 
-// opTimeout bounds one exchange of the harness with an instance: a paused instance
+// OpTimeout bounds one exchange of the harness with an instance: a paused instance
 // accepts the connection (the kernel does) but never answers.
 const OpTimeout = time.Second

@@ -77,7 +77,7 @@ func (c SSHConfig) RunDir(runID string) string {
 	return path.Join(base, "zlc"+runID)
 }
 
-// dialNodes connects to every node at once; the error names each node that failed.
+// DialNodes connects to every node at once; the error names each node that failed.
 func DialNodes(ctx context.Context, c SSHConfig) ([]*sshnode.Node, error) {
 	nodes := make([]*sshnode.Node, len(c.Nodes))
 	errs := make([]error, len(c.Nodes))
@@ -100,6 +100,7 @@ func DialNodes(ctx context.Context, c SSHConfig) ([]*sshnode.Node, error) {
 	return nodes, nil
 }
 
+// CloseNodes closes the connections to the nodes.
 func CloseNodes(nodes []*sshnode.Node) {
 	for _, n := range nodes {
 		if n != nil {
@@ -108,7 +109,7 @@ func CloseNodes(nodes []*sshnode.Node) {
 	}
 }
 
-// nodeAddr is host's IPv4 address (host may be a name).
+// NodeAddr is host's IPv4 address (host may be a name).
 func NodeAddr(ctx context.Context, host string) (netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return a, nil
@@ -209,11 +210,11 @@ func sweepNode(ctx context.Context, n Shell, base, nft string, ids []string) ([]
 	return out, nil
 }
 
-// nodeOwnerFile is the file in a run's node directory that names the machine whose
+// NodeOwnerFile is the file in a run's node directory that names the machine whose
 // harness started the run, and the run: "<machine> <run id>".
 const NodeOwnerFile = "owner"
 
-// machineID names this machine to the nodes: /etc/machine-id, else its host name.
+// MachineID names this machine to the nodes: /etc/machine-id, else its host name.
 func MachineID() string {
 	if b, err := os.ReadFile("/etc/machine-id"); err == nil && strings.TrimSpace(string(b)) != "" {
 		return strings.TrimSpace(string(b))
@@ -297,7 +298,7 @@ done
 	return b.String()
 }
 
-// shell is what sshHost needs of a node: an sshnode.Node (or, in a unit test, this
+// Shell is what sshHost needs of a node: an sshnode.Node (or, in a unit test, this
 // machine's sh).
 type Shell interface {
 	String() string

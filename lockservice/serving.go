@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
-// servingPoll is one look at the servers for waitServing: whether they all serve,
+// ServingPoll is one look at the servers for waitServing: whether they all serve,
 // which one exited (unless none did), and the servers that do not serve.
 type ServingPoll struct {
 	OK     bool
@@ -18,7 +19,7 @@ type ServingPoll struct {
 	Down   []DownServer
 }
 
-// downServer is a server that does not serve, as a not-serving error names it.
+// DownServer is a server that does not serve, as a not-serving error names it.
 type DownServer struct {
 	// what names it: "server 2 (10.77.1.2:2181, zlc...s2)".
 	What string
@@ -27,7 +28,7 @@ type DownServer struct {
 	Log  string
 }
 
-// waitServing looks at the servers every pace until they all serve, one exited, the
+// WaitServing looks at the servers every pace until they all serve, one exited, the
 // timeout passes (the error says notWithin, e.g. "no quorum") or ctx ends. The error
 // begins with title and names each server down, why, and the tail of its log.
 func WaitServing(ctx context.Context, timeout, pace time.Duration, title, notWithin string, look func() ServingPoll) error {
@@ -65,4 +66,39 @@ func notServing(ctx context.Context, title, why string, down []DownServer) error
 		}
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// ServerCheck is one server as a look of WaitServing sees it.
+type ServerCheck struct {
+	// Name is how an error says it exited ("server 2"); What names it in full
+	// ("server 2 (10.77.1.2:5432, zlc...s2)").
+	Name, What string
+	Host       nemesis.ServerHost
+	Log        string
+	// Serving is nil when the server serves, else why it does not.
+	Serving func(ctx context.Context) error
+}
+
+// Poll looks at every server at once: the look WaitServing wants of servers that
+// serve each on its own (no quorum to wait for).
+func Poll(ctx context.Context, servers []ServerCheck) ServingPoll {
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Serving(ctx) }()
+	}
+	wg.Wait()
+	p := ServingPoll{OK: true}
+	for i, s := range servers {
+		if errs[i] == nil {
+			continue
+		}
+		p.OK = false
+		p.Down = append(p.Down, DownServer{What: s.What, Why: errs[i].Error(), Host: s.Host, Log: s.Log})
+		if p.Exited == "" && s.Host.Pid() == 0 {
+			p.Exited = s.Name
+		}
+	}
+	return p
 }

@@ -216,14 +216,6 @@ func (o runOptions) serviceConfig(cfg *harness.Config) error {
 	return nil
 }
 
-// serviceKind is the service the run will start: --service, else the recipe's.
-func (o runOptions) serviceKind() kind.Name {
-	if o.service != "" {
-		return kind.Name(o.service)
-	}
-	return kind.Of(harness.RecipeService(o.recipe)).Name
-}
-
 // plan is the run the options make, completed and checked without running it
 // (harness.Config.Prepare).
 func (o runOptions) plan(ctx context.Context, stderr io.Writer) (harness.Config, error) {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -248,34 +247,6 @@ func waitGroupGone(pgid int, within time.Duration) error {
 	return nil
 }
 
-// redisStatus is whether one instance serves, and why not.
-type redisStatus struct {
-	ID      int
-	Serving bool
-	Error   string
-}
-
-// statuses asks every instance, in parallel, whether it serves: it answers PING,
-// and a replica's link to its primary is up.
-func (r *Redis) statuses(ctx context.Context) []redisStatus {
-	out := make([]redisStatus, len(r.Instances))
-	var wg sync.WaitGroup
-	for i, in := range r.Instances {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = redisStatus{ID: in.ID}
-			if err := r.serving(ctx, in); err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			out[i].Serving = true
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 // serving is nil when instance in answers PING and, as a replica, is linked.
 func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
 	cmds := [][]string{{"PING"}}
@@ -311,20 +282,13 @@ func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
 // An instance that exited, or the timeout, is an error naming each instance that does
 // not serve, why, and the tail of its log.
 func (r *Redis) WaitServing(ctx context.Context, timeout time.Duration) error {
+	checks := make([]lockservice.ServerCheck, len(r.Instances))
+	for i, in := range r.Instances {
+		checks[i] = lockservice.ServerCheck{Name: fmt.Sprintf("instance %d", in.ID), What: fmt.Sprintf("instance %d (%s, %s)", in.ID, in.ClientAddr(), in.Host),
+			Host: in.Host, Log: in.Log, Serving: func(ctx context.Context) error { return r.serving(ctx, in) }}
+	}
 	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "redis not serving", "not every instance serves", func() lockservice.ServingPoll {
-		p := lockservice.ServingPoll{OK: true}
-		for _, st := range r.statuses(ctx) {
-			if st.Serving {
-				continue
-			}
-			in := r.Instances[st.ID-1]
-			p.OK = false
-			p.Down = append(p.Down, lockservice.DownServer{What: fmt.Sprintf("instance %d (%s, %s)", in.ID, in.ClientAddr(), in.Host), Why: st.Error, Host: in.Host, Log: in.Log})
-			if p.Exited == "" && in.Host.Pid() == 0 {
-				p.Exited = fmt.Sprintf("instance %d", in.ID)
-			}
-		}
-		return p
+		return lockservice.Poll(ctx, checks)
 	})
 }
 

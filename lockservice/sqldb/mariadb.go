@@ -338,29 +338,14 @@ func (m *MariaDB) connections(ctx context.Context, s *MariaDBServer) ([]mariadbC
 // has run by then). A server that exited, or the timeout, is an error naming each
 // server that does not serve, why, and the tail of its log.
 func (m *MariaDB) WaitServing(ctx context.Context, timeout time.Duration) error {
+	checks := make([]lockservice.ServerCheck, len(m.Servers))
+	for i, s := range m.Servers {
+		checks[i] = lockservice.ServerCheck{Name: fmt.Sprintf("server %d", s.ID), What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
+			Host: s.Host, Log: s.Log, Serving: func(ctx context.Context) error {
+				return m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error { return c.PingContext(ctx) })
+			}}
+	}
 	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "mariadb not serving", "not every server serves", func() lockservice.ServingPoll {
-		errs := make([]error, len(m.Servers))
-		var wg sync.WaitGroup
-		for i, s := range m.Servers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error { return c.PingContext(ctx) })
-			}()
-		}
-		wg.Wait()
-		poll := lockservice.ServingPoll{OK: true}
-		for i, s := range m.Servers {
-			if errs[i] == nil {
-				continue
-			}
-			poll.OK = false
-			poll.Down = append(poll.Down, lockservice.DownServer{What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
-				Why: errs[i].Error(), Host: s.Host, Log: s.Log})
-			if poll.Exited == "" && s.Host.Pid() == 0 {
-				poll.Exited = fmt.Sprintf("server %d", s.ID)
-			}
-		}
-		return poll
+		return lockservice.Poll(ctx, checks)
 	})
 }

@@ -234,27 +234,13 @@ func (p *Postgres) WaitServing(ctx context.Context, timeout time.Duration) error
 
 // waitServers is WaitServing for some of the servers.
 func (p *Postgres) waitServers(ctx context.Context, timeout time.Duration, servers ...*PostgresServer) error {
+	checks := make([]lockservice.ServerCheck, len(servers))
+	for i, s := range servers {
+		checks[i] = lockservice.ServerCheck{Name: fmt.Sprintf("server %d", s.ID), What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
+			Host: s.Host, Log: s.Log, Serving: func(ctx context.Context) error { return p.serving(ctx, s) }}
+	}
 	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "postgres not serving", "not every server serves", func() lockservice.ServingPoll {
-		errs := make([]error, len(servers))
-		var wg sync.WaitGroup
-		for i, s := range servers {
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = p.serving(ctx, s) }()
-		}
-		wg.Wait()
-		poll := lockservice.ServingPoll{OK: true}
-		for i, s := range servers {
-			if errs[i] == nil {
-				continue
-			}
-			poll.OK = false
-			poll.Down = append(poll.Down, lockservice.DownServer{What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
-				Why: errs[i].Error(), Host: s.Host, Log: s.Log})
-			if poll.Exited == "" && s.Host.Pid() == 0 {
-				poll.Exited = fmt.Sprintf("server %d", s.ID)
-			}
-		}
-		return poll
+		return lockservice.Poll(ctx, checks)
 	})
 }
 
