@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -159,4 +161,19 @@ func TailLines(path string, n int) []string {
 		return []string{"(" + err.Error() + ")"}
 	}
 	return lines
+}
+
+// InNamespaces is what every kind whose servers the tool starts in the run's
+// namespaces shares: the run network, a Service's Managed (true) and Dial (from the
+// network's hub). A kind's service embeds it.
+type InNamespaces struct {
+	Net *netns.Network
+}
+
+// Managed is true: the tool starts and stops every server.
+func (InNamespaces) Managed() bool { return true }
+
+// Dial opens a TCP connection from the harness (the run network's hub) to addr.
+func (s InNamespaces) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return s.Net.Dial(ctx, addr, timeout)
 }

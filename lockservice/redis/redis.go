@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -39,7 +38,7 @@ func (in *RedisInstance) ClientAddr() string {
 // Redis is a running set of Redis instances, each in its own namespace of the run's
 // network (server N at ServerAddr(N), port 6379), started fresh for the run.
 type Redis struct {
-	net       *netns.Network
+	lockservice.InNamespaces
 	cfg       RedisConfig
 	Instances []*RedisInstance
 }
@@ -60,7 +59,7 @@ func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redi
 		return nil, fmt.Errorf("redis: %s not found (%v): install Debian's redis-server and redis-tools (make setup)", cfg.Binary, err)
 	}
 	cfg.Binary = bin
-	r := &Redis{net: net, cfg: cfg}
+	r := &Redis{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg}
 	for id := 1; id <= cfg.Nodes; id++ {
 		in, err := r.addInstance(ctx, id)
 		if err != nil {
@@ -78,7 +77,7 @@ func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redi
 
 // addInstance makes instance id's namespace on the network and writes its files.
 func (r *Redis) addInstance(ctx context.Context, id int) (*RedisInstance, error) {
-	ns, err := r.net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	ns, err := r.Net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
 	if err != nil {
 		return nil, err
 	}
@@ -119,14 +118,6 @@ func (r *Redis) Nodes() []nemesis.Server {
 		out[i] = nemesis.Server{ID: in.ID, Host: in.Host, ClientPort: redisPort}
 	}
 	return out
-}
-
-// Managed is true: the tool starts and stops every instance.
-func (r *Redis) Managed() bool { return true }
-
-// Dial opens a TCP connection from the harness (the run network's hub) to addr.
-func (r *Redis) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	return r.net.Dial(ctx, addr, timeout)
 }
 
 // call sends commands to an instance over a fresh connection, bounded by opTimeout,

@@ -49,7 +49,7 @@ func (s *MariaDBServer) ClientAddr() string {
 // own namespace of the run's network (server N at ServerAddr(N), port 3306), made
 // fresh for the run by mariadb-install-db.
 type MariaDB struct {
-	net     *netns.Network
+	lockservice.InNamespaces
 	cfg     MariaDBConfig
 	Servers []*MariaDBServer
 
@@ -66,7 +66,7 @@ func StartMariaDB(ctx context.Context, net *netns.Network, cfg MariaDBConfig) (*
 	if err := checkMariaDB(&cfg); err != nil {
 		return nil, err
 	}
-	m := &MariaDB{net: net, cfg: cfg}
+	m := &MariaDB{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	for id := 1; id <= cfg.Nodes; id++ {
@@ -107,7 +107,7 @@ func checkMariaDB(cfg *MariaDBConfig) error {
 // addServer makes server id's namespace, directory, configuration and data
 // directory. The server is in m.Servers (for Close) as soon as its namespace exists.
 func (m *MariaDB) addServer(ctx context.Context, id int) error {
-	ns, err := m.net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	ns, err := m.Net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func (m *MariaDB) addServer(ctx context.Context, id int) error {
 	if err := os.WriteFile(f.Conf, mariadbConf(id, m.cfg.Nodes, lockservice.ServerAddr(id), f, m.cfg.KeepAlive), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(f.Init, mariadbInit(m.net.CIDR(), m.net.HubAddr()), 0o600); err != nil {
+	if err := os.WriteFile(f.Init, mariadbInit(m.Net.CIDR(), m.Net.HubAddr()), 0o600); err != nil {
 		return err
 	}
 	cmd := exec.CommandContext(ctx, m.cfg.InstallDB, "--defaults-file="+f.Conf,
@@ -171,14 +171,6 @@ func (m *MariaDB) Nodes() []nemesis.Server {
 	return out
 }
 
-// Managed is true: the tool starts and stops every server.
-func (m *MariaDB) Managed() bool { return true }
-
-// Dial opens a TCP connection from the harness (the run network's hub) to addr.
-func (m *MariaDB) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	return m.net.Dial(ctx, addr, timeout)
-}
-
 // Leader is server 1 when it is the only one; independent servers have none.
 func (m *MariaDB) Leader(context.Context) (int, bool) {
 	if len(m.Servers) == 1 {
@@ -207,7 +199,7 @@ func (m *MariaDB) query(ctx context.Context, s *MariaDBServer, within time.Durat
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = within, within, within
 	cfg.Logger = &mysql.NopLogger{} // a failed poll is the caller's to report
 	cfg.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return m.net.Dial(ctx, addr, within)
+		return m.Net.Dial(ctx, addr, within)
 	}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -49,7 +48,7 @@ func (s *PostgresServer) ClientAddr() string {
 // ServerAddr(N), port 5432), made fresh for the run by initdb (the standby by
 // pg_basebackup) and run as the postgres user. Failover swaps the two.
 type Postgres struct {
-	net     *netns.Network
+	lockservice.InNamespaces
 	cfg     PostgresConfig
 	user    osUser
 	Servers []*PostgresServer
@@ -77,7 +76,7 @@ func StartPostgres(ctx context.Context, net *netns.Network, cfg PostgresConfig) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Postgres{net: net, cfg: cfg, user: u, primary: 1}
+	p := &Postgres{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg, user: u, primary: 1}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	primary, err := p.addServer(ctx, 1, p.initdb)
@@ -155,7 +154,7 @@ func runDirFor(dir, account string) (string, bool, error) {
 // with makeData, writes its configuration and starts it. The server is in
 // p.Servers (for Close) as soon as its namespace exists.
 func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.Context, *PostgresServer) error) (*PostgresServer, error) {
-	ns, err := p.net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	ns, err := p.Net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +230,7 @@ func (p *Postgres) writeConf(s *PostgresServer) error {
 	}
 	files := map[string][]byte{
 		"postgresql.conf": postgresConf(s.ID, lockservice.ServerAddr(s.ID), primary, p.cfg.KeepAlive),
-		"pg_hba.conf":     pgHBA(p.net.CIDR(), p.net.HubAddr()),
+		"pg_hba.conf":     pgHBA(p.Net.CIDR(), p.Net.HubAddr()),
 	}
 	for name, data := range files {
 		path := filepath.Join(s.Data, name)
@@ -280,14 +279,6 @@ func (p *Postgres) Nodes() []nemesis.Server {
 		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
 	}
 	return out
-}
-
-// Managed is true: the tool starts and stops every server.
-func (p *Postgres) Managed() bool { return true }
-
-// Dial opens a TCP connection from the harness (the run network's hub) to addr.
-func (p *Postgres) Dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
-	return p.net.Dial(ctx, addr, timeout)
 }
 
 // Close stops every server (SIGQUIT, Postgres's immediate shutdown, which also

@@ -33,7 +33,7 @@ func (p *Postgres) queryAs(ctx context.Context, s *PostgresServer, user, db stri
 		return err
 	}
 	cc.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return p.net.Dial(ctx, addr, within)
+		return p.Net.Dial(ctx, addr, within)
 	}
 	c, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
