@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
@@ -168,5 +169,23 @@ func TestRunDirForAClosedStore(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the servers' own directory outlived its last server: %v", err)
 		os.RemoveAll(dir)
+	}
+}
+
+// TestNodesNameTheClientPort: the nemesis aims reply-loss, client-server-partition
+// and client-vanish at the servers' client port, which a database's nodes must name
+// (not ZooKeeper's 2181, which no worker's connection uses here).
+func TestNodesNameTheClientPort(t *testing.T) {
+	p := &Postgres{Servers: []*PostgresServer{{ID: 1}, {ID: 2}}}
+	m := &MariaDB{Servers: []*MariaDBServer{{ID: 1}}}
+	for name, c := range map[string]struct {
+		nodes []nemesis.Server
+		port  int
+	}{"postgres": {p.Nodes(), 5432}, "mariadb": {m.Nodes(), 3306}} {
+		for _, n := range c.nodes {
+			if n.Port() != c.port {
+				t.Errorf("%s server %d: client port %d, want %d", name, n.ID, n.Port(), c.port)
+			}
+		}
 	}
 }

@@ -166,7 +166,7 @@ func (m *MariaDB) Connect() string {
 func (m *MariaDB) Nodes() []nemesis.Server {
 	out := make([]nemesis.Server, len(m.Servers))
 	for i, s := range m.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host, ClientPort: mariadbPort}
 	}
 	return out
 }

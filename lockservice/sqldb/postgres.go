@@ -276,7 +276,7 @@ func (p *Postgres) Connect() string {
 func (p *Postgres) Nodes() []nemesis.Server {
 	out := make([]nemesis.Server, len(p.Servers))
 	for i, s := range p.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Host: s.Host}
+		out[i] = nemesis.Server{ID: s.ID, Host: s.Host, ClientPort: postgresPort}
 	}
 	return out
 }
