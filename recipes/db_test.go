@@ -28,7 +28,6 @@ import (
 // a worker namespace of it. Run them under the ensemble lock:
 // flock /tmp/zlc-ensemble.lock go test ./recipes -run 'Pg|MariaDB|DB' -count=1
 
-
 // requireDBFiles skips t (fails it under ZLC_REQUIRE_INTEGRATION) when a file is
 // missing.
 func requireDBFiles(t *testing.T, what string, paths ...string) {
