@@ -107,6 +107,18 @@ func (p *planned) next(limit func(workloads.Step) time.Duration) bool {
 		p.replied(m, step, more)
 		return false
 	}
+	if p.lost != nil && p.lostNested(m.Msg, step, more) {
+		// A nested acquire was in flight: whatever it did, the session is gone, and
+		// every level held with it, so it holds nothing (a fail), and the lost event
+		// ends the outer levels, which the worker never releases: its cycle ends at
+		// this report.
+		failed := m.Msg
+		failed.Step, failed.Error = workloads.StepFail, m.Msg.Error+" (the session was lost: no level is held)"
+		p.record(failed, step)
+		s.lose(p.lost.msg, p.lost.at)
+		p.lost = nil
+		return true
+	}
 	if p.lost != nil {
 		s.env.logf("worker %d: lost event while an op was in flight (its outcome decides): %s", s.w.Process(), p.lost.msg.Error)
 		p.lost = nil
@@ -125,6 +137,15 @@ func (p *planned) next(limit func(workloads.Step) time.Duration) bool {
 	}
 	p.record(m.Msg, step)
 	return true
+}
+
+// lostNested says whether report m, after a lost event held back, is the failed or
+// unknown outcome of a nested acquire (a re-entrant lock's inner level, asked for
+// while the cycle holds an outer one): the lost event then ended the outer levels
+// too, which the worker never releases.
+func (p *planned) lostNested(m workloads.Message, step workloads.Step, more bool) bool {
+	return more && !step.IsHold() && p.s.cycle.Held() > 0 && m.F == workloads.OpAcquire &&
+		m.Step != workloads.ReplyOK && p.matches(m, step)
 }
 
 // endsHold says whether report m is the first one after the hold.

@@ -252,3 +252,52 @@ func runNestedCycle(t *testing.T, s *plannedRun) {
 		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
 	}
 }
+
+// TestV3LostDuringANestedAcquireEndsTheOuterHold: a re-entrant worker holding its
+// outer level whose session is lost while a nested acquire is in flight reports that
+// acquire's unknown outcome and ends its cycle there, releasing nothing: the lost
+// event ended the outer level too: the nested acquire holds nothing (a fail) and the
+// outer release is recorded as lost. Else the history would keep it held for ever and a later grant to another would read as an overlap
+// (seen: TestRunDatabaseLocksAreValid/mariadb-getlock, a server killed as a nested
+// GET_LOCK was asked).
+func TestV3LostDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
+	lost := workloads.Message{Event: workloads.EventLost, Error: "fake: the connection was closed, and the session's locks with it"}
+	s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+		if req.Depth < 2 {
+			t.Errorf("want a nested cycle, got depth %d", req.Depth)
+			return
+		}
+		f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
+		inv := f.mono()
+		f.say(lost)
+		time.Sleep(5 * time.Millisecond)
+		f.completion(req.ID, workloads.ReplyInfo, workloads.OpAcquire, inv) // the worker's cycle ends here
+	})
+	if err := s.syncClock(); err != nil {
+		t.Fatal(err)
+	}
+	wl := s.r.cfg.Workload
+	wl.Kind, wl.MaxDepth, wl.HoldMin, wl.HoldMax = workloads.Reentrant, 2, time.Millisecond, time.Millisecond
+	var c *workloads.Cycle
+	for seed := uint64(1); seed < 100; seed++ { // a seed whose cycle nests
+		if c = wl.NewCycle(rand.New(rand.NewPCG(seed, 2)), 0); func() bool { plan, _ := c.Plan(); return plan.Depth == 2 }() {
+			break
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cycle did not end at the nested acquire's report")
+	}
+	if s.dead || len(s.r.violations) > 0 {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+	if got, want := opsString(loadHistory(t, s)), "invoke acquire, ok acquire, invoke acquire, fail acquire, invoke release (lost), ok release (lost)"; got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+}
