@@ -9,8 +9,6 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
-	"github.com/zlockcheck/zlockcheck/lockservice/redis"
-	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -31,26 +29,16 @@ type Config struct {
 	// or mariadb. Empty: the recipe's (Defaults: a Redis recipe's is redis, a
 	// database recipe's its database, any other zookeeper).
 	Service kind.Name `json:"service"`
-	// Redis are the Redis instances' topology and persistence (service redis only;
-	// Defaults fills them: single, none).
-	Redis redis.RedisSettings `json:"redis,omitzero"`
-	// DBKeepAlive bounds how long a database server keeps the session of a client
-	// that vanished without closing its connection, and its locks (the servers' TCP
-	// keepalive, sqldb.DBKeepAlive; services postgres and mariadb only). 0
-	// leaves it to the kernel: 2 h 11 min.
-	DBKeepAlive time.Duration `json:"db_keepalive_ns,omitempty"`
+	// Settings are the service's own settings (ZooKeeper's ticks and observers,
+	// Redis's topology, a database's keepalive), of the type its kind registered
+	// (lockservice.SettingsSpec; nil: its defaults, which Defaults fills in). In
+	// config.json: the "settings" section, read as the kind of "service".
+	Settings lockservice.Settings `json:"settings,omitempty"`
 	// Nodes is the number of servers: the ensemble's size, the Redis instances, a
 	// PostgreSQL primary (1) or a primary and its streaming standby (2), or
 	// independent MariaDB servers (0: 3; 1 for Redis's single topology and the
 	// databases).
 	Nodes int `json:"nodes"`
-	// Observers is the number of ZooKeeper observers beside the Nodes voting servers
-	// (Nodes+Observers servers in all; on SSH nodes, the last Observers of them):
-	// they serve clients but do not vote (zookeeper.EnsembleConfig.Members).
-	Observers int `json:"observers,omitempty"`
-	// ZKHome is a ZooKeeper install to use instead of Debian's package (on the SSH
-	// nodes, when SSH is set: a path on each node).
-	ZKHome string `json:"zk_home,omitempty"`
 	// SSH, when set, runs the ensemble on real hosts over SSH, one server per node
 	// (Nodes is then the number of nodes); unset, in namespaces of this machine.
 	SSH *lockservice.SSHConfig `json:"ssh,omitempty"`
@@ -63,17 +51,6 @@ type Config struct {
 	// SessionTimeout is the session timeout workers ask for: ZooKeeper's session
 	// timeout, Redis's lock TTL, a database lock's heartbeat bound or expiry.
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
-	// Tick, InitLimit, SyncLimit are the servers' timing knobs.
-	Tick      time.Duration `json:"tick_ns"`
-	InitLimit int           `json:"init_limit"`
-	SyncLimit int           `json:"sync_limit"`
-	// NoForceSync runs the servers with forceSync=no (see EnsembleConfig): a weaker
-	// durability model, for throughput experiments only.
-	NoForceSync bool `json:"no_force_sync,omitempty"`
-	// ServerHeap is each server's JVM heap (e.g. "256m", the default) and ServerFullJIT
-	// lets their JVMs use C2 (see EnsembleConfig): knobs for the tuning benchmark.
-	ServerHeap    string `json:"server_heap,omitempty"`
-	ServerFullJIT bool   `json:"server_full_jit,omitempty"`
 	// Recipe names the lock implementation under test (for the record).
 	Recipe string `json:"recipe"`
 	// WorkerArgv is the command line of one worker process.
@@ -159,7 +136,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Store: "store", Nodes: 3, Workers: 5, Duration: 30 * time.Second,
-		SessionTimeout: lockservice.DefaultSessionTimeout, Tick: zookeeper.DefaultTick, InitLimit: zookeeper.DefaultInitLimit, SyncLimit: zookeeper.DefaultSyncLimit,
+		SessionTimeout:  lockservice.DefaultSessionTimeout,
 		NemesisInterval: nemesis.DefaultInterval, FinalPhase: true, Workload: workloads.DefaultConfig(),
 		BaselineWarmup: 10 * time.Second,
 	}
@@ -170,17 +147,11 @@ func DefaultConfig() Config {
 func (c Config) Defaults() Config {
 	d := DefaultConfig()
 	fill(&c.Store, d.Store)
+	fill(&c.SessionTimeout, d.SessionTimeout)
 	c = c.serviceDefaults()
 	fill(&c.Nodes, d.Nodes)
-	if c.SSH != nil {
-		c.Nodes = len(c.SSH.Nodes) - c.Observers
-	}
 	fill(&c.Workers, d.Workers)
 	fill(&c.Duration, d.Duration)
-	fill(&c.SessionTimeout, d.SessionTimeout)
-	fill(&c.Tick, d.Tick)
-	fill(&c.InitLimit, d.InitLimit)
-	fill(&c.SyncLimit, d.SyncLimit)
 	c.Workload = c.Workload.Defaults()
 	c.Check = c.checkConfig()
 	if c.Name == "" {
@@ -213,28 +184,18 @@ func (c Config) Validate() error {
 	switch {
 	case c.SSH != nil && c.SSH.Validate() != nil:
 		return c.SSH.Validate()
-	case c.Observers < 0:
-		return fmt.Errorf("observers: want 0 or more, got %d", c.Observers)
-	case c.SSH != nil && c.Observers >= len(c.SSH.Nodes):
-		return fmt.Errorf("observers: %d of the %d ssh-nodes leaves no voting server", c.Observers, len(c.SSH.Nodes))
 	case c.Nodes < 1 || c.Nodes > 9:
 		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
-	case c.Nodes+c.Observers > 9:
-		return fmt.Errorf("observers: want at most 9 servers in all, got %d voting and %d observers", c.Nodes, c.Observers)
 	case c.Workers < 1 || c.Workers > 250:
 		return fmt.Errorf("workers: want 1 to 250, got %d", c.Workers)
 	case c.Duration <= 0:
 		return fmt.Errorf("time: want > 0, got %s", c.Duration)
-	case kind.Of(c.Service).Ticks && c.SessionTimeout < 2*c.Tick:
-		return fmt.Errorf("session-timeout: want at least 2 ticks (%s), got %s", 2*c.Tick, c.SessionTimeout)
 	case len(c.WorkerArgv) == 0:
 		return errors.New("worker command: empty")
 	case strings.ContainsAny(c.Name, "/\\") || c.Name == "." || c.Name == "..":
 		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
 	case c.BaselineWarmup < 0:
 		return fmt.Errorf("baseline-warmup: want >= 0, got %s", c.BaselineWarmup)
-	case c.ServerHeap != "" && !isHeapSize(c.ServerHeap):
-		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", c.ServerHeap)
 	}
 	if err := c.validateConnect(); err != nil {
 		return err
@@ -243,16 +204,6 @@ func (c Config) Validate() error {
 		return err
 	}
 	return c.Workload.Validate()
-}
-
-// isHeapSize reports whether s is a JVM -Xmx size: a number with an optional k, m
-// or g.
-func isHeapSize(s string) bool {
-	digits := strings.TrimRight(s, "kKmMgG")
-	if len(s)-len(digits) > 1 || digits == "" || digits[0] == '0' {
-		return false
-	}
-	return strings.Trim(digits, "0123456789") == ""
 }
 
 // The run's timing bounds, each derived from the configuration in one place.
@@ -285,10 +236,6 @@ func (c Config) RecoverBound() time.Duration { return 3*c.SessionTimeout + 30*ti
 // their workers are killed: an acquire may wait its timeout.
 func (c Config) DrainGrace() time.Duration { return c.ReplyLimit(c.Workload.LongestTimeout()) }
 
-// MaxSessionTimeout is the servers' maxSessionTimeout: room for the workers' session
-// timeout, and never under ZooKeeper's usual 60 s.
-func (c Config) MaxSessionTimeout() time.Duration { return max(60*time.Second, 2*c.SessionTimeout) }
-
 // service is the lock service's part of the run's configuration: its servers'
 // files go under serversDir.
 func (c Config) service(serversDir string) lockservice.Config {
@@ -296,8 +243,8 @@ func (c Config) service(serversDir string) lockservice.Config {
 		Kind: c.Service, Dir: serversDir, Nodes: c.Nodes,
 		SSH: c.SSH, Connect: c.Connect, ConnectTimeout: c.RecoverBound(),
 	}
-	if s := settingsOf(c.Service); s != nil && s.section != nil {
-		cfg.Settings = s.section(c, serversDir)
+	if s := c.settings(); s != nil {
+		cfg.Settings = s.Server(c.plan(), serversDir)
 	}
 	return cfg
 }

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path"
-	"strconv"
 	"strings"
 
-	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -23,18 +20,15 @@ import (
 // DefaultChrootParent/<run id>.
 const DefaultChrootParent = "/zlockcheck"
 
-// validateConnect checks the --connect fields: the addresses, the chroot, and that no
-// fault needs a server the tool manages.
+// validateConnect checks the --connect fields: the chroot, and that no fault needs a
+// server the tool manages (the addresses are the kind's to check: its settings'
+// Validate).
 func (c Config) validateConnect() error {
 	if c.Connect == "" {
 		if c.Chroot != "" {
 			return errors.New("chroot: only for a run against an existing ensemble (connect)")
 		}
 		return nil
-	}
-	addrs, err := zookeeper.ParseConnect(c.Connect)
-	if err != nil {
-		return err
 	}
 	if err := checkChroot(c.Chroot); err != nil {
 		return err
@@ -43,17 +37,6 @@ func (c Config) validateConnect() error {
 		if cl.ServerFault() && cl != nemesis.ClassClientServerPartition {
 			return fmt.Errorf("nemesis: %s acts on the servers, and a run against an existing ensemble (connect) does not manage them; its faults are the client ones: %s",
 				cl, strings.Join(clientClasses(), ", "))
-		}
-	}
-	// The nemesis aims session-expire and reply-loss at port 2181.
-	for _, cl := range c.Nemesis {
-		if cl != nemesis.ClassSessionExpire && cl != nemesis.ClassReplyLoss {
-			continue
-		}
-		for _, a := range addrs {
-			if _, port, _ := net.SplitHostPort(a); port != strconv.Itoa(zookeeper.DefaultConnectPort) {
-				return fmt.Errorf("nemesis: %s needs the servers' client port to be %d, connect names %s", cl, zookeeper.DefaultConnectPort, a)
-			}
 		}
 	}
 	return nil

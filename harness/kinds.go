@@ -1,175 +1,114 @@
 package harness
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"strings"
+	"time"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
-	"github.com/zlockcheck/zlockcheck/lockservice/redis"
-	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
-	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
-	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
-// The settings of Config that belong to one kind of service (or to the SQL
-// databases, which share theirs): what each is when unset, what it refuses, and how
-// the run's log describes the servers. A kind with no entry has no settings of its
-// own. This table is the one place in harness that names a kind.
+// A run's service kind's own settings are Config.Settings, of the type the kind's
+// package registered (lockservice.RegisterSettings): what each is when unset, what it
+// refuses, how the run's log names the servers are the kind's. Nothing here names a
+// kind.
 
-// kindSettings is one group of a kind's own settings.
-type kindSettings struct {
-	// kinds are the kinds that have these settings.
-	kinds []kind.Name
-	// set reports whether c sets any of them; refuse is the error when it does for
-	// another kind (%s: that kind's title).
-	set    func(c Config) bool
-	refuse string
-	// defaults fills them when unset (nil: nothing to fill).
-	defaults func(c Config) Config
-	// validate refuses what a run of these kinds cannot do (nil: nothing).
-	validate func(c Config) error
-	// describe is the run's log line once the servers serve (nil: the generic one).
-	describe func(c Config, version string) string
-	// section is the kind's own part of lockservice.Config (its Settings), its
-	// servers' files under serversDir.
-	section func(c Config, serversDir string) any
-	// clear drops these settings, for a run of another kind (a matrix's row of
-	// another service than its flags name).
-	clear func(c Config) Config
-	// forRecipe adjusts a run of these kinds whose service the recipe chose, where
-	// the kind wants more than its defaults (nil: nothing).
-	forRecipe func(c Config) Config
-	// deployments lists the ways a run of these kinds may be deployed when c leaves
-	// the choice open, in the order to try them (nil, or none: c's own only).
-	deployments func(c Config) []Config
-	// brief names the servers in a run's description (DescribeServers; nil: the
-	// generic one).
-	brief func(c Config) string
+// plan is what the service's settings read of the run (lockservice.Plan).
+func (c Config) plan() lockservice.Plan {
+	r, catalogued := findRecipe(c.Recipe)
+	return lockservice.Plan{
+		Kind: kind.Of(c.Service).Name, Recipe: c.Recipe, Catalogued: catalogued, RedLock: catalogued && r.RedLock,
+		Nodes: c.Nodes, SessionTimeout: c.SessionTimeout, Connect: c.Connect, SSH: c.SSH,
+		Processes: len(c.BaselineArgv) > 0, Fenced: c.Workload.Fenced, Faults: c.Nemesis,
+	}
 }
 
-// settingGroups lists every kind's settings.
-var settingGroups = []kindSettings{
-	{
-		kinds:    []kind.Name{kind.ZooKeeper},
-		set:      func(c Config) bool { return c.Observers > 0 },
-		refuse:   "observers: ZooKeeper observers; the %s service has none (drop --observers, or run --service zookeeper)",
-		clear:    func(c Config) Config { c.Observers = 0; return c },
-		validate: validateZooKeeper,
-		section: func(c Config, serversDir string) any {
-			return zookeeper.EnsembleConfig{
-				Nodes: c.Nodes, Observers: c.Observers, ZKHome: c.ZKHome, Dir: serversDir,
-				Tick: c.Tick, InitLimit: c.InitLimit, SyncLimit: c.SyncLimit, NoForceSync: c.NoForceSync,
-				Heap: c.ServerHeap, FullJIT: c.ServerFullJIT, MaxSessionTimeout: c.MaxSessionTimeout(),
-			}
-		},
-		brief: func(c Config) string {
-			if c.Observers > 0 {
-				return fmt.Sprintf("%d servers and %d observer(s)", c.Nodes, c.Observers)
-			}
-			return "" // the default service, as every run's description had it
-		},
-		describe: func(c Config, _ string) string {
-			if c.Observers > 0 {
-				return fmt.Sprintf("ensemble of %d and %d observer(s)", c.Nodes, c.Observers)
-			}
-			return fmt.Sprintf("ensemble of %d", c.Nodes)
-		},
-	},
-	{
-		kinds:  []kind.Name{kind.Redis},
-		set:    func(c Config) bool { return c.Redis != (redis.RedisSettings{}) },
-		refuse: "redis-topology, redis-persistence: Redis settings for the %s service: add --service redis",
-		clear:  func(c Config) Config { c.Redis = redis.RedisSettings{}; return c },
-		deployments: func(c Config) []Config {
-			if c.Redis.Topology != "" {
-				return nil
-			}
-			var out []Config
-			for _, t := range []redis.RedisTopology{redis.RedisSingle, redis.RedisReplicas, redis.RedisRedlock} {
-				d := c
-				d.Redis.Topology = t
-				out = append(out, d)
-			}
-			return out
-		},
-		defaults: func(c Config) Config {
-			if c.Redis.Topology == "" && redlockRecipe(c.Recipe) {
-				c.Redis.Topology = redis.RedisRedlock // the one topology RedLock runs on
-			}
-			c.Redis = c.Redis.WithDefaults()
-			fill(&c.Nodes, c.Redis.DefaultNodes())
-			return c
-		},
-		validate: Config.validateRedis,
-		section: func(c Config, serversDir string) any {
-			return redis.RedisConfig{RedisSettings: c.Redis, Nodes: c.Nodes, Dir: serversDir}
-		},
-		brief: func(c Config) string {
-			r := c.Redis.WithDefaults()
-			return fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, c.Nodes, r.Persistence)
-		},
-		describe: func(c Config, version string) string {
-			return fmt.Sprintf("redis %s, %s topology of %d, persistence %s:", version, c.Redis.Topology, c.Nodes, c.Redis.Persistence)
-		},
-	},
-	{
-		kinds:  []kind.Name{kind.Postgres, kind.MariaDB},
-		set:    func(c Config) bool { return c.DBKeepAlive != 0 },
-		refuse: "db-keepalive: sets a database server's TCP keepalive; the %s service has none (add --service postgres or mariadb)",
-		clear:  func(c Config) Config { c.DBKeepAlive = 0; return c },
-		forRecipe: func(c Config) Config {
-			if c.Service == kind.Postgres && c.Nodes == 0 {
-				c.Nodes = 2 // a primary and a standby, so that failover runs
-			}
-			return c
-		},
-		validate: Config.validateDatabase,
-		section: func(c Config, _ string) any {
-			if c.Service == kind.MariaDB {
-				return sqldb.MariaDBConfig{Nodes: c.Nodes, KeepAlive: c.DBKeepAlive}
-			}
-			return sqldb.PostgresConfig{Standby: c.Nodes == 2, KeepAlive: c.DBKeepAlive}
-		},
-	},
-}
-
-// settingsOf returns the settings of kind n, nil for a kind with none.
-func settingsOf(n kind.Name) *kindSettings {
-	for i, s := range settingGroups {
-		if slices.Contains(s.kinds, n) {
-			return &settingGroups[i]
-		}
+// settings are the run's service's settings: c.Settings when they are its kind's,
+// else the kind's zero ones (nil for a kind with none).
+func (c Config) settings() lockservice.Settings {
+	if lockservice.Fits(c.Service, c.Settings) {
+		return c.Settings
+	}
+	if spec, ok := lockservice.SettingsOf(c.Service); ok {
+		return spec.Zero
 	}
 	return nil
+}
+
+// settingsDefaults fills the service's settings and what they decide of the run (its
+// number of servers). Settings of another kind are left for Validate to refuse.
+func (c Config) settingsDefaults() Config {
+	if c.Settings != nil && !lockservice.Fits(c.Service, c.Settings) {
+		return c
+	}
+	if s := c.settings(); s != nil {
+		p := c.plan()
+		c.Settings, p = s.Defaults(p)
+		c.Nodes = p.Nodes
+	}
+	return c
+}
+
+// validateSettings refuses settings of another kind than the run's, and what the
+// service's own settings refuse.
+func (c Config) validateSettings() error {
+	if c.Settings != nil && !lockservice.Fits(c.Service, c.Settings) {
+		title, kinds := settingsOwner(c.Settings)
+		return fmt.Errorf("settings: %s for the %s service: add --service %s", title, c.Service.Title(), kinds)
+	}
+	if s := c.settings(); s != nil {
+		return s.Validate(c.plan())
+	}
+	return nil
+}
+
+// settingsOwner names settings s and the kinds that take them ("redis",
+// "postgres or mariadb").
+func settingsOwner(s lockservice.Settings) (title, kinds string) {
+	for _, spec := range lockservice.AllSettings() {
+		if lockservice.Fits(spec.Kinds[0], s) {
+			names := make([]string, len(spec.Kinds))
+			for i, n := range spec.Kinds {
+				names[i] = string(n)
+			}
+			return spec.Title, strings.Join(names, " or ")
+		}
+	}
+	return fmt.Sprintf("settings %T", s), "of their kind"
 }
 
 // describeServers is how the run's log names the servers once they serve, before
 // "serving after".
 func describeServers(c Config, version string) string {
-	if s := settingsOf(c.Service); s != nil && s.describe != nil {
-		return s.describe(c, version)
+	if s := c.settings(); s != nil {
+		return s.Describe(c.plan(), version)
 	}
-	return fmt.Sprintf("%s %s, %d server(s):", serviceTitle(c.Service), version, c.Nodes)
+	return fmt.Sprintf("%s %s, %d server(s):", c.Service.Title(), version, c.Nodes)
 }
 
 // ForRecipe is c for a run of recipe on its own service (c's, else the recipe's),
-// as a matrix's row: the settings c gives for another kind are dropped, and the
-// row's kind adjusts what it wants (a PostgreSQL row, unless told its nodes, runs a
-// primary and a standby).
-func (c Config) ForRecipe(recipe string) Config {
+// as a matrix's row: of the settings given (c's and given), the one of the row's kind
+// is kept, the others dropped; and the row's kind adjusts what it wants (a
+// PostgreSQL row, unless told its nodes, runs a primary and a standby).
+func (c Config) ForRecipe(recipe string, given ...lockservice.Settings) Config {
 	c.Recipe = recipe
 	if c.Service == "" {
 		c.Service = RecipeService(recipe)
 	}
 	c.Service = kind.Of(c.Service).Name
-	for _, s := range settingGroups {
-		if !slices.Contains(s.kinds, c.Service) && s.clear != nil {
-			c = s.clear(c)
+	mine := c.Settings
+	c.Settings = nil
+	for _, s := range append([]lockservice.Settings{mine}, given...) {
+		if lockservice.Fits(c.Service, s) {
+			c.Settings = s
 		}
 	}
-	if s := settingsOf(c.Service); s != nil && s.forRecipe != nil {
-		c = s.forRecipe(c)
+	if r, ok := c.settings().(lockservice.RowAdjuster); ok {
+		c.Nodes = r.ForRow(c.plan()).Nodes
 	}
 	return c
 }
@@ -178,90 +117,117 @@ func (c Config) ForRecipe(recipe string) Config {
 // open (Redis's topologies: single, replicas, redlock), in the order a matrix tries
 // them; c alone otherwise.
 func (c Config) Deployments() []Config {
-	if s := settingsOf(kind.Of(c.Service).Name); s != nil && s.deployments != nil {
-		if out := s.deployments(c); len(out) > 0 {
-			return out
-		}
+	c.Service = kind.Of(c.Service).Name
+	d, ok := c.settings().(lockservice.Deployer)
+	if !ok {
+		return []Config{c}
 	}
-	return []Config{c}
+	var out []Config
+	for _, s := range d.Deployments() {
+		e := c
+		e.Settings = s
+		out = append(out, e)
+	}
+	if len(out) == 0 {
+		return []Config{c}
+	}
+	return out
+}
+
+// Deployment names the deployment c's settings pin (Redis's topology), "" when
+// they pin none or the kind has one way only.
+func (c Config) Deployment() string {
+	if d, ok := c.settings().(lockservice.Deployment); ok {
+		return d.Deployment()
+	}
+	return ""
 }
 
 // DescribeServers names the run's servers for a person, as a run's description
 // lists them ("" for the default service's plain ensemble).
 func (c Config) DescribeServers() string {
-	if s := settingsOf(c.Service); s != nil && s.brief != nil {
-		return s.brief(c)
+	if s := c.settings(); s != nil {
+		return s.Brief(c.plan())
 	}
 	return fmt.Sprintf("service %s (%d servers)", c.Service, c.Nodes)
 }
 
-// validateZooKeeper refuses observers on an ensemble the tool does not start.
-func validateZooKeeper(c Config) error {
-	if c.Observers > 0 && c.Connect != "" {
-		return errors.New("observers: an existing ensemble (connect) has the observers its owners gave it; --observers is for the ensembles zlockcheck starts")
+// Servers is the number of servers the run has in all: Nodes, and the ones beside
+// them (ZooKeeper's observers), one SSH node each.
+func (c Config) Servers() int {
+	if e, ok := c.settings().(lockservice.Extra); ok {
+		return c.Nodes + e.ExtraServers()
 	}
-	return nil
+	return c.Nodes
 }
 
-// validateDatabase refuses what a run on PostgreSQL or MariaDB cannot do (yet).
-func (c Config) validateDatabase() error {
-	title := serviceTitle(c.Service)
-	switch {
-	case c.DBKeepAlive < 0:
-		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", c.DBKeepAlive)
-	case c.Connect != "":
-		return fmt.Errorf("connect: testing an existing %s is not built yet (--service %s starts its own servers)", title, c.Service)
-	case c.SSH != nil:
-		return fmt.Errorf("ssh-nodes: %s on SSH nodes is not built yet", title)
-	case len(c.BaselineArgv) > 0:
-		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
-	case c.Service == kind.Postgres && c.Nodes > 2:
-		return fmt.Errorf("nodes: PostgreSQL runs a primary (--nodes 1) or a primary and a streaming standby (--nodes 2), not %d servers", c.Nodes)
-	case c.Service == kind.Postgres && c.Nodes < 2 && slices.Contains(c.Nemesis, nemesis.ClassFailover):
-		return errors.New("nemesis failover: promotes the standby: it needs --nodes 2 (a primary and a streaming standby)")
+// timing is the servers' tick and syncLimit, for a violation's cause (zero for a
+// kind that has none).
+func (c Config) timing() (time.Duration, int) {
+	if t, ok := c.settings().(lockservice.Clocked); ok {
+		return t.Timing()
 	}
-	return nil
+	return 0, 0
 }
 
-// validateRedis refuses what a run on Redis cannot do (yet).
-func (c Config) validateRedis() error {
-	switch {
-	case c.Connect != "":
-		return errors.New("connect: testing an existing Redis is not built yet (--service redis starts its own instances)")
-	case c.SSH != nil:
-		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
-	case c.Workload.Fenced && redlockRecipe(c.Recipe):
-		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", c.Recipe)
-	}
-	if err := c.Redis.Validate(c.Nodes); err != nil {
-		return err
-	}
-	if err := c.redisTopologyFits(); err != nil {
-		return err
-	}
-	if len(c.BaselineArgv) > 0 {
-		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
-	}
-	for _, cl := range c.Nemesis {
-		if cl == nemesis.ClassFailover && c.Redis.WithDefaults().Topology != redis.RedisReplicas {
-			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", c.Redis.WithDefaults().Topology)
+// legacy are the keys a config.json had at its top level before the service's
+// settings had their own section; such a file is read with its kind's Legacy. The
+// old format is frozen: a new kind adds nothing here.
+type legacy struct {
+	Observers     json.RawMessage `json:"observers"`
+	ZKHome        json.RawMessage `json:"zk_home"`
+	Tick          json.RawMessage `json:"tick_ns"`
+	InitLimit     json.RawMessage `json:"init_limit"`
+	SyncLimit     json.RawMessage `json:"sync_limit"`
+	NoForceSync   json.RawMessage `json:"no_force_sync"`
+	ServerHeap    json.RawMessage `json:"server_heap"`
+	ServerFullJIT json.RawMessage `json:"server_full_jit"`
+	Redis         json.RawMessage `json:"redis"`
+	DBKeepAlive   json.RawMessage `json:"db_keepalive_ns"`
+}
+
+// flat is l as its kind's Legacy reads it: the keys present, by name.
+func (l legacy) flat() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for k, v := range map[string]json.RawMessage{
+		"observers": l.Observers, "zk_home": l.ZKHome, "tick_ns": l.Tick, "init_limit": l.InitLimit,
+		"sync_limit": l.SyncLimit, "no_force_sync": l.NoForceSync, "server_heap": l.ServerHeap,
+		"server_full_jit": l.ServerFullJIT, "redis": l.Redis, "db_keepalive_ns": l.DBKeepAlive,
+	} {
+		if v != nil {
+			out[k] = v
 		}
 	}
-	return nil
+	return out
 }
 
-// redisTopologyFits refuses a catalogue recipe on a topology it cannot use: RedLock
-// needs independent instances; a single-instance lock uses one primary.
-func (c Config) redisTopologyFits() error {
-	if RecipeService(c.Recipe) != kind.Redis {
-		return nil
+// UnmarshalJSON reads config.json strictly (a field a Config does not have is an
+// error), its "settings" section as the kind of its "service", and a config.json
+// written before that section existed by the kind's Legacy reader.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	type plain Config // Config's fields without this method
+	var aux struct {
+		plain
+		legacy
+		Settings json.RawMessage `json:"settings"`
 	}
-	redlock := c.Redis.WithDefaults().Topology == redis.RedisRedlock
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&aux); err != nil {
+		return err
+	}
+	*c = Config(aux.plain)
+	service := kind.Of(c.Service).Name
+	spec, ok := lockservice.SettingsOf(service)
+	flat := aux.legacy.flat()
+	var err error
 	switch {
-	case redlockRecipe(c.Recipe) && !redlock:
-		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", c.Recipe)
-	case !redlockRecipe(c.Recipe) && redlock:
-		return fmt.Errorf("recipe %s locks one Redis primary: run it with --redis-topology single or replicas, not redlock", c.Recipe)
+	case len(aux.Settings) > 0 && len(flat) > 0:
+		return errors.New("settings: given both as a section and at the top level")
+	case len(aux.Settings) > 0 && string(aux.Settings) != "null":
+		c.Settings, err = lockservice.DecodeSettings(service, aux.Settings)
+	case len(flat) > 0 && ok && spec.Legacy != nil:
+		c.Settings, err = spec.Legacy(flat)
 	}
-	return nil
+	return err
 }

@@ -2,8 +2,9 @@ package harness
 
 import (
 	"fmt"
-	"github.com/zlockcheck/zlockcheck/histories"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/histories"
 
 	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/workloads/driver"

@@ -17,7 +17,7 @@ func TestValidateRedisFaults(t *testing.T) {
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--redis-topology replicas") {
 		t.Errorf("failover on a single instance: %v", err)
 	}
-	c.Redis.Topology, c.Nodes = redis.RedisReplicas, 3
+	c.Settings, c.Nodes = redis.RedisSettings{Topology: redis.RedisReplicas}, 3
 	if err := c.Defaults().Validate(); err != nil {
 		t.Errorf("the Redis classes on replicas: %v", err)
 	}

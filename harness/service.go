@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -79,12 +78,10 @@ func RecipeDoes(name string, k workloads.Kind) bool {
 	return err == nil && r.Supports(k)
 }
 
-// redlockRecipe reports whether a recipe of the catalogue is RedLock over independent
-// instances (recipes.Entry.RedLock): it needs the redlock topology and has no fencing
-// token.
-func redlockRecipe(name string) bool {
+// findRecipe is the catalogue's entry of a recipe (false: not in the catalogue).
+func findRecipe(name string) (recipes.Entry, bool) {
 	r, err := recipes.Find(name)
-	return err == nil && r.RedLock
+	return r, err == nil
 }
 
 // serviceDefaults fills the service (the recipe's, else kind.Default), then that
@@ -94,9 +91,7 @@ func (c Config) serviceDefaults() Config {
 		c.Service = RecipeService(c.Recipe)
 	}
 	c.Service = kind.Of(c.Service).Name
-	if s := settingsOf(c.Service); s != nil && s.defaults != nil {
-		c = s.defaults(c)
-	}
+	c = c.settingsDefaults()
 	fill(&c.Nodes, kind.Of(c.Service).Nodes)
 	return c
 }
@@ -116,20 +111,12 @@ func (c Config) validateService() error {
 		return fmt.Errorf("recipe %s is a %s recipe: it cannot run with --service %s; run it with --service %s (the %s recipes: %s)",
 			c.Recipe, serviceTitle(want), k.Name, want, k.Title, strings.Join(recipesOf(k.Name), ", "))
 	}
-	for _, s := range settingGroups {
-		if !slices.Contains(s.kinds, k.Name) && s.set(c) {
-			return fmt.Errorf(s.refuse, k.Title)
-		}
-	}
 	for _, cl := range c.Nemesis {
 		if err := k.Refuse(cl.Needs()); err != nil {
 			return fmt.Errorf("nemesis %s: %w", cl, err)
 		}
 	}
-	if s := settingsOf(k.Name); s != nil && s.validate != nil {
-		return s.validate(c)
-	}
-	return nil
+	return c.validateSettings()
 }
 
 // recipesOf lists the catalogue's recipes of a kind of service, mutants included.

@@ -9,6 +9,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -21,16 +22,16 @@ func redisConfig() Config {
 
 func TestServiceDefaults(t *testing.T) {
 	zk := Config{Recipe: "gozk", WorkerArgv: []string{"w"}}.Defaults()
-	if zk.Service != kind.ZooKeeper || zk.Nodes != 3 || zk.Redis != (redis.RedisSettings{}) {
-		t.Errorf("a ZooKeeper recipe's run: service %q, %d nodes, redis %+v", zk.Service, zk.Nodes, zk.Redis)
+	if zk.Service != kind.ZooKeeper || zk.Nodes != 3 || zk.Settings != zookeeper.DefaultSettings() {
+		t.Errorf("a ZooKeeper recipe's run: service %q, %d nodes, settings %+v", zk.Service, zk.Nodes, zk.Settings)
 	}
 	single := redisConfig().Defaults()
 	want := redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistNone}
-	if single.Redis != want || single.Nodes != 1 {
-		t.Errorf("redis defaults: %+v, %d nodes; want %+v, 1 node", single.Redis, single.Nodes, want)
+	if single.Settings != want || single.Nodes != 1 {
+		t.Errorf("redis defaults: %+v, %d nodes; want %+v, 1 node", single.Settings, single.Nodes, want)
 	}
 	c := redisConfig()
-	c.Redis.Topology = redis.RedisRedlock
+	c.Settings = redis.RedisSettings{Topology: redis.RedisRedlock}
 	if n := c.Defaults().Nodes; n != 3 {
 		t.Errorf("redlock's default nodes: %d", n)
 	}
@@ -47,9 +48,13 @@ func TestServiceDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hasRedis := strings.Contains(string(data), `"redis":{"topology":"single","persistence":"none"}`)
+		hasRedis := strings.Contains(string(data), `"settings":{"topology":"single","persistence":"none"}`)
 		if !strings.Contains(string(data), `"service":"`+name+`"`) || hasRedis != (name == "redis") {
 			t.Errorf("%s run's config.json: %s", name, data)
+		}
+		var back Config
+		if err := json.Unmarshal(data, &back); err != nil || back.Settings != cfg.Settings {
+			t.Errorf("%s run's config.json read back: %+v, %v; want %+v", name, back.Settings, err, cfg.Settings)
 		}
 	}
 }
@@ -59,8 +64,8 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"connect":           func(c *Config) { c.Connect = "10.0.0.1:6379" },
 		"ssh-nodes":         func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} },
 		"single topology":   func(c *Config) { c.Nodes = 3 },
-		"RedLock wants":     func(c *Config) { c.Redis.Topology, c.Nodes = redis.RedisRedlock, 2 },
-		"redis-persistence": func(c *Config) { c.Redis.Persistence = "rdb" },
+		"RedLock wants":     func(c *Config) { c.Settings, c.Nodes = redis.RedisSettings{Topology: redis.RedisRedlock}, 2 },
+		"redis-persistence": func(c *Config) { c.Settings = redis.RedisSettings{Persistence: "rdb"} },
 		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
 		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
@@ -89,7 +94,7 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 			t.Errorf("want an error about %q, got %v", want, err)
 		}
 	}
-	zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Redis: redis.RedisSettings{Topology: redis.RedisRedlock}}
+	zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Settings: redis.RedisSettings{Topology: redis.RedisRedlock}}
 	if err := zk.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--service redis") {
 		t.Errorf("Redis settings on ZooKeeper: %v", err)
 	}
@@ -117,19 +122,19 @@ func TestRedisRecipesNeedRedis(t *testing.T) {
 	}{
 		{"redis-lock", func(*Config) {}, ""},
 		{"redis-lock", func(c *Config) { c.Service = kind.ZooKeeper }, "--service redis"},
-		{"redis-lock", func(c *Config) { c.Redis.Topology = redis.RedisRedlock }, "not redlock"},
-		{"redis-lock", func(c *Config) { c.Redis.Topology = redis.RedisReplicas }, ""},
-		{"redsync", func(c *Config) { c.Redis.Topology = redis.RedisRedlock }, ""},
+		{"redis-lock", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisRedlock} }, "not redlock"},
+		{"redis-lock", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisReplicas} }, ""},
+		{"redsync", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisRedlock} }, ""},
 		{"redsync", func(*Config) {}, ""}, // the one topology it runs on, by default
-		{"redsync", func(c *Config) { c.Redis.Topology = redis.RedisSingle }, "--redis-topology redlock"},
-		{"redsync", func(c *Config) { c.Redis.Topology, c.Workload.Fenced = redis.RedisRedlock, true }, "no fencing token"},
+		{"redsync", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisSingle} }, "--redis-topology redlock"},
+		{"redsync", func(c *Config) { c.Settings, c.Workload.Fenced = redis.RedisSettings{Topology: redis.RedisRedlock}, true }, "no fencing token"},
 	}
 	for _, c := range cases {
 		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}
 		c.change(&cfg)
 		err := cfg.Defaults().Validate()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%s %+v: got %v, want %q", c.recipe, cfg.Redis, err, c.want)
+			t.Errorf("%s %+v: got %v, want %q", c.recipe, cfg.Settings, err, c.want)
 		}
 	}
 }
@@ -162,7 +167,7 @@ func TestValidateDatabases(t *testing.T) {
 		{"mariadb-getlock", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "nothing to fail over to"},
 		{"mariadb-getlock", func(c *Config) { c.Connect = "10.1.2.3:3306" }, "existing MariaDB"},
 		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, "SSH nodes"},
-		{"pg-table", func(c *Config) { c.Redis.Topology = redis.RedisSingle }, "add --service redis"},
+		{"pg-table", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisSingle} }, "add --service redis"},
 	}
 	for _, c := range cases {
 		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}

@@ -9,7 +9,6 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
-	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 )
 
 // Site is where runs happen: a private network, the lock service serving on it (a
@@ -26,12 +25,11 @@ type Site struct {
 	// version is what the servers report; quorum how long they took to serve.
 	version string
 	quorum  time.Duration
-	// service, redis, nodes, workers and connect are what the site was made for: a
-	// run must match them.
+	// service, settings, nodes, workers and connect are what the site was made for:
+	// a run must match them.
 	service        kind.Name
-	redis          redis.RedisSettings
+	settings       lockservice.Settings
 	nodes, workers int
-	observers      int
 	connect        string
 }
 
@@ -49,7 +47,7 @@ func StartSite(ctx context.Context, cfg Config, serversDir string) (*Site, error
 // newSite builds a site named runID (its namespaces are zlc<runID>...).
 func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf func(string, ...any)) (s *Site, err error) {
 	start := time.Now()
-	s = &Site{service: cfg.Service, redis: cfg.Redis, nodes: cfg.Nodes, observers: cfg.Observers, workers: cfg.Workers, connect: cfg.Connect}
+	s = &Site{service: cfg.Service, settings: cfg.Settings, nodes: cfg.Nodes, workers: cfg.Workers, connect: cfg.Connect}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, s.Close())
@@ -81,15 +79,15 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 
 // fits reports why a run of cfg cannot use the site, if it cannot.
 func (s *Site) fits(cfg Config) error {
-	if cfg.Service != s.service || cfg.Redis != s.redis {
-		return fmt.Errorf("site: made for service %s %+v, the run wants %s %+v", s.service, s.redis, cfg.Service, cfg.Redis)
+	if cfg.Service != s.service || cfg.Settings != s.settings {
+		return fmt.Errorf("site: made for service %s %+v, the run wants %s %+v", s.service, s.settings, cfg.Service, cfg.Settings)
 	}
 	if cfg.Connect != s.connect {
 		return fmt.Errorf("site: made for connect %q, the run wants %q", s.connect, cfg.Connect)
 	}
-	if cfg.Nodes != s.nodes || cfg.Observers != s.observers || cfg.Workers != s.workers {
-		return fmt.Errorf("site: made for %d nodes, %d observers and %d workers, the run wants %d, %d and %d",
-			s.nodes, s.observers, s.workers, cfg.Nodes, cfg.Observers, cfg.Workers)
+	if cfg.Nodes != s.nodes || cfg.Workers != s.workers {
+		return fmt.Errorf("site: made for %d nodes and %d workers, the run wants %d and %d",
+			s.nodes, s.workers, cfg.Nodes, cfg.Workers)
 	}
 	return nil
 }

@@ -155,7 +155,7 @@ func (c Config) Resolve(ctx context.Context) (Config, error) {
 		return c, nil
 	case r.Mutant && !c.Worker.AllowMutants:
 		return c, fmt.Errorf("recipe: %s is a deliberately broken mutant; add --allow-mutants to run it", r.Name)
-	case c.Workload.Fenced && redlockRecipe(r.Name):
+	case c.Workload.Fenced && r.RedLock:
 		return c, fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", r.Name)
 	case !r.Supports(c.Workload.Kind):
 		return c, fmt.Errorf("recipe %s does not do the %s workload (it does %v)", r.Name, c.Workload.Kind, r.Kinds)
@@ -307,8 +307,9 @@ func (sr StoredRun) check(c report.Course) (report.Results, error) {
 
 // reportConfig is what the report reads of the run's configuration.
 func (c Config) reportConfig() report.RunConfig {
+	tick, syncLimit := c.timing()
 	return report.RunConfig{Name: c.Name, RunID: c.RunID, Recipe: c.Recipe, Seed: c.Seed, Workers: c.Workers, Duration: c.Duration,
-		SessionTimeout: c.SessionTimeout, Tick: c.Tick, SyncLimit: c.SyncLimit}
+		SessionTimeout: c.SessionTimeout, Tick: tick, SyncLimit: syncLimit}
 }
 
 // outcomeCourse is how a run of recipe went, from its outcome and error, for its report.

@@ -2,14 +2,14 @@ package lockservice_test
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"strings"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
-	_ "github.com/zlockcheck/zlockcheck/lockservice/redis"
-	_ "github.com/zlockcheck/zlockcheck/lockservice/sqldb"
-	_ "github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
+	_ "github.com/zlockcheck/zlockcheck/lockservice/builtin"
 )
 
 // TestEveryKindStarts: every kind of the catalogue has a way to start its servers
@@ -25,5 +25,46 @@ func TestEveryKindStarts(t *testing.T) {
 	}
 	if _, err := lockservice.Start(context.Background(), nil, lockservice.Config{Kind: "etcd"}, ""); err == nil || !strings.Contains(err.Error(), `want zookeeper, redis, postgres or mariadb, got "etcd"`) {
 		t.Errorf("Start(etcd): %v", err)
+	}
+}
+
+// TestEverySettingsReadsBack: each kind's settings, as config.json writes them,
+// read back as they were, and refuse a field they do not have; the flags of the
+// kinds' settings are each one kind's.
+func TestEverySettingsReadsBack(t *testing.T) {
+	flags := map[string]string{}
+	for _, spec := range lockservice.AllSettings() {
+		for _, n := range spec.Kinds {
+			data, err := json.Marshal(spec.Zero)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := lockservice.DecodeSettings(n, data)
+			if err != nil || back != spec.Zero || !lockservice.Fits(n, back) {
+				t.Errorf("%s: %s read back as %+v (%v)", n, data, back, err)
+			}
+			if _, err := lockservice.DecodeSettings(n, []byte(`{"zlc_nonsense":1}`)); err == nil {
+				t.Errorf("%s: an unknown field was accepted", n)
+			}
+		}
+		if spec.Flags == nil {
+			continue
+		}
+		fs := flag.NewFlagSet(spec.Title, flag.ContinueOnError)
+		if _, err := spec.Flags(fs)(); err != nil {
+			t.Errorf("%s: the flags' defaults are refused: %v", spec.Title, err)
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if other, taken := flags[f.Name]; taken {
+				t.Errorf("flag --%s is both %s's and %s's", f.Name, other, spec.Title)
+			}
+			flags[f.Name] = spec.Title
+		})
+	}
+	if len(flags) == 0 {
+		t.Error("no kind's settings have flags: is builtin linked?")
+	}
+	if _, ok := lockservice.SettingsOf("etcd"); ok {
+		t.Error("etcd has settings nobody registered")
 	}
 }

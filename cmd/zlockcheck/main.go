@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	_ "github.com/zlockcheck/zlockcheck/lockservice/builtin" // the kinds of lock service it ships with
 )
 
 // Exit codes shared by run and check.

@@ -44,11 +44,16 @@ func matrixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 		return exitError, err
 	}
 	o.setup = &nemesis.Setup{Name: "none"} // each cell's is its column's (matrix.New)
+	o.manyKinds = true                     // each row's settings are its kind's (matrix.New)
 	base, err := o.config(stderr)
 	if err != nil {
 		return exitError, err
 	}
-	plan, err := matrix.New(ctx, base, names, setups)
+	given, err := o.kinds.given(o.set)
+	if err != nil {
+		return exitError, err
+	}
+	plan, err := matrix.New(ctx, base, names, setups, given...)
 	if err != nil {
 		return exitError, err
 	}

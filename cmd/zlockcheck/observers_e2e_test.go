@@ -87,10 +87,10 @@ func TestObserversServerFaultsValid(t *testing.T) {
 func TestObserversBadInput(t *testing.T) {
 	store := t.TempDir()
 	refusedBeforeAnything(t, store, map[string][]string{
-		"observers: want 0 or more":         {"run", "--observers", "-1", "--store", store},
-		"observers: ZooKeeper observers":    {"run", "--recipe", "redis-lock", "--observers", "2", "--store", store},
-		"observers: an existing ensemble":   {"run", "--connect", "192.0.2.1:2181", "--observers", "1", "--store", store},
-		"observers: want at most 9 servers": {"run", "--nodes", "5", "--observers", "5", "--store", store},
+		"observers: want 0 or more":           {"run", "--observers", "-1", "--store", store},
+		"--observers: ZooKeeper settings for": {"run", "--recipe", "redis-lock", "--observers", "2", "--store", store},
+		"observers: an existing ensemble":     {"run", "--connect", "192.0.2.1:2181", "--observers", "1", "--store", store},
+		"observers: want at most 9 servers":   {"run", "--nodes", "5", "--observers", "5", "--store", store},
 	})
 }
 
@@ -106,15 +106,15 @@ func TestObserversRunFile(t *testing.T) {
 		return o.plan(context.Background(), io.Discard)
 	}
 	cfg, err := plan("recipe: zlc-mutex\nobservers: 2\n")
-	if err != nil || cfg.Nodes != 3 || cfg.Observers != 2 {
-		t.Errorf("observers: 2: %v, %d nodes and %d observers", err, cfg.Nodes, cfg.Observers)
+	if err != nil || cfg.Nodes != 3 || cfg.Servers() != 5 {
+		t.Errorf("observers: 2: %v, %d nodes and %d servers in all", err, cfg.Nodes, cfg.Servers())
 	}
 	for yaml, want := range map[string]string{
 		"observers: -1\n":                     "observers: want 0 or more",
 		"observers: two\n":                    `field "observers"`,
-		"recipe: redis-lock\nobservers: 1\n":  "observers: ZooKeeper observers",
+		"recipe: redis-lock\nobservers: 1\n":  "--observers: ZooKeeper settings for the Redis service",
 		"recipe: zlc-mutex\nobservers: 7\n":   "observers: want at most 9 servers",
-		"recipe: pg-advisory\nobservers: 1\n": "observers: ZooKeeper observers",
+		"recipe: pg-advisory\nobservers: 1\n": "--observers: ZooKeeper settings for the PostgreSQL service",
 	} {
 		if _, err := plan(yaml); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error saying %q", yaml, err, want)

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 )
 
 // planRedis is the run the flags (and a run file, if yaml is not empty) make.
@@ -26,14 +28,14 @@ func planRedis(t *testing.T, yaml string, args ...string) (harnessConfigView, er
 	}
 	o.noteSet(fs)
 	cfg, err := o.plan(context.Background(), io.Discard)
-	return harnessConfigView{cfg.Service, cfg.Redis, cfg.Nodes}, err
+	return harnessConfigView{cfg.Service, cfg.Settings, cfg.Nodes}, err
 }
 
 // harnessConfigView is what the Redis flags decide of a run's configuration.
 type harnessConfigView struct {
-	Service kind.Name
-	Redis   redis.RedisSettings
-	Nodes   int
+	Service  kind.Name
+	Settings lockservice.Settings
+	Nodes    int
 }
 
 func TestRedisFlagsAndRunFile(t *testing.T) {
@@ -43,7 +45,7 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		args       []string
 		want       harnessConfigView
 	}{
-		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{kind.ZooKeeper, redis.RedisSettings{}, 3}},
+		{"gozk", "", []string{"--recipe", "gozk"}, harnessConfigView{kind.ZooKeeper, zookeeper.DefaultSettings(), 3}},
 		{"the recipe's service", "", []string{"--recipe", "redis-lock"}, harnessConfigView{kind.Redis, single, 1}},
 		{"--service", "", []string{"--service", "redis", "--recipe", "redis-lock", "--redis-persistence", "aof-always"},
 			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistAOFAlways}, 1}},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
-	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
@@ -59,9 +58,13 @@ type runOptions struct {
 	noSweep bool
 	// ssh are the --ssh-* flags (ssh.go).
 	ssh sshOptions
-	// service, redisTopology and redisPersistence are --service and the Redis
-	// settings ("": the recipe's service; Redis's defaults).
-	service, redisTopology, redisPersistence string
+	// service is --service ("": the recipe's).
+	service string
+	// kinds are the flags of the kinds' own settings (kindflags.go).
+	kinds kindFlags
+	// manyKinds: the options are a matrix's base, whose rows take the settings of
+	// their own kind (kindFlags.given); a run's config leaves Settings unset.
+	manyKinds bool
 	// setup, when set, is the run's faults instead of --nemesis, --nemesis-targets and
 	// --partition-shapes (a matrix column).
 	setup *nemesis.Setup
@@ -101,24 +104,14 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.cfg.BaselineWarmup, "baseline-warmup", def.BaselineWarmup, "with --baseline or --baseline-processes: first run the plain loop this long, untimed, so that the servers have warmed up before either side is timed (0: none)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
 	fs.StringVar(&o.service, "service", "", "lock service the run starts: "+kind.Names()+" (default: the recipe's; zookeeper for exec); docs/redis.md, docs/databases.md")
-	fs.StringVar(&o.redisTopology, "redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
-	fs.StringVar(&o.redisPersistence, "redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
-	fs.DurationVar(&o.cfg.DBKeepAlive, "db-keepalive", 0, "with --service postgres or mariadb: the servers give up on a client that vanished without closing its connection (and free its session's locks) about this long after its last packet (their TCP keepalive; 0: the kernel's 2h11m)")
-	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's ensemble, or Redis instances (default 1 for --redis-topology single, else 3)")
-	fs.IntVar(&o.cfg.Observers, "observers", 0, "ZooKeeper observers beside the --nodes voting servers: they serve clients but do not vote (with --ssh-nodes, the last N nodes); docs/running.md#observers")
+	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's voting servers, Redis instances, PostgreSQL's primary and standby, MariaDB's independent servers (default: the service's own; 3 for ZooKeeper, 1 for --redis-topology single, else 3)")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
 	fs.DurationVar(&o.cfg.Duration, "time", def.Duration, "how long the workload runs")
 	fs.Int64Var(&o.cfg.Seed, "seed", 0, "seed of every random choice (0: pick one and print it)")
 	fs.StringVar(&o.cfg.Store, "store", def.Store, "directory that keeps every run")
 	fs.StringVar(&o.cfg.Name, "name", "", "test name (default RECIPE-WORKLOAD)")
-	fs.StringVar(&o.cfg.ZKHome, "zk-home", "", "ZooKeeper install to use instead of Debian's zookeeper package")
-	fs.DurationVar(&o.cfg.SessionTimeout, "session-timeout", def.SessionTimeout, "ZooKeeper session timeout of the workers")
-	fs.DurationVar(&o.cfg.Tick, "tick", def.Tick, "servers' tickTime")
-	fs.IntVar(&o.cfg.InitLimit, "init-limit", def.InitLimit, "servers' initLimit (ticks)")
-	fs.StringVar(&o.cfg.ServerHeap, "server-heap", "", "JVM heap of each ZooKeeper server, e.g. 1g (default 256m)")
-	fs.BoolVar(&o.cfg.ServerFullJIT, "server-full-jit", false, "let the servers' JVMs compile with C2 too (default: C1 only, which starts faster)")
-	fs.BoolVar(&o.cfg.NoForceSync, "no-force-sync", false, "servers acknowledge writes before fsync (forceSync=no): a weaker durability model, for throughput experiments; recorded in config.json")
-	fs.IntVar(&o.cfg.SyncLimit, "sync-limit", def.SyncLimit, "servers' syncLimit (ticks)")
+	fs.DurationVar(&o.cfg.SessionTimeout, "session-timeout", def.SessionTimeout, "session timeout the workers ask for: ZooKeeper's session timeout, Redis's lock TTL, a database lock's heartbeat bound or expiry")
+	o.kinds.register(fs)
 	o.ssh.register(fs, true)
 	o.registerConnect(fs)
 	fs.BoolVar(&o.noSweep, "no-sweep", false, noSweepUsage)
@@ -181,18 +174,18 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 	if cfg.SSH, err = o.ssh.config(o.set); err != nil {
 		return cfg, err
 	}
-	if cfg.SSH != nil && o.set["nodes"] && cfg.Nodes+cfg.Observers != len(cfg.SSH.Nodes) {
+	if cfg.SSH != nil && o.set["nodes"] && cfg.Servers() != len(cfg.SSH.Nodes) {
 		given := fmt.Sprintf("--nodes %d", cfg.Nodes)
-		if cfg.Observers > 0 {
-			given += fmt.Sprintf(" and --observers %d", cfg.Observers)
+		if cfg.Servers() != cfg.Nodes {
+			given += fmt.Sprintf(" (%d servers in all)", cfg.Servers())
 		}
 		return cfg, usageError{fmt.Sprintf("%s but --ssh-nodes names %d nodes (one server each)", given, len(cfg.SSH.Nodes))}
 	}
 	return cfg, nil
 }
 
-// serviceConfig sets the run's service and its Redis settings from the flags; for
-// Redis, a --nodes not given is left to the topology (harness.Config.Defaults).
+// serviceConfig sets the run's service and its kind's settings from the flags; a
+// --nodes not given is left to the kind (harness.Config.Defaults).
 func (o runOptions) serviceConfig(cfg *harness.Config) error {
 	var err error
 	if o.service != "" {
@@ -200,14 +193,13 @@ func (o runOptions) serviceConfig(cfg *harness.Config) error {
 			return usageError{"--service: " + err.Error()}
 		}
 	}
-	if o.redisTopology != "" {
-		if cfg.Redis.Topology, err = redis.ParseRedisTopology(o.redisTopology); err != nil {
-			return usageError{"--redis-topology: " + err.Error()}
+	if !o.manyKinds {
+		n := cfg.Service
+		if n == "" {
+			n = harness.RecipeService(o.recipe) // "": exec, on the default kind
 		}
-	}
-	if o.redisPersistence != "" {
-		if cfg.Redis.Persistence, err = redis.ParseRedisPersistence(o.redisPersistence); err != nil {
-			return usageError{"--redis-persistence: " + err.Error()}
+		if cfg.Settings, err = o.kinds.forKind(n, o.set); err != nil {
+			return err
 		}
 	}
 	if !o.set["nodes"] {

@@ -103,7 +103,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (in
 	}
 	cfg := *sr.Config
 	cfg.RunID = ""
-	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Nodes+cfg.Observers, given(fs)); err != nil {
+	if cfg.SSH, err = ssh.override(cfg.SSH, cfg.Servers(), given(fs)); err != nil {
 		return exitError, err
 	}
 	sweepDead(ctx, *noSweep, cfg.SSH, stderr)

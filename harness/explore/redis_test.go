@@ -13,7 +13,7 @@ import (
 func redisBase(t *testing.T, recipe string, topology redis.RedisTopology, nodes int) harness.Config {
 	t.Helper()
 	c := harness.Config{Recipe: recipe, Nodes: nodes, WorkerArgv: []string{"worker"}}
-	c.Redis.Topology = topology
+	c.Settings = redis.RedisSettings{Topology: topology}
 	c = c.Defaults()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("base: %v", err)

@@ -28,6 +28,7 @@ import (
 	"slices"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/herd"
@@ -107,12 +108,13 @@ type Plan struct {
 
 // New plans the matrix of recipes × setups on base (its Recipe, faults and Name are
 // set per cell): every row and every cell's run checked (harness.Config.Prepare)
-// before any runs. A row that cannot run even without faults is an error; a cell
-// whose setup the row cannot run is NA.
-func New(ctx context.Context, base harness.Config, recipes []string, setups []nemesis.Setup) (Plan, error) {
+// before any runs. given are service settings of several kinds (the flags'): each
+// row takes the one of its kind, if any. A row that cannot run even without faults
+// is an error; a cell whose setup the row cannot run is NA.
+func New(ctx context.Context, base harness.Config, recipes []string, setups []nemesis.Setup, given ...lockservice.Settings) (Plan, error) {
 	p := Plan{Base: base, Setups: setups}
 	for _, name := range recipes {
-		row, err := planRow(ctx, base, name)
+		row, err := planRow(ctx, base, name, given)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -126,16 +128,15 @@ func New(ctx context.Context, base harness.Config, recipes []string, setups []ne
 
 // planRow finds the row's service and deployment: the base's, or the first of the
 // kind's deployments whose run without faults the recipe accepts.
-func planRow(ctx context.Context, base harness.Config, name string) (Row, error) {
-	open := base.ForRecipe(name)
+func planRow(ctx context.Context, base harness.Config, name string, given []lockservice.Settings) (Row, error) {
+	open := base.ForRecipe(name, given...)
 	open.Name = "matrix-" + name
 	deployments := open.WithSetup(nemesis.Setup{Name: "none"}).Deployments()
 	var err error
 	for _, d := range deployments {
 		var cfg harness.Config
 		if cfg, err = d.Prepare(ctx); err == nil {
-			// Redis's settings are filled on Redis only: another service's topology is "".
-			return Row{Recipe: name, Service: cfg.Service, Nodes: cfg.Nodes, Topology: string(cfg.Redis.Topology),
+			return Row{Recipe: name, Service: cfg.Service, Nodes: cfg.Nodes, Topology: cfg.Deployment(),
 				open: open, base: d, chosen: len(deployments) > 1}, nil
 		}
 	}
@@ -164,8 +165,8 @@ func planCell(ctx context.Context, row Row, s nemesis.Setup) Run {
 		return Run{Cell: cell}
 	}
 	cell.Seed, cell.Nodes = cfg.Seed, cfg.Nodes
-	if cfg.Redis.Topology != "" {
-		cell.Topology = string(cfg.Redis.Topology)
+	if t := cfg.Deployment(); t != "" {
+		cell.Topology = t
 	}
 	return Run{Cell: cell, Config: cfg}
 }

@@ -150,8 +150,8 @@ func checkPlannedCell(t *testing.T, key string, p Run, want string) {
 		}
 		return
 	}
-	got := fmt.Sprintf("%s ×%d", p.Config.Redis.Topology, p.Config.Nodes)
-	if p.Cell.Verdict == NA || got != want || p.Cell.Topology != string(p.Config.Redis.Topology) {
+	got := fmt.Sprintf("%s ×%d", p.Config.Deployment(), p.Config.Nodes)
+	if p.Cell.Verdict == NA || got != want || p.Cell.Topology != p.Config.Deployment() {
 		t.Errorf("%s: %+v on %q, want a run on %q", key, p.Cell, got, want)
 	}
 }
@@ -160,14 +160,14 @@ func checkPlannedCell(t *testing.T, key string, p Run, want string) {
 // failover on one instance is n/a; a ZooKeeper row of the same matrix is untouched.
 func TestMatrixPinnedTopology(t *testing.T) {
 	base := testBase()
-	base.Redis = redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistAOFAlways}
+	base.Settings = redis.RedisSettings{Topology: redis.RedisSingle, Persistence: redis.PersistAOFAlways}
 	rows, _, cells := planTestMatrix(t, base, []string{"redis-lock", "gozk"}, setupsNamed(t, "failover", "restart"))
 	if rows[0].Label() != "redis-lock (redis single ×1)" || rows[1].Label() != "gozk" {
 		t.Errorf("rows %+v", rows)
 	}
 	checkPlannedCell(t, "redis-lock/failover", cells["redis-lock/failover"], "n/a")
-	if c := cells["redis-lock/restart"].Config; c.Redis.Persistence != redis.PersistAOFAlways {
-		t.Errorf("redis-lock/restart: persistence %q, want aof-always", c.Redis.Persistence)
+	if c := cells["redis-lock/restart"].Config; c.Settings.(redis.RedisSettings).Persistence != redis.PersistAOFAlways {
+		t.Errorf("redis-lock/restart: settings %+v, want aof-always", c.Settings)
 	}
 	checkPlannedCell(t, "gozk/restart", cells["gozk/restart"], " ×3")
 }

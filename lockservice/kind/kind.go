@@ -71,9 +71,6 @@ type Kind struct {
 	// Redis key's TTL, a database lock's heartbeat bound and expiry), not a session
 	// the servers keep: explore gives such a kind a short one.
 	Lease bool
-	// Ticks: the servers count time in ticks, and a session timeout under two
-	// ticks is refused.
-	Ticks bool
 	// Nodes is the number of servers a run starts when it names none (0: the
 	// harness's default).
 	Nodes int
@@ -127,7 +124,7 @@ var registry struct {
 }
 
 func init() {
-	Register(Kind{Name: ZooKeeper, Title: "ZooKeeper", Queue: true, Ticks: true, Abilities: ExpireSession})
+	Register(Kind{Name: ZooKeeper, Title: "ZooKeeper", Queue: true, Abilities: ExpireSession})
 	Register(Kind{Name: Redis, Title: "Redis", Lease: true, Abilities: KillConnection | Failover | JumpClock,
 		Lacks: map[Ability]string{
 			ExpireSession: "Redis has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)",

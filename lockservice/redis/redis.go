@@ -51,7 +51,7 @@ var _ lockservice.Service = (*Redis)(nil)
 // so far: Close it.
 func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redis, error) {
 	cfg.defaults()
-	if err := cfg.Validate(cfg.Nodes); err != nil {
+	if err := cfg.validateNodes(cfg.Nodes); err != nil {
 		return nil, err
 	}
 	bin, err := exec.LookPath(cfg.Binary)

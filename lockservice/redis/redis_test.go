@@ -71,7 +71,7 @@ func TestRedisSettingsValidate(t *testing.T) {
 		{RedisSettings{Topology: RedisRedlock}, 10, "1 to 9"},
 	}
 	for _, c := range cases {
-		err := c.s.Validate(c.nodes)
+		err := c.s.validateNodes(c.nodes)
 		switch {
 		case c.bad == "" && err != nil:
 			t.Errorf("%+v with %d nodes: %v", c.s, c.nodes, err)

@@ -82,8 +82,9 @@ func (s RedisSettings) DefaultNodes() int {
 	return 3
 }
 
-// Validate reports settings that cannot run with nodes instances, naming the setting.
-func (s RedisSettings) Validate(nodes int) error {
+// validateNodes reports settings that cannot run with nodes instances, naming the
+// setting.
+func (s RedisSettings) validateNodes(nodes int) error {
 	s = s.WithDefaults()
 	if _, err := ParseRedisTopology(string(s.Topology)); err != nil {
 		return fmt.Errorf("redis-topology: %w", err)

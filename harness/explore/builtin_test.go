@@ -1,0 +1,4 @@
+package explore
+
+// The tests run the kinds of lock service zlockcheck ships with.
+import _ "github.com/zlockcheck/zlockcheck/lockservice/builtin"

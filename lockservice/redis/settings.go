@@ -1,0 +1,150 @@
+package redis
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+)
+
+var (
+	_ lockservice.Settings   = RedisSettings{}
+	_ lockservice.Deployer   = RedisSettings{}
+	_ lockservice.Deployment = RedisSettings{}
+)
+
+func init() {
+	lockservice.RegisterSettings(lockservice.SettingsSpec{
+		Kinds: []kind.Name{kind.Redis}, Title: "Redis settings", Zero: RedisSettings{},
+		Flags: flags, Legacy: legacy,
+	})
+}
+
+// flags defines the Redis settings' flags on fs.
+func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
+	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
+	persistence := fs.String("redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
+	return func() (lockservice.Settings, error) {
+		var s RedisSettings
+		var err error
+		if *topology != "" {
+			if s.Topology, err = ParseRedisTopology(*topology); err != nil {
+				return nil, fmt.Errorf("--redis-topology: %w", err)
+			}
+		}
+		if *persistence != "" {
+			if s.Persistence, err = ParseRedisPersistence(*persistence); err != nil {
+				return nil, fmt.Errorf("--redis-persistence: %w", err)
+			}
+		}
+		return s, nil
+	}
+}
+
+// legacy reads the settings from a config.json written before they had a section:
+// its "redis" key.
+func legacy(flat map[string]json.RawMessage) (lockservice.Settings, error) {
+	var s RedisSettings
+	if raw, ok := flat["redis"]; ok {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Defaults fills the topology (RedLock's recipes run on the one topology they can
+// use) and persistence, and the number of instances the topology has.
+func (s RedisSettings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservice.Plan) {
+	if s.Topology == "" && p.RedLock {
+		s.Topology = RedisRedlock
+	}
+	s = s.WithDefaults()
+	if p.Nodes == 0 {
+		p.Nodes = s.DefaultNodes()
+	}
+	return s, p
+}
+
+// Validate refuses what a run on Redis cannot do (yet), and a recipe of the
+// catalogue on a topology it cannot use.
+func (s RedisSettings) Validate(p lockservice.Plan) error {
+	switch {
+	case p.Connect != "":
+		return errors.New("connect: testing an existing Redis is not built yet (--service redis starts its own instances)")
+	case p.SSH != nil:
+		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
+	case p.Fenced && p.RedLock:
+		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", p.Recipe)
+	}
+	if err := s.validateNodes(p.Nodes); err != nil {
+		return err
+	}
+	if err := s.fits(p); err != nil {
+		return err
+	}
+	if p.Processes {
+		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
+	}
+	topology := s.WithDefaults().Topology
+	for _, cl := range p.Faults {
+		if cl == nemesis.ClassFailover && topology != RedisReplicas {
+			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", topology)
+		}
+	}
+	return nil
+}
+
+// fits refuses a recipe of the catalogue on a topology it cannot use: RedLock needs
+// independent instances; a single-instance lock uses one primary.
+func (s RedisSettings) fits(p lockservice.Plan) error {
+	if !p.Catalogued {
+		return nil
+	}
+	redlock := s.WithDefaults().Topology == RedisRedlock
+	switch {
+	case p.RedLock && !redlock:
+		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
+	case !p.RedLock && redlock:
+		return fmt.Errorf("recipe %s locks one Redis primary: run it with --redis-topology single or replicas, not redlock", p.Recipe)
+	}
+	return nil
+}
+
+// Server is the instances' configuration for the run (start).
+func (s RedisSettings) Server(p lockservice.Plan, dir string) any {
+	return RedisConfig{RedisSettings: s, Nodes: p.Nodes, Dir: dir}
+}
+
+// Describe names the instances in the run's log.
+func (s RedisSettings) Describe(p lockservice.Plan, version string) string {
+	return fmt.Sprintf("redis %s, %s topology of %d, persistence %s:", version, s.Topology, p.Nodes, s.Persistence)
+}
+
+// Brief names the instances in a run's description.
+func (s RedisSettings) Brief(p lockservice.Plan) string {
+	r := s.WithDefaults()
+	return fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, p.Nodes, r.Persistence)
+}
+
+// Deployments are the topologies a run may take when the settings name none, in
+// the order a matrix tries them: single, replicas, redlock.
+func (s RedisSettings) Deployments() []lockservice.Settings {
+	if s.Topology != "" {
+		return nil
+	}
+	var out []lockservice.Settings
+	for _, t := range []RedisTopology{RedisSingle, RedisReplicas, RedisRedlock} {
+		d := s
+		d.Topology = t
+		out = append(out, d)
+	}
+	return out
+}
+
+// Deployment names the topology ("" when unset).
+func (s RedisSettings) Deployment() string { return string(s.Topology) }
