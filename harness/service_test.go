@@ -127,7 +127,9 @@ func TestRedisRecipesNeedRedis(t *testing.T) {
 		{"redsync", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisRedlock} }, ""},
 		{"redsync", func(*Config) {}, ""}, // the one topology it runs on, by default
 		{"redsync", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisSingle} }, "--redis-topology redlock"},
-		{"redsync", func(c *Config) { c.Settings, c.Workload.Fenced = redis.RedisSettings{Topology: redis.RedisRedlock}, true }, "no fencing token"},
+		{"redsync", func(c *Config) {
+			c.Settings, c.Workload.Fenced = redis.RedisSettings{Topology: redis.RedisRedlock}, true
+		}, "no fencing token"},
 	}
 	for _, c := range cases {
 		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}

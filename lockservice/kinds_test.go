@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	_ "github.com/zlockcheck/zlockcheck/lockservice/builtin"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // TestEveryKindStarts: every kind of the catalogue has a way to start its servers

@@ -10,4 +10,3 @@ func TestIsHeapSize(t *testing.T) {
 		}
 	}
 }
-
