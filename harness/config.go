@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +154,7 @@ func (c Config) Defaults() Config {
 	fill(&c.Workers, d.Workers)
 	fill(&c.Duration, d.Duration)
 	c.Workload = c.Workload.Defaults()
+	c.Workload = c.varied(c.Workload)
 	c.Check = c.checkConfig()
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("%s-%s", c.Recipe, c.Workload.Kind)
@@ -169,6 +171,19 @@ func (c Config) Defaults() Config {
 		c.StallAfter = longest + c.FinalBound()
 	}
 	return c
+}
+
+// varied fills the regimes of a workload that asks to vary (workloads.Config.Vary)
+// for the run's session timeout and faults: with client faults, one regime has holds
+// that outlive a session.
+func (c Config) varied(wl workloads.Config) workloads.Config {
+	if !wl.Vary || len(wl.Regimes) > 0 {
+		return wl
+	}
+	clientFaults := slices.ContainsFunc(c.Nemesis, nemesis.Class.OnClients)
+	wl.Regimes = workloads.Fix(workloads.StandardRegimes(c.SessionTimeout, clientFaults), wl.Fixed)
+	fill(&wl.RegimeLength, workloads.DefaultRegimeLength)
+	return wl
 }
 
 // fill sets *field to def when it is the zero value.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
+	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 func TestBaselineWarmupValidation(t *testing.T) {
@@ -45,5 +47,32 @@ func TestObserversValidation(t *testing.T) {
 		if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: %v, want an error saying %q", c, err, want)
 		}
+	}
+}
+
+// TestVaryFollowsTheRunsOwnFaults: a workload asking to vary gets the standard
+// regimes for its own run's faults (a matrix's cell, a suite's run), with the knobs
+// set by hand fixed: holds that outlive a session only with client faults.
+func TestVaryFollowsTheRunsOwnFaults(t *testing.T) {
+	base := Config{WorkerArgv: []string{"w"}}
+	base.Workload.Vary, base.Workload.Fixed.AcquireTimeout = true, 700*time.Millisecond
+	quiet := base.Defaults()
+	faulty := base.WithSetup(nemesis.Setup{Classes: []nemesis.Class{nemesis.ClassClientPause}}).Defaults()
+	if len(quiet.Workload.Regimes) == 0 || quiet.Workload.RegimeLength != workloads.DefaultRegimeLength {
+		t.Fatalf("no regimes: %+v", quiet.Workload)
+	}
+	if quiet.Workload.LongestHold() >= quiet.SessionTimeout || faulty.Workload.LongestHold() < faulty.SessionTimeout {
+		t.Errorf("longest holds %s without faults and %s with client-pause, session timeout %s: want only the latter past it",
+			quiet.Workload.LongestHold(), faulty.Workload.LongestHold(), quiet.SessionTimeout)
+	}
+	for _, r := range quiet.Workload.Regimes {
+		if len(r.Timeouts) != 1 || r.Timeouts[0].Min != 700*time.Millisecond || r.Timeouts[0].Max != 700*time.Millisecond {
+			t.Errorf("regime %q: timeouts %+v, want the fixed 700ms", r.Name, r.Timeouts)
+		}
+	}
+	stored := faulty
+	stored.Nemesis = nil
+	if got := stored.Defaults().Workload.Regimes; len(got) != len(faulty.Workload.Regimes) {
+		t.Errorf("a stored run's regimes were drawn again")
 	}
 }

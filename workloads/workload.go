@@ -41,6 +41,11 @@ type Config struct {
 	// it out (SitsOut).
 	Regimes      []Regime      `json:",omitempty"`
 	RegimeLength time.Duration `json:",omitempty"`
+	// Vary asks for the standard regimes (StandardRegimes) with Fixed's knobs in
+	// place, for the run's own session timeout and faults: the harness fills Regimes
+	// from it once those are known (a matrix's cell, a suite's run each has its own).
+	Vary  bool  `json:",omitempty"`
+	Fixed Fixed `json:",omitzero"`
 	// WriteRetry is how long a worker retries a counter write whose outcome is
 	// unknown (connection loss), as applications do with Curator's and Kazoo's
 	// retrying operations; 0 never retries. A retried unfenced write may land after

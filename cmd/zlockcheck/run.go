@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,7 +165,7 @@ func (o runOptions) config(stderr io.Writer) (harness.Config, error) {
 	}
 	cfg = cfg.WithSetup(faults)
 	if o.vary {
-		cfg.Workload = o.varied(cfg.Workload, cfg.SessionTimeout, cfg.Nemesis)
+		cfg.Workload.Vary, cfg.Workload.Fixed, cfg.Workload.RegimeLength = true, o.fixed(), o.regimeLength
 	}
 	if !o.quiet {
 		cfg.Log = stderr
@@ -263,14 +262,6 @@ func (o runOptions) faults() (nemesis.Setup, error) {
 		return s, fmt.Errorf("--partition-shapes: %w", err)
 	}
 	return s, nil
-}
-
-// varied gives wl the standard regimes for these faults, with the knobs set by hand
-// fixed in every regime.
-func (o runOptions) varied(wl workloads.Config, sessionTimeout time.Duration, faults []nemesis.Class) workloads.Config {
-	wl.Regimes = workloads.Fix(workloads.StandardRegimes(sessionTimeout, slices.ContainsFunc(faults, nemesis.Class.OnClients)), o.fixed())
-	wl.RegimeLength = o.regimeLength
-	return wl
 }
 
 // noteSet remembers which of fs's flags were given (on the command line or by a run
