@@ -91,9 +91,8 @@ func describeServers(c Config, version string) string {
 }
 
 // ForRecipe is c for a run of recipe on its own service (c's, else the recipe's),
-// as a matrix's row: of the settings given (c's and given), the one of the row's kind
-// is kept, the others dropped; and the row's kind adjusts what it wants (a
-// PostgreSQL row, unless told its nodes, runs a primary and a standby).
+// as a matrix's row or a suite's run: of the settings given (c's and given), the one
+// of the run's kind is kept, the others dropped.
 func (c Config) ForRecipe(recipe string, given ...lockservice.Settings) Config {
 	c.Recipe = recipe
 	if c.Service == "" {
@@ -107,6 +106,13 @@ func (c Config) ForRecipe(recipe string, given ...lockservice.Settings) Config {
 			c.Settings = s
 		}
 	}
+	return c
+}
+
+// AsRow is c as a matrix's row, where its kind wants more than its defaults (a
+// PostgreSQL row, unless told its nodes, runs a primary and a standby, so that
+// failover runs).
+func (c Config) AsRow() Config {
 	if r, ok := c.settings().(lockservice.RowAdjuster); ok {
 		c.Nodes = r.ForRow(c.plan()).Nodes
 	}

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/zlockcheck/zlockcheck/harness/suite"
 	"github.com/zlockcheck/zlockcheck/recipes"
 )
 
@@ -21,7 +22,7 @@ type runFile struct {
 	// flags are the file's top-level keys as flag assignments, in file order.
 	flags []fileFlag
 	// suite is nil for a single run.
-	suite *suiteSpec
+	suite *suite.Spec
 }
 
 // fileFlag is one top-level key of a run file with the line it is on.
@@ -30,17 +31,9 @@ type fileFlag struct {
 	line        int
 }
 
-// suiteSpec is the `suite` section: lists whose product is the suite's runs. An empty
-// list means "whatever the common keys say".
-type suiteSpec struct {
-	Recipes []string
-	Nemesis []string
-	Seeds   []int64
-}
-
 // applyRunFile sets fs's flags from the run file at path (none when path is empty);
 // the flags given on the command line win. It returns the file's suite, if any.
-func applyRunFile(fs *flag.FlagSet, path string) (*suiteSpec, error) {
+func applyRunFile(fs *flag.FlagSet, path string) (*suite.Spec, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -141,8 +134,10 @@ func checkFlagValue(f *flag.Flag, value string) error {
 	return nil
 }
 
-func parseSuite(path string, n *yaml.Node) (suiteSpec, error) {
-	var s suiteSpec
+// parseSuite reads the suite section (suite.Spec), naming the file, line and field
+// of what it refuses.
+func parseSuite(path string, n *yaml.Node) (suite.Spec, error) {
+	var s suite.Spec
 	if n.Kind != yaml.MappingNode {
 		return s, fmt.Errorf("%s:%d: field \"suite\": want a mapping with recipes, nemesis and seeds", path, n.Line)
 	}
@@ -204,34 +199,4 @@ func (rf runFile) apply(fs *flag.FlagSet, explicit map[string]bool) error {
 		}
 	}
 	return nil
-}
-
-// suiteRun is one run of a suite: the extra flags that make it.
-type suiteRun struct {
-	recipe, nemesis string
-	seed            int64
-}
-
-// runs lists the suite's runs: the product of its lists, in file order.
-func (s suiteSpec) runs() []suiteRun {
-	recipes, nems := s.Recipes, s.Nemesis
-	if len(recipes) == 0 {
-		recipes = []string{""}
-	}
-	if len(nems) == 0 {
-		nems = []string{""}
-	}
-	seeds := s.Seeds
-	if len(seeds) == 0 {
-		seeds = []int64{0}
-	}
-	var out []suiteRun
-	for _, r := range recipes {
-		for _, n := range nems {
-			for _, sd := range seeds {
-				out = append(out, suiteRun{recipe: r, nemesis: n, seed: sd})
-			}
-		}
-	}
-	return out
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/harness/suite"
 	"github.com/zlockcheck/zlockcheck/models"
 )
 
@@ -83,14 +84,14 @@ func TestSuiteRunsAreTheProduct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := rf.suite.runs()
+	runs := rf.suite.Runs()
 	if len(runs) != 12 {
 		t.Fatalf("%d runs, want 2 x 2 x 3 = 12", len(runs))
 	}
-	if want := (suiteRun{recipe: "kazoo-lock", nemesis: "kill,pause,partition", seed: 3}); !reflect.DeepEqual(runs[11], want) {
+	if want := (suite.Run{Recipe: "kazoo-lock", Nemesis: "kill,pause,partition", Seed: 3}); !reflect.DeepEqual(runs[11], want) {
 		t.Errorf("last run %+v, want %+v", runs[11], want)
 	}
-	if got := (suiteSpec{}).runs(); len(got) != 1 {
+	if got := (suite.Spec{}).Runs(); len(got) != 1 {
 		t.Errorf("an empty suite has %d runs, want 1 (the common flags alone)", len(got))
 	}
 }
@@ -115,7 +116,7 @@ func TestExampleRunFilesLoad(t *testing.T) {
 	if err := rf.apply(efs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if rf.suite == nil || len(rf.suite.runs()) != 4 || len(rf.suite.Nemesis) != 0 || e.budget != 10*time.Minute {
+	if rf.suite == nil || len(rf.suite.Runs()) != 4 || len(rf.suite.Nemesis) != 0 || e.budget != 10*time.Minute {
 		t.Errorf("nightly.yaml: suite %+v, budget %s; want 4 recipes, no nemesis, 10m", rf.suite, e.budget)
 	}
 	fs, o := runFlags()
@@ -163,7 +164,7 @@ func FuzzLoadRunFile(f *testing.F) {
 			t.Fatalf("a file that loaded does not apply: %v", err)
 		}
 		if rf.suite != nil {
-			_ = rf.suite.runs()
+			_ = rf.suite.Runs()
 		}
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/harness/explore"
+	"github.com/zlockcheck/zlockcheck/harness/suite"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
@@ -39,16 +40,16 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	if fs.NArg() > 0 {
 		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	sessions := []suiteRun{{}}
-	suite, err := applyRunFile(fs, *file)
+	sessions := []suite.Run{{}}
+	spec, err := applyRunFile(fs, *file)
 	if err != nil {
 		return exitError, err
 	}
-	if suite != nil {
-		if len(suite.Nemesis) > 0 {
+	if spec != nil {
+		if len(spec.Nemesis) > 0 {
 			return exitError, fmt.Errorf("%s: suite: field \"nemesis\": explore chooses the faults itself; list recipes and seeds", *file)
 		}
-		sessions = suite.runs()
+		sessions = spec.Runs()
 	}
 	keep, err := harness.ParseKeep(o.keep)
 	if err != nil {
@@ -64,11 +65,11 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		if ctx.Err() != nil {
 			break
 		}
-		if sr.recipe != "" {
-			o.recipe = sr.recipe
+		if sr.Recipe != "" {
+			o.recipe = sr.Recipe
 		}
-		if sr.seed != 0 {
-			o.cfg.Seed = sr.seed
+		if sr.Seed != 0 {
+			o.cfg.Seed = sr.Seed
 		}
 		if len(sessions) > 1 {
 			fmt.Fprintf(stderr, "[%d/%d] explore %s\n", i+1, len(sessions), o.recipe)

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/harness/suite"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
@@ -282,7 +282,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if fs.NArg() > 0 {
 		return exitError, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	suite, err := applyRunFile(fs, *file)
+	spec, err := applyRunFile(fs, *file)
 	if err != nil {
 		return exitError, err
 	}
@@ -294,8 +294,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, 
 	if err := o.sweep(ctx, stderr); err != nil {
 		return exitError, err
 	}
-	if suite != nil {
-		return runSuite(ctx, fs, &o, *suite, keep, stdout, stderr)
+	if spec != nil {
+		return runSuite(ctx, &o, *spec, keep, stdout, stderr)
 	}
 	cfg, err := o.config(stderr)
 	if err != nil {
@@ -361,74 +361,36 @@ func writeResultsJSON(w io.Writer, res report.Results) error {
 }
 
 // runSuite runs every recipe × nemesis × seed of a suite with the other flags in
-// common, prints a line per run and a table, and exits with the worst verdict.
-func runSuite(ctx context.Context, fs *flag.FlagSet, o *runOptions, suite suiteSpec, keep harness.Keep, stdout, stderr io.Writer) (int, error) {
-	runs := suite.runs()
-	worst := models.Valid
-	var rows []suiteRow
-	for i, sr := range runs {
-		if ctx.Err() != nil {
-			break
-		}
-		for name, value := range map[string]string{"recipe": sr.recipe, "nemesis": sr.nemesis, "seed": strconv.FormatInt(sr.seed, 10)} {
-			if value == "" || (name == "seed" && sr.seed == 0) {
-				continue
-			}
-			if err := fs.Set(name, value); err != nil {
-				return exitError, fmt.Errorf("suite run %d: %s: %w", i+1, name, err)
-			}
-		}
-		fmt.Fprintf(stderr, "[%d/%d] %s, nemesis %s, seed %d\n", i+1, len(runs), o.recipe, o.nemesis, o.cfg.Seed)
-		r := suiteTest(ctx, *o, keep, stderr)
-		worst = models.Worse(worst, r.verdict)
-		rows = append(rows, r)
+// common (harness/suite), prints a line per run and a table, and exits with the
+// worst verdict.
+func runSuite(ctx context.Context, o *runOptions, spec suite.Spec, keep harness.Keep, stdout, stderr io.Writer) (int, error) {
+	o.manyKinds = true // each run's settings are its recipe's kind's (suite.Plan.Config)
+	base, err := o.config(stderr)
+	if err != nil {
+		return exitError, err
 	}
+	base.Keep = keep
+	given, err := o.kinds.given(o.set)
+	if err != nil {
+		return exitError, err
+	}
+	plan := suite.Plan{Base: base, Given: given, Runs: spec.Runs()}
+	rows, worst := plan.Run(ctx, stderr)
 	if err := printSuite(stdout, rows, worst, o.jsonOut); err != nil {
 		return exitError, err
 	}
 	if ctx.Err() != nil {
-		return exitError, fmt.Errorf("suite interrupted after %d of %d runs", len(rows), len(runs))
+		return exitError, fmt.Errorf("suite interrupted after %d of %d runs", len(rows), len(plan.Runs))
 	}
 	return verdictCode(worst), nil
 }
 
-// suiteRow is one run of a suite: what it ran, its verdict, and its directory.
-type suiteRow struct {
-	run     suiteRun
-	verdict models.Verdict
-	// note is the error of a run whose verdict is models.Error.
-	note string
-	dir  string
-}
-
-// suiteTest runs the options' test of a suite.
-func suiteTest(ctx context.Context, o runOptions, keep harness.Keep, stderr io.Writer) suiteRow {
-	r := suiteRow{run: suiteRun{recipe: o.recipe, nemesis: o.nemesis, seed: o.cfg.Seed}, verdict: models.Error}
-	cfg, err := o.config(stderr)
-	if err == nil {
-		cfg.Keep = keep
-		var t harness.TestResult
-		t, err = test(ctx, cfg, stderr)
-		r.run.seed, r.dir = t.Config.Seed, t.Results.Dir
-		if err == nil {
-			r.verdict = t.Results.Verdict
-		}
-		if t.Removed {
-			r.dir = "(removed: --keep failed)"
-		}
-	}
-	if err != nil {
-		r.note = "error: " + err.Error()
-	}
-	return r
-}
-
 // printSuite prints a suite's runs: a table, or with jsonOut JSON with the exit code.
-func printSuite(stdout io.Writer, rows []suiteRow, worst models.Verdict, jsonOut bool) error {
+func printSuite(stdout io.Writer, rows []suite.Row, worst models.Verdict, jsonOut bool) error {
 	if jsonOut {
 		out := make([]map[string]any, 0, len(rows))
 		for _, r := range rows {
-			out = append(out, map[string]any{"recipe": r.run.recipe, "nemesis": r.run.nemesis, "seed": r.run.seed, "verdict": r.text(), "dir": r.dir})
+			out = append(out, map[string]any{"recipe": r.Run.Recipe, "nemesis": r.Run.Nemesis, "seed": r.Run.Seed, "verdict": suiteText(r), "dir": suiteDir(r)})
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -436,17 +398,25 @@ func printSuite(stdout io.Writer, rows []suiteRow, worst models.Verdict, jsonOut
 	}
 	fmt.Fprintf(stdout, "\n%-24s %-28s %-8s %s\n", "recipe", "nemesis", "seed", "verdict")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%-24s %-28s %-8d %s  %s\n", r.run.recipe, r.run.nemesis, r.run.seed, r.text(), r.dir)
+		fmt.Fprintf(stdout, "%-24s %-28s %-8d %s  %s\n", r.Run.Recipe, r.Run.Nemesis, r.Run.Seed, suiteText(r), suiteDir(r))
 	}
 	return nil
 }
 
-// text is the row's verdict as the suite's table shows it.
-func (r suiteRow) text() string {
-	if r.note != "" {
-		return r.note
+// suiteText is a row's verdict as the suite's table shows it.
+func suiteText(r suite.Row) string {
+	if r.Note != "" {
+		return r.Note
 	}
-	return string(r.verdict)
+	return string(r.Verdict)
+}
+
+// suiteDir is a row's directory as the suite's table shows it.
+func suiteDir(r suite.Row) string {
+	if r.Removed {
+		return "(removed: --keep failed)"
+	}
+	return r.Dir
 }
 
 // verdictCode is the exit code of a verdict.

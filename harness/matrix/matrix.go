@@ -129,7 +129,7 @@ func New(ctx context.Context, base harness.Config, recipes []string, setups []ne
 // planRow finds the row's service and deployment: the base's, or the first of the
 // kind's deployments whose run without faults the recipe accepts.
 func planRow(ctx context.Context, base harness.Config, name string, given []lockservice.Settings) (Row, error) {
-	open := base.ForRecipe(name, given...)
+	open := base.ForRecipe(name, given...).AsRow()
 	open.Name = "matrix-" + name
 	deployments := open.WithSetup(nemesis.Setup{Name: "none"}).Deployments()
 	var err error
