@@ -15,7 +15,6 @@ import (
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/harness/explore"
 	"github.com/zlockcheck/zlockcheck/harness/suite"
-	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -137,8 +136,8 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harnes
 	if err != nil {
 		return explore.Session{}, err
 	}
-	if !o.set["session-timeout"] && kind.Of(base.Defaults().Service).Lease {
-		base.SessionTimeout = explore.LeaseTTL
+	if !o.set["session-timeout"] {
+		base.SessionTimeout = 0 // explore's own choice (explore.Config.Base)
 	}
 	base.Keep = keep
 	var logw io.Writer

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/models/coverage"
 	"github.com/zlockcheck/zlockcheck/rundir"
@@ -40,7 +41,9 @@ const minRound = 10 * time.Second
 type Config struct {
 	// Base is every round's run before its probe is applied: recipe, workload kind,
 	// ensemble, store, name and keep policy; its Seed is the session's (0: drawn; round
-	// i runs with Seed+i). Run completes it once (harness.Config.Prepare).
+	// i runs with Seed+i). Run completes it once (harness.Config.Prepare); a
+	// SessionTimeout of 0 is explore's to choose: LeaseTTL on a kind whose session is
+	// a lease its recipe keeps, the harness's default otherwise.
 	Base harness.Config
 	// Budget is the session's time: no round starts once it is spent, and a round
 	// started near its end is shortened (down to ten seconds).
@@ -98,6 +101,16 @@ type Session struct {
 	Dir string `json:"-"`
 }
 
+// base is the session's base configuration: a kind whose session timeout is a lease
+// its recipe keeps (kind.Kind.Lease) gets LeaseTTL when the base gives none.
+func (cfg Config) base() harness.Config {
+	b := cfg.Base
+	if b.SessionTimeout == 0 && kind.Of(b.Defaults().Service).Lease {
+		b.SessionTimeout = LeaseTTL
+	}
+	return b
+}
+
 // Run is one session: it completes the base, starts one ensemble for every round
 // (harness.StartSite), spends the budget in rounds (each a harness.Test on that
 // ensemble) until it is spent, ctx is cancelled, or (without KeepGoing) a round is
@@ -110,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	if cfg.Budget <= 0 {
 		return Session{}, errors.New("explore: want a budget > 0")
 	}
-	base, err := cfg.Base.Prepare(ctx)
+	base, err := cfg.base().Prepare(ctx)
 	if err != nil {
 		return Session{}, err
 	}

@@ -3,6 +3,7 @@ package explore
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
@@ -81,6 +82,25 @@ func TestZooKeeperMenuIsProbes(t *testing.T) {
 	for name, classes := range want {
 		if !slices.Equal(got[name], classes) {
 			t.Errorf("probe %s: classes %v, want %v", name, got[name], classes)
+		}
+	}
+}
+
+// TestLeaseKindsGetAShortTTL: a session on a kind whose session timeout is a lease
+// its recipe keeps gets LeaseTTL unless the base gives one; ZooKeeper keeps the
+// harness's default.
+func TestLeaseKindsGetAShortTTL(t *testing.T) {
+	for _, c := range []struct {
+		recipe string
+		given  time.Duration
+		want   time.Duration
+	}{
+		{"redis-lock", 0, LeaseTTL}, {"pg-table", 0, LeaseTTL}, {"mariadb-getlock", 0, LeaseTTL},
+		{"redis-lock", 5 * time.Second, 5 * time.Second}, {"gozk", 0, 0},
+	} {
+		cfg := Config{Base: harness.Config{Recipe: c.recipe, SessionTimeout: c.given}}
+		if got := cfg.base().SessionTimeout; got != c.want {
+			t.Errorf("%s with %s given: %s, want %s", c.recipe, c.given, got, c.want)
 		}
 	}
 }
