@@ -92,7 +92,7 @@ mutants: build
 # recipe bug under it in 4 minutes each (about 30 minutes; docs/redis.md).
 mutants-redis: build
 	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_REDIS_MUTANTS=all $(GO) test -count=1 -timeout 60m -v \
-	  -run 'TestExploreCatchesEveryRedisMutant' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
+	  -run 'TestExploreCatchesEveryServiceMutant/redis' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
 	  grep -E '^(\s*---|ok|FAIL)|caught in|round [0-9]+ \(' $$log; rm -f $$log; exit $$rc
 
 # Every database mutant caught by the same explore command (only --recipe differs),
@@ -100,7 +100,7 @@ mutants-redis: build
 # under it in 4 minutes each (about 25 minutes; docs/databases.md).
 mutants-db: build
 	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_DB_MUTANTS=all $(GO) test -count=1 -timeout 60m -v \
-	  -run 'TestExploreCatchesEveryDatabaseMutant' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
+	  -run 'TestExploreCatchesEveryServiceMutant/databases' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
 	  grep -E '^(\s*---|ok|FAIL)|caught in|round [0-9]+ \(' $$log; rm -f $$log; exit $$rc
 # explore's control: the default explore command on zlc-mutex, curator-mutex and
 # kazoo-lock (a 5-minute budget each, about 16 minutes) reports no recipe bug.

@@ -258,7 +258,7 @@ func runNestedCycle(t *testing.T, s *plannedRun) {
 // acquire's unknown outcome and ends its cycle there, releasing nothing: the lost
 // event ended the outer level too: the nested acquire holds nothing (a fail) and the
 // outer release is recorded as lost. Else the history would keep it held for ever and a later grant to another would read as an overlap
-// (seen: TestRunDatabaseLocksAreValid/mariadb-getlock, a server killed as a nested
+// (seen: TestEveryKindRunsValid/mariadb-getlock, a server killed as a nested
 // GET_LOCK was asked).
 func TestV3LostDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
 	lost := workloads.Message{Event: workloads.EventLost, Error: "fake: the connection was closed, and the session's locks with it"}

@@ -10,73 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
-
-// requireRedis skips tests that need root, namespaces and Debian's redis-server
-// (fails under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
-func requireRedis(t *testing.T) {
-	t.Helper()
-	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer)
-}
-
-// TestRunRedisTopologiesAreValid: one run per topology, each valid, its liveness
-// judged through the lock's key: the single-instance lock on one instance, RedLock on
-// three, bsm/redislock on a primary with two replicas (AOF always); config.json
-// records the service; nothing of the run is left.
-func TestRunRedisTopologiesAreValid(t *testing.T) {
-	requireRedis(t)
-	cases := []struct {
-		name  string
-		args  []string
-		files []string
-	}{
-		{"redis-lock", []string{"--service", "redis", "--recipe", "redis-lock"}, []string{"servers/s1/redis.conf"}},
-		{"redsync", []string{"--service", "redis", "--redis-topology", "redlock", "--nodes", "3", "--recipe", "redsync"},
-			[]string{"servers/s1/redis.conf", "servers/s3/redis.conf"}},
-		{"replicas", []string{"--service", "redis", "--redis-topology", "replicas", "--redis-persistence", "aof-always", "--recipe", "redislock"},
-			[]string{"servers/s2/redis.conf", "servers/s1/data/appendonlydir"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			store := t.TempDir()
-			args := append([]string{"run", "--time", "10s", "--seed", "7", "--store", store}, c.args...)
-			code, stdout, stderr := zlockcheck(t, args...)
-			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
-			if code != exitValid {
-				t.Fatalf("exit %d, want %d (valid)", code, exitValid)
-			}
-			res := readResults(t, store)
-			acq := res["counts"].(map[string]any)["acquire"].(map[string]any)
-			if ok, _ := acq["ok"].(float64); ok < 20 {
-				t.Errorf("only %v acquires succeeded in 10 s", acq["ok"])
-			}
-			if !hasCheck(res, "liveness", "valid") {
-				t.Errorf("no valid liveness check (the final phase): %v", res["checks"])
-			}
-			for _, f := range append(c.files, "servers/s1/server.log", "history.jsonl") {
-				if _, err := os.Stat(filepath.Join(store, "latest", f)); err != nil {
-					t.Errorf("run directory lacks %s: %v", f, err)
-				}
-			}
-			var cfg struct {
-				Service string `json:"service"`
-				Redis   struct {
-					Topology, Persistence string
-				} `json:"redis"`
-			}
-			data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
-			if err != nil || json.Unmarshal(data, &cfg) != nil || cfg.Service != "redis" || cfg.Redis.Topology == "" || cfg.Redis.Persistence == "" {
-				t.Errorf("config.json does not record the service and its settings: %+v (%v)", cfg, err)
-			}
-			if !strings.Contains(stderr, "redis 7.") {
-				t.Errorf("the run's log does not say which Redis serves:\n%s", stderr)
-			}
-			assertNothingLeft(t, store)
-		})
-	}
-}
 
 // TestRedisLivenessNamesTheKeyOfADeadHolder: a lock key without expiry, its holder
 // killed, blocks every later acquire; the final phase's verdict names the key and the
@@ -121,18 +55,6 @@ func TestRedisLivenessNamesTheKeyOfADeadHolder(t *testing.T) {
 		t.Error("the liveness record does not name the lock's key owned by a dead session")
 	}
 	assertNothingLeft(t, store)
-}
-
-// hasCheck reports whether results hold a check of key with verdict.
-func hasCheck(res map[string]any, key, verdict string) bool {
-	checks, _ := res["checks"].([]any)
-	for _, c := range checks {
-		m, _ := c.(map[string]any)
-		if m["key"] == key && m["verdict"] == verdict {
-			return true
-		}
-	}
-	return false
 }
 
 // TestCleanupKillsALeftRedis: a redis-server running a configuration the tool wrote,

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
+)
+
+// requireRedis skips tests that need root, namespaces and Debian's redis-server
+// (fails under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
+func requireRedis(t *testing.T) {
+	t.Helper()
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer)
+}
+
+// requireDatabases skips tests that need root, namespaces, Debian's postgresql and
+// mariadb-server (fails under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
+func requireDatabases(t *testing.T) {
+	t.Helper()
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.NFTables, testenv.PostgreSQL, testenv.MariaDB)
+}
+
+// hasCheck reports whether results hold a check of key with verdict.
+func hasCheck(res map[string]any, key, verdict string) bool {
+	checks, _ := res["checks"].([]any)
+	for _, c := range checks {
+		m, _ := c.(map[string]any)
+		if m["key"] == key && m["verdict"] == verdict {
+			return true
+		}
+	}
+	return false
+}
+
+// kindRun is one run of TestEveryKindRunsValid.
+type kindRun struct {
+	name    string
+	require func(*testing.T)
+	args    []string
+	// service and settings are what config.json must record: the service, and a
+	// piece of its settings section ("": none asked).
+	service, settings string
+	// log is what the run's log says serves; files are what the run directory
+	// must hold.
+	log   string
+	files []string
+	// closed: the store is root's alone (mode 0700), which the postgres account
+	// cannot enter; its servers keep their files in a directory of their own.
+	closed bool
+	// parallel: runs side by side with the other parallel ones (independent
+	// namespaces and servers).
+	parallel bool
+}
+
+// TestEveryKindRunsValid: one run per kind and deployment, each under faults that
+// matter to it and that no correct recipe overlaps under, each valid with at least 20
+// grants and its liveness judged through the lock's own entries; config.json
+// records the service and its settings; the log says what served; nothing of the
+// run is left. Redis's topologies run one after another; the databases side by side.
+// (A server-ended session, connection-kill, makes an honest unfenced overlap on the
+// databases: docs/databases.md.)
+func TestEveryKindRunsValid(t *testing.T) {
+	redisFiles := []string{"servers/s1/server.log", "servers/s1/redis.conf"}
+	runs := []kindRun{
+		{name: "redis-lock", require: requireRedis, args: []string{"--service", "redis", "--recipe", "redis-lock"},
+			service: "redis", settings: `"topology": "single"`, log: "redis 7.", files: redisFiles},
+		{name: "redsync", require: requireRedis, args: []string{"--recipe", "redsync"},
+			service: "redis", settings: `"topology": "redlock"`, log: "redlock topology of 3", files: append(redisFiles, "servers/s3/redis.conf")},
+		{name: "redislock-replicas", require: requireRedis,
+			args:    []string{"--service", "redis", "--redis-topology", "replicas", "--redis-persistence", "aof-always", "--recipe", "redislock"},
+			service: "redis", settings: `"persistence": "aof-always"`, log: "replicas topology", files: append(redisFiles, "servers/s2/redis.conf", "servers/s1/data/appendonlydir")},
+		{name: "pg-table", require: requireDatabases, args: []string{"--recipe", "pg-table", "--nemesis", "reply-loss", "--nemesis-targets", "idle"},
+			service: "postgres", log: "PostgreSQL 15", parallel: true},
+		{name: "pg-table-expiry", require: requireDatabases,
+			args:    []string{"--recipe", "pg-table-expiry", "--nemesis", "client-partition", "--nemesis-targets", "holder", "--nodes", "2", "--db-keepalive", "30s"},
+			service: "postgres", settings: `"keepalive_ns": 30000000000`, log: "PostgreSQL 15", parallel: true},
+		{name: "pg-advisory", require: requireDatabases, args: []string{"--recipe", "pg-advisory", "--nemesis", "client-partition,kill", "--nemesis-targets", "holder"},
+			service: "postgres", log: "PostgreSQL 15", closed: true, parallel: true},
+		{name: "mariadb-getlock", require: requireDatabases, args: []string{"--recipe", "mariadb-getlock", "--nemesis", "client-kill,kill", "--nemesis-targets", "holder"},
+			service: "mariadb", log: "MariaDB 10.11", parallel: true},
+	}
+	for _, c := range runs {
+		t.Run(c.name, func(t *testing.T) {
+			c.require(t)
+			if c.parallel {
+				t.Parallel()
+			}
+			checkKindRun(t, c)
+		})
+	}
+}
+
+// checkKindRun makes run c and checks what TestEveryKindRunsValid asks of it.
+func checkKindRun(t *testing.T, c kindRun) {
+	store := keptIfFailed(t)
+	if c.closed {
+		if err := os.Chmod(store, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append([]string{"run", "--time", "12s", "--seed", "7", "--session-timeout", "2s", "--nemesis-interval", "2s", "--store", store}, c.args...)
+	code, stdout, stderr := zlockcheck(t, args...)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+	if code != exitValid {
+		t.Fatalf("exit %d, want %d (valid)", code, exitValid)
+	}
+	res := readResults(t, store)
+	acq := res["counts"].(map[string]any)["acquire"].(map[string]any)
+	if ok, _ := acq["ok"].(float64); ok < 20 {
+		t.Errorf("only %v acquires succeeded in 12 s", acq["ok"])
+	}
+	if !hasCheck(res, "liveness", "valid") {
+		t.Errorf("no valid liveness check (the final phase): %v", res["checks"])
+	}
+	for _, f := range append(c.files, "history.jsonl") {
+		if _, err := os.Stat(filepath.Join(store, "latest", f)); err != nil {
+			t.Errorf("run directory lacks %s: %v", f, err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
+	var cfg struct {
+		Service  string          `json:"service"`
+		Settings json.RawMessage `json:"settings"`
+	}
+	if err != nil || json.Unmarshal(data, &cfg) != nil || cfg.Service != c.service || !strings.Contains(string(data), c.settings) {
+		t.Errorf("config.json does not record the service %s and settings %s: %s (%v)", c.service, c.settings, data, err)
+	}
+	if !strings.Contains(stderr, c.log) {
+		t.Errorf("the run's log does not say %q:\n%s", c.log, stderr)
+	}
+	assertNothingLeft(t, store)
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "zlcpg-run-*")); c.closed && len(left) > 0 {
+		t.Errorf("the servers' own directories are left: %v", left)
+	}
+}

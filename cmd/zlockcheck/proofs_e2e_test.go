@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/harness/explore"
+	"github.com/zlockcheck/zlockcheck/models"
+)
+
+// proofExploreArgs is the one explore command line of the Redis and database proofs,
+// ZooKeeper's mutants' command: only --recipe differs between recipes (a RedLock
+// recipe gets the topology it needs by default), and nothing says where a bug is.
+func proofExploreArgs(recipe, store, budget string) []string {
+	return []string{"explore", "--allow-mutants", "--recipe", recipe, "--budget", budget,
+		"--seed", "1", "--store", store, "--quiet", "--json"}
+}
+
+// redisExploreSets are the recipes of the proof and the correct recipes' budget: the
+// short set in make test, run side by side (its control spends 60 s, not the mutants'
+// 4 minutes: make test must stay under 30 minutes), every Redis mutant and correct
+// recipe with ZLC_REDIS_MUTANTS=all (make mutants-redis), one after another.
+func redisExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
+	switch os.Getenv("ZLC_REDIS_MUTANTS") {
+	case "":
+		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "4m", "60s", true
+	case "all":
+		return []string{"mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redis-setnx-then-expire",
+				"mutant-redis-no-expiry", "mutant-redis-blind-del", "mutant-redis-static-value", "mutant-redlock-no-elapsed-check",
+				"mutant-redis-extend-recreates"},
+			[]string{"redis-lock", "redislock", "redsync"}, "4m", "4m", false
+	}
+	t.Fatalf("ZLC_REDIS_MUTANTS=%q: want all or nothing", os.Getenv("ZLC_REDIS_MUTANTS"))
+	return nil, nil, "", "", false
+}
+
+// runProofExplore runs the proof's command line on recipe and reads its session.
+// Its store is open to the database servers' users.
+func runProofExplore(t *testing.T, recipe, budget string) explore.Session {
+	t.Helper()
+	store := keptIfFailed(t)
+	code, stdout, stderr := zlockcheck(t, proofExploreArgs(recipe, store, budget)...)
+	var s explore.Session
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("exit %d: %v\nstdout:\n%s\nstderr:\n%s", code, err, stdout, stderr)
+	}
+	if len(s.Rounds) == 0 {
+		t.Fatalf("exit %d: no round ran:\n%s", code, stderr)
+	}
+	assertNothingLeft(t, store)
+	return s
+}
+
+// proofSet is one kind's recipes for TestExploreCatchesEveryServiceMutant.
+type proofSet struct {
+	name    string
+	require func(*testing.T)
+	// sets gives the mutants, the correct recipes, their budgets and whether they
+	// run side by side (the short set of make test, or all of them).
+	sets func(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool)
+	// why is, for some mutants, what the cause of their finding must say.
+	why map[string]string
+}
+
+// TestExploreCatchesEveryServiceMutant: on Redis and on the databases, the one
+// explore command finds each mutant invalid by its own bug (a recipe-bug overlap, or
+// liveness: a lock nobody can take), not by an honest cause, within its budget; the
+// correct recipes under it show no recipe bug (each round valid, or invalid by an
+// honest cause: a session the server ended, a failover). make mutants-redis and make
+// mutants-db run every mutant of their kind (ZLC_REDIS_MUTANTS=all, ZLC_DB_MUTANTS=all).
+func TestExploreCatchesEveryServiceMutant(t *testing.T) {
+	for _, set := range []proofSet{
+		{name: "redis", require: requireRedis, sets: redisExploreSets},
+		{name: "databases", require: requireDatabases, sets: dbExploreSets, why: map[string]string{noExpiryTable: noExpiryWhy}},
+	} {
+		t.Run(set.name, func(t *testing.T) {
+			set.require(t)
+			mutants, correct, mutantBudget, correctBudget, parallel := set.sets(t)
+			for _, recipe := range mutants {
+				t.Run(recipe, func(t *testing.T) {
+					if parallel {
+						t.Parallel()
+					}
+					checkMutantCaught(t, recipe, mutantBudget, set.why[recipe])
+				})
+			}
+			for _, recipe := range correct {
+				t.Run(recipe, func(t *testing.T) {
+					if parallel {
+						t.Parallel()
+					}
+					checkNoRecipeBug(t, recipe, correctBudget)
+				})
+			}
+		})
+	}
+}
+
+// checkMutantCaught runs the proof's command on a mutant: invalid by its own bug, and
+// (why not empty) by a liveness cause saying why.
+func checkMutantCaught(t *testing.T, recipe, budget, why string) {
+	s := runProofExplore(t, recipe, budget)
+	last := s.Rounds[len(s.Rounds)-1]
+	if s.Verdict != models.Invalid || last.Verdict != models.Invalid {
+		t.Fatalf("%d rounds in %s: %s, want invalid: %+v", len(s.Rounds), s.Elapsed, s.Verdict, s.Rounds)
+	}
+	if last.Honest {
+		t.Fatalf("round %d (%s): invalid only by %q, which a correct recipe shows too: %s", len(s.Rounds), last.Probe, last.Cause, last.Dir)
+	}
+	if got := livenessWhy(t, last.Dir); why != "" && !strings.Contains(got, why) {
+		t.Fatalf("round %d (%s): %q, want the liveness cause %q: %s", len(s.Rounds), last.Probe, got, why, last.Dir)
+	}
+	t.Logf("caught in round %d (%s, cause %q) after %s", len(s.Rounds), last.Probe, last.Cause, s.Elapsed.Round(time.Second))
+}
+
+// checkNoRecipeBug runs the proof's command on a correct recipe: every round valid,
+// or invalid by an honest cause.
+func checkNoRecipeBug(t *testing.T, recipe, budget string) {
+	s := runProofExplore(t, recipe, budget)
+	for i, r := range s.Rounds {
+		if ok := r.Verdict == models.Valid || r.Verdict == models.Invalid && r.Honest; !ok {
+			t.Errorf("round %d (%s, seed %d): %s %q: %s", i+1, r.Probe, r.Seed, r.Verdict, r.Cause, r.Dir)
+		}
+		t.Logf("round %d (%s): %s %s", i+1, r.Probe, r.Verdict, r.Cause)
+	}
+}
+
+// dbExploreSets are the database proof's recipes and budgets: in make test a short
+// set (two mutants its first probe catches, each with a minute, and pg-advisory's
+// control for 60 s: make test must stay under 30 minutes), run side by side; with ZLC_DB_MUTANTS=all (make mutants-db)
+// every database mutant with the Redis proof's 4 minutes, every correct database
+// recipe with 4 minutes, and pg-table, one after another.
+func dbExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
+	switch os.Getenv("ZLC_DB_MUTANTS") {
+	case "":
+		return []string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "60s", true
+	case "all":
+		return []string{"mutant-pg-advisory-xact-lock", "mutant-pg-advisory-pool", "mutant-pg-advisory-unlock-once",
+				"mutant-pg-advisory-no-heartbeat", "mutant-mariadb-pool", "mutant-mariadb-unlock-once", "mutant-mariadb-no-heartbeat",
+				"mutant-pg-table-delete-by-name", "mutant-pg-table-blind-retry", "mutant-pg-table-takeover-keeps-token", noExpiryTable},
+			[]string{"pg-table-expiry", "pg-advisory", "mariadb-getlock"}, "4m", "4m", false
+	}
+	t.Fatalf("ZLC_DB_MUTANTS=%q: want all or nothing", os.Getenv("ZLC_DB_MUTANTS"))
+	return nil, nil, "", "", false
+}
+
+// noExpiryTable is the articles' lock table as they describe it, without expiry: a
+// holder that dies leaves its row, and the row blocks everyone for ever (the
+// articles' own first objection). Explore must find that, as it finds any mutant,
+// and say it: a recipe bug whose cause is the entry nobody removes.
+const noExpiryTable = "pg-table"
+
+// noExpiryWhy is what the cause of noExpiryTable's finding must say.
+const noExpiryWhy = "nothing removes the entry of an owner that died"
+
+// livenessWhy is the cause the final phase gave in a round's results.json ("" when
+// it found none).
+func livenessWhy(t *testing.T, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Checks []struct {
+			Key   string `json:"key"`
+			Cause *struct {
+				Why string `json:"why"`
+			} `json:"cause"`
+		} `json:"checks"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	for _, c := range res.Checks {
+		if c.Key == "liveness" && c.Cause != nil {
+			return c.Cause.Why
+		}
+	}
+	return ""
+}
