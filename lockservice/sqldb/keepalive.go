@@ -94,15 +94,3 @@ func keepAliveSetting(n kind.Name, k KeepAlive) string {
 	}
 	return fmt.Sprintf("%s (%s; zlockcheck --db-keepalive sets them)", names[n], now)
 }
-
-// VanishedClientKept says what bounds how long a PostgreSQL server keeps the session
-// of a client that vanished (nemesis.SessionKeeper).
-func (p *Postgres) VanishedClientKept() string {
-	return keepAliveSetting(kind.Postgres, DBKeepAlive(p.cfg.KeepAlive))
-}
-
-// VanishedClientKept says what bounds how long a MariaDB server keeps the connection
-// of a client that vanished (nemesis.SessionKeeper).
-func (m *MariaDB) VanishedClientKept() string {
-	return keepAliveSetting(kind.MariaDB, DBKeepAlive(m.cfg.KeepAlive))
-}

@@ -33,7 +33,7 @@ func (m *MariaDB) PlainLoops(ctx context.Context, path string, n int, d, session
 		return b, errors.New("mariadb: no server for the baseline")
 	}
 	s := m.Servers[0]
-	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
+	return dbPlainRun(ctx, b, s, hold, func() (dbPlainClient, error) {
 		return newMariaDBPlain(m.Dial, s.ClientAddr(), locknames.MariaDBLockName(path), dbPlainIO(sessionTimeout))
 	})
 }

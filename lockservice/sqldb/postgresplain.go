@@ -34,15 +34,15 @@ func (p *Postgres) PlainLoops(ctx context.Context, path string, n int, d, sessio
 	if id, ok := p.Leader(ctx); ok {
 		s = p.Servers[id-1]
 	}
-	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
+	return dbPlainRun(ctx, b, s, hold, func() (dbPlainClient, error) {
 		return &pgPlain{dial: p.Dial, addr: s.ClientAddr(), key: locknames.PostgresAdvisoryKey(path), io: dbPlainIO(sessionTimeout)}, nil
 	})
 }
 
-// dbPlainRun runs a database's plain loop on server id (at addr): b.Goroutines
-// clients made by open, each connected before the clock starts (or an error naming
-// the server), loop for b.Duration; b is returned with what they achieved.
-func dbPlainRun(ctx context.Context, b lockservice.Baseline, id int, addr string, hold func(int) time.Duration, open func() (dbPlainClient, error)) (lockservice.Baseline, error) {
+// dbPlainRun runs a database's plain loop on server s: b.Goroutines clients made by
+// open, each connected before the clock starts (or an error naming the server), loop
+// for b.Duration; b is returned with what they achieved.
+func dbPlainRun(ctx context.Context, b lockservice.Baseline, s *Server, hold func(int) time.Duration, open func() (dbPlainClient, error)) (lockservice.Baseline, error) {
 	clients := make([]dbPlainClient, b.Goroutines)
 	for i := range clients {
 		c, err := open()
@@ -51,7 +51,7 @@ func dbPlainRun(ctx context.Context, b lockservice.Baseline, id int, addr string
 		}
 		defer c.close()
 		if err := c.connect(ctx); err != nil {
-			return b, fmt.Errorf("baseline client %d: server %d (%s): %w", i, id, addr, err)
+			return b, fmt.Errorf("baseline client %d: server %d (%s): %w", i, s.ID, s.ClientAddr(), err)
 		}
 		clients[i] = c
 	}
