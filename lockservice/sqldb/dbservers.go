@@ -37,17 +37,13 @@ type dbLayout struct {
 	conf   string      // the configuration the tool writes, relative to that directory
 	port   int         // the client port
 	perm   os.FileMode // of the server's directory (PostgreSQL's account owns its own)
-	// stop is the signal that shuts a server down at Close: SIGQUIT, PostgreSQL's
-	// immediate shutdown (a smart one, SIGTERM, would wait for the clients), or
-	// SIGTERM, MariaDB's normal one.
+	// stop is the signal that shuts a server down at Close.
 	stop syscall.Signal
+	// keepAlive names the server's settings for KeepAlive's Idle, Interval and
+	// Probes, and, when there is a fourth, its bound on unacknowledged data
+	// (UserTimeout, in milliseconds).
+	keepAlive []string
 }
-
-// The two kinds' layouts.
-var (
-	pgLayout      = dbLayout{kind.Postgres, pgDirPrefix, "data/postgresql.conf", postgresPort, 0o700, syscall.SIGQUIT}
-	mariadbLayout = dbLayout{kind.MariaDB, mariadbDirPrefix, "my.cnf", mariadbPort, 0o755, syscall.SIGTERM}
-)
 
 // dbServers is what a run's PostgreSQL and its MariaDB share: the run network
 // (Managed, Dial), the servers and how they are laid out, the keepalive they were
@@ -143,7 +139,7 @@ func (d *dbServers) waitServers(ctx context.Context, timeout time.Duration, serv
 // VanishedClientKept says what bounds how long a server keeps the session of a
 // client that vanished, and its locks (nemesis.SessionKeeper).
 func (d *dbServers) VanishedClientKept() string {
-	return keepAliveSetting(d.layout.kind, DBKeepAlive(d.keepAlive))
+	return keepAliveSetting(d.layout, DBKeepAlive(d.keepAlive))
 }
 
 // eachServer runs fn on every server at once and returns what each gave, in order.
