@@ -39,6 +39,8 @@ type dbLayout struct {
 	perm   os.FileMode // of the server's directory (PostgreSQL's account owns its own)
 	// stop is the signal that shuts a server down at Close.
 	stop syscall.Signal
+	// comms are its processes' command names.
+	comms []string
 	// keepAlive names the server's settings for KeepAlive's Idle, Interval and
 	// Probes, and, when there is a fourth, its bound on unacknowledged data
 	// (UserTimeout, in milliseconds).

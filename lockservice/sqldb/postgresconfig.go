@@ -45,7 +45,7 @@ const postgresPort = 5432
 // in its data directory, owned by the postgres user. Close shuts it down with SIGQUIT,
 // an immediate shutdown (a smart one, SIGTERM, would wait for the clients).
 var pgLayout = dbLayout{kind: kind.Postgres, prefix: pgDirPrefix, conf: "data/postgresql.conf", port: postgresPort,
-	perm: 0o700, stop: syscall.SIGQUIT,
+	perm: 0o700, stop: syscall.SIGQUIT, comms: []string{"postgres"},
 	keepAlive: []string{"tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout"}}
 
 // dbMarker opens every configuration file the tool writes for a database server:
