@@ -169,23 +169,6 @@ func (m *MariaDB) Version(ctx context.Context) string {
 	return ""
 }
 
-// KillConnection ends connection id on server (KILL CONNECTION): the server-side
-// kill of a session. Connection ids are per server, so the server is named.
-func (m *MariaDB) KillConnection(ctx context.Context, server int, id uint64) error {
-	s, err := m.server(server)
-	if err != nil {
-		return err
-	}
-	err = m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("mariadb: kill connection %d on server %d: %w", id, server, err)
-	}
-	return nil
-}
-
 // ServerOf is the server a client is connected to, from information_schema's
 // processlist: the first with a connection whose id is session (the worker reports
 // CONNECTION_ID() as its session, "0x<hex>"; a decimal id is read too) from addr
