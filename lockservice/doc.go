@@ -2,7 +2,8 @@
 // Service a run sees (start, wait until serving, which server a client is on and
 // which leads, version, close on every exit path), the registry of how each kind's
 // servers start (RegisterStart, Register) and are swept (RegisterSweep), and what the
-// kinds share: the run network's server addresses (ServerAddr), a server's host in a
+// kinds share: the run network's server addresses (ServerAddr), a server of a run
+// (Member: its id, host, client port and files), a server's host in a
 // namespace (NSHost) and the wait until servers serve (WaitServing), SSH nodes
 // (SSHConfig, their sweep), a lock's reader (LockReader) and session names, the
 // plain client loop's yardstick (Baseline), and the index of the tool's namespaces

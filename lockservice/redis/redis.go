@@ -17,30 +17,15 @@ import (
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
-// RedisInstance is one redis-server of a run: its id, where it runs, its files.
-type RedisInstance struct {
-	// ID is the instance's number, from 1 (instance 1 is the replicas' primary).
-	ID int
-	// Host is where it runs: starting, killing and signalling it, changing its
-	// network and reading its log all go through it (a namespace, nsHost).
-	Host nemesis.ServerHost
-	// Dir holds its redis.conf (Conf), log (Log), pid file and data directory.
-	Dir  string
-	Conf string
-	Log  string
-}
-
-// ClientAddr is the instance's client address, host:6379.
-func (in *RedisInstance) ClientAddr() string {
-	return netip.AddrPortFrom(in.Host.Addr(), redisPort).String()
-}
-
 // Redis is a running set of Redis instances, each in its own namespace of the run's
 // network (server N at ServerAddr(N), port 6379), started fresh for the run.
 type Redis struct {
 	lockservice.InNamespaces
-	cfg       RedisConfig
-	Instances []*RedisInstance
+	cfg RedisConfig
+	// Instances are the redis-servers, by number from 1 (instance 1 is the
+	// replicas' primary), each with its redis.conf (Conf), log, pid file and data
+	// directory in its Dir.
+	Instances []*lockservice.Member
 }
 
 var _ lockservice.Service = (*Redis)(nil)
@@ -76,12 +61,12 @@ func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redi
 }
 
 // addInstance makes instance id's namespace on the network and writes its files.
-func (r *Redis) addInstance(ctx context.Context, id int) (*RedisInstance, error) {
+func (r *Redis) addInstance(ctx context.Context, id int) (*lockservice.Member, error) {
 	ns, err := r.Net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
 	if err != nil {
 		return nil, err
 	}
-	in := &RedisInstance{ID: id, Dir: filepath.Join(r.cfg.Dir, ns.Name)}
+	in := &lockservice.Member{ID: id, Port: redisPort, Dir: filepath.Join(r.cfg.Dir, ns.Name)}
 	f := redisFiles{Conf: filepath.Join(in.Dir, "redis.conf"), Log: filepath.Join(in.Dir, "server.log"),
 		Pid: filepath.Join(in.Dir, "redis.pid"), Data: filepath.Join(in.Dir, "data")}
 	in.Conf, in.Log = f.Conf, f.Log
@@ -104,25 +89,17 @@ func (r *Redis) Settings() RedisSettings { return r.cfg.RedisSettings }
 
 // Connect is every instance's address, host:6379,..., instance 1 (the primary) first.
 func (r *Redis) Connect() string {
-	addrs := make([]string, len(r.Instances))
-	for i, in := range r.Instances {
-		addrs[i] = in.ClientAddr()
-	}
-	return strings.Join(addrs, ",")
+	return strings.Join(lockservice.ClientAddrs(r.Instances), ",")
 }
 
 // Nodes are the instances as the nemesis addresses them.
 func (r *Redis) Nodes() []nemesis.Server {
-	out := make([]nemesis.Server, len(r.Instances))
-	for i, in := range r.Instances {
-		out[i] = nemesis.Server{ID: in.ID, Host: in.Host, ClientPort: redisPort}
-	}
-	return out
+	return lockservice.Nodes(r.Instances)
 }
 
 // call sends commands to an instance over a fresh connection, bounded by opTimeout,
 // and returns their replies (an error reply is a respError among them).
-func (r *Redis) call(ctx context.Context, in *RedisInstance, cmds ...[]string) ([]any, error) {
+func (r *Redis) call(ctx context.Context, in *lockservice.Member, cmds ...[]string) ([]any, error) {
 	conn, err := r.Dial(ctx, in.ClientAddr(), lockservice.OpTimeout)
 	if err != nil {
 		return nil, err
@@ -139,7 +116,7 @@ func (r *Redis) call(ctx context.Context, in *RedisInstance, cmds ...[]string) (
 }
 
 // do sends one command to an instance; an error reply is the error.
-func (r *Redis) do(ctx context.Context, in *RedisInstance, args ...string) (any, error) {
+func (r *Redis) do(ctx context.Context, in *lockservice.Member, args ...string) (any, error) {
 	out, err := r.call(ctx, in, args)
 	if err != nil {
 		return nil, err
@@ -151,7 +128,7 @@ func (r *Redis) do(ctx context.Context, in *RedisInstance, args ...string) (any,
 }
 
 // info is one section of an instance's INFO as key:value pairs.
-func (r *Redis) info(ctx context.Context, in *RedisInstance, section string) (map[string]string, error) {
+func (r *Redis) info(ctx context.Context, in *lockservice.Member, section string) (map[string]string, error) {
 	v, err := r.do(ctx, in, "INFO", section)
 	if err != nil {
 		return nil, err
@@ -239,7 +216,7 @@ func waitGroupGone(pgid int, within time.Duration) error {
 }
 
 // serving is nil when instance in answers PING and, as a replica, is linked.
-func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
+func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	cmds := [][]string{{"PING"}}
 	replica := r.cfg.Topology == RedisReplicas && in.ID > 1
 	if replica {
@@ -275,8 +252,7 @@ func (r *Redis) serving(ctx context.Context, in *RedisInstance) error {
 func (r *Redis) WaitServing(ctx context.Context, timeout time.Duration) error {
 	checks := make([]lockservice.ServerCheck, len(r.Instances))
 	for i, in := range r.Instances {
-		checks[i] = lockservice.ServerCheck{Name: fmt.Sprintf("instance %d", in.ID), What: fmt.Sprintf("instance %d (%s, %s)", in.ID, in.ClientAddr(), in.Host),
-			Host: in.Host, Log: in.Log, Serving: func(ctx context.Context) error { return r.serving(ctx, in) }}
+		checks[i] = in.Check("instance", func(ctx context.Context) error { return r.serving(ctx, in) })
 	}
 	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "redis not serving", "not every instance serves", func() lockservice.ServingPoll {
 		return lockservice.Poll(ctx, checks)

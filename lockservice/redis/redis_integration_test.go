@@ -189,7 +189,7 @@ func checkLockReader(t *testing.T, r *Redis) {
 	if names, err := lock.Entries(key, true); err != nil || len(names) != 0 {
 		t.Fatalf("Entries of a free lock = %v, %v", names, err)
 	}
-	holders := []*RedisInstance{r.Instances[0]}
+	holders := []*lockservice.Member{r.Instances[0]}
 	if r.cfg.Topology == RedisRedlock {
 		// One instance is no majority: nobody holds the lock yet.
 		if _, err := r.do(ctx, r.Instances[0], "SET", key, "0x2a:minority", "PX", "60000"); err != nil {

@@ -79,7 +79,7 @@ func clientMatch(c redisClient, id uint64, hasID bool, addr netip.Addr) bool {
 
 // clients asks one instance for CLIENT LIST, leaving out the asking connection
 // itself and the replication links.
-func (r *Redis) clients(ctx context.Context, in *RedisInstance) ([]redisClient, error) {
+func (r *Redis) clients(ctx context.Context, in *lockservice.Member) ([]redisClient, error) {
 	out, err := r.call(ctx, in, []string{"CLIENT", "ID"}, []string{"CLIENT", "LIST"})
 	if err != nil {
 		return nil, err
@@ -229,7 +229,7 @@ func majorityValue(values []*string) (string, bool) {
 }
 
 // get reads key on one instance; false when it does not exist.
-func (r *Redis) get(ctx context.Context, in *RedisInstance, key string) (string, bool, error) {
+func (r *Redis) get(ctx context.Context, in *lockservice.Member, key string) (string, bool, error) {
 	v, err := r.do(ctx, in, "GET", key)
 	if err != nil {
 		return "", false, fmt.Errorf("redis instance %d: GET %s: %w", in.ID, key, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,15 +58,15 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		if err != nil {
 			continue
 		}
-		dk := dbKindOf(pid)
-		if dk == "" {
+		l, ok := dbLayoutOf(pid)
+		if !ok {
 			continue
 		}
 		// Namespace before directory: a process that exits between the two reads
 		// (a backend ending) then shows no namespace and is skipped, never taken
 		// for one whose namespace was deleted.
 		id := lockservice.NetnsOf(pid)
-		dir, deleted, ok := ownDBDir(pid, dk)
+		dir, deleted, ok := ownDBDir(pid, l)
 		if !ok || id == (lockservice.NSID{}) {
 			continue
 		}
@@ -73,10 +74,10 @@ func FindLeftDatabases() ([]LeftDatabase, error) {
 		if err != nil || !deleted && (liveNS || recordedLive(dir)) {
 			continue
 		}
-		l := leftAt(byDir, dir, dk)
-		l.Pids = append(l.Pids, pid)
+		left := leftAt(byDir, dir, l.kind)
+		left.Pids = append(left.Pids, pid)
 		if liveNS {
-			l.Namespace = ns
+			left.Namespace = ns
 		}
 	}
 	addRecorded(byDir)
@@ -133,9 +134,11 @@ func addRecorded(byDir map[string]*LeftDatabase) {
 			continue
 		}
 		dir := strings.TrimSpace(string(data))
-		dk := kind.Postgres
-		if strings.HasPrefix(filepath.Base(dir), mariadbDirPrefix) {
-			dk = kind.MariaDB
+		dk := kind.Postgres // unless the directory's name is another kind's
+		for _, l := range dbLayouts {
+			if strings.HasPrefix(filepath.Base(dir), l.prefix) {
+				dk = l.kind
+			}
 		}
 		leftAt(byDir, dir, dk).Namespace = ns
 	}
@@ -158,7 +161,7 @@ func CleanupDatabases() ([]LeftDatabase, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, l := range left {
 		for _, pid := range l.Pids {
-			for lockservice.Running(pid) && dbKindOf(pid) != "" {
+			for lockservice.Running(pid) && isDBServer(pid) {
 				if time.Now().After(deadline) {
 					errs = append(errs, fmt.Errorf("%s %d (%s) outlived SIGKILL for 5s", l.Kind, pid, l.Dir))
 					break
@@ -166,53 +169,55 @@ func CleanupDatabases() ([]LeftDatabase, error) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		if l.Kind == kind.Postgres {
-			errs = append(errs, removeLeftSegment(filepath.Join(l.Dir, "data")))
-		}
-		errs = append(errs, removeDBDir(l.Namespace, l.Dir))
+		// removeLeftSegment finds nothing of MariaDB's (no postmaster.pid).
+		errs = append(errs, removeLeftSegment(filepath.Join(l.Dir, "data")), removeDBDir(l.Namespace, l.Dir))
 	}
 	return left, errors.Join(errs...)
 }
 
-// dbKindOf is the kind of database server process pid is (its command name), ""
-// for any other process.
-func dbKindOf(pid int) kind.Name {
+// dbLayouts are the database kinds' layouts: what the sweep looks for.
+var dbLayouts = []dbLayout{pgLayout, mariadbLayout}
+
+// dbLayoutOf is the layout of the kind of database server process pid is (by its
+// command name); false for any other process.
+func dbLayoutOf(pid int) (dbLayout, bool) {
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if err != nil {
-		return ""
+		return dbLayout{}, false
 	}
-	switch strings.TrimSpace(string(comm)) {
-	case "postgres":
-		return kind.Postgres
-	case "mariadbd", "mysqld":
-		return kind.MariaDB
+	for _, l := range dbLayouts {
+		if slices.Contains(l.comms, strings.TrimSpace(string(comm))) {
+			return l, true
+		}
 	}
-	return ""
+	return dbLayout{}, false
 }
 
-// ownDBDir is the tool's server directory that process pid runs in: its working
-// directory is data/ in a directory named zlcpg-sN or zlcmariadb-sN whose
-// configuration starts with dbMarker, or such a directory that was deleted (then the
-// configuration cannot be read; its name is all there is).
-func ownDBDir(pid int, k kind.Name) (dir string, deleted, ok bool) {
+// isDBServer reports whether process pid is a database server.
+func isDBServer(pid int) bool {
+	_, ok := dbLayoutOf(pid)
+	return ok
+}
+
+// ownDBDir is the tool's server directory that process pid, a server laid out as l,
+// runs in: its working directory is data/ in a directory named with l's prefix and a
+// number whose configuration (l.conf) starts with dbMarker, or such a directory that
+// was deleted (then the configuration cannot be read; its name is all there is).
+func ownDBDir(pid int, l dbLayout) (dir string, deleted, ok bool) {
 	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 	if err != nil {
 		return "", false, false
 	}
 	cwd, deleted = strings.CutSuffix(cwd, " (deleted)")
 	dir = filepath.Dir(cwd)
-	prefix, conf := pgDirPrefix, filepath.Join(cwd, "postgresql.conf")
-	if k == kind.MariaDB {
-		prefix, conf = mariadbDirPrefix, filepath.Join(dir, "my.cnf")
-	}
-	n, found := strings.CutPrefix(filepath.Base(dir), prefix)
+	n, found := strings.CutPrefix(filepath.Base(dir), l.prefix)
 	if _, err := strconv.Atoi(n); !found || err != nil || filepath.Base(cwd) != "data" {
 		return "", false, false
 	}
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		deleted = true
 	}
-	if !deleted && !startsWithMarker(conf) {
+	if !deleted && !startsWithMarker(filepath.Join(dir, l.conf)) {
 		return "", false, false
 	}
 	return dir, deleted, true

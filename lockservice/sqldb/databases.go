@@ -109,8 +109,7 @@ func timed(phases *[]startPhase, name string, fn func() error) error {
 // whose name lacks the database prefixes (it removes nothing but the tool's own).
 func removeDBDir(ns, dir string) error {
 	if dir != "" {
-		base := filepath.Base(dir)
-		if !strings.HasPrefix(base, pgDirPrefix) && !strings.HasPrefix(base, mariadbDirPrefix) {
+		if !slices.ContainsFunc(dbLayouts, func(l dbLayout) bool { return strings.HasPrefix(filepath.Base(dir), l.prefix) }) {
 			return fmt.Errorf("refusing to remove %s: not a database server's directory", dir)
 		}
 		if err := os.RemoveAll(dir); err != nil {

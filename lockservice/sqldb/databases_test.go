@@ -176,8 +176,8 @@ func TestRunDirForAClosedStore(t *testing.T) {
 // and client-vanish at the servers' client port, which a database's nodes must name
 // (not ZooKeeper's 2181, which no worker's connection uses here).
 func TestNodesNameTheClientPort(t *testing.T) {
-	p := &Postgres{Servers: []*PostgresServer{{ID: 1}, {ID: 2}}}
-	m := &MariaDB{Servers: []*MariaDBServer{{ID: 1}}}
+	p := &Postgres{dbServers: dbServers{Servers: []*Server{pgLayout.server("/x", 1, ""), pgLayout.server("/x", 2, "")}}}
+	m := &MariaDB{dbServers: dbServers{Servers: []*Server{mariadbLayout.server("/x", 1, "")}}}
 	for name, c := range map[string]struct {
 		nodes []nemesis.Server
 		port  int

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,27 +33,6 @@ import (
 // pgRowEntry names the lock table's row among a PostgreSQL lock's entries.
 const pgRowEntry = "row"
 
-// dbLockEntry is one entry of a database lock: its name and the session owning it.
-type dbLockEntry struct {
-	name, owner string
-	waiting     bool // a waiter, not a holder
-}
-
-// holdersFirst orders entries read from several servers: every holder, then every
-// waiter, each server's order kept.
-func holdersFirst(entries []dbLockEntry) []dbLockEntry {
-	slices.SortStableFunc(entries, func(a, b dbLockEntry) int {
-		switch {
-		case a.waiting == b.waiting:
-			return 0
-		case b.waiting:
-			return -1
-		}
-		return 1
-	})
-	return entries
-}
-
 // pgServerLock is what one server says about a lock.
 type pgServerLock struct {
 	recovery bool
@@ -69,7 +46,7 @@ const pgUndefinedTable = "42P01"
 
 // readServerLock reads lockPath's row and advisory lock on server s, in the lock's
 // database, over one connection.
-func (p *Postgres) readServerLock(ctx context.Context, s *PostgresServer, lockPath string) pgServerLock {
+func (p *Postgres) readServerLock(ctx context.Context, s *Server, lockPath string) pgServerLock {
 	var out pgServerLock
 	out.err = p.queryAs(ctx, s, "postgres", DatabaseName, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
 		if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&out.recovery); err != nil {
@@ -122,16 +99,7 @@ func advisoryEntries(ctx context.Context, c *pgx.Conn, key int64) ([]dbLockEntry
 // parallel. A server that does not answer is left out; none answering as the
 // primary is an error.
 func (p *Postgres) lockEntries(ctx context.Context, lockPath string) ([]dbLockEntry, error) {
-	reads := make([]pgServerLock, len(p.Servers))
-	var wg sync.WaitGroup
-	for i, s := range p.Servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reads[i] = p.readServerLock(ctx, s, lockPath)
-		}()
-	}
-	wg.Wait()
+	reads := eachServer(p.Servers, func(s *Server) pgServerLock { return p.readServerLock(ctx, s, lockPath) })
 	var out, advisory []dbLockEntry
 	leader := false
 	var errs []string
@@ -161,12 +129,12 @@ func (p *Postgres) lockEntries(ctx context.Context, lockPath string) ([]dbLockEn
 
 // leaderOrder is the order in which Leader looks for the primary: the server last
 // promoted, then every server by number.
-func (p *Postgres) leaderOrder() []*PostgresServer {
+func (p *Postgres) leaderOrder() []*Server {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	order := append([]*PostgresServer(nil), p.Servers...)
+	order := append([]*Server(nil), p.Servers...)
 	if p.promoted > 0 && p.promoted <= len(order) {
-		order = append([]*PostgresServer{order[p.promoted-1]}, order...)
+		order = append([]*Server{order[p.promoted-1]}, order...)
 	}
 	return order
 }
@@ -204,46 +172,8 @@ func (PostgresLock) OutlivesSession(entry string) bool { return entry == pgRowEn
 // Close: the reader holds no connection.
 func (PostgresLock) Close() {}
 
-// entryNames are the entries' names.
-func entryNames(es []dbLockEntry) []string {
-	var out []string
-	for _, e := range es {
-		out = append(out, e.name)
-	}
-	return out
-}
-
-// entryOwner is the owner of the entry called name among es (false: none), or err.
-func entryOwner(es []dbLockEntry, name string, err error) (string, bool, error) {
-	if err != nil {
-		return "", false, err
-	}
-	for _, e := range es {
-		if e.name == name {
-			return e.owner, true, nil
-		}
-	}
-	return "", false, nil
-}
-
 // LiveSessions are the sessions (SessionName of the backend pid) of every client
 // backend on every server that answers.
 func (p *Postgres) LiveSessions(ctx context.Context) map[string]bool {
-	alive := map[string]bool{}
-	for _, bs := range p.allBackends(ctx) {
-		for _, b := range bs {
-			alive[lockservice.SessionName(uint64(b.pid))] = true
-		}
-	}
-	return alive
-}
-
-// sessionNumber reads a session as the workers report it, "0x<hex>" (SessionName),
-// or a plain decimal number; false when it is neither or 0.
-func sessionNumber(s string) (uint64, bool) {
-	if n, ok := lockservice.ParseSession(s); ok {
-		return n, n > 0
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil && n > 0
+	return liveSessions(p.allConns(ctx, p.backends))
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -25,7 +24,7 @@ import (
 // before the waiters.
 
 // readMariaDBLock reads the lock's holder and waiters on server s.
-func (m *MariaDB) readMariaDBLock(ctx context.Context, s *MariaDBServer, name string) ([]dbLockEntry, error) {
+func (m *MariaDB) readMariaDBLock(ctx context.Context, s *Server, name string) ([]dbLockEntry, error) {
 	var out []dbLockEntry
 	entry := func(id int64, waiting bool) dbLockEntry {
 		return dbLockEntry{name: fmt.Sprintf("s%d-%d", s.ID, id), owner: lockservice.SessionName(uint64(id)), waiting: waiting}
@@ -63,25 +62,22 @@ func (m *MariaDB) readMariaDBLock(ctx context.Context, s *MariaDBServer, name st
 // parallel; no server answering is an error.
 func (m *MariaDB) lockEntries(ctx context.Context, lockPath string) ([]dbLockEntry, error) {
 	name := locknames.MariaDBLockName(lockPath)
-	reads := make([][]dbLockEntry, len(m.Servers))
-	errs := make([]error, len(m.Servers))
-	var wg sync.WaitGroup
-	for i, s := range m.Servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reads[i], errs[i] = m.readMariaDBLock(ctx, s, name)
-		}()
+	type read struct {
+		es  []dbLockEntry
+		err error
 	}
-	wg.Wait()
+	reads := eachServer(m.Servers, func(s *Server) read {
+		es, err := m.readMariaDBLock(ctx, s, name)
+		return read{es, err}
+	})
 	var out []dbLockEntry
 	var failed []string
 	for i, s := range m.Servers {
-		if errs[i] != nil {
-			failed = append(failed, fmt.Sprintf("server %d: %v", s.ID, errs[i]))
+		if reads[i].err != nil {
+			failed = append(failed, fmt.Sprintf("server %d: %v", s.ID, reads[i].err))
 			continue
 		}
-		out = append(out, reads[i]...)
+		out = append(out, reads[i].es...)
 	}
 	if len(failed) == len(m.Servers) {
 		return nil, fmt.Errorf("mariadb: reading lock %s: no server answers (%s)", name, strings.Join(failed, "; "))
@@ -120,11 +116,5 @@ func (mariadbLock) Close() {}
 // connection on every server that answers. Ids repeat across servers: a session
 // is live when a connection with its id is on any server.
 func (m *MariaDB) LiveSessions(ctx context.Context) map[string]bool {
-	alive := map[string]bool{}
-	for _, cs := range m.allConnections(ctx) {
-		for _, c := range cs {
-			alive[lockservice.SessionName(c.id)] = true
-		}
-	}
-	return alive
+	return liveSessions(m.allConns(ctx, m.connections))
 }

@@ -53,10 +53,7 @@ func (m *MariaDB) KillSession(ctx context.Context, server int, session string) (
 	if err != nil {
 		return 0, err
 	}
-	err = m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-		return err
-	})
+	err = m.killConnection(ctx, s, id)
 	var me *mysql.MySQLError
 	switch {
 	case errors.As(err, &me) && me.Number == mariadbUnknownThread:
@@ -65,4 +62,25 @@ func (m *MariaDB) KillSession(ctx context.Context, server int, session string) (
 		return 0, fmt.Errorf("mariadb: kill session %s (connection %d) on server %d: %w", session, id, server, err)
 	}
 	return 1, nil
+}
+
+// KillConnection ends connection id on server (KILL CONNECTION), as KillSession does,
+// but an unknown connection is an error.
+func (m *MariaDB) KillConnection(ctx context.Context, server int, id uint64) error {
+	s, err := m.server(server)
+	if err != nil {
+		return err
+	}
+	if err := m.killConnection(ctx, s, id); err != nil {
+		return fmt.Errorf("mariadb: kill connection %d on server %d: %w", id, server, err)
+	}
+	return nil
+}
+
+// killConnection is KILL CONNECTION id on server s.
+func (m *MariaDB) killConnection(ctx context.Context, s *Server, id uint64) error {
+	return m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+		return err
+	})
 }

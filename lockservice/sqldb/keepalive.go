@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
-	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // Linux's TCP keepalive defaults (net.ipv4.tcp_keepalive_time, _intvl, _probes): what
@@ -80,29 +80,29 @@ func (k KeepAlive) Bound() time.Duration {
 	return time.Duration(k.Idle+k.Probes*k.Interval) * time.Second
 }
 
-// keepAliveSetting names the settings that bound how long kind's server keeps a
-// vanished client's session, with their value now (k): what a finding's fix says.
-func keepAliveSetting(n kind.Name, k KeepAlive) string {
-	names := map[kind.Name]string{
-		kind.Postgres: "PostgreSQL's tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count and tcp_user_timeout, and the server host's net.ipv4.tcp_retries2",
-		kind.MariaDB:  "MariaDB's tcp_keepalive_time, tcp_keepalive_interval and tcp_keepalive_probes, and the server host's net.ipv4.tcp_retries2",
+// confLines are k's settings in a server's configuration, "name = value" with the
+// kind's names (dbLayout.keepAlive); none when k leaves them to the kernel.
+func (k KeepAlive) confLines(names []string) []string {
+	if !k.Set() {
+		return nil
 	}
+	values := []int64{int64(k.Idle), int64(k.Interval), int64(k.Probes), k.UserTimeout().Milliseconds()}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%s = %d", n, values[i])
+	}
+	return out
+}
+
+// keepAliveSetting names the settings that bound how long a server laid out as l
+// keeps a vanished client's session, with their value now (k): what a finding's fix
+// says.
+func keepAliveSetting(l dbLayout, k KeepAlive) string {
+	names := strings.Join(l.keepAlive[:len(l.keepAlive)-1], ", ") + " and " + l.keepAlive[len(l.keepAlive)-1]
 	now := fmt.Sprintf("now %d s, %d s and %d probes, %d retransmissions: about %s", k.Idle, k.Interval, k.Probes, k.Retries, k.Bound())
 	if !k.Set() {
 		now = fmt.Sprintf("now the kernel's: %s idle, %d probes %s apart, 15 retransmissions: %s for an idle session, about 15 min for one the server was answering",
 			kernelKeepAliveIdle, kernelKeepAliveProbes, kernelKeepAliveInterval, k.Bound())
 	}
-	return fmt.Sprintf("%s (%s; zlockcheck --db-keepalive sets them)", names[n], now)
-}
-
-// VanishedClientKept says what bounds how long a PostgreSQL server keeps the session
-// of a client that vanished (nemesis.SessionKeeper).
-func (p *Postgres) VanishedClientKept() string {
-	return keepAliveSetting(kind.Postgres, DBKeepAlive(p.cfg.KeepAlive))
-}
-
-// VanishedClientKept says what bounds how long a MariaDB server keeps the connection
-// of a client that vanished (nemesis.SessionKeeper).
-func (m *MariaDB) VanishedClientKept() string {
-	return keepAliveSetting(kind.MariaDB, DBKeepAlive(m.cfg.KeepAlive))
+	return fmt.Sprintf("%s's %s, and the server host's net.ipv4.tcp_retries2 (%s; zlockcheck --db-keepalive sets them)", l.kind.Title(), names, now)
 }

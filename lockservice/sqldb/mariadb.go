@@ -10,50 +10,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/nemesis"
 )
-
-// MariaDBServer is one mariadbd of a run: its id, where it runs, its files.
-type MariaDBServer struct {
-	// ID is the server's number, from 1.
-	ID int
-	// Host is where it runs (a namespace of the run's network).
-	Host nemesis.ServerHost
-	// Dir (zlcmariadb-sN in the run directory) holds my.cnf (Conf), the init-file,
-	// the error log (Log), the pid file and the data directory (Data).
-	Dir  string
-	Conf string
-	Log  string
-	Data string
-
-	ns   string
-	host dbHost
-}
-
-// ClientAddr is the server's client address, host:3306.
-func (s *MariaDBServer) ClientAddr() string {
-	return netip.AddrPortFrom(s.Host.Addr(), mariadbPort).String()
-}
 
 // MariaDB is a running set of independent MariaDB servers (usually one), each in its
 // own namespace of the run's network (server N at ServerAddr(N), port 3306), made
 // fresh for the run by mariadb-install-db.
 type MariaDB struct {
-	lockservice.InNamespaces
-	cfg     MariaDBConfig
-	Servers []*MariaDBServer
-
-	phases []startPhase // how long each step of StartMariaDB took
+	dbServers
+	cfg MariaDBConfig
 }
 
 var _ lockservice.Service = (*MariaDB)(nil)
@@ -66,7 +37,7 @@ func StartMariaDB(ctx context.Context, net *netns.Network, cfg MariaDBConfig) (*
 	if err := checkMariaDB(&cfg); err != nil {
 		return nil, err
 	}
-	m := &MariaDB{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg}
+	m := &MariaDB{dbServers: newDBServers(net, mariadbLayout, cfg.KeepAlive), cfg: cfg}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	for id := 1; id <= cfg.Nodes; id++ {
@@ -76,7 +47,7 @@ func StartMariaDB(ctx context.Context, net *netns.Network, cfg MariaDBConfig) (*
 	}
 	for _, s := range m.Servers {
 		if err := s.host.Start(ctx); err != nil {
-			return m, fmt.Errorf("mariadb server %d: %w", s.ID, err)
+			return m, m.errorf(s, err)
 		}
 	}
 	return m, timed(&m.phases, "started and serving", func() error { return m.WaitServing(ctx, cfg.StartTimeout) })
@@ -104,29 +75,16 @@ func checkMariaDB(cfg *MariaDBConfig) error {
 	return nil
 }
 
-// addServer makes server id's namespace, directory, configuration and data
-// directory. The server is in m.Servers (for Close) as soon as its namespace exists.
+// addServer makes server id (dbServers.addServer), its configuration, init-file and
+// data directory.
 func (m *MariaDB) addServer(ctx context.Context, id int) error {
-	ns, err := m.Net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+	s, err := m.dbServers.addServer(ctx, m.cfg.Dir, id, func(s *Server) []string {
+		return []string{m.cfg.Binary, "--defaults-file=" + s.Conf}
+	})
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(m.cfg.Dir, mariadbDirPrefix+strconv.Itoa(id))
-	f := mariadbFiles{Conf: filepath.Join(dir, "my.cnf"), Init: filepath.Join(dir, "init.sql"),
-		Log: filepath.Join(dir, "server.log"), Pid: filepath.Join(dir, "mariadb.pid"), Data: filepath.Join(dir, "data")}
-	s := &MariaDBServer{ID: id, Dir: dir, Conf: f.Conf, Log: f.Log, Data: f.Data, ns: ns.Netns}
-	s.host = dbHost{lockservice.NewNSHost(id, ns, []string{m.cfg.Binary, "--defaults-file=" + f.Conf}, f.Log)}
-	s.Host = s.host
-	m.Servers = append(m.Servers, s)
-	if err := writeDBRecord(ns.Netns, dir); err != nil {
-		return err
-	}
-	if err := DBKeepAlive(m.cfg.KeepAlive).applyRetries(ctx, ns.Netns); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("mariadb server %d: %w", id, err)
-	}
+	f := mariadbFiles{Conf: s.Conf, Init: filepath.Join(s.Dir, "init.sql"), Log: s.Log, Pid: filepath.Join(s.Dir, "mariadb.pid"), Data: s.Data}
 	if err := os.WriteFile(f.Conf, mariadbConf(id, m.cfg.Nodes, lockservice.ServerAddr(id), f, m.cfg.KeepAlive), 0o644); err != nil {
 		return err
 	}
@@ -135,9 +93,9 @@ func (m *MariaDB) addServer(ctx context.Context, id int) error {
 	}
 	cmd := exec.CommandContext(ctx, m.cfg.InstallDB, "--defaults-file="+f.Conf,
 		"--auth-root-authentication-method=normal", "--skip-test-db")
-	cmd.Dir = dir
+	cmd.Dir = s.Dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mariadb server %d: mariadb-install-db: %w: %s", id, err, lastLines(string(out), 8))
+		return m.errorf(s, fmt.Errorf("mariadb-install-db: %w: %s", err, lastLines(string(out), 8)))
 	}
 	return nil
 }
@@ -155,20 +113,11 @@ func lastLines(text string, n int) string {
 // comma-separated, server 1 first, as user DatabaseUser (no password) on database
 // DatabaseName: zlc@tcp(10.77.1.1:3306)/zlc,zlc@tcp(10.77.1.2:3306)/zlc.
 func (m *MariaDB) Connect() string {
-	dsns := make([]string, len(m.Servers))
-	for i, s := range m.Servers {
-		dsns[i] = fmt.Sprintf("%s@tcp(%s)/%s", DatabaseUser, s.ClientAddr(), DatabaseName)
+	dsns := lockservice.ClientAddrs(m.Servers)
+	for i, a := range dsns {
+		dsns[i] = fmt.Sprintf("%s@tcp(%s)/%s", DatabaseUser, a, DatabaseName)
 	}
 	return strings.Join(dsns, ",")
-}
-
-// Nodes are the servers as the nemesis addresses them.
-func (m *MariaDB) Nodes() []nemesis.Server {
-	out := make([]nemesis.Server, len(m.Servers))
-	for i, s := range m.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Host: s.Host, ClientPort: mariadbPort}
-	}
-	return out
 }
 
 // Leader is server 1 when it is the only one; independent servers have none.
@@ -179,19 +128,9 @@ func (m *MariaDB) Leader(context.Context) (int, bool) {
 	return 0, false
 }
 
-// Close stops every server (SIGTERM, a normal shutdown; SIGKILL of whatever is left
-// after 3 s) and removes its directory.
-func (m *MariaDB) Close() error {
-	var errs []error
-	for _, s := range m.Servers {
-		errs = append(errs, s.host.stop(syscall.SIGTERM, 3*time.Second), removeDBDir(s.ns, s.Dir))
-	}
-	return errors.Join(errs...)
-}
-
 // query runs fn on a fresh connection from the harness to server s as its
 // administrator, everything bounded by within.
-func (m *MariaDB) query(ctx context.Context, s *MariaDBServer, within time.Duration, fn func(context.Context, *sql.Conn) error) error {
+func (m *MariaDB) query(ctx context.Context, s *Server, within time.Duration, fn func(context.Context, *sql.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	cfg := mysql.NewConfig()
@@ -215,14 +154,6 @@ func (m *MariaDB) query(ctx context.Context, s *MariaDBServer, within time.Durat
 	return fn(ctx, c)
 }
 
-// server is server id, or an error naming the valid ids.
-func (m *MariaDB) server(id int) (*MariaDBServer, error) {
-	if id < 1 || id > len(m.Servers) {
-		return nil, fmt.Errorf("mariadb: no server %d (1..%d)", id, len(m.Servers))
-	}
-	return m.Servers[id-1], nil
-}
-
 // Version is what the first server that answers says it runs (SELECT VERSION(),
 // e.g. "10.11.19-MariaDB-0+deb12u1"), "" when none answers.
 func (m *MariaDB) Version(ctx context.Context) string {
@@ -238,72 +169,18 @@ func (m *MariaDB) Version(ctx context.Context) string {
 	return ""
 }
 
-// KillConnection ends connection id on server (KILL CONNECTION): the server-side
-// kill of a session. Connection ids are per server, so the server is named.
-func (m *MariaDB) KillConnection(ctx context.Context, server int, id uint64) error {
-	s, err := m.server(server)
-	if err != nil {
-		return err
-	}
-	err = m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("mariadb: kill connection %d on server %d: %w", id, server, err)
-	}
-	return nil
-}
-
 // ServerOf is the server a client is connected to, from information_schema's
 // processlist: the first with a connection whose id is session (the worker reports
 // CONNECTION_ID() as its session, "0x<hex>"; a decimal id is read too) from addr
 // (ids repeat across independent servers; any address if addr is invalid), else
 // the first with a connection from addr.
 func (m *MariaDB) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
-	id, hasID := sessionNumber(session)
-	all := m.allConnections(ctx)
-	for _, byID := range []bool{true, false} {
-		if byID && !hasID || !byID && !addr.IsValid() {
-			continue
-		}
-		for i, cs := range all {
-			for _, c := range cs {
-				fromAddr := !addr.IsValid() || c.addr == addr
-				if byID && c.id == id && fromAddr || !byID && fromAddr {
-					return m.Servers[i].ID, true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
-// mariadbConn is one client connection: its id and its client's address.
-type mariadbConn struct {
-	id   uint64
-	addr netip.Addr
-}
-
-// allConnections reads every server's TCP client connections (none for one that
-// does not answer), in parallel.
-func (m *MariaDB) allConnections(ctx context.Context) [][]mariadbConn {
-	out := make([][]mariadbConn, len(m.Servers))
-	var wg sync.WaitGroup
-	for i, s := range m.Servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i], _ = m.connections(ctx, s)
-		}()
-	}
-	wg.Wait()
-	return out
+	return m.serverOf(m.allConns(ctx, m.connections), addr, session, true)
 }
 
 // connections reads server s's client connections but the harness's own.
-func (m *MariaDB) connections(ctx context.Context, s *MariaDBServer) ([]mariadbConn, error) {
-	var out []mariadbConn
+func (m *MariaDB) connections(ctx context.Context, s *Server) ([]dbConn, error) {
+	var out []dbConn
 	err := m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error {
 		rows, err := c.QueryContext(ctx, "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()")
 		if err != nil {
@@ -311,14 +188,13 @@ func (m *MariaDB) connections(ctx context.Context, s *MariaDBServer) ([]mariadbC
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var mc mariadbConn
+			var id uint64
 			var host string
-			if err := rows.Scan(&mc.id, &host); err != nil {
+			if err := rows.Scan(&id, &host); err != nil {
 				return err
 			}
 			if ap, err := netip.ParseAddrPort(host); err == nil {
-				mc.addr = ap.Addr().Unmap()
-				out = append(out, mc)
+				out = append(out, dbConn{id: id, addr: ap.Addr().Unmap()})
 			}
 		}
 		return rows.Err()
@@ -330,14 +206,7 @@ func (m *MariaDB) connections(ctx context.Context, s *MariaDBServer) ([]mariadbC
 // has run by then). A server that exited, or the timeout, is an error naming each
 // server that does not serve, why, and the tail of its log.
 func (m *MariaDB) WaitServing(ctx context.Context, timeout time.Duration) error {
-	checks := make([]lockservice.ServerCheck, len(m.Servers))
-	for i, s := range m.Servers {
-		checks[i] = lockservice.ServerCheck{Name: fmt.Sprintf("server %d", s.ID), What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
-			Host: s.Host, Log: s.Log, Serving: func(ctx context.Context) error {
-				return m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error { return c.PingContext(ctx) })
-			}}
-	}
-	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "mariadb not serving", "not every server serves", func() lockservice.ServingPoll {
-		return lockservice.Poll(ctx, checks)
-	})
+	return m.waitServers(ctx, timeout, func(ctx context.Context, s *Server) error {
+		return m.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *sql.Conn) error { return c.PingContext(ctx) })
+	}, m.Servers...)
 }

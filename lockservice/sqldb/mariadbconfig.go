@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // MariaDBConfig says how to run a run's MariaDB servers: one, or Nodes independent
@@ -29,6 +32,12 @@ type MariaDBConfig struct {
 
 // mariadbPort is every MariaDB server's port (each has its own address).
 const mariadbPort = 3306
+
+// mariadbLayout is how the tool lays out a MariaDB server: zlcmariadb-sN with its
+// my.cnf. Close shuts it down with SIGTERM, a normal shutdown.
+var mariadbLayout = dbLayout{kind: kind.MariaDB, prefix: mariadbDirPrefix, conf: "my.cnf", port: mariadbPort,
+	perm: 0o755, stop: syscall.SIGTERM, comms: []string{"mariadbd", "mysqld"},
+	keepAlive: []string{"tcp_keepalive_time", "tcp_keepalive_interval", "tcp_keepalive_probes"}}
 
 func (c *MariaDBConfig) defaults() {
 	if c.Nodes == 0 {
@@ -84,13 +93,8 @@ func mariadbConf(id, nodes int, addr netip.Addr, f mariadbFiles, keepAlive time.
 		// Workers each hold a dedicated connection, polls open more.
 		"max_connections = 200",
 	}
-	if k := DBKeepAlive(keepAlive); k.Set() {
-		// How soon the server gives up on a client that vanished (client-vanish).
-		lines = append(lines,
-			fmt.Sprintf("tcp_keepalive_time = %d", k.Idle),
-			fmt.Sprintf("tcp_keepalive_interval = %d", k.Interval),
-			fmt.Sprintf("tcp_keepalive_probes = %d", k.Probes))
-	}
+	// How soon the server gives up on a client that vanished (client-vanish).
+	lines = append(lines, DBKeepAlive(keepAlive).confLines(mariadbLayout.keepAlive)...)
 	return []byte(strings.Join(lines, "\n") + "\n")
 }
 

@@ -28,12 +28,7 @@ import (
 // (one round trip a statement). Every connection must open before the clock starts,
 // or PlainLoops fails naming the server.
 func (m *MariaDB) PlainLoops(ctx context.Context, path string, n int, d, sessionTimeout time.Duration, hold func(int) time.Duration) (lockservice.Baseline, error) {
-	b := lockservice.Baseline{Goroutines: n, Duration: d}
-	if len(m.Servers) == 0 {
-		return b, errors.New("mariadb: no server for the baseline")
-	}
-	s := m.Servers[0]
-	return dbPlainRun(ctx, b, s.ID, s.ClientAddr(), hold, func() (dbPlainClient, error) {
+	return m.plainRun(ctx, n, d, hold, m.Leader, func(s *Server) (dbPlainClient, error) {
 		return newMariaDBPlain(m.Dial, s.ClientAddr(), locknames.MariaDBLockName(path), dbPlainIO(sessionTimeout))
 	})
 }

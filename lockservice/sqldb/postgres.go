@@ -11,47 +11,22 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/nemesis"
 )
-
-// PostgresServer is one postgres of a run: its id, where it runs, its files.
-type PostgresServer struct {
-	// ID is the server's number: 1 the primary, 2 the standby.
-	ID int
-	// Host is where it runs (a namespace of the run's network): starting, killing,
-	// signalling and its log go through it.
-	Host nemesis.ServerHost
-	// Dir (zlcpg-sN in the run directory) holds the data directory (Data, whose
-	// postgresql.conf the tool wrote) and the server's log (Log).
-	Dir  string
-	Data string
-	Log  string
-
-	ns   string
-	host dbHost
-}
-
-// ClientAddr is the server's client address, host:5432.
-func (s *PostgresServer) ClientAddr() string {
-	return netip.AddrPortFrom(s.Host.Addr(), postgresPort).String()
-}
 
 // Postgres is a running set of Postgres servers, a primary and optionally one
 // streaming standby, each in its own namespace of the run's network (server N at
 // ServerAddr(N), port 5432), made fresh for the run by initdb (the standby by
 // pg_basebackup) and run as the postgres user. Failover swaps the two.
 type Postgres struct {
-	lockservice.InNamespaces
-	cfg     PostgresConfig
-	user    osUser
-	Servers []*PostgresServer
+	dbServers
+	cfg  PostgresConfig
+	user osUser
 
 	mu       sync.Mutex
 	promoted int // the server last promoted (0: none)
@@ -59,8 +34,6 @@ type Postgres struct {
 
 	failing      sync.Mutex   // one Failover at a time
 	lastFailover []startPhase // how long each step of the last Failover took (mu)
-
-	phases []startPhase // how long each step of StartPostgres took
 }
 
 var _ lockservice.Service = (*Postgres)(nil)
@@ -76,7 +49,7 @@ func StartPostgres(ctx context.Context, net *netns.Network, cfg PostgresConfig) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Postgres{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg, user: u, primary: 1}
+	p := &Postgres{dbServers: newDBServers(net, pgLayout, cfg.KeepAlive), cfg: cfg, user: u, primary: 1}
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	primary, err := p.addServer(ctx, 1, p.initdb)
@@ -150,40 +123,26 @@ func runDirFor(dir, account string) (string, bool, error) {
 	return own, true, nil
 }
 
-// addServer makes server id's namespace and directory, fills its data directory
-// with makeData, writes its configuration and starts it. The server is in
-// p.Servers (for Close) as soon as its namespace exists.
-func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.Context, *PostgresServer) error) (*PostgresServer, error) {
-	ns, err := p.Net.AddHost(ctx, fmt.Sprintf("s%d", id), lockservice.ServerAddr(id))
+// addServer makes server id (dbServers.addServer), owned by the postgres user, fills
+// its data directory with makeData, writes its configuration and starts it.
+func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.Context, *Server) error) (*Server, error) {
+	s, err := p.dbServers.addServer(ctx, p.cfg.Dir, id, func(s *Server) []string {
+		return asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "postgres"), "-D", s.Data)
+	})
 	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(p.cfg.Dir, pgDirPrefix+strconv.Itoa(id))
-	s := &PostgresServer{ID: id, Dir: dir, Data: filepath.Join(dir, "data"), Log: filepath.Join(dir, "server.log"), ns: ns.Netns}
-	p.Servers = append(p.Servers, s)
-	argv := asUser(p.user, dir, filepath.Join(p.cfg.BinDir, "postgres"), "-D", s.Data)
-	s.host = dbHost{lockservice.NewNSHost(id, ns, argv, s.Log)}
-	s.Host = s.host
-	if err := writeDBRecord(ns.Netns, dir); err != nil {
 		return s, err
 	}
-	if err := DBKeepAlive(p.cfg.KeepAlive).applyRetries(ctx, ns.Netns); err != nil {
-		return s, err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return s, fmt.Errorf("postgres server %d: %w", id, err)
-	}
-	if err := os.Lchown(dir, p.user.UID, p.user.GID); err != nil {
+	if err := os.Lchown(s.Dir, p.user.UID, p.user.GID); err != nil {
 		return s, err
 	}
 	if err := timed(&p.phases, fmt.Sprintf("server %d's data", id), func() error { return makeData(ctx, s) }); err != nil {
-		return s, fmt.Errorf("postgres server %d: %w", id, err)
+		return s, p.errorf(s, err)
 	}
 	if err := p.writeConf(s); err != nil {
-		return s, fmt.Errorf("postgres server %d: %w", id, err)
+		return s, p.errorf(s, err)
 	}
 	if err := s.host.Start(ctx); err != nil {
-		return s, fmt.Errorf("postgres server %d: %w", id, err)
+		return s, p.errorf(s, err)
 	}
 	return s, nil
 }
@@ -191,7 +150,7 @@ func (p *Postgres) addServer(ctx context.Context, id int, makeData func(context.
 // initdb makes a fresh cluster in s.Data as the postgres user. --no-sync (a fast
 // start): initdb does not fsync the files it wrote; the cluster lives as long as
 // the run, and the server fsyncs as usual from then on.
-func (p *Postgres) initdb(ctx context.Context, s *PostgresServer) error {
+func (p *Postgres) initdb(ctx context.Context, s *Server) error {
 	argv := asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "initdb"), "-D", s.Data, "-U", "postgres",
 		"-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	return p.runAsUser(ctx, s, "initdb", argv)
@@ -200,7 +159,7 @@ func (p *Postgres) initdb(ctx context.Context, s *PostgresServer) error {
 // basebackup clones the primary (primaryID) into s.Data from the standby's
 // namespace. --checkpoint=fast (a fast start): the primary checkpoints at once
 // instead of spreading it over checkpoint_timeout; --no-sync as for initdb.
-func (p *Postgres) basebackup(ctx context.Context, s *PostgresServer) error {
+func (p *Postgres) basebackup(ctx context.Context, s *Server) error {
 	argv := asUser(p.user, s.Dir, filepath.Join(p.cfg.BinDir, "pg_basebackup"), "-h", lockservice.ServerAddr(p.primaryID()).String(),
 		"-p", strconv.Itoa(postgresPort), "-U", "postgres", "-w", "-D", s.Data,
 		"--checkpoint=fast", "--no-sync", "-X", "stream")
@@ -212,7 +171,7 @@ func (p *Postgres) basebackup(ctx context.Context, s *PostgresServer) error {
 
 // runAsUser runs argv (asUser's) on the host and returns an error naming it, with
 // its output.
-func (p *Postgres) runAsUser(ctx context.Context, s *PostgresServer, name string, argv []string) error {
+func (p *Postgres) runAsUser(ctx context.Context, s *Server, name string, argv []string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "HOME="+s.Dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -223,7 +182,7 @@ func (p *Postgres) runAsUser(ctx context.Context, s *PostgresServer, name string
 
 // writeConf writes s's postgresql.conf and pg_hba.conf, owned by the postgres user;
 // a server other than the primary (primaryID) is its standby.
-func (p *Postgres) writeConf(s *PostgresServer) error {
+func (p *Postgres) writeConf(s *Server) error {
 	var primary netip.Addr
 	if id := p.primaryID(); s.ID != id {
 		primary = lockservice.ServerAddr(id)
@@ -245,7 +204,7 @@ func (p *Postgres) writeConf(s *PostgresServer) error {
 }
 
 // createLockDatabase makes the lock's role and database on the primary.
-func (p *Postgres) createLockDatabase(ctx context.Context, s *PostgresServer) error {
+func (p *Postgres) createLockDatabase(ctx context.Context, s *Server) error {
 	return p.query(ctx, s, 10*time.Second, func(ctx context.Context, c *pgx.Conn) error {
 		for _, q := range []string{
 			"CREATE ROLE " + DatabaseUser + " LOGIN",
@@ -265,30 +224,5 @@ func (p *Postgres) createLockDatabase(ctx context.Context, s *PostgresServer) er
 // postgres://zlc@10.77.1.1:5432,10.77.1.2:5432/zlc?sslmode=disable. It stays the
 // same after a Failover: the workers ask for a read-write server.
 func (p *Postgres) Connect() string {
-	addrs := make([]string, len(p.Servers))
-	for i, s := range p.Servers {
-		addrs[i] = s.ClientAddr()
-	}
-	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", DatabaseUser, strings.Join(addrs, ","), DatabaseName)
-}
-
-// Nodes are the servers as the nemesis addresses them.
-func (p *Postgres) Nodes() []nemesis.Server {
-	out := make([]nemesis.Server, len(p.Servers))
-	for i, s := range p.Servers {
-		out[i] = nemesis.Server{ID: s.ID, Host: s.Host, ClientPort: postgresPort}
-	}
-	return out
-}
-
-// Close stops every server (SIGQUIT, Postgres's immediate shutdown, which also
-// frees its shared memory; then SIGKILL of whatever is left in its namespace) and
-// removes its directory. A smart shutdown (SIGTERM) would wait for the clients.
-func (p *Postgres) Close() error {
-	var errs []error
-	for _, s := range p.Servers {
-		errs = append(errs, s.host.stop(syscall.SIGQUIT, 3*time.Second))
-		errs = append(errs, removeLeftSegment(s.Data), removeDBDir(s.ns, s.Dir))
-	}
-	return errors.Join(errs...)
+	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", DatabaseUser, strings.Join(lockservice.ClientAddrs(p.Servers), ","), DatabaseName)
 }

@@ -74,7 +74,7 @@ func databasesUnder(dir string) []int {
 	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || dbKindOf(pid) == "" {
+		if err != nil || !isDBServer(pid) {
 			continue
 		}
 		if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); strings.HasPrefix(cwd, dir) {

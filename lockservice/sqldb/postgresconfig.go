@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // PostgresConfig says how to run a run's Postgres servers: a primary (server 1) and,
@@ -37,6 +40,13 @@ const (
 
 // postgresPort is every Postgres server's port (each has its own address).
 const postgresPort = 5432
+
+// pgLayout is how the tool lays out a Postgres server: zlcpg-sN, its postgresql.conf
+// in its data directory, owned by the postgres user. Close shuts it down with SIGQUIT,
+// an immediate shutdown (a smart one, SIGTERM, would wait for the clients).
+var pgLayout = dbLayout{kind: kind.Postgres, prefix: pgDirPrefix, conf: "data/postgresql.conf", port: postgresPort,
+	perm: 0o700, stop: syscall.SIGQUIT, comms: []string{"postgres"},
+	keepAlive: []string{"tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout"}}
 
 // dbMarker opens every configuration file the tool writes for a database server:
 // cleanup kills only a server whose configuration starts with it.
@@ -98,14 +108,8 @@ func postgresConf(id int, addr netip.Addr, primary netip.Addr, keepAlive time.Du
 		"datestyle = 'iso, mdy'",
 		"timezone = 'UTC'",
 	}
-	if k := DBKeepAlive(keepAlive); k.Set() {
-		// How soon the server gives up on a client that vanished (client-vanish).
-		lines = append(lines,
-			fmt.Sprintf("tcp_keepalives_idle = %d", k.Idle),
-			fmt.Sprintf("tcp_keepalives_interval = %d", k.Interval),
-			fmt.Sprintf("tcp_keepalives_count = %d", k.Probes),
-			fmt.Sprintf("tcp_user_timeout = %d", k.UserTimeout().Milliseconds()))
-	}
+	// How soon the server gives up on a client that vanished (client-vanish).
+	lines = append(lines, DBKeepAlive(keepAlive).confLines(pgLayout.keepAlive)...)
 	if primary.IsValid() {
 		lines = append(lines,
 			fmt.Sprintf("primary_conninfo = 'host=%s port=%d user=postgres application_name=s%d'", primary, postgresPort, id),

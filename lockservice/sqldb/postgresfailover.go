@@ -120,7 +120,7 @@ func (p *Postgres) promoteStandby(ctx context.Context, id int) error {
 // removes s's data directory (and a shared memory segment its killed postmaster
 // left), clones the primary into it, writes its configuration, starts it and waits
 // until it streams. Each step is timed into phases.
-func (p *Postgres) rebuildStandby(ctx context.Context, s *PostgresServer, phases *[]startPhase) error {
+func (p *Postgres) rebuildStandby(ctx context.Context, s *Server, phases *[]startPhase) error {
 	steps := []struct {
 		name string
 		fn   func() error

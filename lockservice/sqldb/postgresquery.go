@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,12 +19,12 @@ import (
 // query runs fn on a fresh connection from the harness to server s, as the
 // superuser on database postgres, everything bounded by within (a paused server
 // accepts the connection but never answers).
-func (p *Postgres) query(ctx context.Context, s *PostgresServer, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+func (p *Postgres) query(ctx context.Context, s *Server, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
 	return p.queryAs(ctx, s, "postgres", "postgres", within, fn)
 }
 
 // queryAs is query as user on database db.
-func (p *Postgres) queryAs(ctx context.Context, s *PostgresServer, user, db string, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+func (p *Postgres) queryAs(ctx context.Context, s *Server, user, db string, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	cc, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Host.Addr(), postgresPort, user, db))
@@ -44,18 +43,10 @@ func (p *Postgres) queryAs(ctx context.Context, s *PostgresServer, user, db stri
 }
 
 // queryRow runs one query on server s (bounded by opTimeout) and scans its row.
-func (p *Postgres) queryRow(ctx context.Context, s *PostgresServer, sql string, args []any, dest ...any) error {
+func (p *Postgres) queryRow(ctx context.Context, s *Server, sql string, args []any, dest ...any) error {
 	return p.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
 		return c.QueryRow(ctx, sql, args...).Scan(dest...)
 	})
-}
-
-// server is server id, or an error naming the valid ids.
-func (p *Postgres) server(id int) (*PostgresServer, error) {
-	if id < 1 || id > len(p.Servers) {
-		return nil, fmt.Errorf("postgres: no server %d (1..%d)", id, len(p.Servers))
-	}
-	return p.Servers[id-1], nil
 }
 
 // Version is what the first server that answers says it runs (SHOW server_version,
@@ -88,60 +79,23 @@ func (p *Postgres) Leader(ctx context.Context) (int, bool) {
 // pg_backend_pid(), as its session: "0x<hex>", SessionName; a decimal pid is read
 // too), else the first with a client connected from addr.
 func (p *Postgres) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
-	n, hasPid := sessionNumber(session)
-	pid := int(n)
-	all := p.allBackends(ctx)
-	for _, byPid := range []bool{true, false} {
-		if byPid && !hasPid || !byPid && !addr.IsValid() {
-			continue
-		}
-		for i, bs := range all {
-			for _, b := range bs {
-				if byPid && b.pid == pid || !byPid && b.addr == addr {
-					return p.Servers[i].ID, true
-				}
-			}
-		}
-	}
-	return 0, false
+	return p.serverOf(p.allConns(ctx, p.backends), addr, session, false)
 }
 
-// pgBackend is one client backend: its pid and its client's address.
-type pgBackend struct {
-	pid  int
-	addr netip.Addr
-}
-
-// allBackends reads every server's client backends (none for one that does not
-// answer), in parallel.
-func (p *Postgres) allBackends(ctx context.Context) [][]pgBackend {
-	out := make([][]pgBackend, len(p.Servers))
-	var wg sync.WaitGroup
-	for i, s := range p.Servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i], _ = p.backends(ctx, s)
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
-// backends reads server s's client backends that have a TCP client.
-func (p *Postgres) backends(ctx context.Context, s *PostgresServer) ([]pgBackend, error) {
-	var out []pgBackend
+// backends reads server s's client backends that have a TCP client, by pid.
+func (p *Postgres) backends(ctx context.Context, s *Server) ([]dbConn, error) {
+	var out []dbConn
 	err := p.query(ctx, s, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
 		rows, err := c.Query(ctx, `SELECT pid, host(client_addr) FROM pg_stat_activity
 			WHERE backend_type = 'client backend' AND client_addr IS NOT NULL AND pid <> pg_backend_pid()`)
 		if err != nil {
 			return err
 		}
-		var b pgBackend
+		var pid int
 		var host string
-		_, err = pgx.ForEachRow(rows, []any{&b.pid, &host}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&pid, &host}, func() error {
 			if a, err := netip.ParseAddr(host); err == nil {
-				out = append(out, pgBackend{pid: b.pid, addr: a.Unmap()})
+				out = append(out, dbConn{id: uint64(pid), addr: a.Unmap()})
 			}
 			return nil
 		})
@@ -233,19 +187,12 @@ func (p *Postgres) WaitServing(ctx context.Context, timeout time.Duration) error
 }
 
 // waitServers is WaitServing for some of the servers.
-func (p *Postgres) waitServers(ctx context.Context, timeout time.Duration, servers ...*PostgresServer) error {
-	checks := make([]lockservice.ServerCheck, len(servers))
-	for i, s := range servers {
-		checks[i] = lockservice.ServerCheck{Name: fmt.Sprintf("server %d", s.ID), What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host),
-			Host: s.Host, Log: s.Log, Serving: func(ctx context.Context) error { return p.serving(ctx, s) }}
-	}
-	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "postgres not serving", "not every server serves", func() lockservice.ServingPoll {
-		return lockservice.Poll(ctx, checks)
-	})
+func (p *Postgres) waitServers(ctx context.Context, timeout time.Duration, servers ...*Server) error {
+	return p.dbServers.waitServers(ctx, timeout, p.serving, servers...)
 }
 
 // serving is nil when server s answers and, as an unpromoted standby, streams.
-func (p *Postgres) serving(ctx context.Context, s *PostgresServer) error {
+func (p *Postgres) serving(ctx context.Context, s *Server) error {
 	p.mu.Lock()
 	primary := p.primary
 	standby := s.ID != primary && p.promoted != s.ID

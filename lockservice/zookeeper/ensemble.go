@@ -114,32 +114,14 @@ func (c EnsembleConfig) validate() error {
 	return nil
 }
 
-// Server is one ZooKeeper server of the ensemble: its id, where it runs, its files.
+// Server is one ZooKeeper server of the ensemble: its id (myid), where it runs, its
+// client port (2181, or an existing ensemble's, --connect), its directory with
+// zoo.cfg (Conf), data and log; and its role.
 type Server struct {
-	// ID is the server's myid, from 1.
-	ID int
+	lockservice.Member
 	// Role is whether it votes or observes ("" for a server of an existing ensemble:
 	// unknown).
 	Role Role
-	// Host is where the server runs: starting, killing and signalling it, changing
-	// its network and reading its log all go through it (today a namespace, nsHost).
-	Host nemesis.ServerHost
-	// Dir holds the server's zoo.cfg (Cfg), data and log (Log) in the run directory.
-	Dir string
-	Cfg string
-	Log string
-	// Port is the server's client port; 0 is 2181 (an existing ensemble's servers,
-	// --connect, may use others).
-	Port int
-}
-
-// ClientAddr is the server's client address, host:port.
-func (s *Server) ClientAddr() string {
-	port := clientPort
-	if s.Port != 0 {
-		port = s.Port
-	}
-	return netip.AddrPortFrom(s.Host.Addr(), uint16(port)).String()
 }
 
 // Ensemble is a running set of ZooKeeper servers. Everything done to a server goes
@@ -295,13 +277,13 @@ func addServer(ctx context.Context, net *netns.Network, cfg EnsembleConfig, clas
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{ID: id, Role: m.Role, Dir: filepath.Join(cfg.Dir, ns.Name)}
-	s.Cfg = filepath.Join(s.Dir, "zoo.cfg")
-	s.Log = filepath.Join(s.Dir, "server.log")
+	dir := filepath.Join(cfg.Dir, ns.Name)
+	s := &Server{Member: lockservice.Member{ID: id, Port: clientPort, Dir: dir,
+		Conf: filepath.Join(dir, "zoo.cfg"), Log: filepath.Join(dir, "server.log")}, Role: m.Role}
 	if err := writeServerFiles(s, cfg, peers); err != nil {
 		return nil, err
 	}
-	s.Host = lockservice.NewNSHost(id, ns, serverCommand(s.Dir, s.Cfg, cfg, classpath), s.Log)
+	s.Host = lockservice.NewNSHost(id, ns, serverCommand(s.Dir, s.Conf, cfg, classpath), s.Log)
 	return s, nil
 }
 
@@ -327,7 +309,7 @@ func writeServerFiles(s *Server, cfg EnsembleConfig, peers []string) error {
 	if err := os.WriteFile(filepath.Join(data, "myid"), myid(s.ID), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(s.Cfg, zooCfg(cfg, s.Role, lockservice.ServerAddr(s.ID), data, peers), 0o644)
+	return os.WriteFile(s.Conf, zooCfg(cfg, s.Role, lockservice.ServerAddr(s.ID), data, peers), 0o644)
 }
 
 // myid is the content of a server's data/myid.
@@ -492,7 +474,7 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 				continue
 			}
 			s := e.Servers[st.ID-1]
-			p.Down = append(p.Down, lockservice.DownServer{What: fmt.Sprintf("server %d (%s, %s)", s.ID, s.ClientAddr(), s.Host), Why: st.Error, Host: s.Host, Log: s.Log})
+			p.Down = append(p.Down, lockservice.DownServer{What: s.What("server"), Why: st.Error, Host: s.Host, Log: s.Log})
 			// Only a server that does not serve may have exited (asking a host over
 			// SSH for its pid costs a round trip).
 			if !p.OK && p.Exited == "" && !e.external && s.Host.Pid() == 0 {
@@ -503,7 +485,9 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 	})
 }
 
-// Nodes are the servers as the nemesis addresses them.
+// Nodes are the servers as the nemesis addresses them. Not lockservice.Nodes: a
+// ZooKeeper node says whether it observes, and names no client port (the nemesis's
+// default is 2181; an existing ensemble's servers take no server-side fault).
 func (e *Ensemble) Nodes() []nemesis.Server {
 	out := make([]nemesis.Server, len(e.Servers))
 	for i, s := range e.Servers {
@@ -517,11 +501,7 @@ func (e *Ensemble) Managed() bool { return !e.external }
 
 // Connect is the client connection string for all servers.
 func (e *Ensemble) Connect() string {
-	var addrs []string
-	for _, s := range e.Servers {
-		addrs = append(addrs, s.ClientAddr())
-	}
-	return strings.Join(addrs, ",")
+	return strings.Join(lockservice.ClientAddrs(e.Servers), ",")
 }
 
 // Close ends the ensemble: each server's srvr answer (its mode: leader, follower or

@@ -101,12 +101,12 @@ func TestEnsembleFromZKHome(t *testing.T) {
 func TestServerConfigForceSync(t *testing.T) {
 	for _, noSync := range []bool{false, true} {
 		dir := t.TempDir()
-		s := &Server{ID: 1, Dir: dir, Cfg: dir + "/zoo.cfg"}
+		s := &Server{Member: lockservice.Member{ID: 1, Dir: dir, Conf: dir + "/zoo.cfg"}}
 		cfg := EnsembleConfig{Nodes: 1, Tick: 200e6, InitLimit: 10, SyncLimit: 5, MaxSessionTimeout: 60e9, NoForceSync: noSync}
 		if err := writeServerFiles(s, cfg, nil); err != nil {
 			t.Fatal(err)
 		}
-		data, err := os.ReadFile(s.Cfg)
+		data, err := os.ReadFile(s.Conf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,11 +131,11 @@ func TestObserverConfig(t *testing.T) {
 	peers := peerLines(members, addrs)
 	for _, m := range []Member{members[0], members[4]} {
 		dir := t.TempDir()
-		s := &Server{ID: m.ID, Role: m.Role, Dir: dir, Cfg: dir + "/zoo.cfg"}
+		s := &Server{Member: lockservice.Member{ID: m.ID, Dir: dir, Conf: dir + "/zoo.cfg"}, Role: m.Role}
 		if err := writeServerFiles(s, cfg, peers); err != nil {
 			t.Fatal(err)
 		}
-		data, err := os.ReadFile(s.Cfg)
+		data, err := os.ReadFile(s.Conf)
 		if err != nil {
 			t.Fatal(err)
 		}

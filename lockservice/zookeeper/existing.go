@@ -16,6 +16,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -71,7 +72,7 @@ func ConnectEnsemble(ctx context.Context, net *netns.Network, connect string, ti
 			return nil, err
 		}
 		addrs = append(addrs, ap.Addr())
-		e.Servers = append(e.Servers, &Server{ID: i + 1, Port: int(ap.Port()), Host: existingHost{name: hp, addr: ap}})
+		e.Servers = append(e.Servers, &Server{Member: lockservice.Member{ID: i + 1, Port: int(ap.Port()), Host: existingHost{name: hp, addr: ap}}})
 	}
 	if err := net.AddUplink(ctx, addrs); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

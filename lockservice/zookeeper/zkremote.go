@@ -92,7 +92,8 @@ func (r *remote) servers(ctx context.Context, cfg EnsembleConfig) ([]*Server, er
 		h := &sshHost{id: id, node: n, addr: a, clients: netip.PrefixFrom(ap.Addr().Unmap(), 32),
 			dir: dir, prefix: sshTablePrefix(r.runID), sudo: r.ssh.Defaults().User != "root"}
 		local0 := filepath.Join(r.localDir, fmt.Sprintf("s%d", id))
-		out[i] = &Server{ID: id, Role: members[i].Role, Host: h, Dir: local0, Cfg: filepath.Join(local0, "zoo.cfg"), Log: filepath.Join(local0, "server.log")}
+		out[i] = &Server{Member: lockservice.Member{ID: id, Host: h, Port: clientPort, Dir: local0,
+			Conf: filepath.Join(local0, "zoo.cfg"), Log: filepath.Join(local0, "server.log")}, Role: members[i].Role}
 	}
 	for i, s := range out {
 		s.Host.(*sshHost).peer = addrs[(i+1)%len(addrs)]
