@@ -1,7 +1,8 @@
 // Package lockservice is the core every kind of lock service plugs into: the
 // Service a run sees (start, wait until serving, which server a client is on and
-// which leads, version, close on every exit path), the registry of how each kind's
-// servers start (RegisterStart, Register) and are swept (RegisterSweep), and what the
+// which leads, version, close on every exit path), the registries of how each kind's
+// servers start (RegisterStart, Register), are swept (RegisterSweep) and are set up
+// (RegisterSettings: its section of a run's configuration, its flags), and what the
 // kinds share: the run network's server addresses (ServerAddr), a server of a run
 // (Member: its id, host, client port and files), a server's host in a
 // namespace (NSHost) and the wait until servers serve (WaitServing), SSH nodes
@@ -26,9 +27,13 @@
 //
 // What a kind is (its name, title, traits and abilities) is lockservice/kind's, which
 // imports nothing of the project. A new kind is a package here that registers its
-// start (and, if its servers can outlive their namespaces, its sweep); the harness
-// links it and, if it has settings of its own, gives them one entry in
-// harness/kinds.go. lockservicetest holds what the kinds' tests share.
+// start, its settings (if it has any) and, if its servers can outlive their
+// namespaces, its sweep, and one line in lockservice/builtin, which links the kinds
+// into a program (docs/kinds.md). lockservicetest holds what the kinds' tests share.
+//
+// The servers are addressed in the nemesis's vocabulary of hosts (nemesis.Server,
+// nemesis.ServerHost): the nemesis sits below this package and faults whatever hosts
+// a kind hands it.
 //
 // Sweep removes, for every kind, what runs whose harness is dead left (netns's owner
 // files say whose is whose): what every run does first, and cleanup by hand.
