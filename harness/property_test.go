@@ -20,6 +20,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
@@ -157,28 +159,14 @@ func startPropEnv(t *testing.T) *propEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &propEnv{runID: "p" + netns.RandomID()[:5], dir: t.TempDir(), root: root, st: lockservice.DefaultSessionTimeout}
+	e := &propEnv{dir: t.TempDir(), root: root, st: lockservice.DefaultSessionTimeout}
 	e.serverDir = filepath.Join(e.dir, "servers")
-	// Cleanups run last-registered first: this check runs after the teardown below.
+	// Cleanups run last-registered first: this check runs after the fixture's teardown.
 	t.Cleanup(func() { assertRunGone(t, e.runID, e.serverDir) })
 	ctx := context.Background()
-	e.net, err = netns.Create(ctx, e.runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.net.Destroy(); err != nil {
-			t.Errorf("teardown: %v", err)
-		}
-	})
 	started := time.Now()
-	e.ens, err = zookeeper.StartEnsemble(ctx, e.net, zookeeper.EnsembleConfig{Nodes: 3, Dir: e.serverDir})
-	if e.ens != nil {
-		t.Cleanup(e.ens.Stop)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.ZooKeeper, Dir: e.serverDir, Nodes: 3})
+	e.runID, e.net, e.ens = f.RunID, f.Net, f.Service.(*zookeeper.Ensemble)
 	t.Logf("run %s: 3 servers serving after %s (%s)", e.runID, time.Since(started).Round(time.Millisecond), e.ens.Connect())
 	e.cl = newCluster(e.ens, false)
 	for i := range 4 {
@@ -235,10 +223,22 @@ func TestPropEnvLeavesNothingBehind(t *testing.T) {
 	}
 }
 
-// assertRunGone fails if a namespace of the run, a server of the run, or the run's
-// owner file remains. (Other runs on the machine are not this test's business.)
+// assertRunGone fails if a server of the run, a namespace of the run, or the run's
+// owner file remains. (Other runs on the machine are not this test's business.) An
+// empty runID (the fixture failed before handing back its network, which it checks
+// itself) looks for servers only.
 func assertRunGone(t *testing.T, runID, serverDir string) {
 	t.Helper()
+	out, _ := exec.Command("pgrep", "-f", "QuorumPeerMain").Output()
+	for _, pid := range strings.Fields(string(out)) {
+		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		if strings.Contains(string(cmdline), serverDir) {
+			t.Errorf("ZooKeeper server %s of run %s left behind", pid, runID)
+		}
+	}
+	if runID == "" {
+		return
+	}
 	names, err := netns.List()
 	if err != nil {
 		t.Error(err)
@@ -246,13 +246,6 @@ func assertRunGone(t *testing.T, runID, serverDir string) {
 	for _, n := range names {
 		if strings.HasPrefix(n, netns.Prefix+runID) {
 			t.Errorf("namespace %s of run %s left behind", n, runID)
-		}
-	}
-	out, _ := exec.Command("pgrep", "-f", "QuorumPeerMain").Output()
-	for _, pid := range strings.Fields(string(out)) {
-		cmdline, _ := os.ReadFile("/proc/" + pid + "/cmdline")
-		if strings.Contains(string(cmdline), serverDir) {
-			t.Errorf("ZooKeeper server %s of run %s left behind", pid, runID)
 		}
 	}
 	if _, err := os.Stat("/run/" + netns.Prefix + runID + ".owner"); err == nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 
@@ -54,35 +57,16 @@ type env struct {
 func startEnv(t *testing.T) *env {
 	t.Helper()
 	requireIntegration(t)
-	ctx := context.Background()
-	e := &env{runID: fmt.Sprintf("n%04x", rand.IntN(1<<16)), hosts: map[int]netns.Host{}}
-	nw, err := netns.Create(ctx, e.runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.nw = nw
-	t.Cleanup(func() {
-		if err := nw.Destroy(); err != nil {
-			t.Error(err)
-		}
-		names, _ := netns.List()
-		for _, n := range names {
-			if strings.HasPrefix(n, netns.Prefix+e.runID) {
-				t.Errorf("namespace %s left behind", n)
-			}
-		}
-	})
+	dir := lockservicetest.OpenDir(t)
+	// Registered before the fixture's teardown, it runs after it: a server that did
+	// not start has its log read too.
+	t.Cleanup(func() { logServersOnFailure(t, dir) })
 	start := time.Now()
-	e.ens, err = zookeeper.StartEnsemble(ctx, nw, zookeeper.EnsembleConfig{Nodes: 3, Dir: t.TempDir(), SyncLimit: 10})
-	if e.ens != nil {
-		t.Cleanup(e.ens.Stop)
-		t.Cleanup(func() { e.logServersOnFailure(t) })
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := lockservicetest.Start(t, lockservice.Config{Kind: kind.ZooKeeper, Dir: dir, Nodes: 3,
+		Settings: zookeeper.EnsembleConfig{SyncLimit: 10}})
+	e := &env{runID: f.RunID, nw: f.Net, ens: f.Service.(*zookeeper.Ensemble), hosts: map[int]netns.Host{}}
 	t.Logf("run %s: 3 servers serving after %s", e.runID, time.Since(start).Round(time.Millisecond))
-	e.obs = observer(t, nw, e.ens.Connect())
+	e.obs = observer(t, e.nw, e.ens.Connect())
 	e.root = "/zlc-nemesis-" + e.runID
 	if _, err := e.obs.Create(e.root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
@@ -90,16 +74,18 @@ func startEnv(t *testing.T) *env {
 	return e
 }
 
-// logServersOnFailure logs the servers' session and election lines when the test
-// failed (their logs go with the test's temporary directory).
-func (e *env) logServersOnFailure(t *testing.T) {
+// logServersOnFailure logs the session and election lines of the logs of the
+// servers under dir when the test failed (the logs go with the test's temporary
+// directory).
+func logServersOnFailure(t *testing.T, dir string) {
 	if !t.Failed() {
 		return
 	}
-	for _, s := range e.ens.Servers {
-		b, err := os.ReadFile(s.Log)
+	logs, _ := filepath.Glob(filepath.Join(dir, "*", "server.log"))
+	for _, log := range logs {
+		b, err := os.ReadFile(log)
 		if err != nil {
-			t.Logf("s%d: %v", s.ID, err)
+			t.Logf("%s: %v", log, err)
 			continue
 		}
 		var lines []string
@@ -111,7 +97,7 @@ func (e *env) logServersOnFailure(t *testing.T) {
 		if len(lines) > 200 {
 			lines = lines[len(lines)-200:]
 		}
-		t.Logf("s%d's log (%s), session and election lines:\n%s", s.ID, s.Log, strings.Join(lines, "\n"))
+		t.Logf("%s, session and election lines:\n%s", log, strings.Join(lines, "\n"))
 	}
 }
 

@@ -26,6 +26,14 @@ import (
 
 // The Redis recipe tests start private redis-server processes (Debian's, from the
 // redis-server package) on 127.0.0.1, one per instance, with no persistence.
+//
+// They do not use lockservicetest.Start, on purpose: the recipes run in the test's
+// own process, in the host's namespace, and a Redis recipe dials its addresses itself
+// (no dial hook, unlike the SQL recipes, which db_test.go dials from a worker
+// namespace), while a run network's addresses exist only inside its namespaces. The
+// tests also need what only loopback gives cheaply: drop proxies in the test's
+// process, a port nobody listens on, a server started late on a chosen port; and no
+// root, as the recipe tests on a standalone ZooKeeper (scripts/with-zk.sh).
 
 // redisServerBin is Debian's redis-server (the redis-tools package).
 const redisServerBin = "/usr/bin/redis-server"

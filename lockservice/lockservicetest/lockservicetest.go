@@ -41,11 +41,13 @@ func WaitLive(t testing.TB, live func(context.Context) map[string]bool, session 
 }
 
 // Fixture is a lock service started for a test: its servers, the run network they
-// are on, and the directory of their files. Start makes it; the test's end tears it
-// down and checks that no namespace of it is left.
+// are on (and the run id naming its namespaces), and the directory of their files.
+// Start makes it; the test's end tears it down and checks that no namespace of it is
+// left.
 type Fixture struct {
 	Service lockservice.Service
 	Net     *netns.Network
+	RunID   string
 	Dir     string
 }
 
@@ -71,7 +73,7 @@ func Start(t testing.TB, cfg lockservice.Config) *Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Fixture{Service: svc, Net: n, Dir: cfg.Dir}
+	return &Fixture{Service: svc, Net: n, RunID: id, Dir: cfg.Dir}
 }
 
 // Net is a fresh run network for a test (and its run id), destroyed at the test's end, which then
