@@ -1,9 +1,12 @@
 package harness
 
 import (
+	"testing"
+
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // The abilities each built-in kind's service has of those the run asks for
@@ -26,3 +29,22 @@ var (
 	_ yardstick     = (*sqldb.MariaDB)(nil)
 )
 var _ sessionFreeEntries = (*sqldb.PostgresLock)(nil)
+
+// TestADeclaredSessionLockIsFreedByAKill: a worker whose acquire says its lock goes
+// with its connection (an exec worker's GET_LOCK, say) makes the run's faults that end
+// sessions say they free it, as a catalogue session lock does; a lock that outlives
+// its connection (a table's row) does not; the lock's session is the worker's.
+func TestADeclaredSessionLockIsFreedByAKill(t *testing.T) {
+	r := &runner{cluster: newCluster(nil, false), sessions: map[string]int{}}
+	r.placed(7, workloads.LockPlace{Session: "0x2a", Table: "locks", Row: "l0"})
+	if r.cluster.KillFreesLocks() || r.sessions["0x2a"] != 7 {
+		t.Fatalf("a table's row: frees %v, sessions %v", r.cluster.KillFreesLocks(), r.sessions)
+	}
+	r.placed(8, workloads.LockPlace{Session: "0x2b", GetLock: "zlc_l0"})
+	if !r.cluster.KillFreesLocks() || r.sessions["0x2b"] != 8 {
+		t.Fatalf("GET_LOCK: frees %v, sessions %v", r.cluster.KillFreesLocks(), r.sessions)
+	}
+	if !newCluster(nil, true).KillFreesLocks() || newCluster(nil, false).KillFreesLocks() {
+		t.Error("the catalogue's word")
+	}
+}

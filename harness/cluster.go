@@ -5,6 +5,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -18,6 +19,9 @@ type cluster struct {
 	// sessionLock: the run's recipe locks in the holder's server session
 	// (RecipeSessionLock), so ending a session, or a server, frees its locks.
 	sessionLock bool
+	// declaredSessionLocks: a worker said its lock goes with its connection (an
+	// acquire's workloads.LockPlace.SessionBound), whatever the catalogue knows of it.
+	declaredSessionLocks atomic.Bool
 
 	mu      sync.Mutex
 	workers map[int]*worker // by slot: the slot's current process
@@ -34,9 +38,10 @@ var (
 func (c *cluster) Service() any { return c.svc }
 
 // KillFreesLocks reports whether ending a session frees its locks: the run's recipe
-// locks in the holder's server session (a database's advisory lock, GET_LOCK); not a
-// lock table's row, nor a Redis key (which lives until its TTL).
-func (c *cluster) KillFreesLocks() bool { return c.sessionLock }
+// locks in the holder's server session (a database's advisory lock, GET_LOCK), by its
+// catalogue entry or as its workers said; not a lock table's row, nor a Redis key
+// (which lives until its TTL).
+func (c *cluster) KillFreesLocks() bool { return c.sessionLock || c.declaredSessionLocks.Load() }
 
 var _ nemesis.DeathRecorder = (*cluster)(nil)
 
@@ -71,13 +76,17 @@ func (c *cluster) Servers() []nemesis.Server { return c.svc.Nodes() }
 func (c *cluster) Leader(ctx context.Context) (int, bool) { return c.svc.Leader(ctx) }
 
 func (c *cluster) ServerOf(ctx context.Context, cl nemesis.Client) (int, bool) {
-	return c.svc.ServerOf(ctx, cl.Addr, cl.SessionID)
+	return c.svc.ServerOf(ctx, cl.Addr, cl.LockSessionID())
 }
 
 func (c *cluster) client(w *worker) nemesis.Client {
 	id, passwd := w.Session()
-	return nemesis.Client{Process: w.Process(), Slot: w.slot, Netns: w.host.Netns, Addr: w.host.Addr,
+	cl := nemesis.Client{Process: w.Process(), Slot: w.slot, Netns: w.host.Netns, Addr: w.host.Addr,
 		Pid: w.Pid(), SessionID: id, Passwd: passwd}
+	if p := w.place.Load(); p != nil {
+		cl.LockSession = p.Session
+	}
+	return cl
 }
 
 func (c *cluster) Clients() []nemesis.Client {

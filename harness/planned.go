@@ -171,7 +171,7 @@ func (p *planned) record(m workloads.Message, step workloads.Step) {
 			return
 		}
 	}
-	reply := workloads.Message{Type: m.Step, Error: m.Error, Token: m.Token}
+	reply := workloads.Message{Type: m.Step, Error: m.Error, Token: m.Token, Lock: m.Lock}
 	done := clock.CompleteAt(*m.MonoNS)
 	if m.Step == workloads.ReplyOK && (step.F == histories.FRelease && s.cycle.Held() > 1 || step.F == histories.FAcquire && s.cycle.Held() > 0) {
 		// A re-entrant lock's inner level, taken or given back while the process holds

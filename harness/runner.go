@@ -186,7 +186,22 @@ func (r *runner) sessionEnv() sessionEnv {
 			defer r.mu.Unlock()
 			r.sessions[id] = process
 		},
-		ended: r.workerEnded,
+		ended:  r.workerEnded,
+		placed: r.placed,
+	}
+}
+
+// placed notes where a worker's lock lives (workloads.LockPlace): the session that
+// holds it is the process's, and a lock that goes with its connection makes the
+// faults that end sessions say they free it (cluster.KillFreesLocks).
+func (r *runner) placed(process int, p workloads.LockPlace) {
+	if p.Session != "" {
+		r.mu.Lock()
+		r.sessions[p.Session] = process
+		r.mu.Unlock()
+	}
+	if p.SessionBound() {
+		r.cluster.declaredSessionLocks.Store(true)
 	}
 }
 

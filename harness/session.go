@@ -39,6 +39,9 @@ type sessionEnv struct {
 	renumbered func(sessionID string, process int)
 	// ended says that the slot's worker is gone (runner.workerEnded).
 	ended func(slot int)
+	// placed says where process's latest grant lives, as its worker said
+	// (runner.placed).
+	placed func(process int, p workloads.LockPlace)
 }
 
 // initRequest is a run's init request: where the lock is and what the workers do.
@@ -267,6 +270,9 @@ func (s *session) invoked(step workloads.Step, t int64) {
 func (s *session) completed(step workloads.Step, reply workloads.Message, t int64) {
 	op := s.op(histories.Type(reply.Type), step.F)
 	op.Error = reply.Error
+	if reply.Type == workloads.ReplyOK && step.F == histories.FAcquire && reply.Lock != nil {
+		s.placed(*reply.Lock)
+	}
 	if reply.Type == workloads.ReplyOK {
 		switch {
 		case len(reply.Token) > 0:
@@ -286,6 +292,16 @@ func (s *session) completed(step workloads.Step, reply workloads.Message, t int6
 	}
 	s.cycle.Done(reply)
 	s.publish()
+}
+
+// placed notes where the lock the worker was just granted lives, as it said: the
+// nemesis aims at its session (cluster.client), the run maps that session to the
+// process.
+func (s *session) placed(p workloads.LockPlace) {
+	s.w.place.Store(&p)
+	if s.env.placed != nil {
+		s.env.placed(s.w.Process(), p)
+	}
 }
 
 // keepsAfter says whether the worker goes on after step ended with an unknown

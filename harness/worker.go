@@ -40,6 +40,9 @@ type worker struct {
 	// idleSpells counts the worker's thinking spells, so that two observations of an
 	// idle worker can tell whether it thought all along.
 	idleSpells atomic.Int64
+	// place is where its latest grant's lock lives, if the worker said
+	// (workloads.LockPlace; nil: it did not).
+	place atomic.Pointer[workloads.LockPlace]
 }
 
 // startWorker starts argv in host's namespace as history process `process`, stderr

@@ -166,6 +166,19 @@ type Client struct {
 	SessionID string
 	// Passwd is the session password, base64 (empty if unreported).
 	Passwd string
+	// LockSession is the connection that holds the worker's latest lock, as its
+	// acquire said (workloads.LockPlace.Session; empty: it did not say): a pooled
+	// client's lock need not be on the session it reported last.
+	LockSession string
+}
+
+// LockSessionID is the session that holds the client's lock: the one its acquire
+// named, else the one it reported last.
+func (cl Client) LockSessionID() string {
+	if cl.LockSession != "" {
+		return cl.LockSession
+	}
+	return cl.SessionID
 }
 
 // Cluster is the run as the nemesis needs it; the harness implements it. The servers

@@ -75,9 +75,11 @@ func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pl
 	if err != nil {
 		return plan{value: v}, err
 	}
-	if _, err := parseSessionID(cl.SessionID); err != nil {
+	session := cl.LockSessionID()
+	if _, err := parseSessionID(session); err != nil {
 		return plan{value: v}, fmt.Errorf("connection-kill: worker %d reported no session id: %w", cl.Process, err)
 	}
+	v["session"] = session
 	server, ok := c.ServerOf(ctx, cl)
 	if !ok {
 		if server, ok = c.Leader(ctx); !ok {
@@ -89,7 +91,7 @@ func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pl
 		v["frees_locks"] = true // the cause classes read it: the analogue of session-expire
 	}
 	apply := func(ctx context.Context) error {
-		n, err := sk.KillSession(ctx, server, cl.SessionID)
+		n, err := sk.KillSession(ctx, server, session)
 		if err != nil {
 			return fmt.Errorf("connection-kill on s%d: %w", server, err)
 		}

@@ -178,6 +178,27 @@ func TestConnectionKillEndsTheHoldersSession(t *testing.T) {
 	}
 }
 
+// TestConnectionKillAimsAtTheLocksSession: a worker whose acquire named the
+// connection that holds its lock (a pooled client's) has that connection ended, not
+// the session it reported last; the record names it.
+func TestConnectionKillAimsAtTheLocksSession(t *testing.T) {
+	f := newFakeRedis(1, "single")
+	f.holderServer = 1
+	for i := range f.clients {
+		f.clients[i].LockSession = "0x2a"
+	}
+	a, err := ConnectionKill{Target: TargetHolder}.Apply(context.Background(), f, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"s1 CLIENT KILL ID 42"}; !reflect.DeepEqual(f.cmds, want) {
+		t.Fatalf("commands %q, want %q", f.cmds, want)
+	}
+	if a.Value["session"] != "0x2a" {
+		t.Fatalf("record %v, want session 0x2a", a.Value)
+	}
+}
+
 // TestRestartOfAReplicaForgetsNothing: on the replicas topology only the primary's
 // restart can forget a key.
 func TestRestartOfAReplicaForgetsNothing(t *testing.T) {

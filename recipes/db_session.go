@@ -32,6 +32,9 @@ type sessionDriver interface {
 	drop()
 	// alive reports whether the connection is open (as far as the client knows).
 	alive() bool
+	// place says where the lock lives: the session's connection and the lock's key
+	// (workloads.LockPlace), for the acquire's ok.
+	place() workloads.LockPlace
 }
 
 // sessionMutant is a deliberately broken variant of a session lock, or sessCorrect.
@@ -129,7 +132,8 @@ func (r *sessionLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 	switch {
 	case err == nil:
 		r.depth++
-		return Grant{}, nil
+		p := r.d.place()
+		return Grant{Lock: &p}, nil
 	case errors.Is(err, ErrTimeout) || definiteFail(err):
 		return Grant{}, err
 	case r.d.definite(err):

@@ -103,6 +103,8 @@ type mariadbDriver struct {
 	db     *sql.DB
 	conn   *sql.Conn
 	broken bool
+	// id is the connection's CONNECTION_ID(), its session.
+	id int64
 }
 
 var _ sessionDriver = (*mariadbDriver)(nil)
@@ -130,6 +132,7 @@ func (d *mariadbDriver) open(ctx context.Context) error {
 		d.drop()
 		return fmt.Errorf("%w: CONNECTION_ID(): %w", errPollAgain, err)
 	}
+	d.id = id
 	d.events.Session(id, nil)
 	return nil
 }
@@ -201,3 +204,7 @@ func (d *mariadbDriver) drop() {
 }
 
 func (d *mariadbDriver) alive() bool { return d.conn != nil && !d.broken }
+
+func (d *mariadbDriver) place() workloads.LockPlace {
+	return workloads.LockPlace{Session: FormatSessionID(d.id), GetLock: d.lockName}
+}

@@ -116,3 +116,7 @@ func (d *pgAdvisoryDriver) definite(err error) bool { return pgDefinite(err) }
 func (d *pgAdvisoryDriver) drop() { d.s.drop() }
 
 func (d *pgAdvisoryDriver) alive() bool { return !d.s.closed() }
+
+func (d *pgAdvisoryDriver) place() workloads.LockPlace {
+	return workloads.LockPlace{Session: FormatSessionID(int64(d.s.pid)), Advisory: []int64{d.key}}
+}

@@ -38,6 +38,9 @@ type AcquireRequest struct {
 type Grant struct {
 	// Token is an optional fencing token, a JSON value; nil when the recipe has none.
 	Token json.RawMessage
+	// Lock optionally says where the lock lives and which connection holds it
+	// (workloads.LockPlace): the acquire's ok carries it to the harness.
+	Lock *workloads.LockPlace
 }
 
 // Events receives what a recipe learns outside any request. Its methods never block,

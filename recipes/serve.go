@@ -240,7 +240,7 @@ func (s *server) handle(ctx context.Context, req workloads.Request, inputDone <-
 			Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
 			Mode:    req.Mode,
 		})
-		return false, s.reply(req.ID, result{token: g.Token}, err)
+		return false, s.reply(req.ID, result{token: g.Token, lock: g.Lock}, err)
 	case workloads.OpRelease:
 		return false, s.reply(req.ID, result{}, s.recipe.Release(opCtx))
 	case workloads.OpRead:
@@ -352,6 +352,7 @@ func validZnodePath(p string) bool {
 // result is what an ok reply carries besides its id.
 type result struct {
 	token    json.RawMessage
+	lock     *workloads.LockPlace
 	value    *int64
 	protocol int
 	mono     *int64
@@ -363,7 +364,7 @@ func (s *server) reply(id int64, res result, err error) error {
 	typ, msg := Classify(err)
 	m := workloads.Message{ID: &id, Type: typ, Error: msg}
 	if typ == workloads.ReplyOK {
-		m.Token, m.Value, m.Protocol, m.MonoNS = res.token, res.value, res.protocol, res.mono
+		m.Token, m.Lock, m.Value, m.Protocol, m.MonoNS = res.token, res.lock, res.value, res.protocol, res.mono
 	}
 	if err := s.out.post(m); err != nil {
 		s.log.Printf("reply %d: %v", id, err)

@@ -78,7 +78,7 @@ func (s *server) runCycle(ctx context.Context, req workloads.Request, lost <-cha
 			Timeout: time.Duration(req.TimeoutMS) * time.Millisecond,
 			Mode:    req.Mode,
 		})
-		typ := s.complete(req.ID, workloads.OpAcquire, at, result{token: g.Token}, err)
+		typ := s.complete(req.ID, workloads.OpAcquire, at, result{token: g.Token, lock: g.Lock}, err)
 		if typ == workloads.ReplyOK {
 			held++
 			continue
@@ -138,7 +138,7 @@ func (s *server) complete(id int64, f string, at int64, res result, err error) s
 	typ, msg := Classify(err)
 	m := workloads.Message{ID: &id, Step: typ, F: f, Error: msg, MonoNS: &now}
 	if typ == workloads.ReplyOK {
-		m.Token = res.token
+		m.Token, m.Lock = res.token, res.lock
 	}
 	if s.protocol >= workloads.ProtocolV3 {
 		m.InvokeNS = &at

@@ -107,6 +107,8 @@ type Message struct {
 	Error string `json:"error,omitempty"`
 	// Token is an optional fencing token on an acquire reply.
 	Token json.RawMessage `json:"token,omitempty"`
+	// Lock optionally says where the lock an acquire's ok took lives (LockPlace).
+	Lock *LockPlace `json:"lock,omitempty"`
 	// Value is the counter a read returned.
 	Value *int64 `json:"value,omitempty"`
 
@@ -154,6 +156,14 @@ func ParseMessage(line []byte) (Message, error) {
 		}
 	default:
 		return Message{}, fmt.Errorf("field id: missing (a line needs id or event)")
+	}
+	if m.Lock != nil {
+		if m.Type != ReplyOK && !(m.Step == StepOK && m.F == OpAcquire) {
+			return Message{}, fmt.Errorf("field lock: only on an acquire's ok")
+		}
+		if err := m.Lock.Validate(); err != nil {
+			return Message{}, err
+		}
 	}
 	return m, nil
 }

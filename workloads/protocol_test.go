@@ -25,6 +25,18 @@ func TestParseMessage(t *testing.T) {
 		{`{"type":"ok"}`, "field id"},
 		{`{"event":"won"}`, "field event"},
 		{`{"id":1,"event":"lost"}`, "field event"},
+		{`{"id":1,"type":"ok","lock":{"session":"0x2a","get_lock":"zlc_l0"}}`, ""},
+		{`{"id":1,"step":"ok","f":"acquire","mono_ns":5,"invoke_ns":3,"lock":{"session":"0x2a","advisory":[7]}}`, ""},
+		{`{"id":1,"type":"ok","lock":{"keys":["app:1:l0"],"value":"r4nd"}}`, ""},
+		{`{"id":1,"type":"ok","lock":{"table":"app.locks","row":"l0"}}`, ""},
+		{`{"id":1,"type":"fail","lock":{"get_lock":"zlc_l0"}}`, "only on an acquire's ok"},
+		{`{"id":1,"step":"ok","f":"release","mono_ns":5,"lock":{"get_lock":"zlc_l0"}}`, "only on an acquire's ok"},
+		{`{"id":1,"type":"ok","lock":{"session":"0x2a"}}`, "names no entry"},
+		{`{"id":1,"type":"ok","lock":{"get_lock":"a","advisory":[1]}}`, "names 2 entries"},
+		{`{"id":1,"type":"ok","lock":{"table":"t"}}`, "names no row"},
+		{`{"id":1,"type":"ok","lock":{"node":"/zlc/x","value":"v"}}`, "without keys"},
+		{`{"id":1,"type":"ok","lock":{"advisory":[1,2,3]}}`, "one bigint key or two"},
+		{`{"id":1,"type":"ok","lock":{"keys":[""]}}`, "an empty key"},
 		{`not json`, "not a JSON object"},
 		{`[1,2]`, "not a JSON object"},
 	}
@@ -35,6 +47,29 @@ func TestParseMessage(t *testing.T) {
 			t.Errorf("%s: unexpected error %v", c.line, err)
 		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
 			t.Errorf("%s: error %v, want one mentioning %q", c.line, err, c.wantErr)
+		}
+	}
+}
+
+// TestLockPlaceSessionBound: only the locks that go with their connection (an
+// advisory lock, GET_LOCK) are session-bound.
+func TestLockPlaceSessionBound(t *testing.T) {
+	for p, want := range map[string]bool{"advisory": true, "get_lock": true, "node": false, "keys": false, "table": false} {
+		var lp LockPlace
+		switch p {
+		case "advisory":
+			lp.Advisory = []int64{1}
+		case "get_lock":
+			lp.GetLock = "l"
+		case "node":
+			lp.Node = "/zlc/l"
+		case "keys":
+			lp.Keys = []string{"k"}
+		case "table":
+			lp.Table, lp.Row = "t", "r"
+		}
+		if lp.SessionBound() != want || lp.Form() != p || lp.Validate() != nil {
+			t.Errorf("%s: session-bound %v, form %q, %v; want %v", p, lp.SessionBound(), lp.Form(), lp.Validate(), want)
 		}
 	}
 }

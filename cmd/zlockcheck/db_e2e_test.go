@@ -47,3 +47,54 @@ func TestVanishedHolderKeepsADatabaseLock(t *testing.T) {
 		})
 	}
 }
+
+// TestAnExecSessionLockKilledIsNotARecipeBug: a user's own session lock, run as an
+// exec worker (here this binary's worker serving mariadb-getlock and pg-advisory,
+// which the harness then knows nothing of from the catalogue), says in its acquire
+// where its lock lives (workloads.LockPlace: the GET_LOCK name or advisory key, and
+// the connection that holds it). Killed by connection-kill, its lock freed by the
+// server and lost reported at its next heartbeat, any overlap is an honest unfenced
+// one, never a recipe bug; a worker that never notices (the no-heartbeat mutant, as
+// an exec worker too) is a recipe bug. On PostgreSQL and MariaDB, side by side.
+func TestAnExecSessionLockKilledIsNotARecipeBug(t *testing.T) {
+	requireDatabases(t)
+	cases := []struct{ service, correct, blind string }{
+		{"mariadb", "mariadb-getlock", "mutant-mariadb-no-heartbeat"},
+		{"postgres", "pg-advisory", "mutant-pg-advisory-no-heartbeat"},
+	}
+	for _, c := range cases {
+		t.Run(c.service, func(t *testing.T) {
+			t.Parallel()
+			for _, recipe := range []string{c.correct, c.blind} {
+				store := keptIfFailed(t)
+				_, stdout, stderr := zlockcheck(t, "run", "--service", c.service, "--recipe", "exec",
+					"--worker-cmd", binary+" worker --recipe "+recipe, "--workload", "mutex",
+					"--nemesis", "connection-kill", "--nemesis-targets", "holder", "--nemesis-interval", "3s",
+					"--hold-max", "8s", "--acquire-timeout", "10s", "--session-timeout", "2s",
+					"--time", "20s", "--seed", "1", "--final-phase=false", "--store", store)
+				class := causeClass(readResults(t, store))
+				t.Logf("%s: cause %q", recipe, class)
+				switch {
+				case recipe == c.correct && class == "recipe bug":
+					t.Errorf("%s as an exec worker: a recipe bug\nstdout:\n%s\nstderr:\n%s", recipe, stdout, stderr)
+				case recipe == c.blind && class != "recipe bug":
+					t.Errorf("%s as an exec worker: cause %q, want a recipe bug\nstdout:\n%s\nstderr:\n%s", recipe, class, stdout, stderr)
+				}
+				assertNothingLeft(t, store)
+			}
+		})
+	}
+}
+
+// causeClass is the class of the lock check's cause in results ("" when none).
+func causeClass(res map[string]any) string {
+	checks, _ := res["checks"].([]any)
+	for _, c := range checks {
+		m, _ := c.(map[string]any)
+		if cause, ok := m["cause"].(map[string]any); ok && m["key"] != "liveness" {
+			class, _ := cause["class"].(string)
+			return class
+		}
+	}
+	return ""
+}
