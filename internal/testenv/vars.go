@@ -27,7 +27,7 @@ func Vars() []Var {
 	return []Var{
 		{"ZLC_CACHE_DIR", "where the binary unpacks and builds its embedded Java and Python workers (default: the user's cache directory, zlockcheck/)", "zlockcheck (recipes/cache.go); the e2e tests set it"},
 		{"ZLC_CHECK_BIN", "the zlockcheck binary that checks the Curator worker's harness-like runs (default: one built from the checkout)", "recipes/curator/test.sh, make test"},
-		{"ZLC_DB_MUTANTS", "all: the database explore e2e test runs every database mutant and correct recipe (default: a short set)", "cmd/zlockcheck/db_explore_e2e_test.go, make mutants-db"},
+		{"ZLC_DB_MUTANTS", "all: the database explore e2e test runs every database mutant and correct recipe (default: a short set)", "cmd/zlockcheck/proofs_e2e_test.go, make mutants-db"},
 		{"ZLC_EXPLORE", "set: run explore's control (a budget on zlc-mutex, curator-mutex and kazoo-lock must report no recipe bug)", "cmd/zlockcheck/explore_e2e_test.go, make explore"},
 		{"ZLC_EXPLORE_BUDGET", "each recipe's budget in explore's control (default 5m)", "cmd/zlockcheck/explore_e2e_test.go"},
 		{"ZLC_FENCING_FAULTS", "`all`: the fencing e2e test runs client-partition as well as client-pause (default: client-pause only)", "cmd/zlockcheck/mutants_e2e_test.go, make fencing"},
@@ -47,7 +47,7 @@ func Vars() []Var {
 		{"ZLC_PROCESS", "set by the harness for each worker: its history process id", "harness (sets), zlockcheck worker --cpuprofile (reads)"},
 		{"ZLC_PROPERTY", "set: run the long real-ensemble property searches", "harness/property_test.go, make property"},
 		{"ZLC_PROP_TRACE", "set: log every real-ensemble property run step by step", "harness/property_test.go"},
-		{"ZLC_REDIS_MUTANTS", "all: the Redis explore e2e test runs every Redis mutant and correct recipe (default: a short set)", "cmd/zlockcheck/redis_explore_e2e_test.go, make mutants-redis"},
+		{"ZLC_REDIS_MUTANTS", "all: the Redis explore e2e test runs every Redis mutant and correct recipe (default: a short set)", "cmd/zlockcheck/proofs_e2e_test.go, make mutants-redis"},
 		{RequireIntegrationVar, "set: an integration test whose requirements are missing fails instead of skipping", "internal/testenv (every integration test), make test"},
 		{"ZLC_SERVICES_LOCKED", "set by bench/services.sh when it re-runs itself under flock ZLC_LOCK (it then takes no lock again)", "bench/services.sh"},
 		{"ZLC_STRESS_SECONDS", "how long each of the Curator worker's harness-like runs lasts (default 15)", "recipes/curator/test.sh"},
