@@ -71,7 +71,7 @@ func TestAnExecSessionLockKilledIsNotARecipeBug(t *testing.T) {
 					"--worker-cmd", binary+" worker --recipe "+recipe, "--workload", "mutex",
 					"--nemesis", "connection-kill", "--nemesis-targets", "holder", "--nemesis-interval", "3s",
 					"--hold-max", "8s", "--acquire-timeout", "10s", "--session-timeout", "2s",
-					"--time", "20s", "--seed", "1", "--final-phase=false", "--store", store)
+					"--time", "15s", "--seed", "1", "--final-phase=false", "--store", store)
 				class := causeClass(readResults(t, store))
 				t.Logf("%s: cause %q", recipe, class)
 				switch {

@@ -27,7 +27,7 @@ func proofExploreArgs(recipe, store, budget string) []string {
 func redisExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
 	switch os.Getenv("ZLC_REDIS_MUTANTS") {
 	case "":
-		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "4m", "60s", true
+		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "4m", "40s", true
 	case "all":
 		return []string{"mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redis-setnx-then-expire",
 				"mutant-redis-no-expiry", "mutant-redis-blind-del", "mutant-redis-static-value", "mutant-redlock-no-elapsed-check",
@@ -137,7 +137,7 @@ func checkNoRecipeBug(t *testing.T, recipe, budget string) {
 func dbExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
 	switch os.Getenv("ZLC_DB_MUTANTS") {
 	case "":
-		return []string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "60s", true
+		return []string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "40s", true
 	case "all":
 		return []string{"mutant-pg-advisory-xact-lock", "mutant-pg-advisory-pool", "mutant-pg-advisory-unlock-once",
 				"mutant-pg-advisory-no-heartbeat", "mutant-mariadb-pool", "mutant-mariadb-unlock-once", "mutant-mariadb-no-heartbeat",
