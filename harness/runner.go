@@ -13,6 +13,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/rundir"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -188,6 +189,7 @@ func (r *runner) sessionEnv() sessionEnv {
 		},
 		ended:  r.workerEnded,
 		placed: r.placed,
+		kind:   kind.Of(r.cfg.Service),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
@@ -40,8 +41,9 @@ type sessionEnv struct {
 	// ended says that the slot's worker is gone (runner.workerEnded).
 	ended func(slot int)
 	// placed says where process's latest grant lives, as its worker said
-	// (runner.placed).
+	// (runner.placed); kind is the run's kind, whose places it may name.
 	placed func(process int, p workloads.LockPlace)
+	kind   kind.Kind
 }
 
 // initRequest is a run's init request: where the lock is and what the workers do.
@@ -298,6 +300,10 @@ func (s *session) completed(step workloads.Step, reply workloads.Message, t int6
 // nemesis aims at its session (cluster.client), the run maps that session to the
 // process.
 func (s *session) placed(p workloads.LockPlace) {
+	if err := checkPlace(s.env.kind, s.env.init.Path, p); err != nil {
+		s.env.violated(s.w.Process(), err)
+		return
+	}
 	s.w.place.Store(&p)
 	if s.env.placed != nil {
 		s.env.placed(s.w.Process(), p)

@@ -79,6 +79,10 @@ type Kind struct {
 	// Lacks says, in a sentence that names the kind, why it lacks an ability, where
 	// a plainer word than "cannot" helps (what it has instead).
 	Lacks map[Ability]string
+	// Places are the entries a worker's lock may live in on this kind, as an
+	// acquire names them (workloads.LockPlace's forms: node, keys, table, advisory,
+	// get_lock); none: the kind takes no such word.
+	Places []string
 }
 
 // Can reports whether the kind has every ability of a.
@@ -124,16 +128,16 @@ var registry struct {
 }
 
 func init() {
-	Register(Kind{Name: ZooKeeper, Title: "ZooKeeper", Queue: true, Abilities: ExpireSession})
-	Register(Kind{Name: Redis, Title: "Redis", Lease: true, Abilities: KillConnection | Failover | JumpClock,
+	Register(Kind{Name: ZooKeeper, Title: "ZooKeeper", Queue: true, Abilities: ExpireSession, Places: []string{"node"}})
+	Register(Kind{Name: Redis, Title: "Redis", Lease: true, Abilities: KillConnection | Failover | JumpClock, Places: []string{"keys"},
 		Lacks: map[Ability]string{
 			ExpireSession: "Redis has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)",
 		}})
-	Register(Kind{Name: Postgres, Title: "PostgreSQL", Lease: true, Nodes: 1, Abilities: KillConnection | Failover,
+	Register(Kind{Name: Postgres, Title: "PostgreSQL", Lease: true, Nodes: 1, Abilities: KillConnection | Failover, Places: []string{"table", "advisory"},
 		Lacks: map[Ability]string{
 			ExpireSession: "PostgreSQL has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)",
 		}})
-	Register(Kind{Name: MariaDB, Title: "MariaDB", Lease: true, Nodes: 1, Abilities: KillConnection,
+	Register(Kind{Name: MariaDB, Title: "MariaDB", Lease: true, Nodes: 1, Abilities: KillConnection, Places: []string{"get_lock", "table"},
 		Lacks: map[Ability]string{
 			ExpireSession: "MariaDB has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)",
 			Failover:      "MariaDB's servers here are independent (no replication): there is nothing to fail over to",
