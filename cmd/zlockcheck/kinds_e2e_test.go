@@ -60,19 +60,20 @@ type kindRun struct {
 // matter to it and that no correct recipe overlaps under, each valid with at least 20
 // grants and its liveness judged through the lock's own entries; config.json
 // records the service and its settings; the log says what served; nothing of the
-// run is left. Redis's topologies run one after another; the databases side by side.
+// run is left. The runs go side by side, each in its own namespaces with its own
+// servers.
 // (A server-ended session, connection-kill, makes an honest unfenced overlap on the
 // databases: docs/databases.md.)
 func TestEveryKindRunsValid(t *testing.T) {
 	redisFiles := []string{"servers/s1/server.log", "servers/s1/redis.conf"}
 	runs := []kindRun{
 		{name: "redis-lock", require: requireRedis, args: []string{"--service", "redis", "--recipe", "redis-lock"},
-			service: "redis", settings: `"topology": "single"`, log: "redis 7.", files: redisFiles},
+			service: "redis", settings: `"topology": "single"`, log: "redis 7.", files: redisFiles, parallel: true},
 		{name: "redsync", require: requireRedis, args: []string{"--recipe", "redsync"},
-			service: "redis", settings: `"topology": "redlock"`, log: "redlock topology of 3", files: append(redisFiles, "servers/s3/redis.conf")},
+			service: "redis", settings: `"topology": "redlock"`, log: "redlock topology of 3", files: append(redisFiles, "servers/s3/redis.conf"), parallel: true},
 		{name: "redislock-replicas", require: requireRedis,
 			args:    []string{"--service", "redis", "--redis-topology", "replicas", "--redis-persistence", "aof-always", "--recipe", "redislock"},
-			service: "redis", settings: `"persistence": "aof-always"`, log: "replicas topology", files: append(redisFiles, "servers/s2/redis.conf", "servers/s1/data/appendonlydir")},
+			service: "redis", settings: `"persistence": "aof-always"`, log: "replicas topology", files: append(redisFiles, "servers/s2/redis.conf", "servers/s1/data/appendonlydir"), parallel: true},
 		{name: "pg-table", require: requireDatabases, args: []string{"--recipe", "pg-table", "--nemesis", "reply-loss", "--nemesis-targets", "idle"},
 			service: "postgres", log: "PostgreSQL 15", parallel: true},
 		{name: "pg-table-expiry", require: requireDatabases,
