@@ -225,7 +225,8 @@ func (r *pgTable) try(ctx context.Context) (Grant, bool, error) {
 	r.owner, r.token = owner, token
 	gen := r.lease.grant(until, r.expiry)
 	r.renew = startPgRenewer(r, owner, gen)
-	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10))}, true, nil
+	place := workloads.LockPlace{Session: FormatSessionID(int64(r.s.pid)), Table: "zlc_locks", Row: r.cfg.Path}
+	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10)), Lock: &place}, true, nil
 }
 
 // insert runs the acquire as one batch, one implicit transaction: (with expiry) the

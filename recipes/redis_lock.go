@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // redisMutant is a deliberately broken variant of redis-lock, or redisCorrect.
@@ -213,7 +214,8 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 	}
 	r.value, r.token = value, token
 	r.startExtender(value, r.lease.grant(until, r.mutant != redisNoExpiry && r.mutant != redisIgnoreValidity))
-	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10))}, true, nil
+	place := workloads.LockPlace{Session: FormatSessionID(id), Keys: []string{r.cfg.Path}, Value: value}
+	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10)), Lock: &place}, true, nil
 }
 
 // newValue returns a fresh lock value for the connection with CLIENT ID id.
