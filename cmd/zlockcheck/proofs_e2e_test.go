@@ -20,24 +20,6 @@ func proofExploreArgs(recipe, store, budget string) []string {
 		"--seed", "1", "--store", store, "--quiet", "--json"}
 }
 
-// redisExploreSets are the recipes of the proof and the correct recipes' budget: the
-// short set in make test, run side by side (its control spends 60 s, not the mutants'
-// 4 minutes: make test must stay under 30 minutes), every Redis mutant and correct
-// recipe with ZLC_REDIS_MUTANTS=all (make mutants-redis), one after another.
-func redisExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
-	switch os.Getenv("ZLC_REDIS_MUTANTS") {
-	case "":
-		return []string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "4m", "40s", true
-	case "all":
-		return []string{"mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redis-setnx-then-expire",
-				"mutant-redis-no-expiry", "mutant-redis-blind-del", "mutant-redis-static-value", "mutant-redlock-no-elapsed-check",
-				"mutant-redis-extend-recreates"},
-			[]string{"redis-lock", "redislock", "redsync"}, "4m", "4m", false
-	}
-	t.Fatalf("ZLC_REDIS_MUTANTS=%q: want all or nothing", os.Getenv("ZLC_REDIS_MUTANTS"))
-	return nil, nil, "", "", false
-}
-
 // runProofExplore runs the proof's command line on recipe and reads its session.
 // Its store is open to the database servers' users.
 func runProofExplore(t *testing.T, recipe, budget string) explore.Session {
@@ -59,11 +41,52 @@ func runProofExplore(t *testing.T, recipe, budget string) explore.Session {
 type proofSet struct {
 	name    string
 	require func(*testing.T)
-	// sets gives the mutants, the correct recipes, their budgets and whether they
-	// run side by side (the short set of make test, or all of them).
-	sets func(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool)
+	// env names the variable that asks for every recipe ("all"): short is make
+	// test's set, all is make mutants-redis's or make mutants-db's.
+	env        string
+	short, all proofList
 	// why is, for some mutants, what the cause of their finding must say.
 	why map[string]string
+}
+
+// proofList is a proof's recipes: the mutants and the correct ones, their budgets,
+// and whether they run side by side.
+type proofList struct {
+	mutants, correct            []string
+	mutantBudget, correctBudget string
+	parallel                    bool
+}
+
+// list is the set's short list, or every recipe with its variable set to all.
+func (set proofSet) list(t *testing.T) proofList {
+	switch os.Getenv(set.env) {
+	case "":
+		return set.short
+	case "all":
+		return set.all
+	}
+	t.Fatalf("%s=%q: want all or nothing", set.env, os.Getenv(set.env))
+	return proofList{}
+}
+
+// proofSets are the proof's recipes. In make test a short set runs side by side:
+// two mutants each (on Redis with the 4 minutes every mutant gets; on the databases
+// two that the first probe catches, with a minute), and one correct recipe for 40 s
+// (make test must stay under 30 minutes). With the variable set to all, every mutant
+// and correct recipe of the kind gets 4 minutes, one after another (the databases'
+// pg-table too: the articles' table, which must be caught by its liveness cause).
+var proofSets = []proofSet{
+	{name: "redis", require: requireRedis, env: "ZLC_REDIS_MUTANTS",
+		short: proofList{[]string{"mutant-redis-no-expiry", "mutant-redlock-minority"}, []string{"redis-lock"}, "4m", "40s", true},
+		all: proofList{[]string{"mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redis-setnx-then-expire",
+			"mutant-redis-no-expiry", "mutant-redis-blind-del", "mutant-redis-static-value", "mutant-redlock-no-elapsed-check",
+			"mutant-redis-extend-recreates"}, []string{"redis-lock", "redislock", "redsync"}, "4m", "4m", false}},
+	{name: "databases", require: requireDatabases, env: "ZLC_DB_MUTANTS", why: map[string]string{noExpiryTable: noExpiryWhy},
+		short: proofList{[]string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "40s", true},
+		all: proofList{[]string{"mutant-pg-advisory-xact-lock", "mutant-pg-advisory-pool", "mutant-pg-advisory-unlock-once",
+			"mutant-pg-advisory-no-heartbeat", "mutant-mariadb-pool", "mutant-mariadb-unlock-once", "mutant-mariadb-no-heartbeat",
+			"mutant-pg-table-delete-by-name", "mutant-pg-table-blind-retry", "mutant-pg-table-takeover-keeps-token", noExpiryTable},
+			[]string{"pg-table-expiry", "pg-advisory", "mariadb-getlock"}, "4m", "4m", false}},
 }
 
 // TestExploreCatchesEveryServiceMutant: on Redis and on the databases, the one
@@ -73,27 +96,24 @@ type proofSet struct {
 // honest cause: a session the server ended, a failover). make mutants-redis and make
 // mutants-db run every mutant of their kind (ZLC_REDIS_MUTANTS=all, ZLC_DB_MUTANTS=all).
 func TestExploreCatchesEveryServiceMutant(t *testing.T) {
-	for _, set := range []proofSet{
-		{name: "redis", require: requireRedis, sets: redisExploreSets},
-		{name: "databases", require: requireDatabases, sets: dbExploreSets, why: map[string]string{noExpiryTable: noExpiryWhy}},
-	} {
+	for _, set := range proofSets {
 		t.Run(set.name, func(t *testing.T) {
 			set.require(t)
-			mutants, correct, mutantBudget, correctBudget, parallel := set.sets(t)
-			for _, recipe := range mutants {
+			l := set.list(t)
+			for _, recipe := range l.mutants {
 				t.Run(recipe, func(t *testing.T) {
-					if parallel {
+					if l.parallel {
 						t.Parallel()
 					}
-					checkMutantCaught(t, recipe, mutantBudget, set.why[recipe])
+					checkMutantCaught(t, recipe, l.mutantBudget, set.why[recipe])
 				})
 			}
-			for _, recipe := range correct {
+			for _, recipe := range l.correct {
 				t.Run(recipe, func(t *testing.T) {
-					if parallel {
+					if l.parallel {
 						t.Parallel()
 					}
-					checkNoRecipeBug(t, recipe, correctBudget)
+					checkNoRecipeBug(t, recipe, l.correctBudget)
 				})
 			}
 		})
@@ -127,25 +147,6 @@ func checkNoRecipeBug(t *testing.T, recipe, budget string) {
 		}
 		t.Logf("round %d (%s): %s %s", i+1, r.Probe, r.Verdict, r.Cause)
 	}
-}
-
-// dbExploreSets are the database proof's recipes and budgets: in make test a short
-// set (two mutants its first probe catches, each with a minute, and pg-advisory's
-// control for 60 s: make test must stay under 30 minutes), run side by side; with ZLC_DB_MUTANTS=all (make mutants-db)
-// every database mutant with the Redis proof's 4 minutes, every correct database
-// recipe with 4 minutes, and pg-table, one after another.
-func dbExploreSets(t *testing.T) (mutants, correct []string, mutantBudget, correctBudget string, parallel bool) {
-	switch os.Getenv("ZLC_DB_MUTANTS") {
-	case "":
-		return []string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "40s", true
-	case "all":
-		return []string{"mutant-pg-advisory-xact-lock", "mutant-pg-advisory-pool", "mutant-pg-advisory-unlock-once",
-				"mutant-pg-advisory-no-heartbeat", "mutant-mariadb-pool", "mutant-mariadb-unlock-once", "mutant-mariadb-no-heartbeat",
-				"mutant-pg-table-delete-by-name", "mutant-pg-table-blind-retry", "mutant-pg-table-takeover-keeps-token", noExpiryTable},
-			[]string{"pg-table-expiry", "pg-advisory", "mariadb-getlock"}, "4m", "4m", false
-	}
-	t.Fatalf("ZLC_DB_MUTANTS=%q: want all or nothing", os.Getenv("ZLC_DB_MUTANTS"))
-	return nil, nil, "", "", false
 }
 
 // noExpiryTable is the articles' lock table as they describe it, without expiry: a
