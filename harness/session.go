@@ -300,7 +300,7 @@ func (s *session) completed(step workloads.Step, reply workloads.Message, t int6
 // nemesis aims at its session (cluster.client), the run maps that session to the
 // process.
 func (s *session) placed(p workloads.LockPlace) {
-	if err := checkPlace(s.env.kind, s.env.init.Path, p); err != nil {
+	if err := p.Within(s.env.kind, s.env.init.Path); err != nil {
 		s.env.violated(s.w.Process(), err)
 		return
 	}

@@ -1,4 +1,4 @@
-package harness
+package workloads_test
 
 import (
 	"strings"
@@ -8,9 +8,9 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// TestCheckPlace: a worker's lock place must be one its kind has, and hold the lock
+// TestLockPlaceWithin: a worker's lock place must be one its kind has, and hold the lock
 // it was given; each refusal names the field.
-func TestCheckPlace(t *testing.T) {
+func TestLockPlaceWithin(t *testing.T) {
 	const path = "/zlc/r1/l0"
 	cases := []struct {
 		kind kind.Name
@@ -30,7 +30,7 @@ func TestCheckPlace(t *testing.T) {
 		{kind.MariaDB, workloads.LockPlace{Advisory: []int64{1}}, "MariaDB has none of"},
 	}
 	for _, c := range cases {
-		err := checkPlace(kind.Of(c.kind), path, c.p)
+		err := c.p.Within(kind.Of(c.kind), path)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s %+v: %v, want %q", c.kind, c.p, err, c.want)
 		}
