@@ -1,6 +1,7 @@
 // Package conformance holds worker programs to the worker protocol (docs/protocol.md):
 // it drives any worker command through the harness's own protocol client
-// (workloads/driver), against a ZooKeeper, through a list of rules (init, reply ids,
+// (workloads/driver), against a private server of the worker's service (a
+// lockservice.Local: ZooKeeper, Redis, PostgreSQL, MariaDB), through a list of rules (init, reply ids,
 // acquire and release, timeouts, hand-over, lost, close, EOF, bad requests, refusals,
 // v2 and v3 cycles), and reports each rule passed or broken with the exchange that
 // broke it. zlockcheck conformance is its CLI: the first thing to run on a new exec
@@ -18,18 +19,9 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
-	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
-
-// Server is the ZooKeeper the rules run against.
-type Server interface {
-	// Connect is the connection string sent in init.
-	Connect() string
-	// Expire ends the session a worker reported (its id and base64 password).
-	Expire(ctx context.Context, sessionID, passwd string) error
-}
 
 // Config says which worker to test and how.
 type Config struct {
@@ -40,11 +32,13 @@ type Config struct {
 	// SessionTimeout is sent in init (0: lockservice.DefaultSessionTimeout); the bounds
 	// the rules allow derive from it as the harness's do.
 	SessionTimeout time.Duration
-	// Server is the ZooKeeper to use; nil starts a private standalone server on
-	// 127.0.0.1 (Debian's zookeeper package, or ZKHome) for the run and stops it after.
-	Server Server
-	// ZKHome is a ZooKeeper install for the private server (empty: Debian's).
-	ZKHome string
+	// Service is the kind of lock service the worker locks on ("": kind.Default).
+	Service kind.Name
+	// Settings are the service's own, for its private server (nil: its defaults).
+	Settings lockservice.Settings
+	// Server is the server to use; nil starts the service's private one on
+	// 127.0.0.1 (lockservice.StartLocal) for the run and stops it after.
+	Server lockservice.Local
 	// Only, when not empty, runs just the rules of these names.
 	Only []string
 	// Progress, when set, gets a line as each rule starts.
@@ -102,11 +96,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	if cfg.Server == nil {
-		srv, stop, err := startPrivate(ctx, cfg)
+		dir, err := os.MkdirTemp("", "zlc-conformance-"+string(kind.Of(cfg.Service).Name)+".")
 		if err != nil {
 			return Report{}, err
 		}
-		defer stop()
+		srv, err := lockservice.StartLocal(ctx, cfg.Service, lockservice.LocalConfig{Dir: dir, Settings: cfg.Settings, SessionTimeout: cfg.SessionTimeout})
+		if err != nil {
+			os.RemoveAll(dir)
+			return Report{}, err
+		}
+		defer srv.Close()
 		cfg.Server = srv
 	}
 	run := randomHex(4)
@@ -183,51 +182,6 @@ func runRule(ctx context.Context, cfg Config, rule Rule, path string) Result {
 		}
 	}
 	return res
-}
-
-// private is a standalone server this run started.
-type private struct {
-	s       *zookeeper.Standalone
-	timeout time.Duration
-}
-
-func (p private) Connect() string { return p.s.Addr }
-
-func (p private) Expire(ctx context.Context, id, passwd string) error {
-	return nemesis.ExpireSession(ctx, p.s.Addr, id, passwd, p.timeout)
-}
-
-var _ Server = private{}
-
-// ServerAt is a Server at addr that the suite neither starts nor stops (the wire
-// simulator's TCP server, say): sessions are expired by taking them over and closing
-// them, as on a real ZooKeeper.
-func ServerAt(addr string, sessionTimeout time.Duration) Server {
-	return serverAt{addr: addr, timeout: sessionTimeout}
-}
-
-type serverAt struct {
-	addr    string
-	timeout time.Duration
-}
-
-func (s serverAt) Connect() string { return s.addr }
-
-func (s serverAt) Expire(ctx context.Context, id, passwd string) error {
-	return nemesis.ExpireSession(ctx, s.addr, id, passwd, s.timeout)
-}
-
-func startPrivate(ctx context.Context, cfg Config) (Server, func(), error) {
-	dir, err := os.MkdirTemp("", "zlc-conformance-zk.")
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := zookeeper.StartStandalone(ctx, zookeeper.EnsembleConfig{Dir: dir, ZKHome: cfg.ZKHome})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("private ZooKeeper: %w", err)
-	}
-	return private{s: s, timeout: cfg.SessionTimeout}, func() { s.Stop(); os.RemoveAll(dir) }, nil
 }
 
 func randomHex(n int) string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
 // fakeServer is the FAKE ZooKeeper of testdata/fake_worker.py (a fake worker, not a
@@ -17,11 +19,17 @@ type fakeServer struct{ dir string }
 
 func (f fakeServer) Connect() string { return f.dir }
 
-func (f fakeServer) Expire(_ context.Context, id, _ string) error {
-	return os.WriteFile(filepath.Join(f.dir, "expired-"+id), nil, 0o644)
+func (f fakeServer) End(_ context.Context, h lockservice.Holder) (lockservice.Ending, error) {
+	if h.Session == "" {
+		return lockservice.Ending{}, lockservice.CannotEnd("no session")
+	}
+	return lockservice.Ending{Did: "expired session " + h.Session, MustReport: true},
+		os.WriteFile(filepath.Join(f.dir, "expired-"+h.Session), nil, 0o644)
 }
 
-var _ Server = fakeServer{}
+func (f fakeServer) Close() error { return nil }
+
+var _ lockservice.Local = fakeServer{}
 
 // runFake runs the rules named in only against the fake worker in mode ("" keeps
 // every rule), with a short session timeout so the bounds are short too.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/zksim"
 )
@@ -21,12 +22,11 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 	dir := t.TempDir()
 	workers := realWorkers(t, dir)
 	ctx := context.Background()
-	zk, err := zookeeper.StartStandalone(ctx, zookeeper.EnsembleConfig{Dir: filepath.Join(dir, "zk")})
+	server, err := lockservice.StartLocal(ctx, kind.ZooKeeper, lockservice.LocalConfig{Dir: filepath.Join(dir, "zk"), SessionTimeout: lockservice.DefaultSessionTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(zk.Stop)
-	server := private{s: zk, timeout: lockservice.DefaultSessionTimeout}
+	t.Cleanup(func() { server.Close() })
 	for _, w := range workers {
 		t.Run(w.name, func(t *testing.T) { checkConforms(t, w.name, w.argv, server) })
 	}
@@ -46,7 +46,7 @@ func TestConformanceOnTheSimulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	server := ServerAt(srv.Addr(), lockservice.DefaultSessionTimeout)
+	server := zookeeper.At(srv.Addr(), lockservice.DefaultSessionTimeout)
 	for _, w := range workers {
 		if w.name != "curator-mutex" && w.name != "kazoo-lock" {
 			continue // the Go recipes run in the simulator's wire mode itself (package zksim)
@@ -87,7 +87,7 @@ func realWorkers(t *testing.T, dir string) []realWorker {
 }
 
 // checkConforms runs every rule on the worker argv against server.
-func checkConforms(t *testing.T, name string, argv []string, server Server) {
+func checkConforms(t *testing.T, name string, argv []string, server lockservice.Local) {
 	ctx := context.Background()
 	rep, err := Run(ctx, Config{Argv: argv, Server: server})
 	var b strings.Builder

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/workloads/driver"
 )
@@ -119,10 +121,66 @@ func (e *env) acquireRequest(w *worker, timeout time.Duration) workloads.Request
 	return req
 }
 
-// acquire acquires and wants replyType.
+// acquire acquires and wants replyType. Where an ok says the lock lives, the place
+// must be one the service has and hold the lock's path, as a run asks
+// (workloads.LockPlace.Within); the worker keeps it for End.
 func (e *env) acquire(w *worker, timeout time.Duration, replyType string) error {
 	m, err := w.call(e.ctx, e.acquireRequest(w, timeout), e.bounds().ReplyLimit(timeout))
-	return want(err, m, fmt.Sprintf("%s acquire (timeout %s)", w.name, timeout), replyType)
+	what := fmt.Sprintf("%s acquire (timeout %s)", w.name, timeout)
+	if err := want(err, m, what, replyType); err != nil {
+		return err
+	}
+	return e.placed(w, m, what)
+}
+
+// placed keeps where an acquire's ok (a reply or a report) says w's lock lives,
+// once it is checked as a run checks it.
+func (e *env) placed(w *worker, m workloads.Message, what string) error {
+	if m.Lock == nil {
+		return nil
+	}
+	if err := m.Lock.Within(kind.Of(e.cfg.Service), e.path); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	w.place = *m.Lock
+	return nil
+}
+
+// holder is what w told of the lock it holds, for the server's End.
+func (e *env) holder(w *worker) lockservice.Holder {
+	id, passwd := w.Session()
+	return lockservice.Holder{Session: id, Passwd: passwd, Place: w.place}
+}
+
+// end ends w's hold from the server's side (lockservice.Local.End); a holder that
+// told too little to aim at skips the rule.
+func (e *env) end(w *worker, when string) (lockservice.Ending, error) {
+	ending, err := e.cfg.Server.End(e.ctx, e.holder(w))
+	var cannot lockservice.CannotEnd
+	switch {
+	case errors.As(err, &cannot):
+		return ending, skipped(string(cannot))
+	case err != nil:
+		return ending, fmt.Errorf("end %s's hold: %w", w.name, err)
+	}
+	e.log.add("suite", "--", ending.Did+" ("+w.name+"'s lock"+when+")")
+	return ending, nil
+}
+
+// unreported is the rule's end when a worker was not told its lease ended
+// (Ending.MustReport false) and did not report lost: not a breach, but said.
+func unreported(ending lockservice.Ending, limit time.Duration) error {
+	return skipped(fmt.Sprintf("A sent no lost within %s of its lock's end (%s): a library with no renewal or validity check cannot know, and a run records its holds as lasting past its lease (B got the lock)", limit, ending.Did))
+}
+
+// freeAfterEnd is how soon a lock is free for others once its holder's worker ended
+// (close, EOF): at once where it goes with the session (ZooKeeper's, a database
+// connection's); on a kind whose locks are leases, at worst when its lease runs out.
+func (e *env) freeAfterEnd(a *worker) (time.Duration, string) {
+	if kind.Of(e.cfg.Service).Lease && !a.place.SessionBound() {
+		return e.cfg.SessionTimeout + 2*time.Second, "its lease (session_timeout_ms) did not run out"
+	}
+	return e.cfg.SessionTimeout / 2, "A's session was not ended: its lock waits for the session to expire"
 }
 
 // release releases and wants ok.
@@ -279,20 +337,20 @@ func checkLost(e *env) error {
 	if err != nil {
 		return err
 	}
-	id, passwd := a.Session()
-	if id == "" || passwd == "" {
-		return skipped(`A sent no {"event":"session"} with session_id and passwd, so its session cannot be expired (the session-expire fault needs them too)`)
-	}
-	e.log.add("suite", "--", "expire A's session "+id)
-	if err := e.cfg.Server.Expire(e.ctx, id, passwd); err != nil {
-		return fmt.Errorf("expire A's session %s: %w", id, err)
+	ending, err := e.end(a, "")
+	if err != nil {
+		return err
 	}
 	limit := e.bounds().ReplyLimit(0)
-	if lost, err := a.waitLost(e.ctx, limit); err != nil || !lost {
+	lost, err := a.waitLost(e.ctx, limit)
+	if err != nil || !lost && ending.MustReport {
 		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
-		return fmt.Errorf(`A held the lock and its session %s expired: no {"event":"lost"} within %s%s`, id, limit, because(err))
+		return fmt.Errorf(`A held the lock and the server %s: no {"event":"lost"} within %s%s`, ending.Did, limit, because(err))
 	}
-	return e.acquire(b, acquireTimeout, workloads.ReplyOK)
+	if err := e.acquire(b, acquireTimeout, workloads.ReplyOK); err != nil || lost {
+		return err
+	}
+	return unreported(ending, limit)
 }
 
 // checkEnd ends A while it holds the lock (end sends close or closes stdin), wants
@@ -314,9 +372,9 @@ func checkEnd(e *env, how string, end func(a *worker) error) error {
 		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 		return fmt.Errorf("A exited with %s after %s, want status 0", driver.ExitText(exitErr), how)
 	}
-	free := e.cfg.SessionTimeout / 2
+	free, why := e.freeAfterEnd(a)
 	if err := e.acquire(b, free, workloads.ReplyOK); err != nil {
-		return fmt.Errorf("after A's %s: %w (A's session was not ended: its lock waits for the session to expire)", how, err)
+		return fmt.Errorf("after A's %s: %w (%s)", how, err, why)
 	}
 	return nil
 }

@@ -250,10 +250,6 @@ func checkCycleLost(e *env) error {
 	if err != nil {
 		return err
 	}
-	id, passwd := a.Session()
-	if id == "" || passwd == "" {
-		return skipped(`A sent no {"event":"session"} with session_id and passwd, so its session cannot be expired`)
-	}
 	long := 3*e.cfg.SessionTimeout + 10*time.Second
 	plan := workloads.Request{ID: a.NextID(), Op: workloads.OpCycle, TimeoutMS: acquireTimeout.Milliseconds(),
 		HoldUS: long.Microseconds(), Mode: e.acquireRequest(a, 0).Mode}
@@ -270,19 +266,29 @@ func checkCycleLost(e *env) error {
 		if err == nil && (!m.IsReport() || m.F+" "+m.Step != step) {
 			err = fmt.Errorf("want the report %q, got %s %s %s", step, m.F, m.Step, m.Type)
 		}
+		if err == nil && step == "acquire ok" {
+			err = e.placed(a, m, "acquire ok")
+		}
 		if err != nil {
 			//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
 			return fmt.Errorf("A cycle (hold %s): %w", long, err)
 		}
 	}
-	e.log.add("suite", "--", "expire A's session "+id+" during its cycle's hold")
-	if err := e.cfg.Server.Expire(e.ctx, id, passwd); err != nil {
-		return fmt.Errorf("expire A's session %s: %w", id, err)
+	ending, err := e.end(a, ", during its cycle's hold")
+	if err != nil {
+		return err
 	}
 	limit = e.bounds().ReplyLimit(0)
-	if lost, err := a.waitLost(e.ctx, limit); err != nil || !lost {
+	lost, err := a.waitLost(e.ctx, limit)
+	switch {
+	case err != nil || !lost && ending.MustReport:
 		//lint:ignore ST1005 the message starts with a worker's name (A, B, N)
-		return fmt.Errorf(`A held the lock in a cycle and its session %s expired: no {"event":"lost"} within %s%s`, id, limit, because(err))
+		return fmt.Errorf(`A held the lock in a cycle and the server %s: no {"event":"lost"} within %s%s`, ending.Did, limit, because(err))
+	case !lost:
+		if err := e.acquire(ws[0], acquireTimeout, workloads.ReplyOK); err != nil {
+			return err
+		}
+		return unreported(ending, limit)
 	}
 	m, err := a.await(e.ctx, limit)
 	switch {

@@ -46,6 +46,8 @@ type worker struct {
 	violations []string
 	// lost counts the lost events read and not yet waited for (waitLost).
 	lost int
+	// place is where its last acquire's ok said its lock lives (zero: nowhere).
+	place workloads.LockPlace
 }
 
 // startWorker starts argv with its stdin and stdout piped to the driver.

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/conformance"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/zksim"
 )
@@ -19,14 +22,17 @@ const (
 )
 
 // conformanceCmd holds a worker command to the worker protocol, rule by rule, on a
-// private standalone ZooKeeper (or, --zksim, the wire simulator): exit 0 when every rule passed, 1 when one was broken,
-// 3 when the suite could not run.
+// private server of its service on 127.0.0.1 (or, --zksim, ZooKeeper's wire
+// simulator): exit 0 when every rule passed, 1 when one was broken, 3 when the suite
+// could not run.
 func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("conformance", stderr)
 	workerCmd := fs.String("worker-cmd", "", "the worker program and its arguments, as run --recipe exec takes them (required)")
-	kind := fs.String("kind", string(workloads.Mutex), "the workload kind sent in init: "+kindNames())
+	workload := fs.String("kind", string(workloads.Mutex), "the workload kind sent in init: "+kindNames())
 	sessionTimeout := fs.Duration("session-timeout", lockservice.DefaultSessionTimeout, "the session timeout sent in init; the rules' bounds derive from it")
-	zkHome := fs.String("zk-home", "", "a ZooKeeper install for the private server (default: Debian's zookeeper package)")
+	service := fs.String("service", "", "the lock service the worker locks on, a private server of which the rules run against: "+kind.Names()+" (default zookeeper)")
+	var kinds kindFlags
+	kinds.register(fs)
 	rules := fs.String("rules", "", "comma-separated rules to run (default all: "+strings.Join(ruleNames(), ", ")+")")
 	sim := fs.Bool("zksim", false, "run the rules against the wire simulator's TCP server (no faults) instead of a private ZooKeeper")
 	if err := fs.Parse(args); err != nil {
@@ -38,25 +44,38 @@ func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *workerCmd == "" {
 		return exitError, usageError{"--worker-cmd is required"}
 	}
-	k, err := workloads.ParseKind(*kind)
+	k, err := workloads.ParseKind(*workload)
 	if err != nil {
 		return exitError, usageError{"--kind: " + err.Error()}
 	}
 	cfg := conformance.Config{
 		// As run does: the shell splits the command; exec keeps the worker's pid.
 		Argv: []string{"/bin/sh", "-c", "exec " + *workerCmd},
-		Kind: k, SessionTimeout: *sessionTimeout, ZKHome: *zkHome, Progress: stderr,
+		Kind: k, SessionTimeout: *sessionTimeout, Progress: stderr,
+	}
+	if *service != "" {
+		if cfg.Service, err = kind.Parse(*service); err != nil {
+			return exitError, usageError{"--service: " + err.Error()}
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.Settings, err = kinds.forKind(cfg.Service, set); err != nil {
+		return exitError, err
 	}
 	if *rules != "" {
 		cfg.Only = strings.Split(*rules, ",")
 	}
 	if *sim {
+		if !cfg.Service.Is(kind.ZooKeeper) {
+			return exitError, usageError{"--zksim: the wire simulator is a ZooKeeper; drop it, or --service zookeeper"}
+		}
 		srv, err := zksim.StartServer(zksim.ServerConfig{Listen: "127.0.0.1:0"})
 		if err != nil {
 			return exitError, err
 		}
 		defer srv.Close()
-		cfg.Server = conformance.ServerAt(srv.Addr(), *sessionTimeout)
+		cfg.Server = zookeeper.At(srv.Addr(), *sessionTimeout)
 	}
 	rep, err := conformance.Run(ctx, cfg)
 	rep.Write(stdout)

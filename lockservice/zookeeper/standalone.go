@@ -38,7 +38,7 @@ func StartStandalone(ctx context.Context, cfg EnsembleConfig) (*Standalone, erro
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := lockservice.FreeLocalPort()
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +150,4 @@ func (s *Standalone) Stop() {
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.done
-}
-
-// freePort asks the kernel for a free TCP port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
