@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -96,13 +95,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	if cfg.Server == nil {
-		dir, err := os.MkdirTemp("", "zlc-conformance-"+string(kind.Of(cfg.Service).Name)+".")
+		srv, err := lockservice.StartLocal(ctx, cfg.Service, lockservice.LocalConfig{Settings: cfg.Settings, SessionTimeout: cfg.SessionTimeout})
 		if err != nil {
-			return Report{}, err
-		}
-		srv, err := lockservice.StartLocal(ctx, cfg.Service, lockservice.LocalConfig{Dir: dir, Settings: cfg.Settings, SessionTimeout: cfg.SessionTimeout})
-		if err != nil {
-			os.RemoveAll(dir)
 			return Report{}, err
 		}
 		defer srv.Close()

@@ -2,10 +2,14 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -19,6 +23,7 @@ import (
 // InterProcessMutex through the Java worker, Kazoo's Lock through the Python one).
 func TestConformanceOfRealWorkers(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.ZooKeeper, testenv.JDK, testenv.Curator, testenv.Kazoo)
+	t.Parallel()
 	dir := t.TempDir()
 	workers := realWorkers(t, dir)
 	ctx := context.Background()
@@ -28,7 +33,10 @@ func TestConformanceOfRealWorkers(t *testing.T) {
 	}
 	t.Cleanup(func() { server.Close() })
 	for _, w := range workers {
-		t.Run(w.name, func(t *testing.T) { checkConforms(t, w.name, w.argv, server) })
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel() // each rule's lock path is its own
+			checkConforms(t, w.name, w.argv, server)
+		})
 	}
 }
 
@@ -51,7 +59,10 @@ func TestConformanceOnTheSimulator(t *testing.T) {
 		if w.name != "curator-mutex" && w.name != "kazoo-lock" {
 			continue // the Go recipes run in the simulator's wire mode itself (package zksim)
 		}
-		t.Run(w.name, func(t *testing.T) { checkConforms(t, w.name, w.argv, server) })
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel() // each rule's lock path is its own
+			checkConforms(t, w.name, w.argv, server)
+		})
 	}
 }
 
@@ -70,10 +81,7 @@ func realWorkers(t *testing.T, dir string) []realWorker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "zlockcheck")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
-		t.Fatalf("build zlockcheck: %v\n%s", err, out)
-	}
+	bin := zlockcheckBin(t)
 	curator := filepath.Join(dir, "curator")
 	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
 		t.Fatalf("build the Curator worker: %v\n%s", err, out)
@@ -104,4 +112,87 @@ func checkConforms(t *testing.T, name string, argv []string, server lockservice.
 		}
 	}
 	t.Logf("\n%s", b.String())
+}
+
+// TestConformanceOnEveryService: on a private server of each other service, the
+// project's own workers for it keep every rule (their acquires say where their lock
+// lives, so the lost rules end it as the service would), and a worker that never
+// notices that its database session lock was ended breaks the lost rule.
+func TestConformanceOnEveryService(t *testing.T) {
+	testenv.RequireIntegration(t, testenv.RedisServer, testenv.PostgreSQL, testenv.MariaDB)
+	t.Parallel() // beside the ZooKeeper workers: the rules mostly wait
+	bin := zlockcheckBin(t)
+	cases := []struct {
+		service kind.Name
+		recipe  string
+		broken  string // the rule it breaks ("": none)
+	}{
+		{kind.Redis, "redis-lock", ""},
+		{kind.Postgres, "pg-advisory", ""},
+		{kind.Postgres, "mutant-pg-advisory-no-heartbeat", "lost"},
+		{kind.MariaDB, "mariadb-getlock", ""},
+		{kind.MariaDB, "mutant-mariadb-no-heartbeat", "lost"},
+	}
+	for _, c := range cases {
+		t.Run(string(c.service)+"/"+c.recipe, func(t *testing.T) {
+			t.Parallel() // each on a private server of its own
+			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service}
+			if c.broken != "" {
+				// A short session timeout: the rule waits 3 of them and 5 s for the lost
+				// event that never comes.
+				cfg.Only, cfg.SessionTimeout = []string{c.broken}, 2*time.Second
+			}
+			rep, err := Run(context.Background(), cfg)
+			var b strings.Builder
+			rep.Write(&b)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, b.String())
+			}
+			for _, res := range rep.Results {
+				switch {
+				case res.Rule.Name == c.broken && res.Passed:
+					t.Errorf("%s kept rule %s, which it breaks", c.recipe, c.broken)
+				case res.Rule.Name != c.broken && !res.Passed:
+					t.Errorf("%s broke rule %s: %s", c.recipe, res.Rule.Name, res.Problem)
+				case res.Skipped != "":
+					t.Errorf("%s: rule %s skipped (%s): its acquire says where its lock lives, so every rule can run", c.recipe, res.Rule.Name, res.Skipped)
+				}
+			}
+			t.Logf("\n%s", b.String())
+		})
+	}
+}
+
+// built is the zlockcheck binary the integration tests share: built once (a link
+// takes seconds), removed by TestMain.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// zlockcheckBin builds zlockcheck once for the package's tests.
+func zlockcheckBin(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "zlc-conformance-test."); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "zlockcheck")
+		if out, err := exec.Command("go", "build", "-o", built.bin, "../cmd/zlockcheck").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build zlockcheck: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }

@@ -30,13 +30,13 @@ func Rules() []Rule {
 		{"acquire-release", "acquire of a free lock is ok, release of the held lock is ok, twice over", checkAcquireRelease},
 		{"timeout", "an acquire of a held lock answers fail, not before its timeout_ms nor long after, and leaves nothing behind", checkTimeout},
 		{"handover", "a waiter is not granted while the lock is held, and is granted soon after the holder releases", checkHandover},
-		{"lost", "a holder whose session expires sends {\"event\":\"lost\"}, and the lock is free for others", checkLost},
-		{"close", "close is answered ok, the worker exits 0 and its session ends (its lock is free at once)", checkClose},
-		{"eof", "EOF on stdin: the worker exits 0 and its session ends (its lock is free at once)", checkEOF},
+		{"lost", "a holder whose lock the server ends (a ZooKeeper session expired, the connection of a database session lock terminated) sends {\"event\":\"lost\"}, and the lock is free for others; a Redis lease run out need not be reported", checkLost},
+		{"close", "close is answered ok, the worker exits 0 and its session ends (its lock is free at once; a lease, once it runs out)", checkClose},
+		{"eof", "EOF on stdin: the worker exits 0 and its session ends (its lock is free at once; a lease, once it runs out)", checkEOF},
 		{"bad-request", "a request line that is malformed or out of order (acquire before init) makes the worker exit non-zero without replying", checkBadRequest},
 		{"refuse", "init with a kind the worker does not support is refused: fail, not ok or info", checkRefuse},
 		{"cycle", "v2 and v3 (skipped for a v1 worker): clock answers mono_ns; a cycle reports acquire and release as they happen (v3: once per op, with invoke_ns, and no reply after the last report), holds hold_us, times out after timeout_ms releasing nothing, and waits for a holder's release", checkCycle},
-		{"cycle-lost", "v2 and v3 (skipped for a v1 worker): a holder whose session expires during a cycle's hold sends lost and ends the cycle without a release", checkCycleLost},
+		{"cycle-lost", "v2 and v3 (skipped for a v1 worker): a holder whose lock the server ends during a cycle's hold (as in lost) sends lost and ends the cycle without a release", checkCycleLost},
 	}
 }
 

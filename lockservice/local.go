@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -57,7 +59,9 @@ func (c CannotEnd) Error() string { return string(c) }
 
 // LocalConfig says how to start a Local.
 type LocalConfig struct {
-	// Dir is the server's own directory (made if missing); Close removes it.
+	// Dir is the server's own directory (made if missing); Close removes it. ""
+	// makes one under the system's temporary directory (LocalDirPattern), which the
+	// sweep removes once its owner is gone.
 	Dir string
 	// Settings are the kind's own (nil: its defaults).
 	Settings Settings
@@ -101,16 +105,99 @@ func StartLocal(ctx context.Context, n kind.Name, cfg LocalConfig) (Local, error
 		}
 		return nil, fmt.Errorf("service %s: no private server to check a worker against (services that have one: %s)", kind.Of(n).Title, strings.Join(names, ", "))
 	}
-	if cfg.Dir == "" {
-		return nil, errors.New("local server: no directory for its files")
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, err
-	}
 	if cfg.Settings != nil && !Fits(n, cfg.Settings) {
 		return nil, fmt.Errorf("local server: settings of type %T for the %s service", cfg.Settings, kind.Of(n).Title)
 	}
-	return start(ctx, cfg)
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		return start(ctx, cfg)
+	}
+	dir, owner, err := ownedLocalDir(n)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
+	l, err := start(ctx, cfg)
+	if err != nil {
+		owner.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return ownedLocal{Local: l, owner: owner}, nil
+}
+
+// LocalDirPattern names the directories StartLocal makes for a Local's files, in
+// the system's temporary directory: the kind's name follows it.
+const LocalDirPattern = "zlc-local-"
+
+// localOwnerFile, in such a directory, is locked (flock) by the process that made
+// it for as long as it lives.
+const localOwnerFile = "owner.lock"
+
+// ownedLocalDir makes a directory for a Local of kind n, and locks its owner file.
+func ownedLocalDir(n kind.Name) (string, *os.File, error) {
+	dir, err := os.MkdirTemp("", LocalDirPattern+string(kind.Of(n).Name)+".")
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, localOwnerFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err == nil {
+		if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("local server: lock its directory's owner file: %w", err)
+	}
+	return dir, f, nil
+}
+
+// ownedLocal is a Local in a directory StartLocal made: Close lets go of it too.
+type ownedLocal struct {
+	Local
+	owner *os.File
+}
+
+func (o ownedLocal) Close() error {
+	err := o.Local.Close()
+	o.owner.Close()
+	return err
+}
+
+// sweepLocals removes the directories of Locals whose owner is gone (killed before
+// it could Close them); their servers died with it (Pdeathsig).
+func sweepLocals() ([]Leftover, error) {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), LocalDirPattern+"*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Leftover
+	var errs []error
+	for _, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, localOwnerFile))
+		if err == nil {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+			f.Close()
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if st, err := os.Stat(dir); err != nil || time.Since(st.ModTime()) < time.Minute {
+				continue // being made: the owner file comes right after the directory
+			}
+		case err != nil:
+			continue // its owner lives (or it is not ours to judge)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), LocalDirPattern), ".")
+		out = append(out, Leftover{Kind: kind.Name(n), Short: filepath.Base(dir), Line: "removed " + dir + ": the private server's owner was gone"})
+	}
+	return out, errors.Join(errs...)
 }
 
 // LocalProcess is one server process of a Local: its own process group, killed if

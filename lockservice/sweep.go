@@ -81,6 +81,9 @@ func Sweep(ctx context.Context, cfg SweepConfig) (SweepReport, error) {
 	var err error
 	rep.Net, err = netns.CleanupAll(cfg.All)
 	errs = append(errs, err)
+	locals, err := sweepLocals()
+	rep.Servers = append(rep.Servers, locals...)
+	errs = append(errs, err)
 	// After the namespaces: a server still in one belongs to a live run.
 	for _, k := range kind.All() {
 		if sweep := sweepers[k.Name]; sweep != nil {

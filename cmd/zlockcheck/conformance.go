@@ -78,7 +78,9 @@ func conformanceCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		cfg.Server = zookeeper.At(srv.Addr(), *sessionTimeout)
 	}
 	rep, err := conformance.Run(ctx, cfg)
-	rep.Write(stdout)
+	if len(rep.Results) > 0 {
+		rep.Write(stdout)
+	}
 	if err != nil {
 		return exitError, err
 	}

@@ -6,7 +6,8 @@ import (
 )
 
 // The conformance suite itself is tested in package conformance; here, the command
-// line only (no ZooKeeper is started: each case stops at its flags).
+// line only (no server is started: each case stops at its flags, or at the private
+// server's settings before anything is made).
 func TestConformanceFlags(t *testing.T) {
 	cases := []struct {
 		args []string
@@ -16,12 +17,20 @@ func TestConformanceFlags(t *testing.T) {
 		{[]string{"conformance", "--worker-cmd", "true", "--kind", "nonesuch"}, "--kind"},
 		{[]string{"conformance", "--worker-cmd", "true", "extra"}, "unexpected arguments"},
 		{[]string{"conformance", "--worker-cmd", "true", "--rules", "nonesuch"}, `no rule "nonesuch"`},
+		{[]string{"conformance", "--worker-cmd", "true", "--service", "etcd"}, `--service: want zookeeper, redis`},
+		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--observers", "2"}, "--observers: ZooKeeper settings for the Redis service: add --service zookeeper"},
+		{[]string{"conformance", "--worker-cmd", "true", "--service", "postgres", "--zksim"}, "--zksim: the wire simulator is a ZooKeeper"},
+		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--redis-topology", "redlock"}, "redis topology redlock: a private server is one instance"},
+		{[]string{"conformance", "--worker-cmd", "true", "--observers", "1"}, "observers: a private server is one standalone ZooKeeper"},
 	}
 	for _, tc := range cases {
 		var stdout, stderr strings.Builder
 		code := realMain(tc.args, &stdout, &stderr)
 		if code != exitError || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), exitError, tc.want)
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("%q: a report on stdout, though no rule ran: %q", tc.args, stdout.String())
 		}
 	}
 }

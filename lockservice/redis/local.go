@@ -32,6 +32,9 @@ var _ lockservice.Local = (*local)(nil)
 // gets, bound to 127.0.0.1 on a free port) and starts it.
 func startLocal(ctx context.Context, cfg lockservice.LocalConfig) (lockservice.Local, error) {
 	st := lockservice.LocalSettings(kind.Redis, cfg).(RedisSettings)
+	if st.Topology != "" && st.Topology != RedisSingle {
+		return nil, fmt.Errorf("redis topology %s: a private server is one instance (other topologies are a run's: zlockcheck run --redis-topology)", st.Topology)
+	}
 	st.Topology = RedisSingle
 	port, err := lockservice.FreeLocalPort()
 	if err != nil {

@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -23,6 +24,9 @@ type local struct {
 // and tick.
 func startLocal(ctx context.Context, cfg lockservice.LocalConfig) (lockservice.Local, error) {
 	st := lockservice.LocalSettings(kind.ZooKeeper, cfg).(Settings)
+	if st.Observers > 0 {
+		return nil, errors.New("observers: a private server is one standalone ZooKeeper, with no observers (they are a run's: zlockcheck run --observers)")
+	}
 	s, err := StartStandalone(ctx, EnsembleConfig{Dir: cfg.Dir, ZKHome: st.ZKHome, Tick: st.Tick})
 	if err != nil {
 		os.RemoveAll(cfg.Dir)
