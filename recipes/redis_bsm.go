@@ -10,6 +10,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // NewRedislock builds the redislock recipe: github.com/bsm/redislock (v0.10.0) on one
@@ -81,7 +82,8 @@ func (r *bsmLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		if err != nil {
 			return Grant{}, Fail(err)
 		}
-		lock, err := r.obtain(ctx, lockValue(id, token), deadline)
+		value := lockValue(id, token)
+		lock, err := r.obtain(ctx, value, deadline)
 		if err != nil {
 			return Grant{}, r.obtainError(ctx, err, deadline)
 		}
@@ -95,7 +97,7 @@ func (r *bsmLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, error
 		if why == "" {
 			r.lock = lock
 			r.lease.grant(until, true)
-			return Grant{}, nil
+			return Grant{Lock: &workloads.LockPlace{Session: FormatSessionID(id), Keys: []string{lock.Key()}, Value: value}}, nil
 		}
 		if err := r.release(lock); err != nil && !errors.Is(err, redislock.ErrLockNotHeld) {
 			return Grant{}, Info(fmt.Errorf("obtained, but %s, and releasing it failed: %w", why, err))

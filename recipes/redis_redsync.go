@@ -12,6 +12,7 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // redLockMinServers is the fewest independent primaries a RedLock recipe accepts.
@@ -103,10 +104,11 @@ func (r *redsyncLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 		if err != nil {
 			return Grant{}, err
 		}
-		if _, now := r.nodes[0].current(); now == gen {
+		if id, now := r.nodes[0].current(); now == gen {
 			r.mutex = m
 			r.lease.grant(m.Until(), true)
-			return Grant{}, nil
+			// The same key and value on every instance; the session is the first's.
+			return Grant{Lock: &workloads.LockPlace{Session: FormatSessionID(id), Keys: []string{m.Name()}, Value: m.Value()}}, nil
 		}
 		const why = "the first instance's connection changed under the acquire, so the value names a closed one"
 		if err := r.unlock(context.Background(), m); err != nil && !errors.Is(err, errNotHeldByMajority) {
