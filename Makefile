@@ -3,11 +3,11 @@
 
 GO        ?= go
 BIN       := bin/zlockcheck
-APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo chromium \
+APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo python3-venv chromium \
              iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel postgresql mariadb-server
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
-.PHONY: all setup build run test test-long test-short vet bench chaos mutants mutants-redis mutants-db explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
+.PHONY: all setup examples-setup build run test test-long test-short vet bench chaos mutants mutants-redis mutants-db explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
 
 all: build
 
@@ -31,6 +31,28 @@ setup:
 	  exit $$rc; \
 	fi
 	@$(GO) mod download
+	@$(MAKE) --no-print-directory examples-setup
+
+# The example workers' libraries (examples/workers): Python's from PyPI into a venv of
+# Debian's python3 (pip --require-hashes: every package pinned with its hash), and
+# JavaScript's from the npm registry (npm ci from package-lock.json, the machine's Node.js
+# 20). Each is installed again only when its pin file changed (a copy of it marks the
+# install), so a second run downloads nothing.
+EXAMPLES_VENV := build/examples-venv
+EXAMPLES_NODE := examples/workers/node_modules
+examples-setup:
+	@if ! cmp -s examples/workers/requirements.txt $(EXAMPLES_VENV)/zlc-installed-requirements.txt; then \
+	  echo "installing the Python example workers' libraries into $(EXAMPLES_VENV)"; \
+	  rm -rf $(EXAMPLES_VENV) && /usr/bin/python3 -m venv $(EXAMPLES_VENV) && \
+	  $(EXAMPLES_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r examples/workers/requirements.txt && \
+	  cp examples/workers/requirements.txt $(EXAMPLES_VENV)/zlc-installed-requirements.txt; \
+	fi
+	@if ! cmp -s examples/workers/package-lock.json $(EXAMPLES_NODE)/zlc-installed-package-lock.json; then \
+	  command -v npm >/dev/null || { echo "npm (Node.js 20) is needed for the JavaScript example workers"; exit 1; }; \
+	  echo "installing the JavaScript example workers' libraries into $(EXAMPLES_NODE)"; \
+	  (cd examples/workers && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) && \
+	  cp examples/workers/package-lock.json $(EXAMPLES_NODE)/zlc-installed-package-lock.json; \
+	fi
 
 build: setup
 	$(GO) build -o $(BIN) ./cmd/zlockcheck

@@ -20,7 +20,7 @@ func TestConformanceFlags(t *testing.T) {
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "etcd"}, `--service: want zookeeper, redis`},
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--observers", "2"}, "--observers: ZooKeeper settings for the Redis service: add --service zookeeper"},
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "postgres", "--zksim"}, "--zksim: the wire simulator is a ZooKeeper"},
-		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--redis-topology", "redlock"}, "redis topology redlock: a private server is one instance"},
+		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--redis-topology", "replicas"}, "redis topology replicas: private servers are one instance, or RedLock"},
 		{[]string{"conformance", "--worker-cmd", "true", "--observers", "1"}, "observers: a private server is one standalone ZooKeeper"},
 	}
 	for _, tc := range cases {

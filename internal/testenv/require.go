@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,10 @@ const (
 	PostgreSQL
 	// MariaDB: Debian's mariadb-server (mariadbd, mariadb-install-db).
 	MariaDB
+	// ExampleWorkers: the example workers' libraries (make setup:
+	// build/examples-venv with redis-py and psycopg, examples/workers/node_modules
+	// with ioredis and pg) and node.
+	ExampleWorkers
 	// StandaloneZK: a standalone ZooKeeper named by ZLC_ZK_CONNECT
 	// (scripts/with-zk.sh starts one; make test runs go test under it).
 	StandaloneZK
@@ -73,9 +78,35 @@ func catalogue() map[Requirement]requirement {
 		RedisServer: {"Debian's redis-server and redis-tools (redis-server)", onPath("redis-server")},
 		PostgreSQL:  {"Debian's postgresql (15)", fileExists("/usr/lib/postgresql/15/bin/postgres")},
 		MariaDB:     {"Debian's mariadb-server (mariadbd, mariadb-install-db)", func() bool { return onPath("mariadbd")() && onPath("mariadb-install-db")() }},
+		ExampleWorkers: {"the example workers' libraries (make setup: build/examples-venv, examples/workers/node_modules) and node",
+			func() bool { return ExampleWorkersRoot() != "" }},
 		StandaloneZK: {"a standalone ZooKeeper in " + ZKConnectVar + " (run under scripts/with-zk.sh; make test does)",
 			func() bool { return os.Getenv(ZKConnectVar) != "" }},
 	}
+}
+
+// ExampleWorkersRoot is the checkout whose example workers' libraries make setup
+// installed (build/examples-venv, examples/workers/node_modules), "" when it has not
+// (or node is missing).
+func ExampleWorkersRoot() string {
+	dir, err := os.Getwd()
+	for ; err == nil; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if dir == filepath.Dir(dir) {
+			return ""
+		}
+	}
+	for _, need := range []string{"build/examples-venv/zlc-installed-requirements.txt", "examples/workers/node_modules/zlc-installed-package-lock.json"} {
+		if _, err := os.Stat(filepath.Join(dir, need)); err != nil {
+			return ""
+		}
+	}
+	if !onPath("node")() {
+		return ""
+	}
+	return dir
 }
 
 func fileExists(path string) func() bool {

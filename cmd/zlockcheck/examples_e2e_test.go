@@ -1,0 +1,86 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
+)
+
+// exampleWorker is one of examples/workers: a worker written from docs/protocol.md
+// alone, on a library the project does not otherwise use.
+type exampleWorker struct {
+	name, service string
+	argv          []string
+}
+
+// exampleWorkers are the four example workers, their commands absolute.
+func exampleWorkers(t *testing.T) []exampleWorker {
+	testenv.RequireIntegration(t, testenv.ExampleWorkers)
+	root := testenv.ExampleWorkersRoot()
+	py := filepath.Join(root, "build/examples-venv/bin/python")
+	dir := filepath.Join(root, "examples/workers")
+	return []exampleWorker{
+		{"redis-py", "redis", []string{py, filepath.Join(dir, "redis_lock.py")}},
+		{"ioredis", "redis", []string{"node", filepath.Join(dir, "redis_lock.js")}},
+		{"psycopg", "postgres", []string{py, filepath.Join(dir, "pg_advisory.py")}},
+		{"node-postgres", "postgres", []string{"node", filepath.Join(dir, "pg_advisory.js")}},
+	}
+}
+
+// TestExampleWorkersConform: each example worker keeps every rule of the protocol on
+// a private server of its service, the lost rules included (each says where its lock
+// lives).
+func TestExampleWorkersConform(t *testing.T) {
+	for _, w := range exampleWorkers(t) {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := zlockcheck(t, "conformance", "--service", w.service, "--worker-cmd", strings.Join(w.argv, " "))
+			if code != exitConforms || strings.Contains(stdout, "skipped") {
+				t.Errorf("%s: exit %d, want every rule passed, none skipped\nstdout:\n%s\nstderr:\n%s", w.name, code, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestExampleWorkersUnderFaults: each example worker runs under the faults that
+// matter to its lock. The Redis ones, their connection killed by the server (the key
+// lives on; the next release goes over a new connection) and their process killed
+// (the key lives until its TTL): valid. The PostgreSQL ones, the connection that holds
+// killed (the server frees the advisory lock; connection-kill aims at the session their
+// acquire names): any overlap is unfenced, never a recipe bug, since they report lost
+// at their next heartbeat.
+func TestExampleWorkersUnderFaults(t *testing.T) {
+	workers := exampleWorkers(t)
+	requireRedis(t)
+	requireDatabases(t)
+	for _, w := range workers {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			store := keptIfFailed(t)
+			args := []string{"run", "--service", w.service, "--recipe", "exec", "--worker-cmd", strings.Join(w.argv, " "),
+				"--workers", "3", "--session-timeout", "2s", "--time", "15s", "--seed", "1", "--store", store,
+				"--nemesis-targets", "holder", "--nemesis-interval", "3s"}
+			if w.service == "redis" {
+				args = append(args, "--nemesis", "connection-kill,client-kill")
+			} else {
+				args = append(args, "--nemesis", "connection-kill", "--hold-max", "8s", "--acquire-timeout", "10s", "--final-phase=false")
+			}
+			code, stdout, stderr := zlockcheck(t, args...)
+			res := readResults(t, store)
+			class := causeClass(res)
+			t.Logf("%s: exit %d, cause %q", w.name, code, class)
+			switch {
+			case w.service == "redis" && code != exitValid:
+				t.Errorf("%s: exit %d, want valid\nstdout:\n%s\nstderr:\n%s", w.name, code, stdout, stderr)
+			case class == "recipe bug" || code == exitError:
+				t.Errorf("%s: exit %d, cause %q\nstdout:\n%s\nstderr:\n%s", w.name, code, class, stdout, stderr)
+			}
+			if !strings.Contains(stdout, "connection-kill") {
+				t.Errorf("%s: no connection-kill landed\nstdout:\n%s", w.name, stdout)
+			}
+			assertNothingLeft(t, store)
+		})
+	}
+}
