@@ -48,3 +48,22 @@ func TestADeclaredSessionLockIsFreedByAKill(t *testing.T) {
 		t.Error("the catalogue's word")
 	}
 }
+
+// TestTheLockReadIsWhereWorkersSaid: the lock the readers read (the orphan watch, the
+// final listing) is the run's path and each process's latest place, in process order.
+func TestTheLockReadIsWhereWorkersSaid(t *testing.T) {
+	r := &runner{cluster: newCluster(nil, false), sessions: map[string]int{}, lockPath: "/zlc/r/l0"}
+	if got := r.lock(); got.Path != "/zlc/r/l0" || len(got.Places) != 0 {
+		t.Fatalf("no place yet: %+v", got)
+	}
+	r.placed(9, workloads.LockPlace{Session: "0x9", Keys: []string{"app:/zlc/r/l0"}, Value: "old"})
+	r.placed(3, workloads.LockPlace{Session: "0x3", Keys: []string{"app:/zlc/r/l0"}, Value: "three"})
+	r.placed(9, workloads.LockPlace{Session: "0x9", Keys: []string{"app:/zlc/r/l0"}, Value: "new"})
+	got := r.lock()
+	if len(got.Places) != 2 || got.Places[0].Value != "three" || got.Places[1].Value != "new" {
+		t.Errorf("places %+v, want process 3's, then process 9's latest", got.Places)
+	}
+	if owner := got.OwnerOfValue("app:/zlc/r/l0", "new"); owner != "0x9" || r.sessions[owner] != 9 {
+		t.Errorf("the key's value names session %q (process %d), want 0x9 (9)", owner, r.sessions[owner])
+	}
+}

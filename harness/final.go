@@ -164,7 +164,8 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 		return nil, err
 	}
 	defer lock.Close()
-	children, err := lock.Entries(r.lockPath, false)
+	ref := r.lock()
+	children, err := lock.Entries(ref, false)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 	owners := r.sessionOwners()
 	var out []ChildInfo
 	for _, c := range children {
-		owner, ok, err := lock.Owner(r.lockPath, c)
+		owner, ok, err := lock.Owner(ref, c)
 		if err != nil || !ok {
 			continue
 		}

@@ -110,13 +110,14 @@ func (t *orphanTracker) observe(o *blockingOrphan, now time.Time) (time.Duration
 // findBlockingOrphan reads the lock's entries (fresh, so the read is not stale) and
 // returns the blocking orphan, nil if there is none.
 func (r *runner) findBlockingOrphan(lock lockservice.LockReader) (*blockingOrphan, error) {
-	names, err := lock.Entries(r.lockPath, true)
+	ref := r.lock()
+	names, err := lock.Entries(ref, true)
 	if err != nil {
 		return nil, err
 	}
 	lowest, lowestOwner := "", ""
 	for i, name := range names {
-		owner, ok, err := lock.Owner(r.lockPath, name)
+		owner, ok, err := lock.Owner(ref, name)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +143,7 @@ func (r *runner) findBlockingOrphan(lock lockservice.LockReader) (*blockingOrpha
 		return o, nil
 	}
 	for _, name := range names {
-		owner, ok, err := lock.Owner(r.lockPath, name)
+		owner, ok, err := lock.Owner(ref, name)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,8 @@ type runner struct {
 	nextProcess int
 	// sessions maps every session id a worker reported to its process.
 	sessions map[string]int
+	// places are where each process's latest acquire said its lock lives.
+	places map[int]workloads.LockPlace
 }
 
 // fail records err (prefixed with what, unless empty) as one of the run's failures and
@@ -197,14 +200,31 @@ func (r *runner) sessionEnv() sessionEnv {
 // holds it is the process's, and a lock that goes with its connection makes the
 // faults that end sessions say they free it (cluster.KillFreesLocks).
 func (r *runner) placed(process int, p workloads.LockPlace) {
+	r.mu.Lock()
 	if p.Session != "" {
-		r.mu.Lock()
 		r.sessions[p.Session] = process
-		r.mu.Unlock()
 	}
+	if r.places == nil {
+		r.places = map[int]workloads.LockPlace{}
+	}
+	r.places[process] = p
+	r.mu.Unlock()
 	if p.SessionBound() {
 		r.cluster.declaredSessionLocks.Store(true)
 	}
+}
+
+// lock is the lock as its readers read it: the run's path, and the places the
+// workers' latest acquires named (a library's own keys, advisory keys, GET_LOCK
+// names), in process order.
+func (r *runner) lock() lockservice.Lock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := lockservice.Lock{Path: r.lockPath}
+	for _, process := range slices.Sorted(maps.Keys(r.places)) {
+		l.Places = append(l.Places, r.places[process])
+	}
+	return l
 }
 
 // sessionOwners returns a copy of the session id → process map.

@@ -2,9 +2,12 @@ package lockservice
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // LockReader reads a lock's entries over one session of the harness's own: the
@@ -13,12 +16,52 @@ type LockReader interface {
 	// Entries are the names of the lock's entries in queue order, lowest first;
 	// fresh asks the service for an up-to-date answer (ZooKeeper: sync first). A
 	// lock with no entries (or none yet) has none.
-	Entries(lockPath string, fresh bool) ([]string, error)
+	Entries(lock Lock, fresh bool) ([]string, error)
 	// Owner is the session that owns the entry ("0x0" for a persistent node);
 	// false when the entry is gone.
-	Owner(lockPath, name string) (owner string, ok bool, err error)
+	Owner(lock Lock, name string) (owner string, ok bool, err error)
 	// Close ends the reader's session.
 	Close()
+}
+
+// Lock names a lock for its readers: the path the run gave it, where this project's
+// recipes keep it (a node's children, a key, a row, an advisory key or GET_LOCK name
+// made from the path), and the places the workers' acquires said it lives
+// (workloads.LockPlace): a library's own keys and values, advisory keys, GET_LOCK
+// names. A reader reads both; what it cannot read of a place (a table of the
+// worker's own) it leaves out.
+type Lock struct {
+	Path string
+	// Places are the workers' latest places, one per worker at most.
+	Places []workloads.LockPlace
+}
+
+// PathLock is the lock at path, with no place a worker named.
+func PathLock(path string) Lock { return Lock{Path: path} }
+
+// Keys are the Redis keys of the lock: the path, then each key a place names.
+func (l Lock) Keys() []string {
+	out := []string{l.Path}
+	for _, p := range l.Places {
+		for _, k := range p.Keys {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// OwnerOfValue is the session that holds a Redis key whose value is value: the
+// session of the place that wrote it, or the value's own prefix (this project's
+// recipes write "<session>:<random>").
+func (l Lock) OwnerOfValue(key, value string) string {
+	for _, p := range l.Places {
+		if p.Value == value && p.Session != "" && slices.Contains(p.Keys, key) {
+			return p.Session
+		}
+	}
+	return OwnerOf(value)
 }
 
 // PersistentOwner is the owner of an entry no session owns (a persistent node).

@@ -16,6 +16,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
 )
 
@@ -186,7 +187,7 @@ func checkLockReader(t *testing.T, r *Redis) {
 	}
 	defer lock.Close()
 	const key = "/zlc/test/lock"
-	if names, err := lock.Entries(key, true); err != nil || len(names) != 0 {
+	if names, err := lock.Entries(lockservice.PathLock(key), true); err != nil || len(names) != 0 {
 		t.Fatalf("Entries of a free lock = %v, %v", names, err)
 	}
 	holders := []*lockservice.Member{r.Instances[0]}
@@ -195,7 +196,7 @@ func checkLockReader(t *testing.T, r *Redis) {
 		if _, err := r.do(ctx, r.Instances[0], "SET", key, "0x2a:minority", "PX", "60000"); err != nil {
 			t.Fatal(err)
 		}
-		if names, _ := lock.Entries(key, true); len(names) != 0 {
+		if names, _ := lock.Entries(lockservice.PathLock(key), true); len(names) != 0 {
 			t.Errorf("a key on 1 of %d instances is an entry: %v", len(r.Instances), names)
 		}
 		holders = r.Instances[:len(r.Instances)/2+1]
@@ -205,10 +206,10 @@ func checkLockReader(t *testing.T, r *Redis) {
 			t.Fatal(err)
 		}
 	}
-	if names, err := lock.Entries(key, true); err != nil || !slices.Equal(names, []string{key}) {
+	if names, err := lock.Entries(lockservice.PathLock(key), true); err != nil || !slices.Equal(names, []string{key}) {
 		t.Errorf("Entries of a held lock = %v, %v", names, err)
 	}
-	if owner, ok, err := lock.Owner(key, key); err != nil || !ok || owner != "0x2a" {
+	if owner, ok, err := lock.Owner(lockservice.PathLock(key), key); err != nil || !ok || owner != "0x2a" {
 		t.Errorf("Owner = %q, %v, %v; want 0x2a", owner, ok, err)
 	}
 	for _, in := range holders {
@@ -216,8 +217,40 @@ func checkLockReader(t *testing.T, r *Redis) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok, err := lock.Owner(key, key); ok || err != nil {
+	if _, ok, err := lock.Owner(lockservice.PathLock(key), key); ok || err != nil {
 		t.Errorf("Owner of a released lock: %v, %v", ok, err)
+	}
+	checkLibraryKey(t, r, lock, holders)
+}
+
+// checkLibraryKey: a library's own key (its prefix, a random value naming no
+// client) is read when a worker's place names it, and owned by that place's session.
+func checkLibraryKey(t *testing.T, r *Redis, lock lockservice.LockReader, holders []*lockservice.Member) {
+	t.Helper()
+	ctx := context.Background()
+	const path, own = "/zlc/test/lib", "app:7:/zlc/test/lib"
+	placed := lockservice.Lock{Path: path, Places: []workloads.LockPlace{{Session: "0x2b", Keys: []string{own}, Value: "f00d"}}}
+	for _, in := range holders {
+		if _, err := r.do(ctx, in, "SET", own, "f00d", "PX", "60000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, err := lock.Entries(lockservice.PathLock(path), true); err != nil || len(names) != 0 {
+		t.Errorf("Entries without the place = %v, %v; want none (the library's key is unknown)", names, err)
+	}
+	if names, err := lock.Entries(placed, true); err != nil || !slices.Equal(names, []string{own}) {
+		t.Errorf("Entries with the place = %v, %v; want [%s]", names, err, own)
+	}
+	if owner, ok, err := lock.Owner(placed, own); err != nil || !ok || owner != "0x2b" {
+		t.Errorf("Owner of the library's key = %q, %v, %v; want the place's session 0x2b", owner, ok, err)
+	}
+	for _, in := range holders {
+		if _, err := r.do(ctx, in, "SET", own, "beef", "PX", "60000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if owner, ok, err := lock.Owner(placed, own); err != nil || !ok || owner == "0x2b" {
+		t.Errorf("Owner of the key another value holds = %q, %v, %v; want not the place's session", owner, ok, err)
 	}
 }
 

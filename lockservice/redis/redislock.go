@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,26 +162,34 @@ func (r *Redis) OpenLock(context.Context, time.Duration) (lockservice.LockReader
 	return redisLock{r: r}, nil
 }
 
-// Entries is [key] while the lock's key holds a value (the primary's; RedLock's: a
-// value a majority of the instances hold), else none.
-func (l redisLock) Entries(key string, _ bool) ([]string, error) {
-	_, ok, err := l.r.lockValue(context.Background(), key)
-	if err != nil || !ok {
-		return nil, err
+// Entries are the lock's keys (its path, and each key a worker's place named) that
+// hold a value (the primary's; RedLock's: a value a majority of the instances hold).
+func (l redisLock) Entries(lock lockservice.Lock, _ bool) ([]string, error) {
+	var out []string
+	for _, key := range lock.Keys() {
+		_, ok, err := l.r.lockValue(context.Background(), key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, key)
+		}
 	}
-	return []string{key}, nil
+	return out, nil
 }
 
-// Owner is the session the lock's value names; false when the lock is not held.
-func (l redisLock) Owner(key, name string) (string, bool, error) {
-	if name != key {
+// Owner is the session that holds key name: the session of the place that wrote its
+// value, or the one the value names (lockservice.Lock.OwnerOfValue); false when the
+// key is none of the lock's or holds nothing.
+func (l redisLock) Owner(lock lockservice.Lock, name string) (string, bool, error) {
+	if !slices.Contains(lock.Keys(), name) {
 		return "", false, nil
 	}
-	v, ok, err := l.r.lockValue(context.Background(), key)
+	v, ok, err := l.r.lockValue(context.Background(), name)
 	if err != nil || !ok {
 		return "", false, err
 	}
-	return lockservice.OwnerOf(v), true, nil
+	return lock.OwnerOfValue(name, v), true, nil
 }
 
 // Close: the reader holds no connection.

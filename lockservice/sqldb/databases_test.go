@@ -4,12 +4,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
@@ -187,5 +189,24 @@ func TestNodesNameTheClientPort(t *testing.T) {
 				t.Errorf("%s server %d: client port %d, want %d", name, n.ID, n.Port(), c.port)
 			}
 		}
+	}
+}
+
+// TestAdvisoryKeys: the path's advisory key comes first, as pg_locks shows a
+// bigint key (high and low 32 bits, objsubid 1); a place's bigint and two-int keys
+// follow once each, the two ints as unsigned oids with objsubid 2.
+func TestAdvisoryKeys(t *testing.T) {
+	path := "/zlc/r/l0"
+	own := locknames.PostgresAdvisoryKey(path)
+	lock := lockservice.Lock{Path: path, Places: []workloads.LockPlace{
+		{Advisory: []int64{-1}}, {Advisory: []int64{-2, 5}}, {Advisory: []int64{own}}, {GetLock: "x"}, {Advisory: []int64{-1}},
+	}}
+	want := []advisoryKey{
+		{int64(uint64(own) >> 32), int64(uint32(own)), 1},
+		{0xffffffff, 0xffffffff, 1},
+		{0xfffffffe, 5, 2},
+	}
+	if got := advisoryKeys(lock); !slices.Equal(got, want) {
+		t.Errorf("advisoryKeys = %+v, want %+v", got, want)
 	}
 }

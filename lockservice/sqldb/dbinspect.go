@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,11 +25,13 @@ import (
 //     its owner column names;
 //   - "advisory-<pid>": each backend that holds the advisory lock, then each that
 //     waits for it by when it began to wait, on any server that answers (pids are
-//     unique on the machine), owned by that backend.
+//     unique on the machine), owned by that backend. The advisory keys are the
+//     path's and each a worker's place named (lockservice.Lock.Places).
 //
 // pg_advisory_lock(bigint) shows in pg_locks as locktype 'advisory' in the lock's
 // database, the key's high 32 bits in classid, its low 32 bits in objid, and
-// objsubid 1.
+// objsubid 1; pg_advisory_lock(int, int) the two keys in classid and objid, and
+// objsubid 2.
 
 // pgRowEntry names the lock table's row among a PostgreSQL lock's entries.
 const pgRowEntry = "row"
@@ -46,7 +49,8 @@ const pgUndefinedTable = "42P01"
 
 // readServerLock reads lockPath's row and advisory lock on server s, in the lock's
 // database, over one connection.
-func (p *Postgres) readServerLock(ctx context.Context, s *Server, lockPath string) pgServerLock {
+func (p *Postgres) readServerLock(ctx context.Context, s *Server, lock lockservice.Lock) pgServerLock {
+	lockPath := lock.Path
 	var out pgServerLock
 	out.err = p.queryAs(ctx, s, "postgres", DatabaseName, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
 		if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&out.recovery); err != nil {
@@ -62,23 +66,57 @@ func (p *Postgres) readServerLock(ctx context.Context, s *Server, lockPath strin
 		default:
 			return fmt.Errorf("reading zlc_locks: %w", err)
 		}
-		out.advisory, err = advisoryEntries(ctx, c, locknames.PostgresAdvisoryKey(lockPath))
-		return err
+		for _, key := range advisoryKeys(lock) {
+			es, err := advisoryEntries(ctx, c, key)
+			if err != nil {
+				return err
+			}
+			out.advisory = append(out.advisory, es...)
+		}
+		return nil
 	})
+	return out
+}
+
+// advisoryKey is an advisory lock as pg_locks shows it.
+type advisoryKey struct {
+	classid, objid int64
+	objsubid       int
+}
+
+// advisoryKeys are the lock's advisory keys: the path's (one bigint,
+// locknames.PostgresAdvisoryKey), then each a place names, once each.
+func advisoryKeys(lock lockservice.Lock) []advisoryKey {
+	bigint := func(k int64) advisoryKey { return advisoryKey{int64(uint64(k) >> 32), int64(uint32(k)), 1} }
+	out := []advisoryKey{bigint(locknames.PostgresAdvisoryKey(lock.Path))}
+	for _, p := range lock.Places {
+		var k advisoryKey
+		switch len(p.Advisory) {
+		case 1:
+			k = bigint(p.Advisory[0])
+		case 2:
+			k = advisoryKey{int64(uint32(int32(p.Advisory[0]))), int64(uint32(int32(p.Advisory[1]))), 2}
+		default:
+			continue
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
 	return out
 }
 
 // advisoryEntries are the backends that hold the advisory lock on key, then those
 // waiting for it in the order they began to wait (a backend once, its granted row
 // first).
-func advisoryEntries(ctx context.Context, c *pgx.Conn, key int64) ([]dbLockEntry, error) {
+func advisoryEntries(ctx context.Context, c *pgx.Conn, key advisoryKey) ([]dbLockEntry, error) {
 	rows, err := c.Query(ctx, `SELECT pid, NOT granted FROM (
 			SELECT DISTINCT ON (l.pid) l.pid, l.granted, l.waitstart FROM pg_locks l
 			WHERE l.locktype = 'advisory' AND l.pid IS NOT NULL
 				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-				AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.objsubid = 1
+				AND l.classid::bigint = $1 AND l.objid::bigint = $2 AND l.objsubid = $3
 			ORDER BY l.pid, l.granted DESC) t
-		ORDER BY granted DESC, waitstart NULLS LAST, pid`, int64(uint64(key)>>32), int64(uint32(key)))
+		ORDER BY granted DESC, waitstart NULLS LAST, pid`, key.classid, key.objid, key.objsubid)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_locks: %w", err)
 	}
@@ -98,8 +136,9 @@ func advisoryEntries(ctx context.Context, c *pgx.Conn, key int64) ([]dbLockEntry
 // lockEntries are lockPath's entries (see above), read from every server in
 // parallel. A server that does not answer is left out; none answering as the
 // primary is an error.
-func (p *Postgres) lockEntries(ctx context.Context, lockPath string) ([]dbLockEntry, error) {
-	reads := eachServer(p.Servers, func(s *Server) pgServerLock { return p.readServerLock(ctx, s, lockPath) })
+func (p *Postgres) lockEntries(ctx context.Context, lock lockservice.Lock) ([]dbLockEntry, error) {
+	lockPath := lock.Path
+	reads := eachServer(p.Servers, func(s *Server) pgServerLock { return p.readServerLock(ctx, s, lock) })
 	var out, advisory []dbLockEntry
 	leader := false
 	var errs []string
@@ -154,14 +193,14 @@ func (p *Postgres) OpenLock(context.Context, time.Duration) (lockservice.LockRea
 }
 
 // Entries are the lock's entries, lowest first: "row", then "advisory-<pid>".
-func (l PostgresLock) Entries(lockPath string, _ bool) ([]string, error) {
-	es, err := l.p.lockEntries(context.Background(), lockPath)
+func (l PostgresLock) Entries(lock lockservice.Lock, _ bool) ([]string, error) {
+	es, err := l.p.lockEntries(context.Background(), lock)
 	return entryNames(es), err
 }
 
 // Owner is the session owning entry name; false when the entry is gone.
-func (l PostgresLock) Owner(lockPath, name string) (string, bool, error) {
-	es, err := l.p.lockEntries(context.Background(), lockPath)
+func (l PostgresLock) Owner(lock lockservice.Lock, name string) (string, bool, error) {
+	es, err := l.p.lockEntries(context.Background(), lock)
 	return entryOwner(es, name, err)
 }
 

@@ -47,13 +47,13 @@ type lockEntry struct{ name, owner string }
 // readLock reads every entry of lockPath and its owner.
 func readLock(t *testing.T, lock lockservice.LockReader, lockPath string) []lockEntry {
 	t.Helper()
-	names, err := lock.Entries(lockPath, true)
+	names, err := lock.Entries(lockservice.PathLock(lockPath), true)
 	if err != nil {
 		t.Fatalf("Entries(%s): %v", lockPath, err)
 	}
 	var out []lockEntry
 	for _, n := range names {
-		owner, ok, err := lock.Owner(lockPath, n)
+		owner, ok, err := lock.Owner(lockservice.PathLock(lockPath), n)
 		if err != nil || !ok {
 			t.Fatalf("Owner(%s, %s) = %q, %v, %v", lockPath, n, owner, ok, err)
 		}
@@ -155,14 +155,14 @@ func checkPgRowEntry(t *testing.T, p *Postgres, lock lockservice.LockReader, c *
 		t.Fatal(err)
 	}
 	waitLock(t, lock, path, lockEntry{"row", s})
-	if owner, ok, err := lock.Owner(path, "advisory-1"); ok || err != nil {
+	if owner, ok, err := lock.Owner(lockservice.PathLock(path), "advisory-1"); ok || err != nil {
 		t.Errorf("Owner of an entry that is not there: %q, %v, %v", owner, ok, err)
 	}
 	if _, err := c.Exec(ctx, "DELETE FROM zlc_locks WHERE name = $1", path); err != nil {
 		t.Fatal(err)
 	}
 	waitLock(t, lock, path)
-	if _, ok, err := lock.Owner(path, "row"); ok || err != nil {
+	if _, ok, err := lock.Owner(lockservice.PathLock(path), "row"); ok || err != nil {
 		t.Errorf("Owner of the deleted row: %v, %v", ok, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 )
 
 // How the run sees a lock on MariaDB: mariadb-getlock holds GET_LOCK's lock named
-// MariaDBLockName(lockPath) on each server it uses, and a session is a connection's
+// MariaDBLockName(lockPath) on each server it uses (and a worker's place may name
+// another GET_LOCK name: those are read too), and a session is a connection's
 // CONNECTION_ID() written as SessionName. On each server that answers, the lock's
 // entries are "s<server>-<id>" for the connection holding it (IS_USED_LOCK), then
 // for each connection waiting in GET_LOCK for it, longest waiting first. A waiter
@@ -60,15 +62,28 @@ func (m *MariaDB) readMariaDBLock(ctx context.Context, s *Server, name string) (
 
 // lockEntries are the lock's entries on every server that answers, read in
 // parallel; no server answering is an error.
-func (m *MariaDB) lockEntries(ctx context.Context, lockPath string) ([]dbLockEntry, error) {
-	name := locknames.MariaDBLockName(lockPath)
+func (m *MariaDB) lockEntries(ctx context.Context, lock lockservice.Lock) ([]dbLockEntry, error) {
+	names := []string{locknames.MariaDBLockName(lock.Path)}
+	for _, p := range lock.Places {
+		if p.GetLock != "" && !slices.Contains(names, p.GetLock) {
+			names = append(names, p.GetLock)
+		}
+	}
+	name := strings.Join(names, ", ")
 	type read struct {
 		es  []dbLockEntry
 		err error
 	}
 	reads := eachServer(m.Servers, func(s *Server) read {
-		es, err := m.readMariaDBLock(ctx, s, name)
-		return read{es, err}
+		var all []dbLockEntry
+		for _, n := range names {
+			es, err := m.readMariaDBLock(ctx, s, n)
+			if err != nil {
+				return read{nil, err}
+			}
+			all = append(all, es...)
+		}
+		return read{all, nil}
 	})
 	var out []dbLockEntry
 	var failed []string
@@ -98,14 +113,14 @@ func (m *MariaDB) OpenLock(context.Context, time.Duration) (lockservice.LockRead
 }
 
 // Entries are the lock's entries, "s<server>-<connection id>", holders first.
-func (l mariadbLock) Entries(lockPath string, _ bool) ([]string, error) {
-	es, err := l.m.lockEntries(context.Background(), lockPath)
+func (l mariadbLock) Entries(lock lockservice.Lock, _ bool) ([]string, error) {
+	es, err := l.m.lockEntries(context.Background(), lock)
 	return entryNames(es), err
 }
 
 // Owner is the session (connection id) owning entry name; false when it is gone.
-func (l mariadbLock) Owner(lockPath, name string) (string, bool, error) {
-	es, err := l.m.lockEntries(context.Background(), lockPath)
+func (l mariadbLock) Owner(lock lockservice.Lock, name string) (string, bool, error) {
+	es, err := l.m.lockEntries(context.Background(), lock)
 	return entryOwner(es, name, err)
 }
 

@@ -80,7 +80,8 @@ func (e *Ensemble) OpenLock(ctx context.Context, sessionTimeout time.Duration) (
 	return zkLock{conn: conn}, nil
 }
 
-func (l zkLock) Entries(lockPath string, fresh bool) ([]string, error) {
+func (l zkLock) Entries(lock lockservice.Lock, fresh bool) ([]string, error) {
+	lockPath := lock.Path
 	if fresh {
 		if _, err := l.conn.Sync(lockPath); err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
@@ -100,7 +101,8 @@ func (l zkLock) Entries(lockPath string, fresh bool) ([]string, error) {
 	return names, nil
 }
 
-func (l zkLock) Owner(lockPath, name string) (string, bool, error) {
+func (l zkLock) Owner(lock lockservice.Lock, name string) (string, bool, error) {
+	lockPath := lock.Path
 	ok, st, err := l.conn.Exists(lockPath + "/" + name)
 	if err != nil || !ok || st == nil {
 		return "", false, err
