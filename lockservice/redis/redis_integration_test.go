@@ -16,8 +16,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/workloads"
 	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // redisNet is a fresh run network for a Redis test, destroyed (and checked gone,
