@@ -3,6 +3,7 @@ package harness
 import (
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/lockservice/sqldb"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
@@ -28,7 +29,10 @@ var (
 	_ lockInspector = (*sqldb.MariaDB)(nil)
 	_ yardstick     = (*sqldb.MariaDB)(nil)
 )
-var _ sessionFreeEntries = (*sqldb.PostgresLock)(nil)
+var (
+	_ sessionFreeEntries       = (*sqldb.PostgresLock)(nil)
+	_ lockservice.UnreadPlaces = (*sqldb.PostgresLock)(nil)
+)
 
 // TestADeclaredSessionLockIsFreedByAKill: a worker whose acquire says its lock goes
 // with its connection (an exec worker's GET_LOCK, say) makes the run's faults that end

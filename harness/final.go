@@ -165,6 +165,11 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 	}
 	defer lock.Close()
 	ref := r.lock()
+	if u, ok := lock.(lockservice.UnreadPlaces); ok {
+		for _, place := range u.Unread(ref) {
+			r.logf("lock entries: the %s a worker's acquire named is not read (its layout is the worker's own): the listing below, the orphan watch and the liveness cause do not see it", place)
+		}
+	}
 	children, err := lock.Entries(ref, false)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,25 @@ type Lock struct {
 	Places []workloads.LockPlace
 }
 
+// UnreadPlaces is a LockReader that cannot read some of the places workers name (a
+// table of the worker's own): the run says so.
+type UnreadPlaces interface {
+	// Unread names each such place ("table app.locks"), once.
+	Unread(lock Lock) []string
+}
+
+// UnreadTables names the places of lock in a table other than those the reader
+// reads (readable), once each: the databases' UnreadPlaces.
+func UnreadTables(lock Lock, readable ...string) []string {
+	var out []string
+	for _, p := range lock.Places {
+		if w := "table " + p.Table; p.Table != "" && !slices.Contains(readable, p.Table) && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // PathLock is the lock at path, with no place a worker named.
 func PathLock(path string) Lock { return Lock{Path: path} }
 

@@ -35,3 +35,16 @@ func TestLockKeysAndOwners(t *testing.T) {
 		t.Errorf("PathLock's keys = %v", got)
 	}
 }
+
+// TestUnreadTables: a table a reader does not read is named once; its own is not.
+func TestUnreadTables(t *testing.T) {
+	l := Lock{Path: "/p", Places: []workloads.LockPlace{
+		{Table: "app.locks", Row: "/p"}, {Table: "zlc_locks", Row: "/p"}, {Table: "app.locks", Row: "/p"}, {Keys: []string{"/p"}},
+	}}
+	if got, want := UnreadTables(l, "zlc_locks"), []string{"table app.locks"}; !slices.Equal(got, want) {
+		t.Errorf("UnreadTables = %v, want %v", got, want)
+	}
+	if got := UnreadTables(l); len(got) != 2 {
+		t.Errorf("with nothing readable: %v, want both tables", got)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // pgTableMutant is a variant of the unique-index lock table: the two real recipes
@@ -225,7 +226,7 @@ func (r *pgTable) try(ctx context.Context) (Grant, bool, error) {
 	r.owner, r.token = owner, token
 	gen := r.lease.grant(until, r.expiry)
 	r.renew = startPgRenewer(r, owner, gen)
-	place := workloads.LockPlace{Session: FormatSessionID(int64(r.s.pid)), Table: "zlc_locks", Row: r.cfg.Path}
+	place := workloads.LockPlace{Session: FormatSessionID(int64(r.s.pid)), Table: locknames.LockTable, Row: r.cfg.Path}
 	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10)), Lock: &place}, true, nil
 }
 

@@ -57,7 +57,7 @@ func (p *Postgres) readServerLock(ctx context.Context, s *Server, lock lockservi
 			return err
 		}
 		var owner string
-		err := c.QueryRow(ctx, "SELECT owner FROM zlc_locks WHERE name = $1", lockPath).Scan(&owner)
+		err := c.QueryRow(ctx, "SELECT owner FROM "+locknames.LockTable+" WHERE name = $1", lockPath).Scan(&owner)
 		var pe *pgconn.PgError
 		switch {
 		case err == nil:
@@ -210,6 +210,11 @@ func (PostgresLock) OutlivesSession(entry string) bool { return entry == pgRowEn
 
 // Close: the reader holds no connection.
 func (PostgresLock) Close() {}
+
+// Unread names the lock tables of the workers' own: only the recipes' is read.
+func (PostgresLock) Unread(lock lockservice.Lock) []string {
+	return lockservice.UnreadTables(lock, locknames.LockTable)
+}
 
 // LiveSessions are the sessions (SessionName of the backend pid) of every client
 // backend on every server that answers.

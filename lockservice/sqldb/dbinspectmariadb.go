@@ -127,6 +127,9 @@ func (l mariadbLock) Owner(lock lockservice.Lock, name string) (string, bool, er
 // Close: the reader holds no connection.
 func (mariadbLock) Close() {}
 
+// Unread names the lock tables workers named: none is read on MariaDB.
+func (mariadbLock) Unread(lock lockservice.Lock) []string { return lockservice.UnreadTables(lock) }
+
 // LiveSessions are the sessions (SessionName of the connection id) of every client
 // connection on every server that answers. Ids repeat across servers: a session
 // is live when a connection with its id is on any server.

@@ -29,6 +29,9 @@ func MariaDBLockName(path string) string {
 	return fmt.Sprintf("zlc-%016x", h.Sum64())
 }
 
+// LockTable is the Postgres recipes' lock table: the harness reads its rows.
+const LockTable = "zlc_locks"
+
 // PostgresSchema creates the Postgres recipes' lock table (zlc_locks) and counter
 // table (zlc_counters) if they are missing, in the lock's database. A
 // transaction-level advisory lock (the two-key form, a key space apart from
