@@ -13,9 +13,11 @@ that validity runs out while it still holds (timed from before the SET that took
 lock), and ``lock.owned()`` is what a caller could ask. Acquires poll with
 ``acquire(blocking=False)``, so that the validity starts at the attempt that won.
 
-One connection (``single_connection_client``), whose ``CLIENT ID`` is the session
-the worker reports, and the acquire says where the lock lives: the key, the token
-written, and that connection.
+The key is the lock's name under an application's prefix (``KEY_PREFIX``), as
+applications keep their keys; the acquire says where the lock lives: the key, the
+token written, and the connection (``single_connection_client``), whose ``CLIENT
+ID`` is the session the worker reports. zlockcheck reads that key, not its own
+layout, for the orphan watch and the final phase's listing.
 """
 
 import sys
@@ -30,6 +32,9 @@ import zlcworker
 # Polling interval of a waiting acquire.
 POLL_S = 0.01
 
+# The application's key prefix: the lock's name follows it.
+KEY_PREFIX = "example:lock:"
+
 
 class RedisLock:
     def open(self, init, events):
@@ -41,7 +46,7 @@ class RedisLock:
         # worker that hangs for ever (redis-py's default has no socket timeout).
         self.client = redis.Redis(host=host, port=int(port), single_connection_client=True,
                                   socket_timeout=self.ttl, socket_connect_timeout=self.ttl)
-        self.lock = self.client.lock(init["path"], timeout=self.ttl, thread_local=False)
+        self.lock = self.client.lock(KEY_PREFIX + init["path"], timeout=self.ttl, thread_local=False)
         self.session = None
         self.mu = threading.Lock()  # guards timer: the validity watch's, or None
         self.timer = None
