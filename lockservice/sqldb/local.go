@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -238,24 +237,7 @@ func startLocalMariaDB(ctx context.Context, cfg lockservice.LocalConfig) (lockse
 		return nil, err
 	}
 	admin := func(ctx context.Context, fn func(*sql.Conn) error) error {
-		ctx, cancel := context.WithTimeout(ctx, lockservice.OpTimeout)
-		defer cancel()
-		c := mysql.NewConfig()
-		c.User, c.Net, c.Addr = "root", "tcp", l.addr
-		c.Timeout = lockservice.OpTimeout
-		c.Logger = &mysql.NopLogger{}
-		conn, err := mysql.NewConnector(c)
-		if err != nil {
-			return err
-		}
-		db := sql.OpenDB(conn)
-		defer db.Close()
-		sc, err := db.Conn(ctx)
-		if err != nil {
-			return err
-		}
-		defer sc.Close()
-		return fn(sc)
+		return mariadbAdmin(ctx, l.addr, nil, lockservice.OpTimeout, func(_ context.Context, c *sql.Conn) error { return fn(c) })
 	}
 	l.kill = func(ctx context.Context, id uint64) error {
 		return admin(ctx, func(c *sql.Conn) error {

@@ -131,15 +131,22 @@ func (m *MariaDB) Leader(context.Context) (int, bool) {
 // query runs fn on a fresh connection from the harness to server s as its
 // administrator, everything bounded by within.
 func (m *MariaDB) query(ctx context.Context, s *Server, within time.Duration, fn func(context.Context, *sql.Conn) error) error {
+	dial := func(ctx context.Context, _, addr string) (net.Conn, error) { return m.Net.Dial(ctx, addr, within) }
+	return mariadbAdmin(ctx, s.ClientAddr(), dial, within, fn)
+}
+
+// mariadbAdmin runs fn on a fresh connection to the server at addr as its
+// administrator (root, no password), dialled with dial (nil: the host's own
+// network), everything bounded by within.
+func mariadbAdmin(ctx context.Context, addr string, dial func(context.Context, string, string) (net.Conn, error),
+	within time.Duration, fn func(context.Context, *sql.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", s.ClientAddr()
+	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", addr
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = within, within, within
 	cfg.Logger = &mysql.NopLogger{} // a failed poll is the caller's to report
-	cfg.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return m.Net.Dial(ctx, addr, within)
-	}
+	cfg.DialFunc = dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,8 +23,7 @@ type Standalone struct {
 	Addr string
 	// Log is the server's output.
 	Log  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *lockservice.LocalProcess
 }
 
 // StartStandalone starts a standalone server with cfg's Java, ZKHome, Dir (its
@@ -74,55 +72,23 @@ func StartStandalone(ctx context.Context, cfg EnsembleConfig) (*Standalone, erro
 }
 
 func (s *Standalone) start(cfg EnsembleConfig, classpath, conf string) error {
-	logf, err := os.Create(s.Log)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(cfg.Java, "-Xms64m", "-Xmx"+cfg.Heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dzookeeper.log.dir="+cfg.Dir,
-		"-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", conf)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start standalone ZooKeeper: %w", err)
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(s.done)
-	}()
-	return nil
+	argv := []string{cfg.Java, "-Xms64m", "-Xmx" + cfg.Heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dzookeeper.log.dir=" + cfg.Dir,
+		"-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", conf}
+	p, err := lockservice.StartLocalProcess("standalone ZooKeeper on "+s.Addr, argv, s.Log)
+	s.proc = p
+	return err
 }
 
 // waitServing waits until srvr says "Mode: standalone"; on failure the error carries
 // the tail of the server's log.
 func (s *Standalone) waitServing(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if s.serving() {
-			return nil
+	return s.proc.WaitServing(ctx, timeout, func(context.Context) error {
+		if !s.serving() {
+			return errors.New("srvr does not say Mode: standalone")
 		}
-		why := ""
-		select {
-		case <-s.done:
-			why = "it exited"
-		default:
-			if time.Now().After(deadline) {
-				why = fmt.Sprintf("not serving within %s", timeout)
-			}
-		}
-		if why != "" {
-			return errors.New("standalone ZooKeeper on " + s.Addr + ": " + why + "; last lines of " + s.Log + ":\n    " +
-				strings.Join(lockservice.TailLines(s.Log, 8), "\n    "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 func (s *Standalone) serving() bool {
@@ -145,9 +111,5 @@ func (s *Standalone) serving() bool {
 
 // Stop kills the server and waits for it to exit.
 func (s *Standalone) Stop() {
-	if s.cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.done
+	s.proc.Stop(syscall.SIGKILL, 0)
 }
