@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
-	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
 // An existing ensemble (run --connect) is one the tool does not manage: it starts,
@@ -32,28 +28,7 @@ const DefaultConnectPort = 2181
 // ParseConnect splits a connect string (host:port,host:port; a missing port is
 // 2181) into host and port pairs, without resolving names.
 func ParseConnect(s string) ([]string, error) {
-	var out []string
-	for _, hp := range strings.Split(s, ",") {
-		hp = strings.TrimSpace(hp)
-		if hp == "" {
-			return nil, fmt.Errorf("connect: empty address in %q", s)
-		}
-		host, port, err := net.SplitHostPort(hp)
-		if err != nil {
-			host, port = hp, strconv.Itoa(DefaultConnectPort)
-		}
-		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("connect: %q: bad port", hp)
-		}
-		if host == "localhost" {
-			return nil, fmt.Errorf("connect: %q: a loopback address cannot be reached from the workers' namespaces (each has its own loopback); use an address of one of the host's interfaces", hp)
-		}
-		if a, err := netip.ParseAddr(host); err == nil && a.IsLoopback() {
-			return nil, fmt.Errorf("connect: %q: a loopback address cannot be reached from the workers' namespaces (each has its own loopback); use an address of one of the host's interfaces", hp)
-		}
-		out = append(out, net.JoinHostPort(host, port))
-	}
-	return out, nil
+	return lockservice.ParseHostPorts(s, DefaultConnectPort)
 }
 
 // ConnectEnsemble reaches an existing ensemble: the connect
@@ -67,12 +42,12 @@ func ConnectEnsemble(ctx context.Context, net *netns.Network, connect string, ti
 	e := &Ensemble{net: net, external: true}
 	var addrs []netip.Addr
 	for i, hp := range hostports {
-		ap, err := resolve(ctx, hp)
+		ap, err := lockservice.ResolveHostPort(ctx, hp)
 		if err != nil {
 			return nil, err
 		}
 		addrs = append(addrs, ap.Addr())
-		e.Servers = append(e.Servers, &Server{Member: lockservice.Member{ID: i + 1, Port: int(ap.Port()), Host: existingHost{name: hp, addr: ap}}})
+		e.Servers = append(e.Servers, &Server{Member: lockservice.Member{ID: i + 1, Port: int(ap.Port()), Host: lockservice.NewExistingHost(hp, ap)}})
 	}
 	if err := net.AddUplink(ctx, addrs); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
@@ -81,60 +56,6 @@ func ConnectEnsemble(ctx context.Context, net *netns.Network, connect string, ti
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return e, nil
-}
-
-// resolve turns host:port into an IPv4 address and port, once.
-func resolve(ctx context.Context, hostport string) (netip.AddrPort, error) {
-	host, port, _ := net.SplitHostPort(hostport)
-	p, _ := strconv.Atoi(port)
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
-	if err != nil || len(ips) == 0 {
-		return netip.AddrPort{}, fmt.Errorf("connect: resolve %s: %v", host, err)
-	}
-	a := ips[0].Unmap()
-	if a.IsLoopback() {
-		return netip.AddrPort{}, fmt.Errorf("connect: %s is %s, a loopback address: it cannot be reached from the workers' namespaces (each has its own loopback); use an address of one of the host's interfaces", host, a)
-	}
-	return netip.AddrPortFrom(a, uint16(p)), nil
-}
-
-// existingHost is a server of an ensemble the tool does not manage: an address and
-// nothing else. It starts, kills and signals nothing; Exec reports the host as gone
-// (nemesis.ErrHostGone: nothing of the tool's is there to undo); a fault that needs
-// more is refused before the run starts (Config.Validate).
-type existingHost struct {
-	name string
-	addr netip.AddrPort
-}
-
-var (
-	_ nemesis.ServerHost = existingHost{}
-	_ nemesis.ClientSide = existingHost{}
-)
-
-// errUnmanaged is what existingHost answers to anything but its address.
-var errUnmanaged = errors.New("a server of an existing ensemble: not managed by zlockcheck")
-
-func (h existingHost) String() string   { return "existing:" + h.name }
-func (h existingHost) Addr() netip.Addr { return h.addr.Addr() }
-
-// Pid is 0: the server's process is not the tool's to know.
-func (h existingHost) Pid() int { return 0 }
-func (h existingHost) Start(context.Context) error {
-	return fmt.Errorf("start %s: %w", h, errUnmanaged)
-}
-func (h existingHost) Kill(context.Context) error { return nil }
-func (h existingHost) TablePrefix() string        { return nemesis.TablePrefix }
-func (h existingHost) LogTail(context.Context, int) ([]string, error) {
-	return nil, fmt.Errorf("no log: %w", errUnmanaged)
-}
-
-func (h existingHost) Signal(context.Context, syscall.Signal) error {
-	return fmt.Errorf("%s: %w", h, nemesis.ErrNotRunning)
-}
-
-func (h existingHost) Exec(context.Context, []byte, ...string) ([]byte, error) {
-	return nil, fmt.Errorf("%s: %w (%w)", h, nemesis.ErrHostGone, errUnmanaged)
 }
 
 // makeChroot creates the run's chroot (and the parents missing), refusing one that
@@ -207,10 +128,6 @@ func deleteTree(conn *zk.Conn, p string) error {
 	}
 	return nil
 }
-
-// ClientAddr is where the server's clients reach it: a client-server partition of an
-// existing ensemble is made on the workers' side (nemesis.ClientSide).
-func (h existingHost) ClientAddr() netip.AddrPort { return h.addr }
 
 // PrepareRoot creates root, the znode a --connect run writes under (and its missing
 // parents), refusing one that exists: the run must own every znode it will delete.
