@@ -61,14 +61,15 @@ func TestServiceDefaults(t *testing.T) {
 
 func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 	cases := map[string]func(*Config){
-		"connect":           func(c *Config) { c.Connect = "10.0.0.1:6379" },
-		"ssh-nodes":         func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} },
-		"single topology":   func(c *Config) { c.Nodes = 3 },
-		"RedLock wants":     func(c *Config) { c.Settings, c.Nodes = redis.RedisSettings{Topology: redis.RedisRedlock}, 2 },
-		"redis-persistence": func(c *Config) { c.Settings = redis.RedisSettings{Persistence: "rdb"} },
-		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
-		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
-		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
+		"--connect names 2 Redis instances, --nodes says 1": func(c *Config) { c.Connect, c.Nodes = "10.0.0.1:6379,10.0.0.2", 1 },
+		"acts on the servers":                               func(c *Config) { c.Connect, c.Nemesis = "10.0.0.1:6379", []nemesis.Class{nemesis.ClassPause} },
+		"ssh-nodes":                                         func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} },
+		"single topology":                                   func(c *Config) { c.Nodes = 3 },
+		"RedLock wants":                                     func(c *Config) { c.Settings, c.Nodes = redis.RedisSettings{Topology: redis.RedisRedlock}, 2 },
+		"redis-persistence":                                 func(c *Config) { c.Settings = redis.RedisSettings{Persistence: "rdb"} },
+		"plain Redis":                                       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
+		"no sessions":                                       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
+		"ZooKeeper recipe":                                  func(c *Config) { c.Recipe = "gozk" },
 		"want zookeeper, redis, postgres": func(c *Config) {
 			c.Service = "etcd"
 		},

@@ -5,11 +5,20 @@
 package redisopt
 
 import (
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
+
+// PasswordVar is the environment variable a Redis password is taken from, redis-cli's
+// own: the harness's connections, the plain loop and the Go workers (which inherit
+// the harness's environment) all read it here, and it is written nowhere.
+const PasswordVar = "REDISCLI_AUTH"
+
+// Password is the Redis password (PasswordVar; "" for none).
+func Password() string { return os.Getenv(PasswordVar) }
 
 // Lock returns the options of a lock's client of the instance at addr, every dial,
 // read, write and pool wait bounded by limit (below the lock's TTL):
@@ -26,6 +35,7 @@ import (
 func Lock(addr string, limit time.Duration) *redis.Options {
 	return &redis.Options{
 		Addr:                     addr,
+		Password:                 Password(),
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/redisopt"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
@@ -26,6 +27,8 @@ type Redis struct {
 	// replicas' primary), each with its redis.conf (Conf), log, pid file and data
 	// directory in its Dir.
 	Instances []*lockservice.Member
+	// external: an existing Redis (ConnectRedis), not the tool's to manage.
+	external bool
 }
 
 var _ lockservice.Service = (*Redis)(nil)
@@ -111,6 +114,16 @@ func (r *Redis) call(ctx context.Context, in *lockservice.Member, cmds ...[]stri
 	}
 	if err := conn.SetDeadline(deadline); err != nil {
 		return nil, err
+	}
+	if pw := redisopt.Password(); pw != "" {
+		out, err := newRespConn(conn).pipeline(append([][]string{{"AUTH", pw}}, cmds...)...)
+		if err != nil {
+			return nil, err
+		}
+		if e, ok := out[0].(respError); ok {
+			return nil, fmt.Errorf("AUTH (the password in %s): %w", redisopt.PasswordVar, e)
+		}
+		return out[1:], nil
 	}
 	return newRespConn(conn).pipeline(cmds...)
 }

@@ -41,6 +41,7 @@ const (
 // them (the zero value: a single instance without persistence, WithDefaults).
 type RedisSettings struct {
 	Topology    RedisTopology    `json:"topology,omitempty"`
+	// Persistence is the instances' ("" on an existing Redis: its owners').
 	Persistence RedisPersistence `json:"persistence,omitempty"`
 }
 

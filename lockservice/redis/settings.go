@@ -63,7 +63,16 @@ func (s RedisSettings) Defaults(p lockservice.Plan) (lockservice.Settings, locks
 	if s.Topology == "" && p.RedLock {
 		s.Topology = RedisRedlock
 	}
-	s = s.WithDefaults()
+	if p.Connect == "" {
+		s = s.WithDefaults()
+	} else if s.Topology == "" {
+		s.Topology = RedisSingle // an existing Redis's persistence is its owners': none is named
+	}
+	if p.Connect != "" && p.Nodes == 0 {
+		if addrs, err := lockservice.ParseHostPorts(p.Connect, DefaultConnectPort); err == nil {
+			p.Nodes = len(addrs) // Validate says what is wrong with them, if anything
+		}
+	}
 	if p.Nodes == 0 {
 		p.Nodes = s.DefaultNodes()
 	}
@@ -73,9 +82,10 @@ func (s RedisSettings) Defaults(p lockservice.Plan) (lockservice.Settings, locks
 // Validate refuses what a run on Redis cannot do (yet), and a recipe of the
 // catalogue on a topology it cannot use.
 func (s RedisSettings) Validate(p lockservice.Plan) error {
+	if err := validateConnect(s, p); err != nil {
+		return err
+	}
 	switch {
-	case p.Connect != "":
-		return errors.New("connect: testing an existing Redis is not built yet (--service redis starts its own instances)")
 	case p.SSH != nil:
 		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
 	case p.Fenced && p.RedLock:
@@ -95,6 +105,24 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 		if cl == nemesis.ClassFailover && topology != RedisReplicas {
 			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", topology)
 		}
+	}
+	return nil
+}
+
+// validateConnect checks an existing Redis's addresses (--connect): one instance a
+// --nodes, and no persistence asked for (its owners chose it).
+func validateConnect(s RedisSettings, p lockservice.Plan) error {
+	if p.Connect == "" {
+		return nil
+	}
+	addrs, err := lockservice.ParseHostPorts(p.Connect, DefaultConnectPort)
+	switch {
+	case err != nil:
+		return err
+	case p.Nodes != len(addrs):
+		return fmt.Errorf("nodes: --connect names %d Redis instances, --nodes says %d", len(addrs), p.Nodes)
+	case s.Persistence != "":
+		return errors.New("redis-persistence: an existing Redis (connect) keeps the persistence its owners gave it; --redis-persistence is for the instances zlockcheck starts")
 	}
 	return nil
 }
@@ -122,12 +150,18 @@ func (s RedisSettings) Server(p lockservice.Plan, dir string) any {
 
 // Describe names the instances in the run's log.
 func (s RedisSettings) Describe(p lockservice.Plan, version string) string {
+	if p.Connect != "" {
+		return fmt.Sprintf("existing redis %s, %s topology of %d (not managed by zlockcheck):", version, s.Topology, p.Nodes)
+	}
 	return fmt.Sprintf("redis %s, %s topology of %d, persistence %s:", version, s.Topology, p.Nodes, s.Persistence)
 }
 
 // Brief names the instances in a run's description.
 func (s RedisSettings) Brief(p lockservice.Plan) string {
 	r := s.WithDefaults()
+	if p.Connect != "" {
+		return fmt.Sprintf("service redis (an existing %s topology of %d)", r.Topology, p.Nodes)
+	}
 	return fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, p.Nodes, r.Persistence)
 }
 

@@ -11,14 +11,21 @@ import (
 
 func init() { lockservice.RegisterStart(kind.Redis, start) }
 
-// start starts the Redis instances cfg asks for, only in the run's namespaces (an
-// existing Redis, or Redis on SSH nodes, is not built); cfg.Settings, when set, is a
-// RedisConfig.
+// start starts the Redis instances cfg asks for in the run's namespaces, or reaches
+// an existing Redis (cfg.Connect; Redis on SSH nodes is not built); cfg.Settings,
+// when set, is a RedisConfig.
 func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+	rc, _ := cfg.Settings.(RedisConfig)
+	if cfg.Connect != "" {
+		r, err := ConnectRedis(ctx, network, cfg.Connect, rc.RedisSettings, cfg.ConnectTimeout)
+		if r == nil {
+			return nil, err
+		}
+		return r, err
+	}
 	if err := cfg.Refuse("redis"); err != nil {
 		return nil, err
 	}
-	rc, _ := cfg.Settings.(RedisConfig)
 	if rc.Dir == "" {
 		rc.Dir = cfg.Dir
 	}
