@@ -116,6 +116,15 @@ func forwardingOf(t *testing.T, ifc string) string {
 // made) on the ensemble.
 func assertConnectLeftNothing(t *testing.T, store, connect, bridge, fwd string) {
 	t.Helper()
+	assertHostLeftNothing(t, store, bridge, fwd)
+	assertChrootGone(t, store, connect)
+}
+
+// assertHostLeftNothing checks that the --connect run stored in store left no
+// namespace, link, nft table or uplink state on this host, and restored forwarding on
+// the interface towards the servers.
+func assertHostLeftNothing(t *testing.T, store, bridge, fwd string) {
+	t.Helper()
 	runID := runIDOf(t, store)
 	names, _ := netns.List()
 	for _, n := range names {
@@ -135,6 +144,12 @@ func assertConnectLeftNothing(t *testing.T, store, connect, bridge, fwd string) 
 	if got := forwardingOf(t, bridge); got != fwd {
 		t.Errorf("forwarding on %s is %s after the run, was %s", bridge, got, fwd)
 	}
+}
+
+// assertChrootGone checks that the --connect run stored in store deleted its chroot
+// (and the parents it made) on the ensemble.
+func assertChrootGone(t *testing.T, store, connect string) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(store, "latest", "config.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,10 @@ class RedisLock {
     const [host, port] = init.connect.split(',')[0].split(':');
     this.ttlMs = init.session_timeout_ms;
     this.name = init.path;
-    this.client = new Redis({ host, port: Number(port), commandTimeout: this.ttlMs, lazyConnect: true });
+    // A password comes from REDISCLI_AUTH (redis-cli's variable; zlockcheck passes its
+    // environment on), as an application would read it from its own.
+    this.client = new Redis({ host, port: Number(port), password: process.env.REDISCLI_AUTH || undefined,
+      commandTimeout: this.ttlMs, lazyConnect: true });
     this.client.on('error', (e) => process.stderr.write('ioredis: ' + e.message + '\n'));
     await this.client.connect();
     this.session = null;

@@ -20,6 +20,7 @@ ID`` is the session the worker reports. zlockcheck reads that key, not its own
 layout, for the orphan watch and the final phase's listing.
 """
 
+import os
 import sys
 import threading
 import time
@@ -44,7 +45,10 @@ class RedisLock:
         self.ttl = init["session_timeout_ms"] / 1000
         # Bounded requests: a server that stopped answering gives an error (info), not a
         # worker that hangs for ever (redis-py's default has no socket timeout).
+        # A password comes from REDISCLI_AUTH (redis-cli's variable; zlockcheck passes
+        # its environment on), as an application would read it from its own.
         self.client = redis.Redis(host=host, port=int(port), single_connection_client=True,
+                                  password=os.environ.get("REDISCLI_AUTH") or None,
                                   socket_timeout=self.ttl, socket_connect_timeout=self.ttl)
         self.lock = self.client.lock(KEY_PREFIX + init["path"], timeout=self.ttl, thread_local=False)
         self.session = None

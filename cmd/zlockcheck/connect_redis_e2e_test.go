@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/zlockcheck/zlockcheck/internal/redisopt"
+	"github.com/zlockcheck/zlockcheck/internal/testnodes"
+)
+
+// TestConnectToAnExistingRedis: a Redis the test started outside the tool (in a
+// namespace the test made, with a password, on a port other than 6379) is tested
+// with --connect: the password comes from REDISCLI_AUTH and reaches no file and no
+// message; a wrong one is a clear error; server faults are refused; redis-lock under
+// client faults is valid, and the run leaves no key on the Redis and nothing on the
+// host.
+func TestConnectToAnExistingRedis(t *testing.T) {
+	requireRedis(t)
+	nodes := testnodes.StartT(t, 1)
+	const password = "zlc-s3cret-9f2c"
+	addr, stop, err := nodes.StartRedis(context.Background(), t.TempDir(), password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop() })
+	fwd := forwardingOf(t, nodes.Bridge())
+	base := []string{"run", "--service", "redis", "--recipe", "redis-lock", "--connect", addr, "--time", "12s", "--seed", "2"}
+
+	t.Run("refusals", func(t *testing.T) {
+		for _, c := range []struct {
+			env, want string
+			args      []string
+		}{
+			{"wrong-password", "AUTH (the password in " + redisopt.PasswordVar + ")", nil},
+			{"", "NOAUTH", nil},
+			{password, "acts on the servers", []string{"--nemesis", "kill"}},
+		} {
+			store := t.TempDir()
+			code, stdout, stderr := zlockcheckEnv(t, []string{redisopt.PasswordVar + "=" + c.env}, append(append(base, "--store", store), c.args...)...)
+			if code != exitError || !strings.Contains(stderr, c.want) {
+				t.Errorf("password %q, %v: exit %d, stderr %q; want exit %d and %q", c.env, c.args, code, stderr, exitError, c.want)
+			}
+			assertNoSecret(t, password, store, stdout+stderr)
+		}
+	})
+	t.Run("redis-lock/valid", func(t *testing.T) {
+		store := keptIfFailed(t)
+		code, stdout, stderr := zlockcheckEnv(t, []string{redisopt.PasswordVar + "=" + password}, append(base, "--store", store,
+			"--nemesis", "client-kill,connection-kill,client-pause", "--nemesis-targets", "holder", "--nemesis-interval", "3s")...)
+		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		if code != exitValid {
+			t.Fatalf("exit %d, want %d (valid)", code, exitValid)
+		}
+		if !strings.Contains(stderr+stdout, "existing redis") {
+			t.Error("the run does not say the Redis was an existing one")
+		}
+		assertFaultsApplied(t, stderr)
+		assertNoSecret(t, password, store, stdout+stderr)
+		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password})
+		defer c.Close()
+		if n, err := c.DBSize(context.Background()).Result(); err != nil || n != 0 {
+			keys, _ := c.Keys(context.Background(), "*").Result()
+			t.Errorf("the run left %d keys on the Redis (%v): %v", n, keys, err)
+		}
+		assertHostLeftNothing(t, store, nodes.Bridge(), fwd)
+	})
+}
+
+// zlockcheckEnv is zlockcheck with env added to the environment.
+func zlockcheckEnv(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		return exitErr.ExitCode(), stdout.String(), stderr.String()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// assertNoSecret fails when secret is in output or in any file under store.
+func assertNoSecret(t *testing.T, secret, store, output string) {
+	t.Helper()
+	if strings.Contains(output, secret) {
+		t.Error("the password is in the run's output")
+	}
+	_ = filepath.WalkDir(store, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, []byte(secret)) {
+			t.Errorf("the password is in %s", p)
+		}
+		return nil
+	})
+}
