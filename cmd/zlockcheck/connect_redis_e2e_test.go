@@ -25,6 +25,7 @@ import (
 // host.
 func TestConnectToAnExistingRedis(t *testing.T) {
 	requireRedis(t)
+	t.Parallel() // beside the other side-by-side runs: its own nodes and network
 	nodes := testnodes.StartT(t, 1)
 	const password = "zlc-s3cret-9f2c"
 	addr, stop, err := nodes.StartRedis(context.Background(), t.TempDir(), password)

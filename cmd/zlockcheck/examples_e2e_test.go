@@ -33,7 +33,9 @@ func exampleWorkers(t *testing.T) []exampleWorker {
 // a private server of its service, the lost rules included (each says where its lock
 // lives).
 func TestExampleWorkersConform(t *testing.T) {
-	for _, w := range exampleWorkers(t) {
+	workers := exampleWorkers(t)
+	t.Parallel() // beside the other side-by-side runs: private servers, loopback
+	for _, w := range workers {
 		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
 			code, stdout, stderr := zlockcheck(t, "conformance", "--service", w.service, "--worker-cmd", strings.Join(w.argv, " "))
@@ -55,6 +57,7 @@ func TestExampleWorkersUnderFaults(t *testing.T) {
 	workers := exampleWorkers(t)
 	requireRedis(t)
 	requireDatabases(t)
+	t.Parallel() // beside the other side-by-side runs: each in a network of its own
 	for _, w := range workers {
 		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
