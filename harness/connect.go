@@ -90,7 +90,7 @@ func (r *runner) makeChroot(ctx context.Context) error {
 	if r.svc.Managed() {
 		return nil
 	}
-	r.out.ServerVersion += " (existing ensemble, not managed by zlockcheck)"
+	r.out.ServerVersion += " (existing, not managed by zlockcheck)"
 	rm, ok := r.svc.(rootMaker)
 	if !ok {
 		return fmt.Errorf("connect: the service cannot make the run's root %s", r.cfg.Chroot)

@@ -65,7 +65,7 @@ func TestConnectToAnExistingEnsemble(t *testing.T) {
 		}
 		assertFaultsApplied(t, stderr)
 		res := readResults(t, store)
-		if v, _ := res["zookeeper_version"].(string); !strings.Contains(v, "existing ensemble") {
+		if v, _ := res["zookeeper_version"].(string); !strings.Contains(v, "existing, not managed by zlockcheck") {
 			t.Errorf("results.json does not say the ensemble was an existing one: zookeeper_version %q", v)
 		}
 		assertConnectLeftNothing(t, store, connect, nodes.Bridge(), fwd)

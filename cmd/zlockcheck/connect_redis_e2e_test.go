@@ -61,7 +61,7 @@ func TestConnectToAnExistingRedis(t *testing.T) {
 		if code != exitValid {
 			t.Fatalf("exit %d, want %d (valid)", code, exitValid)
 		}
-		if !strings.Contains(stderr+stdout, "existing redis") {
+		if !strings.Contains(stdout, "(existing, not managed by zlockcheck)") {
 			t.Error("the run does not say the Redis was an existing one")
 		}
 		assertFaultsApplied(t, stderr)
