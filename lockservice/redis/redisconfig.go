@@ -40,7 +40,7 @@ const (
 // RedisSettings are a run's choices about its Redis instances, as config.json records
 // them (the zero value: a single instance without persistence, WithDefaults).
 type RedisSettings struct {
-	Topology    RedisTopology    `json:"topology,omitempty"`
+	Topology RedisTopology `json:"topology,omitempty"`
 	// Persistence is the instances' ("" on an existing Redis: its owners').
 	Persistence RedisPersistence `json:"persistence,omitempty"`
 }
