@@ -174,7 +174,8 @@ func TestZlcMutexSurvivesTheExposures(t *testing.T) {
 // depends on real timing: an unfenced run may overlap holders whose writes still come
 // out in order (the holds checker shows the overlap, the counter stays right), so the
 // unfenced case searches up to three seeds for a lost update, as a nightly run would;
-// every fenced seed must be valid. make test runs client-pause only (CI's time);
+// every fenced seed must be valid. The runs of each fault go side by side. make test
+// runs client-pause only (CI's time);
 // ZLC_FENCING_FAULTS=all adds client-partition (make fencing).
 func TestFencingKeepsTheCounterRight(t *testing.T) {
 	requireIntegration(t)
@@ -189,6 +190,7 @@ func TestFencingKeepsTheCounterRight(t *testing.T) {
 	for _, fault := range faults {
 		for _, fenced := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/fenced=%v", fault[1], fenced), func(t *testing.T) {
+				t.Parallel() // the fenced and unfenced runs side by side (make test's budget)
 				seeds := []int{1}
 				if !fenced {
 					seeds = []int{1, 2, 3}
