@@ -233,7 +233,13 @@ func TestWireHarnessGoZK(t *testing.T) {
 	}
 	rec := &recorder{name: t.Name()}
 	var last RunInfo
-	for round := 0; round < 20 && !rec.failed; round++ {
+	for round := 0; round < 20 && (!rec.failed || last.Failure == nil); round++ {
+		if rec.failed {
+			// A round that ended with no verdict (rapid's "invalid data: overrun", once
+			// in a make test under load) is no finding: the next round starts afresh.
+			t.Logf("round %d gave no verdict: %q", round, rec.errs)
+			rec, last = &recorder{name: t.Name()}, RunInfo{}
+		}
 		rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
 	}
 	if !rec.failed || last.Failure == nil {
