@@ -71,6 +71,7 @@ func TestConnectToAnExistingEnsemble(t *testing.T) {
 		assertConnectLeftNothing(t, store, connect, nodes.Bridge(), fwd)
 	})
 	t.Run("zlc-mutex/client-server-partition", func(t *testing.T) {
+		testenv.Long(t, "client-server-partition alone; make test keeps it among zlc-mutex/valid's client faults")
 		// Made on the workers' side: the servers are not the tool's to change.
 		store := t.TempDir()
 		code, stdout, stderr := zlockcheck(t, "run", "--connect", connect, "--recipe", "zlc-mutex",

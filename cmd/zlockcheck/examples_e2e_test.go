@@ -64,12 +64,12 @@ func TestExampleWorkersUnderFaults(t *testing.T) {
 			t.Parallel()
 			store := keptIfFailed(t)
 			args := []string{"run", "--service", w.service, "--recipe", "exec", "--worker-cmd", strings.Join(w.argv, " "),
-				"--workers", "3", "--session-timeout", "2s", "--time", "15s", "--seed", "1", "--store", store,
+				"--workers", "3", "--session-timeout", "2s", "--time", "10s", "--seed", "1", "--store", store,
 				"--nemesis-targets", "holder", "--nemesis-interval", "3s"}
 			if w.service == "redis" {
 				args = append(args, "--nemesis", "connection-kill,client-kill")
 			} else {
-				args = append(args, "--nemesis", "connection-kill", "--hold-max", "8s", "--acquire-timeout", "10s", "--final-phase=false")
+				args = append(args, "--nemesis", "connection-kill", "--hold-max", "5s", "--acquire-timeout", "7s", "--final-phase=false")
 			}
 			code, stdout, stderr := zlockcheck(t, args...)
 			res := readResults(t, store)

@@ -39,9 +39,11 @@ func TestHerdFlagsOnlyTheMutant(t *testing.T) {
 		t.Run(tc.recipe+"-"+tc.workers, func(t *testing.T) {
 			if tc.long {
 				testenv.Long(t, "another recipe's no-herd control; make test keeps mutant-herd flagged and zlc-mutex not")
+			} else {
+				t.Parallel() // the Go workers' runs side by side (make test's budget); the cache is for Curator's
 			}
 			store := t.TempDir()
-			code, stdout, stderr := zlockchecksIn(t, cache, "run", "--allow-mutants", "--recipe", tc.recipe, "--workers", tc.workers,
+			code, stdout, stderr := zlockcheckEnv(t, []string{"ZLC_CACHE_DIR=" + cache}, "run", "--allow-mutants", "--recipe", tc.recipe, "--workers", tc.workers,
 				"--time", "15s", "--seed", "4", "--store", store, "--quiet")
 			if code != 0 {
 				t.Fatalf("exit %d, want 0 (valid: the herd is not a safety bug)\n%s\n%s", code, stdout, stderr)
@@ -63,14 +65,6 @@ func TestHerdFlagsOnlyTheMutant(t *testing.T) {
 			assertNothingLeft(t, store)
 		})
 	}
-}
-
-// zlockchecksIn is zlockcheck with the workers' cache in cache (Curator's worker is
-// compiled once for every subtest).
-func zlockchecksIn(t *testing.T, cache string, args ...string) (int, string, string) {
-	t.Helper()
-	t.Setenv("ZLC_CACHE_DIR", cache)
-	return zlockcheck(t, args...)
 }
 
 // readHerd reads the herd record of the newest run in store.

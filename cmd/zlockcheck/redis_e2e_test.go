@@ -17,6 +17,7 @@ import (
 // dead session that owns it, read through the lock's key.
 func TestRedisLivenessNamesTheKeyOfADeadHolder(t *testing.T) {
 	requireRedis(t)
+	t.Parallel() // beside the other side-by-side runs (make test's budget)
 	store := t.TempDir()
 	code, stdout, stderr := zlockcheck(t, "run", "--service", "redis", "--recipe", "mutant-redis-no-expiry", "--allow-mutants",
 		"--nemesis", "client-kill", "--nemesis-targets", "holder", "--nemesis-interval", "2s", "--time", "8s", "--seed", "5", "--store", store)
