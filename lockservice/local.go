@@ -167,6 +167,25 @@ func (o ownedLocal) Close() error {
 	return err
 }
 
+// InLiveLocal reports whether path is in the directory of a Local whose owner lives
+// (StartLocal's, LocalDirPattern): a kind's sweep leaves its servers alone, as they
+// run outside any run's namespace by design.
+func InLiveLocal(path string) bool {
+	for dir := filepath.Clean(path); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		if !strings.HasPrefix(filepath.Base(dir), LocalDirPattern) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, localOwnerFile))
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		// The owner holds an exclusive lock: a shared one is refused while it lives.
+		return syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB) != nil
+	}
+	return false
+}
+
 // sweepLocals removes the directories of Locals whose owner is gone (killed before
 // it could Close them); their servers died with it (Pdeathsig).
 func sweepLocals() ([]Leftover, error) {

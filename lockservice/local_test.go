@@ -48,6 +48,10 @@ func TestSweepLocalsRemovesOnlyTheDead(t *testing.T) {
 			t.Errorf("%s: there %v, want %v", dir, err == nil, want)
 		}
 	}
+	if !InLiveLocal(filepath.Join(live, "s1", "redis.conf")) || InLiveLocal(filepath.Join(dead, "x")) || InLiveLocal(filepath.Join(other, "x")) {
+		t.Errorf("InLiveLocal: live %v, dead %v, not a Local's %v; want true, false, false",
+			InLiveLocal(filepath.Join(live, "s1", "redis.conf")), InLiveLocal(filepath.Join(dead, "x")), InLiveLocal(filepath.Join(other, "x")))
+	}
 	// The live owner still holds its lock: nobody else can take it.
 	f, err := os.Open(filepath.Join(live, localOwnerFile))
 	if err != nil {

@@ -69,8 +69,7 @@ func assertWorkerFromCache(t *testing.T, store, cache string) {
 // TestV1ExecWorkerIsValid: an exec worker that speaks v1 only is driven step by step.
 func TestV1ExecWorkerIsValid(t *testing.T) {
 	requireIntegration(t)
-	t.Parallel() // beside the other side-by-side runs (make test's budget)
-	store := t.TempDir()
+	store := t.TempDir() // not side by side: it checks that no zlc link is left anywhere
 	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "exec", "--worker-cmd", binary+" worker --protocol 1 --recipe gozk",
 		"--time", "10s", "--seed", "4", "--store", store)
 	if code != exitValid {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // TestRedisLivenessNamesTheKeyOfADeadHolder: a lock key without expiry, its holder
@@ -60,7 +64,8 @@ func TestRedisLivenessNamesTheKeyOfADeadHolder(t *testing.T) {
 
 // TestCleanupKillsALeftRedis: a redis-server running a configuration the tool wrote,
 // outside any namespace of a live run, is killed and reported by cleanup; a
-// redis-server the tool did not start is left alone.
+// redis-server the tool did not start is left alone, and so is a live conformance's
+// private one (its configuration is the tool's, outside any namespace by design).
 func TestCleanupKillsALeftRedis(t *testing.T) {
 	requireRedis(t)
 	ours, theirs := t.TempDir(), t.TempDir()
@@ -81,6 +86,11 @@ func TestCleanupKillsALeftRedis(t *testing.T) {
 	for _, dir := range []string{ours, theirs} {
 		waitRedisSocket(t, filepath.Join(dir, "redis.sock"))
 	}
+	private, err := lockservice.StartLocal(context.Background(), kind.Redis, lockservice.LocalConfig{SessionTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer private.Close()
 	code, stdout, stderr := zlockcheck(t, "cleanup")
 	if code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s%s", code, stdout, stderr)
@@ -94,6 +104,9 @@ func TestCleanupKillsALeftRedis(t *testing.T) {
 	}
 	if strings.Contains(stdout, strconv.Itoa(foreign.Process.Pid)) {
 		t.Errorf("cleanup reported the foreign redis-server:\n%s", stdout)
+	}
+	if out, err := exec.Command("redis-cli", "-u", "redis://"+private.Connect(), "PING").Output(); err != nil || strings.TrimSpace(string(out)) != "PONG" {
+		t.Errorf("cleanup killed a live conformance's private redis-server: %q, %v\n%s", out, err, stdout)
 	}
 }
 
