@@ -25,7 +25,8 @@ import (
 // host.
 func TestConnectToAnExistingRedis(t *testing.T) {
 	requireRedis(t)
-	t.Parallel() // beside the other side-by-side runs: its own nodes and network
+	// Not side by side: its test nodes' bridge and the run's uplink are links in the
+	// host's namespace, which the other runs' leftover checks would count.
 	nodes := testnodes.StartT(t, 1)
 	const password = "zlc-s3cret-9f2c"
 	addr, stop, err := nodes.StartRedis(context.Background(), t.TempDir(), password)
