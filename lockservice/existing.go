@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
@@ -108,4 +109,24 @@ func (h ExistingHost) Signal(context.Context, syscall.Signal) error {
 
 func (h ExistingHost) Exec(context.Context, []byte, ...string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w (%w)", h, nemesis.ErrHostGone, errUnmanaged)
+}
+
+// ReachExisting resolves each of an existing deployment's addresses once, makes it a
+// Member (numbered from 1) on an ExistingHost, and adds the uplink through which the
+// run's network reaches them all.
+func ReachExisting(ctx context.Context, net *netns.Network, hostports []string) ([]Member, error) {
+	var members []Member
+	var addrs []netip.Addr
+	for i, hp := range hostports {
+		ap, err := ResolveHostPort(ctx, hp)
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, ap.Addr())
+		members = append(members, Member{ID: i + 1, Port: int(ap.Port()), Host: NewExistingHost(hp, ap)})
+	}
+	if err := net.AddUplink(ctx, addrs); err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return members, nil
 }

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -31,17 +30,12 @@ func ConnectRedis(ctx context.Context, net *netns.Network, connect string, s Red
 		return nil, err
 	}
 	r := &Redis{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: RedisConfig{RedisSettings: s.WithDefaults(), Nodes: len(hostports)}, external: true}
-	var addrs []netip.Addr
-	for i, hp := range hostports {
-		ap, err := lockservice.ResolveHostPort(ctx, hp)
-		if err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, ap.Addr())
-		r.Instances = append(r.Instances, &lockservice.Member{ID: i + 1, Port: int(ap.Port()), Host: lockservice.NewExistingHost(hp, ap)})
+	members, err := lockservice.ReachExisting(ctx, net, hostports)
+	if err != nil {
+		return nil, err
 	}
-	if err := net.AddUplink(ctx, addrs); err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+	for _, m := range members {
+		r.Instances = append(r.Instances, &m)
 	}
 	if err := r.WaitServing(ctx, timeout); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"path"
 	"slices"
 	"strings"
@@ -40,17 +39,12 @@ func ConnectEnsemble(ctx context.Context, net *netns.Network, connect string, ti
 		return nil, err
 	}
 	e := &Ensemble{net: net, external: true}
-	var addrs []netip.Addr
-	for i, hp := range hostports {
-		ap, err := lockservice.ResolveHostPort(ctx, hp)
-		if err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, ap.Addr())
-		e.Servers = append(e.Servers, &Server{Member: lockservice.Member{ID: i + 1, Port: int(ap.Port()), Host: lockservice.NewExistingHost(hp, ap)}})
+	members, err := lockservice.ReachExisting(ctx, net, hostports)
+	if err != nil {
+		return nil, err
 	}
-	if err := net.AddUplink(ctx, addrs); err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+	for _, m := range members {
+		e.Servers = append(e.Servers, &Server{Member: m})
 	}
 	if err := e.WaitServing(ctx, timeout); err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
