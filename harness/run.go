@@ -115,11 +115,13 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	r.network, r.svc, r.hosts = r.site.network, r.site.svc, r.site.hosts
 	r.out.Timings.Quorum, r.out.ServerVersion = r.site.quorum, r.site.version
-	r.connect = r.svc.Connect()
 	r.cluster = newCluster(r.svc, RecipeSessionLock(r.cfg.Recipe))
 	if err := r.makeChroot(ctx); err != nil {
 		return err
 	}
+	// After the chroot: on an existing database the workers' connect string names
+	// the run's own schema.
+	r.connect = r.svc.Connect()
 
 	// Before the history's clock starts: the workload's times count from its start.
 	if err := r.warmUp(ctx); err != nil {

@@ -64,7 +64,7 @@ func newSite(ctx context.Context, cfg Config, runID, serversDir string, logf fun
 	s.version = s.svc.Version(ctx)
 	switch {
 	case !s.svc.Managed():
-		logf("existing ensemble (not managed by zlockcheck) serving at %s, reached after %s", s.svc.Connect(), s.quorum.Round(time.Millisecond))
+		logf("existing %s (not managed by zlockcheck) serving at %s, reached after %s", cfg.Service.Title(), s.svc.Connect(), s.quorum.Round(time.Millisecond))
 	default:
 		logf("%s serving after %s (%s)", describeServers(cfg, s.version), s.quorum.Round(time.Millisecond), s.svc.Connect())
 	}

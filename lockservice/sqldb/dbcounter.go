@@ -20,13 +20,18 @@ import (
 // more than a query's second).
 const pgCounterBound = 10 * time.Second
 
-// onPrimary runs fn as DatabaseUser on DatabaseName on the primary.
+// onPrimary runs fn as the lock tables' owner (pgOwner) on the primary.
 func (p *Postgres) onPrimary(ctx context.Context, fn func(context.Context, *pgx.Conn) error) error {
+	return p.onPrimaryAs(ctx, pgOwner, fn)
+}
+
+// onPrimaryAs runs fn as role on the primary.
+func (p *Postgres) onPrimaryAs(ctx context.Context, role pgRole, fn func(context.Context, *pgx.Conn) error) error {
 	id, ok := p.Leader(ctx)
 	if !ok {
 		return errors.New("no server answers as the primary")
 	}
-	return p.queryAs(ctx, p.Servers[id-1], DatabaseUser, DatabaseName, pgCounterBound, fn)
+	return p.queryAs(ctx, p.Servers[id-1], role, pgCounterBound, fn)
 }
 
 // MakeCounter creates the tables if they are missing (locknames.PostgresSchema) and sets the

@@ -52,7 +52,7 @@ const pgUndefinedTable = "42P01"
 func (p *Postgres) readServerLock(ctx context.Context, s *Server, lock lockservice.Lock) pgServerLock {
 	lockPath := lock.Path
 	var out pgServerLock
-	out.err = p.queryAs(ctx, s, "postgres", DatabaseName, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
+	out.err = p.queryAs(ctx, s, pgReader, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
 		if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&out.recovery); err != nil {
 			return err
 		}

@@ -27,10 +27,13 @@ type Postgres struct {
 	dbServers
 	cfg  PostgresConfig
 	user osUser
+	// existing is set for an existing PostgreSQL (ConnectPostgres): its URL.
+	existing *pgExisting
 
 	mu       sync.Mutex
-	promoted int // the server last promoted (0: none)
-	primary  int // the server the standbys stream from: 1, then each Failover's target
+	promoted int    // the server last promoted (0: none)
+	primary  int    // the server the standbys stream from: 1, then each Failover's target
+	schema   string // an existing PostgreSQL's run's schema (PrepareRoot), "" for none
 
 	failing      sync.Mutex   // one Failover at a time
 	lastFailover []startPhase // how long each step of the last Failover took (mu)
@@ -222,7 +225,13 @@ func (p *Postgres) createLockDatabase(ctx context.Context, s *Server) error {
 // it) naming every server by number (server 1, the first primary, first), as user
 // DatabaseUser on database DatabaseName without TLS:
 // postgres://zlc@10.77.1.1:5432,10.77.1.2:5432/zlc?sslmode=disable. It stays the
-// same after a Failover: the workers ask for a read-write server.
+// same after a Failover: the workers ask for a read-write server. On an existing
+// PostgreSQL it is the --connect URL naming the servers by address, with the run's
+// schema first in the search path (options=-c search_path=...).
 func (p *Postgres) Connect() string {
+	if p.existing != nil {
+		u := p.existing.withHosts(lockservice.ClientAddrs(p.Servers), p.runSchema())
+		return u.String()
+	}
 	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", DatabaseUser, strings.Join(lockservice.ClientAddrs(p.Servers), ","), DatabaseName)
 }

@@ -38,7 +38,7 @@ func waitRow(t *testing.T, p *Postgres, id int, name, owner string) {
 	var got string
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		err = p.queryAs(context.Background(), p.Servers[id-1], "postgres", DatabaseName, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
+		err = p.queryAs(context.Background(), p.Servers[id-1], pgReader, lockservice.OpTimeout, func(ctx context.Context, c *pgx.Conn) error {
 			return c.QueryRow(ctx, "SELECT owner FROM zlc_locks WHERE name = $1", name).Scan(&got)
 		})
 		if err == nil && got == owner {

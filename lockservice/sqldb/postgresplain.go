@@ -3,8 +3,6 @@ package sqldb
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,17 +23,18 @@ import (
 // the clock starts, or PlainLoops fails naming the server.
 func (p *Postgres) PlainLoops(ctx context.Context, path string, n int, d, sessionTimeout time.Duration, hold func(int) time.Duration) (lockservice.Baseline, error) {
 	return p.plainRun(ctx, n, d, hold, p.Leader, func(s *Server) (dbPlainClient, error) {
-		return &pgPlain{dial: p.Dial, addr: s.ClientAddr(), key: locknames.PostgresAdvisoryKey(path), io: dbPlainIO(sessionTimeout)}, nil
+		io := dbPlainIO(sessionTimeout)
+		cc, err := p.connConfig(s, pgOwner, 3*io)
+		return &pgPlain{config: cc, key: locknames.PostgresAdvisoryKey(path), io: io}, err
 	})
 }
 
 // pgPlain is one goroutine of the plain PostgreSQL loop: a pgx connection of its own.
 type pgPlain struct {
-	dial func(context.Context, string, time.Duration) (net.Conn, error)
-	addr string
-	key  int64
-	io   time.Duration
-	conn *pgx.Conn
+	config *pgx.ConnConfig // as the lock's user (pgOwner), copied for each connection
+	key    int64
+	io     time.Duration
+	conn   *pgx.Conn
 }
 
 var _ dbPlainClient = (*pgPlain)(nil)
@@ -46,18 +45,10 @@ func (c *pgPlain) connect(ctx context.Context) error {
 		return nil
 	}
 	c.close()
-	host, port, err := net.SplitHostPort(c.addr)
-	if err != nil {
-		return err
-	}
-	cc, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%s user=%s dbname=%s sslmode=disable", host, port, DatabaseUser, DatabaseName))
-	if err != nil {
-		return err
-	}
-	cc.ConnectTimeout = 3 * c.io
-	cc.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) { return c.dial(ctx, addr, 3*c.io) }
+	cc := c.config.Copy()
 	ctx, cancel := context.WithTimeout(ctx, 3*c.io)
 	defer cancel()
+	var err error
 	c.conn, err = pgx.ConnectConfig(ctx, cc)
 	return err
 }

@@ -16,23 +16,67 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// query runs fn on a fresh connection from the harness to server s, as the
-// superuser on database postgres, everything bounded by within (a paused server
-// accepts the connection but never answers).
-func (p *Postgres) query(ctx context.Context, s *Server, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
-	return p.queryAs(ctx, s, "postgres", "postgres", within, fn)
+// pgRole is who the harness connects as, and to which database, for what it does:
+// on the tool's own servers each is an account the tool made; on an existing
+// PostgreSQL (ConnectPostgres) each is the user's role and database from --connect,
+// the run's schema first in the search path where the lock's tables are read.
+type pgRole int
+
+const (
+	// pgAdmin: the servers' state (recovery, backends, terminating one): the
+	// superuser on database postgres.
+	pgAdmin pgRole = iota
+	// pgReader: the lock's database as a reader of every worker's rows: the
+	// superuser on DatabaseName.
+	pgReader
+	// pgOwner: the lock's tables as the workers have them: DatabaseUser on
+	// DatabaseName, whose tables the workers' are.
+	pgOwner
+)
+
+// connConfig is how the harness connects to server s as role, dialled through the
+// run's network and bounded by within.
+func (p *Postgres) connConfig(s *Server, role pgRole, within time.Duration) (*pgx.ConnConfig, error) {
+	var cc *pgx.ConnConfig
+	var err error
+	if p.existing != nil {
+		cc, err = p.existing.config(s.ID-1, role != pgAdmin, p.runSchema())
+	} else {
+		user, db := "postgres", "postgres"
+		switch role {
+		case pgReader:
+			db = DatabaseName
+		case pgOwner:
+			user, db = DatabaseUser, DatabaseName
+		}
+		cc, err = pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Host.Addr(), s.Port, user, db))
+	}
+	if err != nil {
+		return nil, err
+	}
+	addr := s.ClientAddr()
+	cc.ConnectTimeout = within
+	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+	cc.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return p.Net.Dial(ctx, addr, within)
+	}
+	return cc, nil
 }
 
-// queryAs is query as user on database db.
-func (p *Postgres) queryAs(ctx context.Context, s *Server, user, db string, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+// query runs fn on a fresh connection from the harness to server s as pgAdmin,
+// everything bounded by within (a paused server accepts the connection but never
+// answers).
+func (p *Postgres) query(ctx context.Context, s *Server, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
+	return p.queryAs(ctx, s, pgAdmin, within, fn)
+}
+
+// queryAs is query as role.
+func (p *Postgres) queryAs(ctx context.Context, s *Server, role pgRole, within time.Duration, fn func(context.Context, *pgx.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	cc, err := pgx.ParseConfig(fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", s.Host.Addr(), postgresPort, user, db))
+	cc, err := p.connConfig(s, role, within)
 	if err != nil {
 		return err
-	}
-	cc.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) {
-		return p.Net.Dial(ctx, addr, within)
 	}
 	c, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
@@ -191,11 +235,12 @@ func (p *Postgres) waitServers(ctx context.Context, timeout time.Duration, serve
 	return p.dbServers.waitServers(ctx, timeout, p.serving, servers...)
 }
 
-// serving is nil when server s answers and, as an unpromoted standby, streams.
+// serving is nil when server s answers and, as an unpromoted standby of the tool's,
+// streams.
 func (p *Postgres) serving(ctx context.Context, s *Server) error {
 	p.mu.Lock()
 	primary := p.primary
-	standby := s.ID != primary && p.promoted != s.ID
+	standby := s.ID != primary && p.promoted != s.ID && p.existing == nil
 	p.mu.Unlock()
 	var rec bool
 	var status string

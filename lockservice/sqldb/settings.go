@@ -53,8 +53,16 @@ func legacy(flat map[string]json.RawMessage) (lockservice.Settings, error) {
 	return s, nil
 }
 
-// Defaults has nothing to fill: the kind's one server is the catalogue's.
-func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservice.Plan) { return s, p }
+// Defaults counts an existing PostgreSQL's servers (the --connect URL's hosts) when
+// no --nodes was given; the rest is the catalogue's.
+func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservice.Plan) {
+	if p.Kind == kind.Postgres && p.Connect != "" && p.Nodes == 0 {
+		if e, err := parsePostgresURL(p.Connect); err == nil {
+			p.Nodes = len(e.hosts) // Validate says what is wrong with the URL, if anything
+		}
+	}
+	return s, p
+}
 
 // ForRow gives a PostgreSQL row a primary and a standby, unless told its nodes, so
 // that failover runs.
@@ -71,8 +79,10 @@ func (s Settings) Validate(p lockservice.Plan) error {
 	switch {
 	case s.KeepAlive < 0:
 		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", s.KeepAlive)
-	case p.Connect != "":
+	case p.Connect != "" && p.Kind != kind.Postgres:
 		return fmt.Errorf("connect: testing an existing %s is not built yet (--service %s starts its own servers)", title, p.Kind)
+	case p.Connect != "":
+		return s.validateConnect(p)
 	case p.SSH != nil:
 		return fmt.Errorf("ssh-nodes: %s on SSH nodes is not built yet", title)
 	case p.Processes:
@@ -102,4 +112,21 @@ func (s Settings) Describe(p lockservice.Plan, version string) string {
 // Brief names the servers in a run's description.
 func (s Settings) Brief(p lockservice.Plan) string {
 	return fmt.Sprintf("service %s (%d servers)", p.Kind, p.Nodes)
+}
+
+// validateConnect checks an existing PostgreSQL's URL (--connect): one server a
+// --nodes, and no keepalive asked for (its owners chose it).
+func (s Settings) validateConnect(p lockservice.Plan) error {
+	e, err := parsePostgresURL(p.Connect)
+	switch {
+	case err != nil:
+		return err
+	case p.Nodes != len(e.hosts):
+		return fmt.Errorf("nodes: --connect names %d PostgreSQL servers, --nodes says %d", len(e.hosts), p.Nodes)
+	case s.KeepAlive != 0:
+		return errors.New("db-keepalive: an existing PostgreSQL (connect) keeps the TCP keepalive its owners gave it; --db-keepalive is for the servers zlockcheck starts")
+	case p.Processes:
+		return errors.New("baseline-processes: there is no plain PostgreSQL client loop as processes (--baseline runs it as goroutines)")
+	}
+	return nil
 }

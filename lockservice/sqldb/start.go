@@ -34,9 +34,17 @@ func serversDir(cfg lockservice.Config, own string) (string, error) {
 	return abs, nil
 }
 
-// startPostgres starts the PostgreSQL servers cfg asks for, only in the run's
-// namespaces; cfg.Settings, when set, is a PostgresConfig.
+// startPostgres starts the PostgreSQL servers cfg asks for in the run's namespaces,
+// or reaches an existing PostgreSQL (cfg.Connect); cfg.Settings, when set, is a
+// PostgresConfig.
 func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+	if cfg.Connect != "" {
+		p, err := ConnectPostgres(ctx, network, cfg.Connect, cfg.ConnectTimeout)
+		if p == nil {
+			return nil, err
+		}
+		return p, err
+	}
 	if err := cfg.Refuse("postgres"); err != nil {
 		return nil, err
 	}
