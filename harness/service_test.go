@@ -63,13 +63,15 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 	cases := map[string]func(*Config){
 		"--connect names 2 Redis instances, --nodes says 1": func(c *Config) { c.Connect, c.Nodes = "10.0.0.1:6379,10.0.0.2", 1 },
 		"acts on the servers":                               func(c *Config) { c.Connect, c.Nemesis = "10.0.0.1:6379", []nemesis.Class{nemesis.ClassPause} },
-		"ssh-nodes":                                         func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} },
-		"single topology":                                   func(c *Config) { c.Nodes = 3 },
-		"RedLock wants":                                     func(c *Config) { c.Settings, c.Nodes = redis.RedisSettings{Topology: redis.RedisRedlock}, 2 },
-		"redis-persistence":                                 func(c *Config) { c.Settings = redis.RedisSettings{Persistence: "rdb"} },
-		"plain Redis":                                       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
-		"no sessions":                                       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
-		"ZooKeeper recipe":                                  func(c *Config) { c.Recipe = "gozk" },
+		"ssh-nodes": func(c *Config) {
+			c.SSH, c.Connect = &lockservice.SSHConfig{Nodes: []string{"a"}}, "10.0.0.1:6379"
+		},
+		"single topology":   func(c *Config) { c.Nodes = 3 },
+		"RedLock wants":     func(c *Config) { c.Settings, c.Nodes = redis.RedisSettings{Topology: redis.RedisRedlock}, 2 },
+		"redis-persistence": func(c *Config) { c.Settings = redis.RedisSettings{Persistence: "rdb"} },
+		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
+		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
+		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
 		"want zookeeper, redis, postgres": func(c *Config) {
 			c.Service = "etcd"
 		},
@@ -82,6 +84,11 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		nemesis.ClassClientServerPartition, nemesis.ClassReplyLoss}
 	if err := ok.Defaults().Validate(); err != nil {
 		t.Errorf("kill, pause, partition, client-pause, client-server-partition and reply-loss on Redis: %v", err)
+	}
+	onNodes := redisConfig()
+	onNodes.Settings, onNodes.SSH = redis.RedisSettings{Topology: redis.RedisRedlock}, &lockservice.SSHConfig{Nodes: []string{"a", "b", "c"}}
+	if err := onNodes.Defaults().Validate(); err != nil || onNodes.Defaults().Nodes != 3 {
+		t.Errorf("RedLock on three SSH nodes: %v, %d instances", err, onNodes.Defaults().Nodes)
 	}
 	counter := redisConfig()
 	counter.Workload.Kind, counter.Workload.Fenced = workloads.Counter, true

@@ -122,8 +122,9 @@ func NodeAddr(ctx context.Context, host string) (netip.Addr, error) {
 }
 
 // CleanupNodes removes from every node what any run on SSH nodes may have left: the
-// nftables tables named zlc_..., the ZooKeeper servers started from a node directory
-// (their command line names NodeDir/zlc...), and those directories. It returns what
+// nftables tables named zlc_..., the servers started from a node directory (a
+// ZooKeeper's command line names NodeDir/zlc...; any server's working directory is
+// in it), and those directories. It returns what
 // it removed, one line each, and goes on past a node it cannot reach.
 func CleanupNodes(ctx context.Context, c SSHConfig) ([]string, error) {
 	return sweepNodes(ctx, c, true)
@@ -280,7 +281,8 @@ done
 	for _, m := range marks {
 		fmt.Fprintf(&b, `for p in /proc/[0-9]*; do
   pid=${p#/proc/}; [ "$pid" = "$$" ] && continue
-  grep -qaF QuorumPeerMain $p/cmdline 2>/dev/null && grep -qaF "$base/%s" $p/cmdline 2>/dev/null || continue
+  { grep -qaF QuorumPeerMain $p/cmdline 2>/dev/null && grep -qaF "$base/%[1]s" $p/cmdline 2>/dev/null; } ||
+    case "$(readlink $p/cwd 2>/dev/null)/" in "$base/%[1]s"*) true;; *) false;; esac || continue
   sigGroup KILL $pid || kill -s KILL $pid; echo "server process $pid"
 done
 `, m)

@@ -29,6 +29,8 @@ type Redis struct {
 	Instances []*lockservice.Member
 	// external: an existing Redis (ConnectRedis), not the tool's to manage.
 	external bool
+	// remote holds the instances on SSH nodes (StartRemoteRedis), nil in namespaces.
+	remote *lockservice.Remote
 }
 
 var _ lockservice.Service = (*Redis)(nil)
@@ -200,6 +202,9 @@ func (r *Redis) Leader(ctx context.Context) (int, bool) {
 // for a sync or a rewrite too) are gone. The instances' files stay in the run
 // directory.
 func (r *Redis) Close() error {
+	if r.remote != nil {
+		return r.closeRemote()
+	}
 	var pgids []int
 	for _, in := range r.Instances {
 		if pid := in.Host.Pid(); pid > 0 {
@@ -254,7 +259,7 @@ func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 		return err
 	}
 	if m := parseInfo(text); m["master_link_status"] != "up" {
-		return fmt.Errorf("replica of %s: link %s", lockservice.ServerAddr(1), m["master_link_status"])
+		return fmt.Errorf("replica of %s: link %s", r.Instances[0].ClientAddr(), m["master_link_status"])
 	}
 	return nil
 }

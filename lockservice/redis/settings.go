@@ -73,6 +73,9 @@ func (s RedisSettings) Defaults(p lockservice.Plan) (lockservice.Settings, locks
 			p.Nodes = len(addrs) // Validate says what is wrong with them, if anything
 		}
 	}
+	if p.SSH != nil {
+		p.Nodes = len(p.SSH.Nodes) // one instance a node
+	}
 	if p.Nodes == 0 {
 		p.Nodes = s.DefaultNodes()
 	}
@@ -86,8 +89,8 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 		return err
 	}
 	switch {
-	case p.SSH != nil:
-		return errors.New("ssh-nodes: Redis on SSH nodes is not built yet")
+	case p.SSH != nil && p.Connect != "":
+		return errors.New("ssh-nodes: an existing Redis (connect) is not started anywhere: give one or the other")
 	case p.Fenced && p.RedLock:
 		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", p.Recipe)
 	}

@@ -11,10 +11,10 @@ import (
 
 func init() { lockservice.RegisterStart(kind.Redis, start) }
 
-// start starts the Redis instances cfg asks for in the run's namespaces, or reaches
-// an existing Redis (cfg.Connect; Redis on SSH nodes is not built); cfg.Settings,
-// when set, is a RedisConfig.
-func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+// start starts the Redis instances cfg asks for in the run's namespaces or on SSH
+// nodes (cfg.SSH), or reaches an existing Redis (cfg.Connect); cfg.Settings, when
+// set, is a RedisConfig.
+func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, runID string) (lockservice.Service, error) {
 	rc, _ := cfg.Settings.(RedisConfig)
 	if cfg.Connect != "" {
 		r, err := ConnectRedis(ctx, network, cfg.Connect, rc.RedisSettings, cfg.ConnectTimeout)
@@ -23,11 +23,15 @@ func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, 
 		}
 		return r, err
 	}
-	if err := cfg.Refuse("redis"); err != nil {
-		return nil, err
-	}
 	if rc.Dir == "" {
 		rc.Dir = cfg.Dir
+	}
+	if cfg.SSH != nil {
+		r, err := StartRemoteRedis(ctx, network, rc, *cfg.SSH, runID)
+		if r == nil {
+			return nil, err
+		}
+		return r, err
 	}
 	if rc.Nodes == 0 {
 		rc.Nodes = cfg.Nodes

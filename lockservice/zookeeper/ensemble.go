@@ -176,19 +176,24 @@ func (c *EnsembleConfig) defaults() {
 }
 
 // installFiles is where a ZooKeeper install is looked up: this machine (localFiles)
-// or a node over SSH (sshHost's files).
+// or a node over SSH (lockservice.SSHHost's files).
 type installFiles interface {
-	// glob returns the paths matching each pattern (filepath.Match syntax), pattern
+	// Glob returns the paths matching each pattern (filepath.Match syntax), pattern
 	// after pattern: one round trip for all of them.
-	glob(ctx context.Context, patterns ...string) ([]string, error)
-	// where names the machine, for errors ("" for this one).
-	where() string
+	Glob(ctx context.Context, patterns ...string) ([]string, error)
+	// Where names the machine, for errors ("" for this one).
+	Where() string
 }
+
+var (
+	_ installFiles = localFiles{}
+	_ installFiles = (*lockservice.SSHHost)(nil)
+)
 
 // localFiles is this machine's file system.
 type localFiles struct{}
 
-func (localFiles) glob(_ context.Context, patterns ...string) ([]string, error) {
+func (localFiles) Glob(_ context.Context, patterns ...string) ([]string, error) {
 	var out []string
 	for _, p := range patterns {
 		m, err := filepath.Glob(p)
@@ -199,16 +204,16 @@ func (localFiles) glob(_ context.Context, patterns ...string) ([]string, error) 
 	}
 	return out, nil
 }
-func (localFiles) where() string { return "" }
+func (localFiles) Where() string { return "" }
 
 // classpath finds the jars for ZooKeeper and a logging backend in fs.
 func (c *EnsembleConfig) classpath(ctx context.Context, fs installFiles) (string, error) {
 	on := ""
-	if w := fs.where(); w != "" {
+	if w := fs.Where(); w != "" {
 		on = " on " + w
 	}
 	if c.ZKHome != "" {
-		parts, err := fs.glob(ctx, filepath.Join(c.ZKHome, "conf"), filepath.Join(c.ZKHome, "*.jar"), filepath.Join(c.ZKHome, "lib/*.jar"))
+		parts, err := fs.Glob(ctx, filepath.Join(c.ZKHome, "conf"), filepath.Join(c.ZKHome, "*.jar"), filepath.Join(c.ZKHome, "lib/*.jar"))
 		if err != nil {
 			return "", err
 		}
@@ -220,7 +225,7 @@ func (c *EnsembleConfig) classpath(ctx context.Context, fs installFiles) (string
 	// Debian's zookeeper.jar names its dependencies in its manifest, but no slf4j
 	// backend: without one the servers log nothing.
 	jar, slf4j := "/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar"
-	found, err := fs.glob(ctx, jar, slf4j)
+	found, err := fs.Glob(ctx, jar, slf4j)
 	if err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package zookeeper
+package lockservice
 
 import (
 	"context"
@@ -12,22 +12,23 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/sshnode"
-	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
-// sshHost is a server's host on a real node reached over SSH (sshnode). The server is
-// started detached (setsid, nohup) in its node directory (dir: zoo.cfg, data/,
-// server.log, server.pid); everything else reads the pid file and checks that the
-// process it names runs this server's zoo.cfg before touching it. nft and tc run
-// through sudo -n unless the SSH user is root.
-type sshHost struct {
+// SSHHost is a server's host on a real node reached over SSH (sshnode), whatever the
+// kind of server. The server is started detached (setsid, nohup) in its node
+// directory (dir: its configuration, data, server.log, server.pid); everything else
+// reads the pid file and checks that the process it names is this server (its
+// command line names its configuration file, or its working directory is in dir)
+// before touching it. nft and tc run through sudo -n unless the SSH user is root.
+type SSHHost struct {
 	id      int
-	node    lockservice.Shell
+	node    Shell
 	addr    netip.Addr   // the node's address: peers and clients reach it there
 	peer    netip.Addr   // another server's address, to find the link towards the peers
 	clients netip.Prefix // where this machine's (and the workers') traffic comes from
 	dir     string       // the server's node directory
+	conf    string       // the configuration file its command line names ("" for none)
 	argv    []string     // the server's command line
 	prefix  string       // the run's nftables table prefix
 	sudo    bool
@@ -38,10 +39,9 @@ type sshHost struct {
 }
 
 var (
-	_ lockservice.Shell   = (*sshnode.Node)(nil)
-	_ nemesis.ServerHost  = (*sshHost)(nil)
-	_ nemesis.HostNetwork = (*sshHost)(nil)
-	_ installFiles        = (*sshHost)(nil)
+	_ Shell               = (*sshnode.Node)(nil)
+	_ nemesis.ServerHost  = (*SSHHost)(nil)
+	_ nemesis.HostNetwork = (*SSHHost)(nil)
 )
 
 // Exit statuses of the host's scripts.
@@ -54,38 +54,45 @@ const (
 // sshTablePrefix is the nftables table prefix of a run on shared nodes: zlc_<run>_.
 func sshTablePrefix(runID string) string { return nemesis.TablePrefix + runID + "_" }
 
-func (h *sshHost) String() string      { return fmt.Sprintf("s%d@%s", h.id, h.node) }
-func (h *sshHost) Addr() netip.Addr    { return h.addr }
-func (h *sshHost) TablePrefix() string { return h.prefix }
+func (h *SSHHost) String() string      { return fmt.Sprintf("s%d@%s", h.id, h.node) }
+func (h *SSHHost) Addr() netip.Addr    { return h.addr }
+func (h *SSHHost) TablePrefix() string { return h.prefix }
 
 // Clients is this machine's address as the node sees it: the workers' traffic is
 // masqueraded to it on its way out.
-func (h *sshHost) Clients() netip.Prefix { return h.clients }
+func (h *SSHHost) Clients() netip.Prefix { return h.clients }
 
-func (h *sshHost) file(name string) string { return path.Join(h.dir, name) }
+// file is name's path in the server's node directory.
+func (h *SSHHost) file(name string) string { return path.Join(h.dir, name) }
 
 // serverPid is a shell fragment that sets $pid to the server's pid and succeeds when
-// the pid file names a live process (not a zombie) running this server's zoo.cfg.
-func (h *sshHost) serverPid() string {
+// the pid file names a live process (not a zombie) that is this server: its command
+// line names its configuration file, or its working directory is in its node
+// directory (a server that rewrites its process title, as redis-server does).
+func (h *SSHHost) serverPid() string {
+	ident := fmt.Sprintf(`case "$(readlink /proc/$pid/cwd 2>/dev/null)/" in %s/*) true;; *) false;; esac`, sshnode.Quote(h.dir))
+	if h.conf != "" {
+		ident = fmt.Sprintf(`{ grep -qaF %s /proc/$pid/cmdline || %s; }`, sshnode.Quote(h.file(h.conf)), ident)
+	}
 	return fmt.Sprintf(`{ pid=$(cat %s 2>/dev/null); case "$pid" in ''|*[!0-9]*) false;; *) [ "$pid" -gt 1 ] && `+
-		`[ -r /proc/$pid/cmdline ] && grep -qaF %s /proc/$pid/cmdline && ! grep -q '^[0-9]* (.*) Z' /proc/$pid/stat;; esac; }`,
-		sshnode.Quote(h.file("server.pid")), sshnode.Quote(h.file("zoo.cfg")))
+		`[ -r /proc/$pid/cmdline ] && %s && ! grep -q '^[0-9]* (.*) Z' /proc/$pid/stat;; esac; }`,
+		sshnode.Quote(h.file("server.pid")), ident)
 }
 
-func (h *sshHost) run(ctx context.Context, what, script string, idempotent bool) ([]byte, error) {
+func (h *SSHHost) run(ctx context.Context, what, script string, idempotent bool) ([]byte, error) {
 	return h.node.Run(ctx, sshnode.Cmd{Script: script, Idempotent: idempotent, What: fmt.Sprintf("%s (server %d)", what, h.id)})
 }
 
 // Start starts the server detached in its own session (setsid: its pid leads its
 // process group), its output appended to server.log, its pid in server.pid. Not
 // retried over a new connection (it may have started).
-func (h *sshHost) Start(ctx context.Context) error {
+func (h *SSHHost) Start(ctx context.Context) error {
 	script := fmt.Sprintf(`if %s; then echo "server already running (pid $pid)" >&2; exit %d; fi
 rm -f %[3]s
-setsid sh -c 'echo $$ > "$0"; exec nohup "$@"' %[3]s %[4]s >> %[5]s 2>&1 < /dev/null &
+cd %[7]s && setsid sh -c 'echo $$ > "$0"; exec nohup "$@"' %[3]s %[4]s >> %[5]s 2>&1 < /dev/null &
 i=0; while [ ! -s %[3]s ]; do i=$((i+1)); if [ $i -gt 200 ]; then echo "no pid file after 10 s" >&2; exit %[6]d; fi; sleep 0.05; done
 cat %[3]s`, h.serverPid(), exitRunning, sshnode.Quote(h.file("server.pid")), sshnode.QuoteArgv(h.argv),
-		sshnode.Quote(h.file("server.log")), exitStuck)
+		sshnode.Quote(h.file("server.log")), exitStuck, sshnode.Quote(h.dir))
 	out, err := h.run(ctx, "start server", script, false)
 	if err != nil {
 		return err
@@ -102,7 +109,7 @@ cat %[3]s`, h.serverPid(), exitRunning, sshnode.Quote(h.file("server.pid")), ssh
 
 // Pid is the server's pid, 0 when it is not running: it asks the node whether the
 // last known pid still runs (when the node cannot be asked, the last known pid).
-func (h *sshHost) Pid() int {
+func (h *SSHHost) Pid() int {
 	h.mu.Lock()
 	pid := h.pid
 	h.mu.Unlock()
@@ -125,8 +132,8 @@ func (h *sshHost) Pid() int {
 
 // Kill SIGKILLs the server's process group and waits until its leader is gone; a
 // server that is not running is left alone. Safe to retry.
-func (h *sshHost) Kill(ctx context.Context) error {
-	script := lockservice.SigGroup + fmt.Sprintf(`if ! %s; then rm -f %s; exit 0; fi
+func (h *SSHHost) Kill(ctx context.Context) error {
+	script := SigGroup + fmt.Sprintf(`if ! %s; then rm -f %s; exit 0; fi
 sigGroup KILL $pid || kill -s KILL $pid
 i=0; while [ -d /proc/$pid ] && ! grep -q '^[0-9]* (.*) Z' /proc/$pid/stat 2>/dev/null; do i=$((i+1)); if [ $i -gt 200 ]; then echo "process $pid still alive 10 s after SIGKILL" >&2; exit %d; fi; sleep 0.05; done
 rm -f %[2]s`, h.serverPid(), sshnode.Quote(h.file("server.pid")), exitStuck)
@@ -141,7 +148,7 @@ rm -f %[2]s`, h.serverPid(), sshnode.Quote(h.file("server.pid")), exitStuck)
 
 // Signal sends sig to the server's process group; ErrNotRunning when it is not
 // running.
-func (h *sshHost) Signal(ctx context.Context, sig syscall.Signal) error {
+func (h *SSHHost) Signal(ctx context.Context, sig syscall.Signal) error {
 	var name string
 	switch sig {
 	case syscall.SIGSTOP:
@@ -155,7 +162,7 @@ func (h *sshHost) Signal(ctx context.Context, sig syscall.Signal) error {
 	default:
 		return fmt.Errorf("server %d on %s: signal %s not supported over SSH", h.id, h.node, sig)
 	}
-	script := lockservice.SigGroup + fmt.Sprintf("%s || exit %d\nsigGroup %s $pid", h.serverPid(), exitNotRunning, name)
+	script := SigGroup + fmt.Sprintf("%s || exit %d\nsigGroup %s $pid", h.serverPid(), exitNotRunning, name)
 	_, err := h.run(ctx, "signal "+name, script, true)
 	if st, ok := sshnode.ExitStatus(err); ok && st == exitNotRunning {
 		return fmt.Errorf("server %d on %s: %w", h.id, h.node, nemesis.ErrNotRunning)
@@ -164,7 +171,7 @@ func (h *sshHost) Signal(ctx context.Context, sig syscall.Signal) error {
 }
 
 // Exec runs argv on the node (nft, tc: through sudo -n unless the user is root).
-func (h *sshHost) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
+func (h *SSHHost) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
 	if h.sudo {
 		argv = append([]string{"sudo", "-n", "--"}, argv...)
 	}
@@ -172,7 +179,7 @@ func (h *sshHost) Exec(ctx context.Context, stdin []byte, argv ...string) ([]byt
 }
 
 // LogTail returns the last n lines of server.log.
-func (h *sshHost) LogTail(ctx context.Context, n int) ([]string, error) {
+func (h *SSHHost) LogTail(ctx context.Context, n int) ([]string, error) {
 	out, err := h.run(ctx, "read log", fmt.Sprintf("tail -n %d %s", n, sshnode.Quote(h.file("server.log"))), true)
 	if err != nil {
 		return nil, err
@@ -181,7 +188,7 @@ func (h *sshHost) LogTail(ctx context.Context, n int) ([]string, error) {
 }
 
 // Link is the node's interface towards its peers (ip route get), found once.
-func (h *sshHost) Link(ctx context.Context) (string, error) {
+func (h *SSHHost) Link(ctx context.Context) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.link != "" {
@@ -205,8 +212,9 @@ func (h *sshHost) Link(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("%s: no device in `ip route get %s`: %q", h.node, towards, out)
 }
 
-// glob lists the node's files matching each pattern (installFiles), in one command.
-func (h *sshHost) glob(ctx context.Context, patterns ...string) ([]string, error) {
+// Glob lists the node's files matching each pattern, pattern after pattern, in one
+// command.
+func (h *SSHHost) Glob(ctx context.Context, patterns ...string) ([]string, error) {
 	var b strings.Builder
 	for _, p := range patterns {
 		dir, base := path.Split(p)
@@ -217,10 +225,17 @@ func (h *sshHost) glob(ctx context.Context, patterns ...string) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	return strings.Fields(string(out)), nil
+	var paths []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l != "" {
+			paths = append(paths, l) // a path may hold spaces
+		}
+	}
+	return paths, nil
 }
 
-func (h *sshHost) where() string { return h.node.String() }
+// Where names the node, for errors.
+func (h *SSHHost) Where() string { return h.node.String() }
 
 // globQuote quotes a glob's last element for the shell, leaving its * unquoted.
 func globQuote(s string) string {
@@ -231,4 +246,32 @@ func globQuote(s string) string {
 		}
 	}
 	return strings.Join(parts, "*")
+}
+
+// ID is the server's number, from 1.
+func (h *SSHHost) ID() int { return h.id }
+
+// Dir is the server's node directory; File a file's path in it.
+func (h *SSHHost) Dir() string             { return h.dir }
+func (h *SSHHost) File(name string) string { return h.file(name) }
+
+// Sudo reports whether commands that need root go through sudo -n.
+func (h *SSHHost) Sudo() bool { return h.sudo }
+
+// SetArgv sets the server's command line, which Start runs in its node directory.
+func (h *SSHHost) SetArgv(argv []string) { h.argv = argv }
+
+// Started reports whether the server was given its command line (Prepare went
+// through): its files are expected at Close.
+func (h *SSHHost) Started() bool { return h.argv != nil }
+
+// Run runs a shell script on the node (what names it in errors; an idempotent one is
+// retried over a new connection).
+func (h *SSHHost) Run(ctx context.Context, what, script string, idempotent bool) ([]byte, error) {
+	return h.run(ctx, what, script, idempotent)
+}
+
+// ReadFile reads a file of the node.
+func (h *SSHHost) ReadFile(ctx context.Context, file string) ([]byte, error) {
+	return h.node.ReadFile(ctx, file)
 }

@@ -1,4 +1,4 @@
-package zookeeper
+package lockservice
 
 import (
 	"context"
@@ -17,14 +17,15 @@ import (
 )
 
 // TestSSHHostLifecycle starts a stand-in server (a shell that sleeps, its zoo.cfg
-// path on its command line as the real server's), pauses, resumes, kills and
-// restarts it through sshHost's scripts.
+// path on its command line as ZooKeeper's), pauses, resumes, kills and restarts it
+// through SSHHost's scripts, on this machine's sh (testnodes.LocalShell, a stand-in
+// for an SSH node).
 func TestSSHHostLifecycle(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "it's s1")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	h := &sshHost{id: 1, node: testnodes.LocalShell{}, dir: dir, prefix: sshTablePrefix("abc123")}
+	h := &SSHHost{id: 1, node: testnodes.LocalShell{}, dir: dir, prefix: SSHTablePrefix("abc123")}
 	h.argv = []string{"sh", "-c", "echo started; sleep 60; :", h.file("zoo.cfg")}
 	ctx := context.Background()
 	if err := h.Signal(ctx, syscall.SIGSTOP); !errors.Is(err, nemesis.ErrNotRunning) {
@@ -94,7 +95,7 @@ func TestSSHHostPidFileGuard(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "server.pid"), []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := &sshHost{id: 1, node: testnodes.LocalShell{}, dir: dir, pid: other.Process.Pid}
+	h := &SSHHost{id: 1, node: testnodes.LocalShell{}, dir: dir, pid: other.Process.Pid}
 	if err := h.Signal(context.Background(), syscall.SIGSTOP); !errors.Is(err, nemesis.ErrNotRunning) {
 		t.Fatalf("signal through a foreign pid file: %v", err)
 	}
@@ -115,18 +116,42 @@ func TestSSHHostGlob(t *testing.T) {
 	for _, f := range []string{"zookeeper-3.9.jar", "lib/a.jar", "lib/b.jar"} {
 		_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
 	}
-	h := &sshHost{id: 1, node: testnodes.LocalShell{}}
-	cfg := EnsembleConfig{ZKHome: dir}
-	cp, err := cfg.classpath(context.Background(), h)
+	h := &SSHHost{id: 1, node: testnodes.LocalShell{}}
+	got, err := h.Glob(context.Background(), filepath.Join(dir, "*.jar"), filepath.Join(dir, "lib/*.jar"), filepath.Join(dir, "none/*.jar"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Count(cp, ".jar"); got != 3 {
-		t.Fatalf("classpath %q: want 3 jars", cp)
+	if len(got) != 3 || !strings.HasSuffix(got[0], "zookeeper-3.9.jar") {
+		t.Fatalf("glob: %q, want the three jars, pattern after pattern", got)
 	}
-	cfg.ZKHome = filepath.Join(t.TempDir(), "none")
-	if _, err := cfg.classpath(context.Background(), h); err == nil || !strings.Contains(err.Error(), "on local") {
-		t.Fatalf("missing install: %v, want an error naming the node", err)
+	if h.Where() != "local" {
+		t.Errorf("Where() = %q, want the node's name", h.Where())
+	}
+}
+
+// TestSSHHostKnowsAServerByItsDirectory: a server whose command line does not name
+// its configuration (redis-server rewrites its process title) is known by its
+// working directory, in its node directory.
+func TestSSHHostKnowsAServerByItsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s1")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := &SSHHost{id: 1, node: testnodes.LocalShell{}, dir: dir}
+	h.SetArgv([]string{"sleep", "60"})
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Kill(context.Background()) })
+	pid := h.Pid()
+	if pid <= 1 {
+		t.Fatalf("pid %d after start: the host does not know its server by its directory", pid)
+	}
+	if err := h.Kill(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := procState(t, pid); st != "" && st != "Z" {
+		t.Fatalf("server %d in state %q after Kill", pid, st)
 	}
 }
 
