@@ -176,7 +176,12 @@ func TestValidateDatabases(t *testing.T) {
 		{"pg-table", func(c *Config) { c.Nodes = 3 }, "not 3 servers"},
 		{"mariadb-getlock", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "nothing to fail over to"},
 		{"mariadb-getlock", func(c *Config) { c.Connect = "10.1.2.3:3306" }, "existing MariaDB"},
-		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, "SSH nodes"},
+		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, ""},
+		{"pg-advisory", func(c *Config) {
+			c.SSH, c.Nemesis = &lockservice.SSHConfig{Nodes: []string{"a", "b"}}, []nemesis.Class{nemesis.ClassFailover}
+		}, "on SSH nodes it is not built yet"},
+		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a", "b", "c"}} }, "not 3 servers"},
+		{"mariadb-getlock", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, "SSH nodes is not built yet"},
 		{"pg-table", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisSingle} }, "add --service redis"},
 	}
 	for _, c := range cases {

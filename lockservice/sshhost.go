@@ -159,6 +159,8 @@ func (h *SSHHost) Signal(ctx context.Context, sig syscall.Signal) error {
 		name = "KILL"
 	case syscall.SIGTERM:
 		name = "TERM"
+	case syscall.SIGQUIT:
+		name = "QUIT"
 	default:
 		return fmt.Errorf("server %d on %s: signal %s not supported over SSH", h.id, h.node, sig)
 	}

@@ -155,8 +155,11 @@ func (p *Postgres) Managed() bool { return p.existing == nil }
 // Close stops the tool's servers and removes their directories; an existing
 // PostgreSQL's are not the tool's.
 func (p *Postgres) Close() error {
-	if p.existing != nil {
+	switch {
+	case p.existing != nil:
 		return nil
+	case p.remote != nil:
+		return p.closeRemote()
 	}
 	return p.dbServers.Close()
 }

@@ -58,7 +58,7 @@ func (p *Postgres) connConfig(s *Server, role pgRole, within time.Duration) (*pg
 	cc.ConnectTimeout = within
 	cc.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
 	cc.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return p.Net.Dial(ctx, addr, within)
+		return p.Dial(ctx, addr, within)
 	}
 	return cc, nil
 }

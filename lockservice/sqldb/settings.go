@@ -56,6 +56,9 @@ func legacy(flat map[string]json.RawMessage) (lockservice.Settings, error) {
 // Defaults counts an existing PostgreSQL's servers (the --connect URL's hosts) when
 // no --nodes was given; the rest is the catalogue's.
 func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservice.Plan) {
+	if p.Kind == kind.Postgres && p.SSH != nil {
+		p.Nodes = len(p.SSH.Nodes) // a primary, and a standby on a second node
+	}
 	if p.Kind == kind.Postgres && p.Connect != "" && p.Nodes == 0 {
 		if e, err := parsePostgresURL(p.Connect); err == nil {
 			p.Nodes = len(e.hosts) // Validate says what is wrong with the URL, if anything
@@ -83,8 +86,12 @@ func (s Settings) Validate(p lockservice.Plan) error {
 		return fmt.Errorf("connect: testing an existing %s is not built yet (--service %s starts its own servers)", title, p.Kind)
 	case p.Connect != "":
 		return s.validateConnect(p)
-	case p.SSH != nil:
+	case p.SSH != nil && p.Kind != kind.Postgres:
 		return fmt.Errorf("ssh-nodes: %s on SSH nodes is not built yet", title)
+	case p.SSH != nil && p.Connect != "":
+		return errors.New("ssh-nodes: an existing PostgreSQL (connect) is not started anywhere: give one or the other")
+	case p.SSH != nil && slices.Contains(p.Faults, nemesis.ClassFailover):
+		return errors.New("nemesis failover: on SSH nodes it is not built yet (it rebuilds the old primary's files on this machine)")
 	case p.Processes:
 		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
 	case p.Kind == kind.Postgres && p.Nodes > 2:

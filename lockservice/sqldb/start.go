@@ -34,10 +34,10 @@ func serversDir(cfg lockservice.Config, own string) (string, error) {
 	return abs, nil
 }
 
-// startPostgres starts the PostgreSQL servers cfg asks for in the run's namespaces,
-// or reaches an existing PostgreSQL (cfg.Connect); cfg.Settings, when set, is a
-// PostgresConfig.
-func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+// startPostgres starts the PostgreSQL servers cfg asks for in the run's namespaces or
+// on SSH nodes (cfg.SSH), or reaches an existing PostgreSQL (cfg.Connect);
+// cfg.Settings, when set, is a PostgresConfig.
+func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.Config, runID string) (lockservice.Service, error) {
 	if cfg.Connect != "" {
 		p, err := ConnectPostgres(ctx, network, cfg.Connect, cfg.ConnectTimeout)
 		if p == nil {
@@ -45,13 +45,18 @@ func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.
 		}
 		return p, err
 	}
-	if err := cfg.Refuse("postgres"); err != nil {
-		return nil, err
-	}
 	pc, _ := cfg.Settings.(PostgresConfig)
 	dir, err := serversDir(cfg, pc.Dir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.SSH != nil {
+		pc.Dir = dir
+		p, err := StartRemotePostgres(ctx, network, pc, *cfg.SSH, runID)
+		if p == nil {
+			return nil, err
+		}
+		return p, err
 	}
 	pc.defaults()
 	var made bool
