@@ -84,12 +84,16 @@ func (h *SSHHost) run(ctx context.Context, what, script string, idempotent bool)
 }
 
 // Start starts the server detached in its own session (setsid: its pid leads its
-// process group), its output appended to server.log, its pid in server.pid. Not
-// retried over a new connection (it may have started).
+// process group) from its node directory, its output appended to server.log, its pid
+// in server.pid. Only the detached command runs in the background, every stream
+// redirected: a background list would hold the SSH session's output open, and the
+// session, until the server exits. Not retried over a new connection (it may have
+// started).
 func (h *SSHHost) Start(ctx context.Context) error {
 	script := fmt.Sprintf(`if %s; then echo "server already running (pid $pid)" >&2; exit %d; fi
 rm -f %[3]s
-cd %[7]s && setsid sh -c 'echo $$ > "$0"; exec nohup "$@"' %[3]s %[4]s >> %[5]s 2>&1 < /dev/null &
+cd %[7]s || exit %[6]d
+setsid sh -c 'echo $$ > "$0"; exec nohup "$@"' %[3]s %[4]s >> %[5]s 2>&1 < /dev/null &
 i=0; while [ ! -s %[3]s ]; do i=$((i+1)); if [ $i -gt 200 ]; then echo "no pid file after 10 s" >&2; exit %[6]d; fi; sleep 0.05; done
 cat %[3]s`, h.serverPid(), exitRunning, sshnode.Quote(h.file("server.pid")), sshnode.QuoteArgv(h.argv),
 		sshnode.Quote(h.file("server.log")), exitStuck, sshnode.Quote(h.dir))
