@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/internal/testnodes"
 )
 
@@ -82,6 +83,7 @@ func assertNothingLeftOnNodes(t *testing.T, store string, n *testnodes.Nodes, no
 // back (its srvr mode too) and leaves nothing.
 func TestSSHRunServerFaultsValid(t *testing.T) {
 	requireIntegration(t)
+	testenv.Long(t, "TestSSHRunsEveryKind applies server faults on SSH nodes through the same hosts, TestObserversServerFaultsValid runs observers under them, and the SSH sweep and SIGINT tests run ZooKeeper on SSH nodes")
 	nodes := testnodes.StartT(t, 4)
 	store, nodeDir := t.TempDir(), filepath.Join(t.TempDir(), "nodes")
 	args := append([]string{"run", "--recipe", "zlc-mutex", "--observers", "1", "--nemesis", "kill,pause,partition",
