@@ -51,9 +51,6 @@ const (
 	exitStuck      = 5 // a wait ran out
 )
 
-// sshTablePrefix is the nftables table prefix of a run on shared nodes: zlc_<run>_.
-func sshTablePrefix(runID string) string { return nemesis.TablePrefix + runID + "_" }
-
 func (h *SSHHost) String() string      { return fmt.Sprintf("s%d@%s", h.id, h.node) }
 func (h *SSHHost) Addr() netip.Addr    { return h.addr }
 func (h *SSHHost) TablePrefix() string { return h.prefix }
