@@ -175,7 +175,9 @@ func TestValidateDatabases(t *testing.T) {
 		{"pg-table", func(c *Config) { c.Nodes, c.Nemesis = 2, []nemesis.Class{nemesis.ClassFailover} }, ""},
 		{"pg-table", func(c *Config) { c.Nodes = 3 }, "not 3 servers"},
 		{"mariadb-getlock", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassFailover} }, "nothing to fail over to"},
-		{"mariadb-getlock", func(c *Config) { c.Connect = "10.1.2.3:3306" }, "existing MariaDB"},
+		{"mariadb-getlock", func(c *Config) { c.Connect = "10.1.2.3:3306" }, "not a go-sql-driver DSN"},
+		{"mariadb-getlock", func(c *Config) { c.Connect = "team@tcp(10.1.2.3:3306)/app,team@tcp(10.1.2.4)/app" }, ""},
+		{"mariadb-getlock", func(c *Config) { c.Connect, c.Nodes = "team@tcp(10.1.2.3:3306)/app", 2 }, "--nodes says 2"},
 		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, ""},
 		{"pg-advisory", func(c *Config) {
 			c.SSH, c.Nemesis = &lockservice.SSHConfig{Nodes: []string{"a", "b"}}, []nemesis.Class{nemesis.ClassFailover}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"strings"
 	"time"
 
@@ -66,7 +67,7 @@ func newMariaDBGetLock(ctx context.Context, cfg Config, m sessionMutant, dial di
 }
 
 // mariadbDSN parses a server's DSN (a bare host:port means the lock's user and
-// database) and sets it up for a lock: the dial bounded by three request bounds, no
+// database; a DSN without a password takes MYSQL_PWD's) and sets it up for a lock: the dial bounded by three request bounds, no
 // read or write timeout (a GET_LOCK waits as long as its timeout; every request has a
 // context deadline instead), parameters interpolated in the client (one round trip a
 // statement, no server-side prepared statements).
@@ -77,6 +78,11 @@ func mariadbDSN(server string, io time.Duration, dial dialFunc) (*mysql.Config, 
 	c, err := mysql.ParseDSN(server)
 	if err != nil {
 		return nil, err
+	}
+	if c.Passwd == "" {
+		// An existing MariaDB's password (run --connect) is never in the DSN: the
+		// harness hands the workers its environment, as the mysql client reads it.
+		c.Passwd = os.Getenv("MYSQL_PWD")
 	}
 	c.Timeout = 3 * io
 	c.InterpolateParams = true

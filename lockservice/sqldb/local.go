@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -237,7 +238,9 @@ func startLocalMariaDB(ctx context.Context, cfg lockservice.LocalConfig) (lockse
 		return nil, err
 	}
 	admin := func(ctx context.Context, fn func(*sql.Conn) error) error {
-		return mariadbAdmin(ctx, l.addr, nil, lockservice.OpTimeout, func(_ context.Context, c *sql.Conn) error { return fn(c) })
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Net, cfg.Addr = "root", "tcp", l.addr
+		return mariadbAdmin(ctx, cfg, lockservice.OpTimeout, func(_ context.Context, c *sql.Conn) error { return fn(c) })
 	}
 	l.kill = func(ctx context.Context, id uint64) error {
 		return admin(ctx, func(c *sql.Conn) error {

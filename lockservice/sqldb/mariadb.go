@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -25,6 +26,10 @@ import (
 type MariaDB struct {
 	dbServers
 	cfg MariaDBConfig
+	// existing is set for an existing MariaDB (ConnectMariaDB): its DSNs.
+	existing *mariadbExisting
+	mu       sync.Mutex
+	database string // an existing MariaDB's run's database (PrepareRoot), "" for none
 }
 
 var _ lockservice.Service = (*MariaDB)(nil)
@@ -113,6 +118,9 @@ func lastLines(text string, n int) string {
 // comma-separated, server 1 first, as user DatabaseUser (no password) on database
 // DatabaseName: zlc@tcp(10.77.1.1:3306)/zlc,zlc@tcp(10.77.1.2:3306)/zlc.
 func (m *MariaDB) Connect() string {
+	if m.existing != nil {
+		return m.existing.workers(m.Servers, m.runDatabase())
+	}
 	dsns := lockservice.ClientAddrs(m.Servers)
 	for i, a := range dsns {
 		dsns[i] = fmt.Sprintf("%s@tcp(%s)/%s", DatabaseUser, a, DatabaseName)
@@ -129,24 +137,26 @@ func (m *MariaDB) Leader(context.Context) (int, bool) {
 }
 
 // query runs fn on a fresh connection from the harness to server s as its
-// administrator, everything bounded by within.
+// administrator (on an existing MariaDB: as the --connect DSN's user), everything
+// bounded by within.
 func (m *MariaDB) query(ctx context.Context, s *Server, within time.Duration, fn func(context.Context, *sql.Conn) error) error {
-	dial := func(ctx context.Context, _, addr string) (net.Conn, error) { return m.Net.Dial(ctx, addr, within) }
-	return mariadbAdmin(ctx, s.ClientAddr(), dial, within, fn)
+	cfg := mysql.NewConfig()
+	cfg.User = "root"
+	if m.existing != nil {
+		cfg = m.existing.config(s.ID-1, "")
+	}
+	cfg.Net, cfg.Addr = "tcp", s.ClientAddr()
+	cfg.DialFunc = func(ctx context.Context, _, addr string) (net.Conn, error) { return m.Dial(ctx, addr, within) }
+	return mariadbAdmin(ctx, cfg, within, fn)
 }
 
-// mariadbAdmin runs fn on a fresh connection to the server at addr as its
-// administrator (root, no password), dialled with dial (nil: the host's own
-// network), everything bounded by within.
-func mariadbAdmin(ctx context.Context, addr string, dial func(context.Context, string, string) (net.Conn, error),
-	within time.Duration, fn func(context.Context, *sql.Conn) error) error {
+// mariadbAdmin runs fn on a fresh connection cfg says how to open (its dial nil:
+// the host's own network), everything bounded by within.
+func mariadbAdmin(ctx context.Context, cfg *mysql.Config, within time.Duration, fn func(context.Context, *sql.Conn) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr = "root", "tcp", addr
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = within, within, within
 	cfg.Logger = &mysql.NopLogger{} // a failed poll is the caller's to report
-	cfg.DialFunc = dial
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return err

@@ -29,7 +29,13 @@ import (
 // or PlainLoops fails naming the server.
 func (m *MariaDB) PlainLoops(ctx context.Context, path string, n int, d, sessionTimeout time.Duration, hold func(int) time.Duration) (lockservice.Baseline, error) {
 	return m.plainRun(ctx, n, d, hold, m.Leader, func(s *Server) (dbPlainClient, error) {
-		return newMariaDBPlain(m.Dial, s.ClientAddr(), locknames.MariaDBLockName(path), dbPlainIO(sessionTimeout))
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.DBName = DatabaseUser, DatabaseName
+		if m.existing != nil {
+			cfg = m.existing.config(s.ID-1, m.runDatabase())
+		}
+		cfg.Net, cfg.Addr = "tcp", s.ClientAddr()
+		return newMariaDBPlain(m.Dial, cfg, locknames.MariaDBLockName(path), dbPlainIO(sessionTimeout))
 	})
 }
 
@@ -44,11 +50,9 @@ type mariadbPlain struct {
 
 var _ dbPlainClient = (*mariadbPlain)(nil)
 
-// newMariaDBPlain makes the client's pool of server addr (dialling through dial, as
-// the lock's user on its database); it connects on first use.
-func newMariaDBPlain(dial func(context.Context, string, time.Duration) (net.Conn, error), addr, name string, io time.Duration) (*mariadbPlain, error) {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net, cfg.Addr, cfg.DBName = DatabaseUser, "tcp", addr, DatabaseName
+// newMariaDBPlain makes the client's pool of the server cfg names (as the lock's
+// user on its database, dialling through dial); it connects on first use.
+func newMariaDBPlain(dial func(context.Context, string, time.Duration) (net.Conn, error), cfg *mysql.Config, name string, io time.Duration) (*mariadbPlain, error) {
 	cfg.Timeout = 3 * io
 	cfg.InterpolateParams = true
 	cfg.Logger = &mysql.NopLogger{} // a failed request is counted

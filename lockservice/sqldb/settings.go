@@ -59,9 +59,9 @@ func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservic
 	if p.Kind == kind.Postgres && p.SSH != nil {
 		p.Nodes = len(p.SSH.Nodes) // a primary, and a standby on a second node
 	}
-	if p.Kind == kind.Postgres && p.Connect != "" && p.Nodes == 0 {
-		if e, err := parsePostgresURL(p.Connect); err == nil {
-			p.Nodes = len(e.hosts) // Validate says what is wrong with the URL, if anything
+	if p.Connect != "" && p.Nodes == 0 {
+		if hosts, err := connectHosts(p); err == nil {
+			p.Nodes = len(hosts) // Validate says what is wrong with the servers, if anything
 		}
 	}
 	return s, p
@@ -82,8 +82,6 @@ func (s Settings) Validate(p lockservice.Plan) error {
 	switch {
 	case s.KeepAlive < 0:
 		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", s.KeepAlive)
-	case p.Connect != "" && p.Kind != kind.Postgres:
-		return fmt.Errorf("connect: testing an existing %s is not built yet (--service %s starts its own servers)", title, p.Kind)
 	case p.Connect != "":
 		return s.validateConnect(p)
 	case p.SSH != nil && p.Kind != kind.Postgres:
@@ -121,19 +119,37 @@ func (s Settings) Brief(p lockservice.Plan) string {
 	return fmt.Sprintf("service %s (%d servers)", p.Kind, p.Nodes)
 }
 
-// validateConnect checks an existing PostgreSQL's URL (--connect): one server a
+// connectHosts are the servers an existing database's --connect names: PostgreSQL's
+// URL's hosts, MariaDB's DSNs' addresses.
+func connectHosts(p lockservice.Plan) ([]string, error) {
+	if p.Kind == kind.MariaDB {
+		e, err := parseMariaDBConnect(p.Connect)
+		if err != nil {
+			return nil, err
+		}
+		return e.hosts, nil
+	}
+	e, err := parsePostgresURL(p.Connect)
+	if err != nil {
+		return nil, err
+	}
+	return e.hosts, nil
+}
+
+// validateConnect checks an existing database's servers (--connect): one a
 // --nodes, and no keepalive asked for (its owners chose it).
 func (s Settings) validateConnect(p lockservice.Plan) error {
-	e, err := parsePostgresURL(p.Connect)
+	hosts, err := connectHosts(p)
+	title := p.Kind.Title()
 	switch {
 	case err != nil:
 		return err
-	case p.Nodes != len(e.hosts):
-		return fmt.Errorf("nodes: --connect names %d PostgreSQL servers, --nodes says %d", len(e.hosts), p.Nodes)
+	case p.Nodes != len(hosts):
+		return fmt.Errorf("nodes: --connect names %d %s servers, --nodes says %d", len(hosts), title, p.Nodes)
 	case s.KeepAlive != 0:
-		return errors.New("db-keepalive: an existing PostgreSQL (connect) keeps the TCP keepalive its owners gave it; --db-keepalive is for the servers zlockcheck starts")
+		return fmt.Errorf("db-keepalive: an existing %s (connect) keeps the TCP keepalive its owners gave it; --db-keepalive is for the servers zlockcheck starts", title)
 	case p.Processes:
-		return errors.New("baseline-processes: there is no plain PostgreSQL client loop as processes (--baseline runs it as goroutines)")
+		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
 	}
 	return nil
 }

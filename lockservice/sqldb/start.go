@@ -73,9 +73,17 @@ func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.
 	return p, err
 }
 
-// startMariaDB starts the MariaDB servers cfg asks for, only in the run's
-// namespaces; cfg.Settings, when set, is a MariaDBConfig.
+// startMariaDB starts the MariaDB servers cfg asks for in the run's namespaces, or
+// reaches an existing MariaDB (cfg.Connect); cfg.Settings, when set, is a
+// MariaDBConfig.
 func startMariaDB(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+	if cfg.Connect != "" {
+		m, err := ConnectMariaDB(ctx, network, cfg.Connect, cfg.ConnectTimeout)
+		if m == nil {
+			return nil, err
+		}
+		return m, err
+	}
 	if err := cfg.Refuse("mariadb"); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,8 @@ func TestPostgresConnectSettings(t *testing.T) {
 		{"counted", Settings{}, lockservice.Plan{Kind: kind.Postgres, Connect: url}, ""},
 		{"nodes", Settings{}, lockservice.Plan{Kind: kind.Postgres, Connect: url, Nodes: 1}, "--nodes says 1"},
 		{"keepalive", Settings{KeepAlive: time.Second}, lockservice.Plan{Kind: kind.Postgres, Connect: url}, "db-keepalive"},
-		{"mariadb", Settings{}, lockservice.Plan{Kind: kind.MariaDB, Connect: "team@tcp(10.0.0.5:3306)/locks"}, "not built yet"},
+		{"mariadb", Settings{}, lockservice.Plan{Kind: kind.MariaDB, Connect: "team@tcp(10.0.0.5:3306)/locks"}, ""},
+		{"mariadb-password", Settings{}, lockservice.Plan{Kind: kind.MariaDB, Connect: "team:pw@tcp(10.0.0.5:3306)/locks"}, "MYSQL_PWD"},
 	} {
 		s, p := c.s.Defaults(c.p)
 		err := s.Validate(p)
@@ -105,5 +107,40 @@ func TestPostgresConnectSettings(t *testing.T) {
 		if c.name == "counted" && p.Nodes != 2 {
 			t.Errorf("nodes %d from a URL of two hosts", p.Nodes)
 		}
+	}
+}
+
+func TestParseMariaDBConnect(t *testing.T) {
+	const secret = "s3cret"
+	for _, c := range []struct {
+		dsn, want string // want: "" for accepted, else a piece of the error
+		hosts     []string
+	}{
+		{dsn: "team@tcp(db1.example:3307)/locks,team@tcp(10.0.0.6)/locks", hosts: []string{"db1.example:3307", "10.0.0.6:3306"}},
+		{dsn: "team:" + secret + "@tcp(10.0.0.5)/locks", want: "holds a password"},
+		{dsn: "@tcp(10.0.0.5)/locks", want: "names no user"},
+		{dsn: "team@unix(/run/mysqld.sock)/locks", want: "network"},
+		{dsn: "team@tcp(127.0.0.1:3306)/locks", want: "loopback"},
+		{dsn: "10.0.0.5:3306", want: "not a go-sql-driver DSN"},
+	} {
+		e, err := parseMariaDBConnect(c.dsn)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.dsn, err)
+		case c.want == "" && strings.Join(e.hosts, " ") != strings.Join(c.hosts, " "):
+			t.Errorf("%s: hosts %v, want %v", c.dsn, e.hosts, c.hosts)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one saying %q", c.dsn, err, c.want)
+		case err != nil && strings.Contains(err.Error(), secret):
+			t.Errorf("%s: the error repeats the password: %v", c.dsn, err)
+		}
+	}
+	e, err := parseMariaDBConnect("team@tcp(db1:3307)/locks?timeout=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Member: lockservice.Member{ID: 1, Port: 3307, Host: lockservice.NewExistingHost("db1:3307", netip.MustParseAddrPort("10.1.1.1:3307"))}}
+	if got := e.workers([]*Server{s}, "zlc_run1"); !strings.HasPrefix(got, "team@tcp(10.1.1.1:3307)/zlc_run1?") || !strings.Contains(got, "timeout=5s") {
+		t.Errorf("workers' DSN %q: want the resolved address, the run's database and the user's parameters", got)
 	}
 }
