@@ -6,7 +6,8 @@
 // kinds share: the run network's server addresses (ServerAddr), a server of a run
 // (Member: its id, host, client port and files), a server's host in a
 // namespace (NSHost) and the wait until servers serve (WaitServing), SSH nodes
-// (SSHConfig, their sweep), a lock's reader (LockReader) and session names, the
+// (SSHConfig; Remote and SSHHost, one server a node for any kind; their sweep), an
+// existing deployment's servers (ReachExisting, ExistingHost), a lock's reader (LockReader) and session names, the
 // plain client loop's yardstick (Baseline), and the index of the tool's namespaces
 // that finds a server that outlived its run (NSIndex).
 //
@@ -16,12 +17,13 @@
 //   - zookeeper: ensembles in local namespaces, on SSH nodes, or an existing one
 //     (--connect); a standalone server on loopback for conformance; the go-zookeeper
 //     plain loop, the herd sample, the lock's nodes.
-//   - redis: Debian's redis-server, one instance per namespace, in a topology (one
-//     instance, a primary with replicas, independent primaries for RedLock) with a
-//     persistence setting; the lock's key and clients, the counter, the plain loop,
+//   - redis: Debian's redis-server, one instance per namespace or SSH node, or an
+//     existing Redis, in a topology (one instance, a primary with replicas,
+//     independent primaries for RedLock) with a persistence setting; the lock's key and clients, the counter, the plain loop,
 //     failover, clock jumps, connection kills, the sweep of instances left behind.
-//   - sqldb: PostgreSQL (a primary, optionally a streaming standby) and MariaDB
-//     (independent servers), made fresh in zlc-prefixed directories: their lock
+//   - sqldb: PostgreSQL (a primary, optionally a streaming standby; in namespaces or
+//     on SSH nodes) and MariaDB (independent servers), made fresh in zlc-prefixed
+//     directories, or existing ones (--connect, a schema or database of the run's): their lock
 //     tables and session locks, counters, plain loops, failover, keepalives,
 //     connection kills, the sweep of servers left behind.
 //
