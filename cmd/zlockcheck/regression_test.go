@@ -43,6 +43,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
+		{"mariadb-getlock-kill-at-grant.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
 		{"pg-table-killed-holder-no-expiry.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "RECIPE BUG", "nothing removes the entry of an owner that died"}},
 	}
 	for _, c := range cases {

@@ -175,6 +175,14 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 // session-expire, the holder can know from the moment the server ended its session.
 const sessionKill = "connection-kill (session ended)"
 
+// endsSessionDuringHold reports whether x, begun before hold a, ends the holder's
+// session and was still under way when the hold began: the server may have ended the
+// session just after it granted the lock (a kill sent while the acquire's reply was
+// on its way), so the holder could know from the grant on.
+func endsSessionDuringHold(x fault, a hold) bool {
+	return (x.class == "session-expire" || x.class == sessionKill) && x.stop >= a.start
+}
+
 // maxPairs bounds how many overlapping pairs Classify looks at.
 const maxPairs = 1000
 
@@ -184,14 +192,14 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 	f := Finding{Holder: a.process, Next: b.process, At: b.start}
 	lost, lostAt := lostReport(h, key, a)
 	for _, x := range faults {
-		if x.process != a.process || x.start < a.start || x.start > b.start {
+		if x.process != a.process || x.start > b.start || x.start < a.start && !endsSessionDuringHold(x, a) {
 			continue
 		}
 		switch x.class {
 		case "client-pause", "session-expire", sessionKill:
 			know := x.stop
 			if x.class != "client-pause" {
-				know = x.start
+				know = max(x.start, a.start)
 			}
 			if end, how := holdEnd(a, lost, lostAt); end-know <= p.LostBound().Nanoseconds() {
 				f.Class = Unfenced

@@ -25,7 +25,8 @@ func load(t *testing.T, name string) histories.History {
 }
 
 // Recorded runs (testdata/histories/README.md): a paused go-zookeeper holder that
-// reported lost at once is an unfenced overlap; mutant-ignore-lost, cut off by a
+// reported lost at once is an unfenced overlap, and so is a MariaDB holder whose
+// connection was killed as its lock was granted; mutant-ignore-lost, cut off by a
 // client partition and never reporting lost, is a recipe bug.
 func TestRecordedOverlaps(t *testing.T) {
 	for _, tc := range []struct {
@@ -35,6 +36,9 @@ func TestRecordedOverlaps(t *testing.T) {
 	}{
 		{"gozk-client-pause-overlap.jsonl", Unfenced, "only fencing"},
 		{"ignore-lost-vary-client-partition.jsonl", RecipeBug, "never reported lost"},
+		// The kill began as the holder's GET_LOCK was granted: it ended the session
+		// from the grant on (once a recipe bug: the kill started before the hold).
+		{"mariadb-getlock-kill-at-grant.jsonl", Unfenced, "connection-kill (session ended)"},
 	} {
 		f, ok := Classify(load(t, tc.file), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) {
@@ -90,6 +94,8 @@ func TestClassifyRule(t *testing.T) {
 	expire := []histories.Op{nem("start", 3*s, `{"fault":"session-expire","process":1}`)}
 	cut := []histories.Op{nem("start", 2*s, `{"fault":"client-partition","process":1}`), nem("stop", 7*s, `{"fault":"client-partition","process":1}`)}
 	dbKill := []histories.Op{nem("start", 3*s, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", 3*s, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
+	killAtGrant := []histories.Op{nem("start", s-s/10, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", s+s/10, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
+	killBefore := []histories.Op{nem("start", s/2, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", s-s/10, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
 	redisKill := []histories.Op{nem("start", 3*s, `{"fault":"connection-kill","process":1}`), nem("stop", 3*s, `{"fault":"connection-kill","process":1}`)}
 	aimed := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`)}
 	elsewhere := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`)}
@@ -110,6 +116,8 @@ func TestClassifyRule(t *testing.T) {
 		{"database session killed, lost at once", overlap(dbKill, 5*s+s/2), params, Unfenced},
 		{"database session killed, released at once, never lost", releasedAt(overlap(dbKill, 0), 5*s+s/2), params, Unfenced},
 		{"database session killed, held on, never lost", overlap(dbKill, 0), params, RecipeBug},
+		{"database session killed as the grant was on its way, released at once", releasedAt(overlap(killAtGrant, 0), 5*s+s/2), params, Unfenced},
+		{"database session kill over before the grant, held on", overlap(killBefore, 0), params, RecipeBug},
 		{"Redis connection killed (the key lives on), lost at once", overlap(redisKill, 5*s+s/2), params, RecipeBug},
 		{"no fault", overlap(nil, 0), params, RecipeBug},
 		{"isolated follower, long sync window", overlap(follower, 0), long, Configuration},
