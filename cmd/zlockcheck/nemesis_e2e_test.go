@@ -13,7 +13,9 @@ import (
 )
 
 // TestClientPauseBreaksGozk: go-zookeeper's lock has no fencing, so a holder paused
-// for longer than its session overlaps the next holder. The run must say invalid.
+// for longer than its session overlaps the next holder. The run must say invalid; and
+// a paused holder (a v3 worker, holding on its own) invokes its release only after it
+// resumes (assertPausedHoldersReleaseAfterResuming).
 func TestClientPauseBreaksGozk(t *testing.T) {
 	requireIntegration(t)
 	store := t.TempDir()
@@ -35,6 +37,7 @@ func TestClientPauseBreaksGozk(t *testing.T) {
 	if !strings.Contains(string(data), `"process":"nemesis"`) {
 		t.Error("history has no nemesis ops")
 	}
+	assertPausedHoldersReleaseAfterResuming(t, store, stderr)
 	assertNothingLeft(t, store)
 }
 
