@@ -117,20 +117,7 @@ func (db *TestMariaDB) Admin(ctx context.Context, fn func(context.Context, *sql.
 // Stop shuts the server down (SIGTERM; SIGKILL of its process group after 10 s) and
 // removes its directory.
 func (db *TestMariaDB) Stop() error {
-	var err error
-	if db.cmd != nil && db.cmd.Process != nil {
-		done := make(chan struct{})
-		go func() { _ = db.cmd.Wait(); close(done) }()
-		_ = db.cmd.Process.Signal(syscall.SIGTERM) // ip netns exec execs mariadbd
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			if e := syscall.Kill(-db.cmd.Process.Pid, syscall.SIGKILL); e != nil && !errors.Is(e, syscall.ESRCH) {
-				err = e
-			}
-			<-done
-		}
-		db.cmd = nil
-	}
+	err := stopServer(db.cmd, syscall.SIGTERM) // ip netns exec execs mariadbd
+	db.cmd = nil
 	return errors.Join(err, os.RemoveAll(db.dir))
 }

@@ -130,20 +130,29 @@ func (pg *TestPostgres) Admin(ctx context.Context, db string, fn func(context.Co
 // Stop shuts the server down (SIGQUIT, an immediate shutdown that removes its shared
 // memory; SIGKILL of its process group after 10 s) and removes its directory.
 func (pg *TestPostgres) Stop() error {
-	var err error
-	if pg.cmd != nil && pg.cmd.Process != nil {
-		done := make(chan struct{})
-		go func() { _ = pg.cmd.Wait(); close(done) }()
-		_ = pg.cmd.Process.Signal(syscall.SIGQUIT) // ip netns exec and setpriv exec the postmaster
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			if e := syscall.Kill(-pg.cmd.Process.Pid, syscall.SIGKILL); e != nil && !errors.Is(e, syscall.ESRCH) {
-				err = e
-			}
-			<-done
-		}
-		pg.cmd = nil
-	}
+	err := stopServer(pg.cmd, syscall.SIGQUIT) // ip netns exec and setpriv exec the postmaster
+	pg.cmd = nil
 	return errors.Join(err, os.RemoveAll(pg.dir))
+}
+
+// stopServer sends cmd's process sig, waits until it exits, and after 10 s kills its
+// process group; a nil or unstarted cmd is nothing to stop.
+func stopServer(cmd *exec.Cmd, sig syscall.Signal) error {
+	if cmd == nil || cmd.Process == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
 }
