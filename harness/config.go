@@ -199,6 +199,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.SSH != nil && c.SSH.Validate() != nil:
 		return c.SSH.Validate()
+	case c.SSH != nil && c.Connect != "":
+		return errors.New("ssh-nodes: an existing deployment (connect) is not started anywhere: give one or the other")
 	case c.Nodes < 1 || c.Nodes > 9:
 		return fmt.Errorf("nodes: want 1 to 9, got %d", c.Nodes)
 	case c.Workers < 1 || c.Workers > 250:

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/internal/sshnode"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
@@ -181,9 +182,15 @@ func TestValidateDatabases(t *testing.T) {
 		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, ""},
 		{"pg-advisory", func(c *Config) {
 			c.SSH, c.Nemesis = &lockservice.SSHConfig{Nodes: []string{"a", "b"}}, []nemesis.Class{nemesis.ClassFailover}
-		}, "on SSH nodes it is not built yet"},
+		}, ""},
+		{"pg-advisory", func(c *Config) {
+			c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}, Config: sshnode.Config{User: "team"}}
+		}, "needs --ssh-user root"},
+		{"pg-advisory", func(c *Config) {
+			c.SSH, c.Connect = &lockservice.SSHConfig{Nodes: []string{"a"}}, "postgres://team@db/app"
+		}, "give one or the other"},
 		{"pg-advisory", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a", "b", "c"}} }, "not 3 servers"},
-		{"mariadb-getlock", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a"}} }, "SSH nodes is not built yet"},
+		{"mariadb-getlock", func(c *Config) { c.SSH = &lockservice.SSHConfig{Nodes: []string{"a", "b"}} }, ""},
 		{"pg-table", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisSingle} }, "add --service redis"},
 	}
 	for _, c := range cases {

@@ -21,8 +21,8 @@
 //     existing Redis, in a topology (one instance, a primary with replicas,
 //     independent primaries for RedLock) with a persistence setting; the lock's key and clients, the counter, the plain loop,
 //     failover, clock jumps, connection kills, the sweep of instances left behind.
-//   - sqldb: PostgreSQL (a primary, optionally a streaming standby; in namespaces or
-//     on SSH nodes) and MariaDB (independent servers), made fresh in zlc-prefixed
+//   - sqldb: PostgreSQL (a primary, optionally a streaming standby) and MariaDB
+//     (independent servers), in namespaces or on SSH nodes, made fresh in zlc-prefixed
 //     directories, or existing ones (--connect, a schema or database of the run's): their lock
 //     tables and session locks, counters, plain loops, failover, keepalives,
 //     connection kills, the sweep of servers left behind.

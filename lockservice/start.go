@@ -31,18 +31,6 @@ type Config struct {
 	Settings any
 }
 
-// Refuse says a kind cannot be reached where cfg asks for it (an existing
-// deployment, SSH nodes): the error a kind's start returns for what it has not built.
-func (cfg Config) Refuse(title string) error {
-	switch {
-	case cfg.Connect != "":
-		return fmt.Errorf("service %s: testing an existing deployment (--connect) is not built yet", title)
-	case cfg.SSH != nil:
-		return fmt.Errorf("service %s: servers on SSH nodes (--ssh-nodes) are not built yet", title)
-	}
-	return nil
-}
-
 // StartFunc starts (or reaches) the servers of one kind that cfg asks for on network;
 // runID names what it makes (namespaces, node directories). On error the Service
 // returned, if not nil, holds what was started so far.

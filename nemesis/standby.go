@@ -11,6 +11,10 @@ import (
 // failover waits for a grant the standby must not see.
 const tableStandbyCut = "standbycut"
 
+// promoteTimeout bounds a failover from the primary's crash to the old primary
+// serving again as the new one's standby, however the run's context ends.
+const promoteTimeout = 2 * time.Minute
+
 // StandbyPromoter is a lock service that has a primary and a streaming standby
 // that can be promoted (PostgreSQL): Failover needs it on a service that is not
 // Redis.
@@ -35,7 +39,9 @@ type StandbyPromoter interface {
 //     (which list both servers and want a read-write one) find it; the old primary
 //     comes back as its standby, so that the next failover goes the other way.
 //
-// Undo removes the split; a primary already killed is brought back by promote only.
+// Steps 3-4 run to their end even when the run ends meanwhile (within
+// promoteTimeout). Undo removes the split; a primary already killed is brought back
+// by promote only.
 // The record names the primary, the standby promoted, the holder whose grant was lost
 // and how long the service took to serve again (down_ms).
 func (f Failover) standbyPlan(ctx context.Context, c Cluster, sp StandbyPromoter, v map[string]any) (plan, error) {
@@ -69,6 +75,11 @@ func (f Failover) standbyPlan(ctx context.Context, c Cluster, sp StandbyPromoter
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// From the crash on, the failover runs to its end even if the run ends
+		// meanwhile: a primary killed and a standby never promoted, or an old
+		// primary half rebuilt, would leave the run's servers broken.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteTimeout)
+		defer cancel()
 		down := time.Now()
 		defer func() { v["down_ms"] = time.Since(down).Milliseconds() }()
 		if err := primary.Host.Kill(ctx); err != nil {

@@ -89,8 +89,6 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 		return err
 	}
 	switch {
-	case p.SSH != nil && p.Connect != "":
-		return errors.New("ssh-nodes: an existing Redis (connect) is not started anywhere: give one or the other")
 	case p.Fenced && p.RedLock:
 		return fmt.Errorf("fenced: recipe %s has no fencing token (RedLock gives none)", p.Recipe)
 	}

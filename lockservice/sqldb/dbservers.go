@@ -41,6 +41,9 @@ type dbLayout struct {
 	stop syscall.Signal
 	// comms are its processes' command names.
 	comms []string
+	// keep are the files copied back from a server's node directory on an SSH node
+	// (dbServers.closeRemote).
+	keep []string
 	// keepAlive names the server's settings for KeepAlive's Idle, Interval and
 	// Probes, and, when there is a fourth, its bound on unacknowledged data
 	// (UserTimeout, in milliseconds).
@@ -56,6 +59,8 @@ type dbServers struct {
 	keepAlive time.Duration
 	// Servers are the servers by number, from 1.
 	Servers []*Server
+	// remote holds the servers on SSH nodes (dialRemote), nil in namespaces.
+	remote *lockservice.Remote
 
 	phases []startPhase // how long each step of the start took
 }
@@ -113,10 +118,13 @@ func (d *dbServers) server(id int) (*Server, error) {
 	return d.Servers[id-1], nil
 }
 
-// Close stops every server (the layout's signal, then SIGKILL of whatever is left in
+// Close stops every server (on SSH nodes: closeRemote; in namespaces: the layout's signal, then SIGKILL of whatever is left in
 // its namespace after 3 s) and removes its directory, after the shared memory segment
 // a killed postmaster leaves (removeLeftSegment finds none of MariaDB's).
 func (d *dbServers) Close() error {
+	if d.remote != nil {
+		return d.closeRemote()
+	}
 	var errs []error
 	for _, s := range d.Servers {
 		errs = append(errs, s.host.stop(d.layout.stop, 3*time.Second))
@@ -141,7 +149,11 @@ func (d *dbServers) waitServers(ctx context.Context, timeout time.Duration, serv
 // VanishedClientKept says what bounds how long a server keeps the session of a
 // client that vanished, and its locks (nemesis.SessionKeeper).
 func (d *dbServers) VanishedClientKept() string {
-	return keepAliveSetting(d.layout, DBKeepAlive(d.keepAlive))
+	kept := keepAliveSetting(d.layout, DBKeepAlive(d.keepAlive))
+	if d.remote != nil {
+		kept += "; on SSH nodes the nodes' own net.ipv4.tcp_retries2 stays as it is"
+	}
+	return kept
 }
 
 // eachServer runs fn on every server at once and returns what each gave, in order.

@@ -190,8 +190,13 @@ func (m *MariaDB) Version(ctx context.Context) string {
 // processlist: the first with a connection whose id is session (the worker reports
 // CONNECTION_ID() as its session, "0x<hex>"; a decimal id is read too) from addr
 // (ids repeat across independent servers; any address if addr is invalid), else
-// the first with a connection from addr.
+// the first with a connection from addr. On SSH nodes and an existing MariaDB every
+// worker comes masqueraded from one address: the id alone, on the first server
+// that has it.
 func (m *MariaDB) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
+	if m.remote != nil || m.existing != nil {
+		addr = netip.Addr{}
+	}
 	return m.serverOf(m.allConns(ctx, m.connections), addr, session, true)
 }
 

@@ -36,7 +36,7 @@ const mariadbPort = 3306
 // mariadbLayout is how the tool lays out a MariaDB server: zlcmariadb-sN with its
 // my.cnf. Close shuts it down with SIGTERM, a normal shutdown.
 var mariadbLayout = dbLayout{kind: kind.MariaDB, prefix: mariadbDirPrefix, conf: "my.cnf", port: mariadbPort,
-	perm: 0o755, stop: syscall.SIGTERM, comms: []string{"mariadbd", "mysqld"},
+	perm: 0o755, stop: syscall.SIGTERM, comms: []string{"mariadbd", "mysqld"}, keep: []string{"my.cnf", "server.log"},
 	keepAlive: []string{"tcp_keepalive_time", "tcp_keepalive_interval", "tcp_keepalive_probes"}}
 
 func (c *MariaDBConfig) defaults() {

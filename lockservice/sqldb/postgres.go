@@ -29,8 +29,6 @@ type Postgres struct {
 	user osUser
 	// existing is set for an existing PostgreSQL (ConnectPostgres): its URL.
 	existing *pgExisting
-	// remote holds the servers on SSH nodes (StartRemotePostgres), nil in namespaces.
-	remote *lockservice.Remote
 
 	mu       sync.Mutex
 	promoted int    // the server last promoted (0: none)

@@ -46,6 +46,7 @@ const postgresPort = 5432
 // an immediate shutdown (a smart one, SIGTERM, would wait for the clients).
 var pgLayout = dbLayout{kind: kind.Postgres, prefix: pgDirPrefix, conf: "data/postgresql.conf", port: postgresPort,
 	perm: 0o700, stop: syscall.SIGQUIT, comms: []string{"postgres"},
+	keep:      []string{"data/postgresql.conf", "data/pg_hba.conf", "server.log"},
 	keepAlive: []string{"tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout"}}
 
 // dbMarker opens every configuration file the tool writes for a database server:

@@ -155,11 +155,8 @@ func (p *Postgres) Managed() bool { return p.existing == nil }
 // Close stops the tool's servers and removes their directories; an existing
 // PostgreSQL's are not the tool's.
 func (p *Postgres) Close() error {
-	switch {
-	case p.existing != nil:
+	if p.existing != nil {
 		return nil
-	case p.remote != nil:
-		return p.closeRemote()
 	}
 	return p.dbServers.Close()
 }
@@ -167,11 +164,8 @@ func (p *Postgres) Close() error {
 // VanishedClientKept says what bounds how long a server keeps the session of a
 // client that vanished, and its locks (nemesis.SessionKeeper).
 func (p *Postgres) VanishedClientKept() string {
-	switch {
-	case p.existing != nil:
+	if p.existing != nil {
 		return "the existing PostgreSQL's own tcp_keepalives_idle, tcp_keepalives_interval, tcp_keepalives_count and tcp_user_timeout, and its hosts' net.ipv4.tcp_retries2 (not zlockcheck's to set)"
-	case p.remote != nil:
-		return p.dbServers.VanishedClientKept() + "; on SSH nodes the nodes' own net.ipv4.tcp_retries2 stays as it is"
 	}
 	return p.dbServers.VanishedClientKept()
 }

@@ -12,7 +12,8 @@ import (
 // each Failover's target) crashes, the standby is promoted, and the old primary is
 // rebuilt from the new one as its streaming standby, so that the run again has a
 // primary and a standby and the next Failover goes back. Everything it writes is in
-// the old primary's own directory (zlcpg-sN), which Close removes.
+// the old primary's own directory (zlcpg-sN, or its node directory on an SSH node),
+// which Close removes.
 
 // standbyWait bounds the wait for a rebuilt standby to stream.
 const standbyWait = 30 * time.Second
@@ -121,10 +122,11 @@ func (p *Postgres) promoteStandby(ctx context.Context, id int) error {
 // left), clones the primary into it, writes its configuration, starts it and waits
 // until it streams. Each step is timed into phases.
 func (p *Postgres) rebuildStandby(ctx context.Context, s *Server, phases *[]startPhase) error {
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func() error
-	}{
+	}
+	steps := []step{
 		{"remove the old data", func() error {
 			return errors.Join(removeLeftSegment(s.Data), os.RemoveAll(s.Data))
 		}},
@@ -136,6 +138,11 @@ func (p *Postgres) rebuildStandby(ctx context.Context, s *Server, phases *[]star
 			return s.host.Start(ctx)
 		}},
 		{"until it streams", func() error { return p.waitServers(ctx, standbyWait, s) }},
+	}
+	if p.remote != nil { // the same steps, on s's node
+		steps = []step{{fmt.Sprintf("pg_basebackup s%d from s%d on its node, start", s.ID, p.primaryID()), func() error {
+			return p.makeRemote(ctx, s, false, p.basebackupScript)
+		}}, steps[3]}
 	}
 	for _, st := range steps {
 		if err := timed(phases, st.name, st.fn); err != nil {

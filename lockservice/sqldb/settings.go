@@ -84,12 +84,8 @@ func (s Settings) Validate(p lockservice.Plan) error {
 		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", s.KeepAlive)
 	case p.Connect != "":
 		return s.validateConnect(p)
-	case p.SSH != nil && p.Kind != kind.Postgres:
-		return fmt.Errorf("ssh-nodes: %s on SSH nodes is not built yet", title)
-	case p.SSH != nil && p.Connect != "":
-		return errors.New("ssh-nodes: an existing PostgreSQL (connect) is not started anywhere: give one or the other")
-	case p.SSH != nil && slices.Contains(p.Faults, nemesis.ClassFailover):
-		return errors.New("nemesis failover: on SSH nodes it is not built yet (it rebuilds the old primary's files on this machine)")
+	case p.SSH != nil && p.SSH.Defaults().User != "root":
+		return fmt.Errorf("ssh-user: %s on SSH nodes needs --ssh-user root (the server runs as the node's own account for it)", title)
 	case p.Processes:
 		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
 	case p.Kind == kind.Postgres && p.Nodes > 2:

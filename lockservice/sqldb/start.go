@@ -73,10 +73,10 @@ func startPostgres(ctx context.Context, network *netns.Network, cfg lockservice.
 	return p, err
 }
 
-// startMariaDB starts the MariaDB servers cfg asks for in the run's namespaces, or
-// reaches an existing MariaDB (cfg.Connect); cfg.Settings, when set, is a
+// startMariaDB starts the MariaDB servers cfg asks for in the run's namespaces or on
+// SSH nodes (cfg.SSH), or reaches an existing MariaDB (cfg.Connect); cfg.Settings, when set, is a
 // MariaDBConfig.
-func startMariaDB(ctx context.Context, network *netns.Network, cfg lockservice.Config, _ string) (lockservice.Service, error) {
+func startMariaDB(ctx context.Context, network *netns.Network, cfg lockservice.Config, runID string) (lockservice.Service, error) {
 	if cfg.Connect != "" {
 		m, err := ConnectMariaDB(ctx, network, cfg.Connect, cfg.ConnectTimeout)
 		if m == nil {
@@ -84,13 +84,17 @@ func startMariaDB(ctx context.Context, network *netns.Network, cfg lockservice.C
 		}
 		return m, err
 	}
-	if err := cfg.Refuse("mariadb"); err != nil {
-		return nil, err
-	}
 	mc, _ := cfg.Settings.(MariaDBConfig)
 	var err error
 	if mc.Dir, err = serversDir(cfg, mc.Dir); err != nil {
 		return nil, err
+	}
+	if cfg.SSH != nil {
+		m, err := StartRemoteMariaDB(ctx, network, mc, *cfg.SSH, runID)
+		if m == nil {
+			return nil, err
+		}
+		return m, err
 	}
 	if mc.Nodes == 0 {
 		mc.Nodes = cfg.Nodes
