@@ -12,7 +12,8 @@ import (
 )
 
 // ServingPoll is one look at the servers for waitServing: whether they all serve,
-// which one exited (unless none did), and the servers that do not serve.
+// which one will not serve however long it waits ("server 2 exited"; "" when none),
+// and the servers that do not serve.
 type ServingPoll struct {
 	OK     bool
 	Exited string
@@ -39,7 +40,7 @@ func WaitServing(ctx context.Context, timeout, pace time.Duration, title, notWit
 		case p.OK:
 			return nil
 		case p.Exited != "":
-			return notServing(ctx, title, p.Exited+" exited", p.Down)
+			return notServing(ctx, title, p.Exited, p.Down)
 		case time.Now().After(deadline):
 			return notServing(ctx, title, fmt.Sprintf("%s within %s", notWithin, timeout), p.Down)
 		}
@@ -80,7 +81,9 @@ type ServerCheck struct {
 }
 
 // Poll looks at every server at once: the look WaitServing wants of servers that
-// serve each on its own (no quorum to wait for).
+// serve each on its own (no quorum to wait for). A server of an existing deployment
+// that does not serve is not waited for: the tool cannot start it, and what keeps it
+// from serving (a wrong password, a replica not linked) is for its owner to mend.
 func Poll(ctx context.Context, servers []ServerCheck) ServingPoll {
 	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
@@ -96,8 +99,10 @@ func Poll(ctx context.Context, servers []ServerCheck) ServingPoll {
 		}
 		p.OK = false
 		p.Down = append(p.Down, DownServer{What: s.What, Why: errs[i].Error(), Host: s.Host, Log: s.Log})
-		if p.Exited == "" && s.Host.Pid() == 0 {
-			p.Exited = s.Name
+		if _, existing := s.Host.(ExistingHost); p.Exited == "" && existing {
+			p.Exited = s.Name + " of the existing deployment does not serve"
+		} else if p.Exited == "" && s.Host.Pid() == 0 {
+			p.Exited = s.Name + " exited"
 		}
 	}
 	return p

@@ -83,7 +83,7 @@ func (f ConnectionKill) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pl
 	server, ok := c.ServerOf(ctx, cl)
 	if !ok {
 		if server, ok = c.Leader(ctx); !ok {
-			return plan{value: v}, fmt.Errorf("connection-kill: which server worker %d uses is unknown", cl.Process)
+			return plan{value: v}, fmt.Errorf("connection-kill: which server worker %d uses is unknown (no server, or more than one, has a client with its session id %s)", cl.Process, session)
 		}
 	}
 	v["server"] = serverName(server)

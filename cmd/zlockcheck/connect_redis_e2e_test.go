@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -17,12 +18,13 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/testnodes"
 )
 
-// TestConnectToAnExistingRedis: a Redis the test started outside the tool (in a
-// namespace the test made, with a password, on a port other than 6379) is tested
-// with --connect: the password comes from REDISCLI_AUTH and reaches no file and no
-// message; a wrong one is a clear error; server faults are refused; redis-lock under
-// client faults is valid, and the run leaves no key on the Redis and nothing on the
-// host.
+// TestConnectToAnExistingRedis: Redis instances the test started outside the tool
+// (in a namespace the test made, with a password, on ports other than 6379) are
+// tested with --connect: the password comes from REDISCLI_AUTH and reaches no file
+// and no message; a wrong one is a clear error; server faults are refused; under
+// client faults redis-lock on a primary and its replica, and redsync on three
+// independent instances (RedLock), are valid, and each run leaves no key on any
+// instance and nothing on the host.
 func TestConnectToAnExistingRedis(t *testing.T) {
 	requireRedis(t)
 	// Not side by side: its test nodes' bridge and the run's uplink are links in the
@@ -54,27 +56,56 @@ func TestConnectToAnExistingRedis(t *testing.T) {
 			assertNoSecret(t, password, store, stdout+stderr)
 		}
 	})
-	t.Run("redis-lock/valid", func(t *testing.T) {
-		store := keptIfFailed(t)
-		code, stdout, stderr := zlockcheckEnv(t, []string{redisopt.PasswordVar + "=" + password}, append(base, "--store", store,
-			"--nemesis", "client-kill,connection-kill,client-pause", "--nemesis-targets", "holder", "--nemesis-interval", "3s")...)
-		t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
-		if code != exitValid {
-			t.Fatalf("exit %d, want %d (valid)", code, exitValid)
+	// More instances: a replica of the first, and two independent ones for RedLock.
+	start := func(port int, primary string) string {
+		a, stop, err := nodes.StartRedisAt(context.Background(), t.TempDir(), password, port, primary)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(stdout, "(existing, not managed by zlockcheck)") {
-			t.Error("the run does not say the Redis was an existing one")
-		}
-		assertFaultsApplied(t, stderr)
-		assertNoSecret(t, password, store, stdout+stderr)
-		c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password})
-		defer c.Close()
-		if n, err := c.DBSize(context.Background()).Result(); err != nil || n != 0 {
-			keys, _ := c.Keys(context.Background(), "*").Result()
-			t.Errorf("the run left %d keys on the Redis (%v): %v", n, keys, err)
-		}
-		assertHostLeftNothing(t, store, nodes.Bridge(), fwd)
-	})
+		t.Cleanup(func() { _ = stop() })
+		return a
+	}
+	replica := start(6391, addr)
+	waitLinked(t, replica, password)
+	redlock := []string{start(6392, ""), start(6393, ""), start(6394, "")}
+	for _, c := range []struct {
+		name      string
+		instances []string
+		args      []string
+	}{
+		{"redis-lock/replicas", []string{addr, replica}, []string{"--recipe", "redis-lock", "--redis-topology", "replicas",
+			"--nemesis", "client-kill,connection-kill,client-pause"}},
+		// Not connection-kill: every worker reaches the instances from one
+		// masqueraded address, and a client id alone names no instance when
+		// several have a client with it (the fault says so and is not applied).
+		{"redsync/redlock", redlock, []string{"--recipe", "redsync", "--redis-topology", "redlock",
+			"--nemesis", "client-kill,client-pause"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := keptIfFailed(t)
+			args := append([]string{"run", "--service", "redis", "--connect", strings.Join(c.instances, ","), "--time", "10s", "--seed", "2",
+				"--store", store, "--nemesis-targets", "holder", "--nemesis-interval", "3s"}, c.args...)
+			code, stdout, stderr := zlockcheckEnv(t, []string{redisopt.PasswordVar + "=" + password}, args...)
+			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			if code != exitValid {
+				t.Fatalf("exit %d, want %d (valid)", code, exitValid)
+			}
+			if !strings.Contains(stdout, "(existing, not managed by zlockcheck)") {
+				t.Error("the run does not say the Redis was an existing one")
+			}
+			assertFaultsApplied(t, stderr)
+			assertNoSecret(t, password, store, stdout+stderr)
+			for _, a := range c.instances {
+				rc := goredis.NewClient(&goredis.Options{Addr: a, Password: password})
+				if n, err := rc.DBSize(context.Background()).Result(); err != nil || n != 0 {
+					keys, _ := rc.Keys(context.Background(), "*").Result()
+					t.Errorf("the run left %d keys on the Redis at %s (%v): %v", n, a, keys, err)
+				}
+				rc.Close()
+			}
+			assertHostLeftNothing(t, store, nodes.Bridge(), fwd)
+		})
+	}
 }
 
 // zlockcheckEnv is zlockcheck with env added to the environment.
@@ -110,4 +141,21 @@ func assertNoSecret(t *testing.T, secret, store, output string) {
 		}
 		return nil
 	})
+}
+
+// waitLinked waits until the replica at addr has its link to its primary up (a
+// deployment's replica in sync, as a team's staging one is).
+func waitLinked(t *testing.T, addr, password string) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password})
+	defer c.Close()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s not linked to its primary: %v\n%s", addr, err, info)
+		}
+	}
 }

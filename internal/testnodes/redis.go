@@ -23,14 +23,27 @@ const redisPort = 6390
 // and no persistence; stop kills it. The password goes on the server's command
 // line only (this is a test's server), never into a file.
 func (n *Nodes) StartRedis(ctx context.Context, dir, password string) (addr string, stop func() error, err error) {
+	return n.StartRedisAt(ctx, dir, password, 0, "")
+}
+
+// StartRedisAt is StartRedis on port (0: the test port, 6390), a replica of
+// primary ("host:port", with the same password) unless primary is "".
+func (n *Nodes) StartRedisAt(ctx context.Context, dir, password string, port int, primary string) (addr string, stop func() error, err error) {
+	if port == 0 {
+		port = redisPort
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
-	a := netip.AddrPortFrom(n.Addrs[0], redisPort).String()
-	argv := []string{"ip", "netns", "exec", n.nets[0], "redis-server", "--bind", n.Addrs[0].String(), "--port", fmt.Sprint(redisPort),
+	a := netip.AddrPortFrom(n.Addrs[0], uint16(port)).String()
+	argv := []string{"ip", "netns", "exec", n.nets[0], "redis-server", "--bind", n.Addrs[0].String(), "--port", fmt.Sprint(port),
 		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no"}
 	if password != "" {
-		argv = append(argv, "--requirepass", password)
+		argv = append(argv, "--requirepass", password, "--masterauth", password)
+	}
+	if primary != "" {
+		host, p, _ := strings.Cut(primary, ":")
+		argv = append(argv, "--replicaof", host, p)
 	}
 	logf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {

@@ -210,3 +210,20 @@ func TestWrittenByUs(t *testing.T) {
 		t.Errorf("writtenByUs: ours %v, theirs %v", writtenByUs(ours), writtenByUs(theirs))
 	}
 }
+
+// TestUniqueServer: through a masquerade a client id alone names an instance only
+// when exactly one instance has a client with it.
+func TestUniqueServer(t *testing.T) {
+	instances := []*lockservice.Member{{ID: 1}, {ID: 2}, {ID: 3}}
+	all := [][]redisClient{{{ID: 8}, {ID: 9}}, {{ID: 9}}, {{ID: 10}}}
+	for _, c := range []struct {
+		id     uint64
+		want   int
+		wantOK bool
+	}{{8, 1, true}, {10, 3, true}, {9, 0, false}, {11, 0, false}} {
+		got, ok := uniqueServer(all, func(cl redisClient) bool { return cl.ID == c.id }, instances)
+		if got != c.want || ok != c.wantOK {
+			t.Errorf("id %d: got %d, %v; want %d, %v", c.id, got, ok, c.want, c.wantOK)
+		}
+	}
+}

@@ -121,10 +121,15 @@ func (r *Redis) allClients(ctx context.Context) [][]redisClient {
 // ServerOf is the instance a client is connected to: the first where a client with
 // the session's id ("0x<hex>", CLIENT ID) is connected from addr, else the first where
 // a client is connected from addr (client ids are each instance's own count, so an
-// id alone may name clients of several instances).
+// id alone may name clients of several instances). On SSH nodes and an existing
+// Redis every worker comes masqueraded from one address: the id alone, and only
+// when exactly one instance has a client with it.
 func (r *Redis) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
 	id, hasID := lockservice.ParseSession(session)
 	all := r.allClients(ctx)
+	if r.external || r.remote != nil {
+		return uniqueServer(all, func(c redisClient) bool { return hasID && c.ID == id }, r.Instances)
+	}
 	for _, byID := range []bool{true, false} {
 		if byID && !hasID || !byID && !addr.IsValid() {
 			continue
@@ -138,6 +143,21 @@ func (r *Redis) ServerOf(ctx context.Context, addr netip.Addr, session string) (
 		}
 	}
 	return 0, false
+}
+
+// uniqueServer is the one instance (of instances, whose clients are all) with a
+// client that match accepts; false when none or several have one.
+func uniqueServer(all [][]redisClient, match func(redisClient) bool, instances []*lockservice.Member) (int, bool) {
+	found := 0
+	for i, cs := range all {
+		if slices.ContainsFunc(cs, match) {
+			if found != 0 {
+				return 0, false
+			}
+			found = instances[i].ID
+		}
+	}
+	return found, found != 0
 }
 
 // LiveSessions are the sessions (0x<hex> client ids) of every client connected to

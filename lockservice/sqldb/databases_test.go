@@ -210,3 +210,34 @@ func TestAdvisoryKeys(t *testing.T) {
 		t.Errorf("advisoryKeys = %+v, want %+v", got, want)
 	}
 }
+
+// TestServerOf: a session's number names its server by the client's address where
+// the servers see the workers' own addresses; with every client masqueraded to one
+// address (no addr), a MariaDB id, which repeats across independent servers, names
+// one only when exactly one server has it; a PostgreSQL pid is unique and needs no
+// address.
+func TestServerOf(t *testing.T) {
+	w1, w2 := netip.MustParseAddr("10.77.2.1"), netip.MustParseAddr("10.77.2.2")
+	d := dbServers{Servers: []*Server{{Member: lockservice.Member{ID: 1}}, {Member: lockservice.Member{ID: 2}}}}
+	all := [][]dbConn{{{id: 8, addr: w1}, {id: 9, addr: w2}}, {{id: 9, addr: w1}, {id: 10, addr: w2}}}
+	for _, c := range []struct {
+		addr       netip.Addr
+		session    string
+		idFromAddr bool
+		want       int
+		wantOK     bool
+	}{
+		{w1, "0x9", true, 2, true},           // the id from that address
+		{w2, "0x9", true, 1, true},           // the same id, another worker
+		{w2, "0x7", true, 1, true},           // no such id: the first server with a client from addr
+		{netip.Addr{}, "0x8", true, 1, true}, // masqueraded: one server has 8
+		{netip.Addr{}, "0x9", true, 0, false},
+		{netip.Addr{}, "0x7", true, 0, false},
+		{netip.Addr{}, "0x9", false, 1, true}, // PostgreSQL: the first with the pid
+	} {
+		got, ok := d.serverOf(all, c.addr, c.session, c.idFromAddr)
+		if got != c.want || ok != c.wantOK {
+			t.Errorf("serverOf(%s, %s, %v) = %d, %v; want %d, %v", c.addr, c.session, c.idFromAddr, got, ok, c.want, c.wantOK)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sqldb
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -32,9 +33,22 @@ func (d *dbServers) allConns(ctx context.Context, read func(context.Context, *Se
 // session's number: "0x<hex>" or decimal), else the first with a connection from
 // addr (any when addr is invalid). With idFromAddr, a session's number matches only
 // a connection from addr: MariaDB's ids repeat across its independent servers, where
-// PostgreSQL's pids are unique on the machine.
+// PostgreSQL's pids are unique on the machine; with idFromAddr and no addr (every
+// client masqueraded to one address), only when exactly one server has it.
 func (d *dbServers) serverOf(all [][]dbConn, addr netip.Addr, session string, idFromAddr bool) (int, bool) {
 	id, hasID := sessionNumber(session)
+	if idFromAddr && !addr.IsValid() {
+		found := 0
+		for i, cs := range all {
+			if hasID && slices.ContainsFunc(cs, func(c dbConn) bool { return c.id == id }) {
+				if found != 0 {
+					return 0, false
+				}
+				found = d.Servers[i].ID
+			}
+		}
+		return found, found != 0
+	}
 	for _, byID := range []bool{true, false} {
 		if byID && !hasID || !byID && !addr.IsValid() {
 			continue

@@ -191,8 +191,8 @@ func (m *MariaDB) Version(ctx context.Context) string {
 // CONNECTION_ID() as its session, "0x<hex>"; a decimal id is read too) from addr
 // (ids repeat across independent servers; any address if addr is invalid), else
 // the first with a connection from addr. On SSH nodes and an existing MariaDB every
-// worker comes masqueraded from one address: the id alone, on the first server
-// that has it.
+// worker comes masqueraded from one address: the id alone, and only when exactly
+// one server has it.
 func (m *MariaDB) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
 	if m.remote != nil || m.existing != nil {
 		addr = netip.Addr{}

@@ -483,7 +483,7 @@ func (e *Ensemble) WaitServing(ctx context.Context, timeout time.Duration) error
 			// Only a server that does not serve may have exited (asking a host over
 			// SSH for its pid costs a round trip).
 			if !p.OK && p.Exited == "" && !e.external && s.Host.Pid() == 0 {
-				p.Exited = fmt.Sprintf("server %d", s.ID)
+				p.Exited = fmt.Sprintf("server %d exited", s.ID)
 			}
 		}
 		return p
