@@ -129,6 +129,7 @@ func TestConformanceOnEveryService(t *testing.T) {
 	}{
 		{kind.Redis, "redis-lock", ""},
 		{kind.Postgres, "pg-advisory", ""},
+		{kind.Postgres, "pg-table-expiry", ""}, // a lease in a table: lost deletes its row
 		{kind.Postgres, "mutant-pg-advisory-no-heartbeat", "lost"},
 		{kind.MariaDB, "mariadb-getlock", ""},
 		{kind.MariaDB, "mutant-mariadb-no-heartbeat", "lost"},

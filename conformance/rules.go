@@ -30,7 +30,7 @@ func Rules() []Rule {
 		{"acquire-release", "acquire of a free lock is ok, release of the held lock is ok, twice over", checkAcquireRelease},
 		{"timeout", "an acquire of a held lock answers fail, not before its timeout_ms nor long after, and leaves nothing behind", checkTimeout},
 		{"handover", "a waiter is not granted while the lock is held, and is granted soon after the holder releases", checkHandover},
-		{"lost", "a holder whose lock the server ends (a ZooKeeper session expired, the connection of a database session lock terminated) sends {\"event\":\"lost\"}, and the lock is free for others; a Redis lease run out need not be reported", checkLost},
+		{"lost", "a holder whose lock the server ends (a ZooKeeper session expired, the connection of a database session lock terminated) sends {\"event\":\"lost\"}, and the lock is free for others; a lease ended (a Redis key's TTL run out, a lock table's row deleted as if taken over) need not be reported", checkLost},
 		{"close", "close is answered ok, the worker exits 0 and its session ends (its lock is free at once; a lease, once it runs out)", checkClose},
 		{"eof", "EOF on stdin: the worker exits 0 and its session ends (its lock is free at once; a lease, once it runs out)", checkEOF},
 		{"bad-request", "a request line that is malformed or out of order (acquire before init) makes the worker exit non-zero without replying", checkBadRequest},

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,9 +43,12 @@ type localDB struct {
 	dir   string
 	proc  *lockservice.LocalProcess
 	stop  syscall.Signal
-	// connect is init's connect; kill ends a connection by its id.
-	connect string
-	kill    func(ctx context.Context, id uint64) error
+	// connect is init's connect; kill ends a connection by its id; deleteRow
+	// deletes the rows of a table in the lock's database whose key (a column of
+	// its primary key or of a unique index) is row, and says how many went.
+	connect   string
+	kill      func(ctx context.Context, id uint64) error
+	deleteRow func(ctx context.Context, table, row string) (int64, error)
 }
 
 var _ lockservice.Local = (*localDB)(nil)
@@ -52,14 +56,25 @@ var _ lockservice.Local = (*localDB)(nil)
 func (l *localDB) Connect() string { return l.connect }
 
 // End terminates the connection that holds a session lock (an advisory lock, a
-// GET_LOCK), as connection-kill does in a run: the acquire must have said where
-// the lock lives, since only a session lock ends with its connection.
+// GET_LOCK), as connection-kill does in a run; a lock table's row it deletes, as a
+// lease that ran out and was taken over (the holder learns it at its next renewal,
+// if it renews: no report is owed). The acquire must have said where the lock
+// lives.
 func (l *localDB) End(ctx context.Context, h lockservice.Holder) (lockservice.Ending, error) {
 	switch {
 	case h.Place.Form() == "":
 		return lockservice.Ending{}, lockservice.CannotEnd(`the worker's acquire did not say where its lock lives ("lock" on its ok, docs/protocol.md), so it is not known whether ending a connection ends it`)
-	case !h.Place.SessionBound():
-		return lockservice.Ending{}, lockservice.CannotEnd(fmt.Sprintf("the lock lives in a table of the worker's own (%s), a lease the suite cannot end without knowing its columns", h.Place.Table))
+	case h.Place.Table != "":
+		ctx, cancel := context.WithTimeout(ctx, lockservice.OpTimeout)
+		defer cancel()
+		n, err := l.deleteRow(ctx, h.Place.Table, h.Place.Row)
+		switch {
+		case err != nil:
+			return lockservice.Ending{}, fmt.Errorf("%s: delete row %q of %s: %w", l.title, h.Place.Row, h.Place.Table, err)
+		case n == 0:
+			return lockservice.Ending{}, fmt.Errorf("%s: table %s has no row whose key is %q (a column of its primary key or a unique index), where the acquire said the lock lives", l.title, h.Place.Table, h.Place.Row)
+		}
+		return lockservice.Ending{Did: fmt.Sprintf("deleted row %q of %s, as a lease that ran out and was taken over", h.Place.Row, h.Place.Table)}, nil
 	}
 	session := h.Place.Session
 	if session == "" {
@@ -130,15 +145,23 @@ func startLocalPostgres(ctx context.Context, cfg lockservice.LocalConfig) (locks
 		os.RemoveAll(cfg.Dir)
 		return nil, err
 	}
-	admin := func(ctx context.Context, fn func(*pgx.Conn) error) error {
+	adminOn := func(ctx context.Context, db string, fn func(*pgx.Conn) error) error {
 		ctx, cancel := context.WithTimeout(ctx, lockservice.OpTimeout)
 		defer cancel()
-		c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", loopback, port))
+		c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", loopback, port, db))
 		if err != nil {
 			return err
 		}
 		defer c.Close(ctx)
 		return fn(c)
+	}
+	admin := func(ctx context.Context, fn func(*pgx.Conn) error) error { return adminOn(ctx, "postgres", fn) }
+	l.deleteRow = func(ctx context.Context, table, row string) (n int64, err error) {
+		err = adminOn(ctx, DatabaseName, func(c *pgx.Conn) error {
+			n, err = pgDeleteRow(ctx, c, table, row)
+			return err
+		})
+		return n, err
 	}
 	l.kill = func(ctx context.Context, pid uint64) error {
 		return admin(ctx, func(c *pgx.Conn) error {
@@ -248,6 +271,13 @@ func startLocalMariaDB(ctx context.Context, cfg lockservice.LocalConfig) (lockse
 			return err
 		})
 	}
+	l.deleteRow = func(ctx context.Context, table, row string) (n int64, err error) {
+		err = admin(ctx, func(c *sql.Conn) error {
+			n, err = mariadbDeleteRow(ctx, c, table, row)
+			return err
+		})
+		return n, err
+	}
 	if err := l.proc.WaitServing(ctx, 60*time.Second, func(ctx context.Context) error {
 		return admin(ctx, func(c *sql.Conn) error { return c.PingContext(ctx) })
 	}); err != nil {
@@ -272,4 +302,75 @@ func prepareMariaDB(ctx context.Context, mc MariaDBConfig, f mariadbFiles, keepA
 		return fmt.Errorf("mariadb-install-db: %w: %s", err, lastLines(string(out), 8))
 	}
 	return nil
+}
+
+// pgDeleteRow deletes the rows of table (a name as the worker's SQL would write it,
+// resolved by PostgreSQL: regclass) whose key is row, trying each column of its
+// primary key and unique indexes in turn until one matches (compared as text).
+func pgDeleteRow(ctx context.Context, c *pgx.Conn, table, row string) (int64, error) {
+	var name string
+	if err := c.QueryRow(ctx, "SELECT $1::regclass::text", table).Scan(&name); err != nil {
+		return 0, err
+	}
+	rows, err := c.Query(ctx, `SELECT DISTINCT a.attname FROM pg_index i
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = $1::regclass AND (i.indisprimary OR i.indisunique)`, table)
+	if err != nil {
+		return 0, err
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	for _, col := range cols {
+		tag, err := c.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s::text = $1", name, pgx.Identifier{col}.Sanitize()), row)
+		if err != nil {
+			return 0, err
+		}
+		if tag.RowsAffected() > 0 {
+			return tag.RowsAffected(), nil
+		}
+	}
+	return 0, nil
+}
+
+// mariadbDeleteRow is pgDeleteRow on MariaDB: table in the lock's database (or
+// "db.table"), its key columns from information_schema.STATISTICS.
+func mariadbDeleteRow(ctx context.Context, c *sql.Conn, table, row string) (int64, error) {
+	db, name, ok := strings.Cut(table, ".")
+	if !ok {
+		db, name = DatabaseName, table
+	}
+	rows, err := c.QueryContext(ctx, `SELECT DISTINCT COLUMN_NAME FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0`, db, name)
+	if err != nil {
+		return 0, err
+	}
+	var cols []string
+	for rows.Next() {
+		var col string
+		if err := rows.Scan(&col); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		cols = append(cols, col)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(cols) == 0 {
+		return 0, fmt.Errorf("no table %s.%s with a primary key or a unique index", db, name)
+	}
+	quote := func(id string) string { return "`" + strings.ReplaceAll(id, "`", "``") + "`" }
+	for _, col := range cols {
+		res, err := c.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s.%s WHERE %s = ?", quote(db), quote(name), quote(col)), row)
+		if err != nil {
+			return 0, err
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return n, nil
+		}
+	}
+	return 0, nil
 }
