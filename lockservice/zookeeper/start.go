@@ -28,7 +28,7 @@ func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, 
 	case cfg.Connect != "":
 		e, err = ConnectEnsemble(ctx, network, cfg.Connect, cfg.ConnectTimeout)
 	case cfg.SSH != nil:
-		e, err = startSSHEnsemble(ctx, network, ec, *cfg.SSH, runID)
+		e, err = StartRemoteEnsemble(ctx, network, ec, *cfg.SSH, runID)
 	default:
 		e, err = StartEnsemble(ctx, network, ec)
 	}

@@ -2,7 +2,6 @@ package zookeeper
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 
@@ -13,10 +12,13 @@ import (
 // StartRemoteEnsemble starts an ensemble of len(ssh.Nodes) servers, one on each node
 // (the last cfg.Observers of them observers, Members), over SSH: it checks every node
 // answers first, installs ZooKeeper when asked, writes each server's zoo.cfg and myid
-// into its node directory, starts the servers and waits for a quorum. localDir
-// receives each server's files at the end (Close: servers/sN). On error the ensemble
-// returned (possibly partial) must still be closed.
-func StartRemoteEnsemble(ctx context.Context, cfg EnsembleConfig, ssh lockservice.SSHConfig, runID, localDir string) (*Ensemble, error) {
+// into its node directory, starts the servers and waits for a quorum, then gives
+// network an uplink through which the workers' namespaces reach the nodes (removed
+// with the network; the harness itself reaches them from this process's namespace,
+// lockservice.RootDial). cfg.Dir receives each server's files at the end (Close:
+// servers/sN). On error the ensemble returned (possibly partial) must still be
+// closed.
+func StartRemoteEnsemble(ctx context.Context, network *netns.Network, cfg EnsembleConfig, ssh lockservice.SSHConfig, runID string) (*Ensemble, error) {
 	cfg.defaults()
 	cfg.Nodes = len(ssh.Nodes) - cfg.Observers
 	if err := ssh.Validate(); err != nil {
@@ -25,7 +27,7 @@ func StartRemoteEnsemble(ctx context.Context, cfg EnsembleConfig, ssh lockservic
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r, err := lockservice.DialRemote(ctx, ssh, runID, localDir, "zoo.cfg")
+	r, err := lockservice.DialRemote(ctx, ssh, runID, cfg.Dir, "zoo.cfg")
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +51,10 @@ func StartRemoteEnsemble(ctx context.Context, cfg EnsembleConfig, ssh lockservic
 	if err := r.Each(func(h *lockservice.SSHHost) error { return h.Start(ctx) }); err != nil {
 		return e, err
 	}
-	return e, e.WaitServing(ctx, cfg.StartTimeout)
+	if err := e.WaitServing(ctx, cfg.StartTimeout); err != nil {
+		return e, err
+	}
+	return e, r.AddUplink(ctx, network)
 }
 
 // prepareRemote installs ZooKeeper on h's node when apt is set, checks the install,
@@ -83,30 +88,4 @@ func prepareRemote(ctx context.Context, r *lockservice.Remote, e *Ensemble, cfg 
 	}
 	h.SetArgv(serverCommand(h.Dir(), h.File("zoo.cfg"), cfg, cp))
 	return nil
-}
-
-// startSSHEnsemble starts the ensemble on the SSH nodes for a site on network, then
-// gives the network an uplink through which the workers' namespaces reach the nodes'
-// addresses (removed with the network). The harness itself reaches them from this
-// process's namespace (lockservice.RootDial).
-func startSSHEnsemble(ctx context.Context, network *netns.Network, cfg EnsembleConfig, ssh lockservice.SSHConfig, runID string) (*Ensemble, error) {
-	if err := ssh.Validate(); err != nil {
-		return nil, err
-	}
-	addrs := make([]netip.Addr, len(ssh.Nodes))
-	for i, host := range ssh.Nodes {
-		a, err := lockservice.NodeAddr(ctx, host)
-		if err != nil {
-			return nil, err
-		}
-		addrs[i] = a
-	}
-	e, err := StartRemoteEnsemble(ctx, cfg, ssh, runID, cfg.Dir)
-	if err != nil {
-		return e, err
-	}
-	if err := network.AddUplink(ctx, addrs); err != nil {
-		return e, fmt.Errorf("uplink to the SSH nodes: %w", err)
-	}
-	return e, nil
 }
