@@ -95,7 +95,7 @@ func (p LockPlace) Validate() error {
 func (p LockPlace) Within(k kind.Kind, path string) error {
 	form := p.Form()
 	if !slices.Contains(k.Places, form) {
-		return fmt.Errorf("field lock: names a %s, which %s has none of (it takes %s)", form, k.Title, placeList(k.Places))
+		return fmt.Errorf("field lock.%s: %s has no lock of that kind (its locks are %s)", form, k.Title, placeList(k.Places))
 	}
 	switch {
 	case form == "node" && !strings.HasPrefix(p.Node, path+"/"):

@@ -21,13 +21,13 @@ func TestLockPlaceWithin(t *testing.T) {
 		{kind.ZooKeeper, workloads.LockPlace{Node: "/other/lock-1"}, "field lock.node"},
 		{kind.Redis, workloads.LockPlace{Keys: []string{"app:1:" + path}, Value: "x"}, ""},
 		{kind.Redis, workloads.LockPlace{Keys: []string{"app:1:other"}}, "field lock.keys"},
-		{kind.Redis, workloads.LockPlace{GetLock: path}, "names a get_lock, which Redis has none of (it takes keys)"},
+		{kind.Redis, workloads.LockPlace{GetLock: path}, "field lock.get_lock: Redis has no lock of that kind (its locks are keys)"},
 		{kind.Postgres, workloads.LockPlace{Advisory: []int64{7}}, ""},
 		{kind.Postgres, workloads.LockPlace{Table: "app.locks", Row: path}, ""},
 		{kind.Postgres, workloads.LockPlace{Table: "app.locks", Row: "l9"}, "field lock.row"},
-		{kind.Postgres, workloads.LockPlace{GetLock: path}, "it takes table or advisory"},
+		{kind.Postgres, workloads.LockPlace{GetLock: path}, "its locks are table or advisory"},
 		{kind.MariaDB, workloads.LockPlace{GetLock: "zlc-0123"}, ""},
-		{kind.MariaDB, workloads.LockPlace{Advisory: []int64{1}}, "MariaDB has none of"},
+		{kind.MariaDB, workloads.LockPlace{Advisory: []int64{1}}, "field lock.advisory: MariaDB has no lock of that kind"},
 	}
 	for _, c := range cases {
 		err := c.p.Within(kind.Of(c.kind), path)

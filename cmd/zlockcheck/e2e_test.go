@@ -322,3 +322,32 @@ func TestProtocolViolationIsNotAPass(t *testing.T) {
 	}
 	assertNothingLeft(t, store)
 }
+
+// TestBadLockPlaceIsAClearError: a worker whose acquires say its lock lives where no
+// lock of the run can (another service's kind of place; a key outside the run's own
+// names) breaks the protocol: the run is an error naming the field, and leaves
+// nothing behind. The worker is redis-lock behind a proxy that rewrites its places.
+func TestBadLockPlaceIsAClearError(t *testing.T) {
+	requireRedis(t)
+	proxy, err := filepath.Abs("testdata/bad_place.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Parallel() // beside the other side-by-side runs: each in a network of its own
+	for _, c := range []struct{ name, place, want string }{
+		{"another service's", `{"advisory":[7]}`, "field lock.advisory"},
+		{"outside the run's keys", `{"keys":["app:other"]}`, `field lock.keys: "app:other" does not hold the lock's name`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			store := t.TempDir()
+			code, stdout, stderr := zlockcheckEnv(t, []string{"ZLC_TEST_PLACE=" + c.place}, "run", "--service", "redis", "--recipe", "exec",
+				"--worker-cmd", "python3 "+proxy+" "+binary+" worker --recipe redis-lock",
+				"--time", "4s", "--seed", "3", "--workers", "2", "--final-phase=false", "--store", store)
+			if code != exitError || !strings.Contains(stderr, "broke the worker protocol") || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d and %q\nstdout:\n%s\nstderr:\n%s", code, exitError, c.want, stdout, stderr)
+			}
+			assertNothingLeft(t, store)
+		})
+	}
+}
