@@ -100,7 +100,7 @@ func checkUntilVerdict(t *testing.T, cfg LockConfig, tries int) (*recorder, RunI
 	var last RunInfo
 	for try := 0; try < tries && (rec == nil || !rec.failed || last.Failure == nil); try++ {
 		if rec != nil {
-			t.Logf("try %d gave no verdict: %q", try, rec.errs)
+			t.Logf("try %d gave no verdict (failed %v): %q; logs %q", try, rec.failed, rec.errs, rec.logs)
 		}
 		rec, last = &recorder{name: t.Name()}, RunInfo{}
 		rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))

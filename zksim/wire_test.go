@@ -273,6 +273,9 @@ func shrinkFor(t *testing.T, d time.Duration) {
 // passing checks (2026-11-28), near rapid's default 100, so the test allows three
 // rounds of checks before it calls the mutant missed.
 func TestWireRaceMutantsAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short cuts rapid's checks to 20 a round; these mutants need the defaults")
+	}
 	for _, m := range []zlcmutex.Mutant{zlcmutex.MutantMissedWakeup, zlcmutex.MutantWithdrawnWatch} {
 		t.Run(m.String(), func(t *testing.T) {
 			t.Chdir(t.TempDir())
