@@ -355,7 +355,7 @@ func PrintCheck(w io.Writer, path string, h histories.History, res models.Result
 		checks = append(checks, c)
 	}
 	checks, verdict := Verdict(checks)
-	printVerdict(w, verdict, checks)
+	printVerdict(w, verdict, checks, cov)
 	fmt.Fprintf(w, "%s: %d ops, %d keys, checked in %s\n", path, len(h), len(res.Keys), res.Duration.Round(time.Millisecond))
 	return verdict, coverage.WriteText(w, cov)
 }

@@ -19,7 +19,7 @@ import (
 // ops by type, the coverage table, the herd line and the run's files.
 func Summary(w io.Writer, r Results) {
 	fmt.Fprintln(w)
-	printVerdict(w, r.Verdict, r.Checks)
+	printVerdict(w, r.Verdict, r.Checks, r.Coverage)
 	fmt.Fprintf(w, "%s  seed %d  %d ops by %d processes in %.1fs", r.Test, r.Seed, r.Ops, r.Processes, r.ElapsedSeconds)
 	if r.Interrupted {
 		fmt.Fprint(w, "  (interrupted)")
@@ -143,11 +143,16 @@ func printCounts(w io.Writer, counts map[string]map[string]int) {
 	}
 }
 
-// printVerdict prints the verdict line and each reason (see Reasons): its key,
-// verdict and checker and when it first broke, its cause class and why, what would
-// close the window, and its witness.
-func printVerdict(w io.Writer, v models.Verdict, checks []Check) {
-	fmt.Fprintf(w, "verdict:  %s\n", strings.ToUpper(string(v)))
+// printVerdict prints the verdict line (a valid one says how many of cov's
+// situations were not exercised, coverage.Table.VerdictNote) and each reason (see
+// Reasons): its key, verdict and checker and when it first broke, its cause class
+// and why, what would close the window, and its witness.
+func printVerdict(w io.Writer, v models.Verdict, checks []Check, cov coverage.Table) {
+	line := "verdict:  " + strings.ToUpper(string(v))
+	if note := cov.VerdictNote(); v == models.Valid && note != "" {
+		line += " " + note
+	}
+	fmt.Fprintln(w, line)
 	for _, c := range Reasons(checks) {
 		note := ""
 		if c.Advisory {

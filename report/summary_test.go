@@ -149,7 +149,9 @@ func TestSummaryReasonFirst(t *testing.T) {
 }
 
 // TestSummaryValidRunVerdictFirst: a valid run's summary opens with its verdict line,
-// then what ran.
+// which says how many situations it did not exercise (a valid verdict never hides
+// that nothing dangerous happened), then what ran; a run that exercised every
+// situation says VALID alone.
 func TestSummaryValidRunVerdictFirst(t *testing.T) {
 	res, _ := fixtureRun(t, "valid")
 	if res.Verdict != models.Valid {
@@ -159,8 +161,18 @@ func TestSummaryValidRunVerdictFirst(t *testing.T) {
 	var b strings.Builder
 	Summary(&b, res)
 	out := b.String()
-	if !strings.HasPrefix(out, "\nverdict:  VALID\nfixture-valid  seed ") {
-		t.Errorf("the summary does not open with the verdict, then the run:\n%s", out)
+	want := fmt.Sprintf("\nverdict:  VALID (%d of %d situations not exercised: the coverage table says which)\nfixture-valid  seed ",
+		res.Coverage.NotExercisedCount(), res.Coverage.ApplicableCount())
+	if res.Coverage.NotExercisedCount() == 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("the summary does not open with the verdict and what it did not exercise, then the run:\n%s", out)
+	}
+	for i := range res.Coverage.Rows {
+		res.Coverage.Rows[i].NotExercised = ""
+	}
+	b.Reset()
+	Summary(&b, res)
+	if !strings.HasPrefix(b.String(), "\nverdict:  VALID\nfixture-valid  seed ") {
+		t.Errorf("every situation exercised: the verdict line says more than VALID:\n%s", b.String())
 	}
 	assertLineOrder(t, out, "verdict:  VALID", "fixture-valid  seed", "  ZooKeeper 3.8.0", "  acquire  invoke", "run:      ")
 	if strings.Contains(out, "    \n") {

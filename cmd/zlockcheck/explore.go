@@ -193,7 +193,11 @@ func printSession(w io.Writer, recipe string, s explore.Session) {
 			fmt.Fprintf(w, "  (coverage: %v)\n", err)
 		}
 	}
-	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s%s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)), honestOnly(s))
+	note := ""
+	if s.Verdict == models.Valid && s.Tally.Coverage.VerdictNote() != "" {
+		note = " " + s.Tally.Coverage.VerdictNote()
+	}
+	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s%s%s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)), note, honestOnly(s))
 }
 
 // honestOnly says, for an invalid session whose every invalid round was honest (the

@@ -43,6 +43,17 @@ func (t Table) Tally() string {
 	return s
 }
 
+// VerdictNote is what a valid verdict's line adds so that "VALID" never hides that
+// nothing dangerous happened: "(3 of 14 situations not exercised: the coverage table
+// says which)", or "" when every situation that applies was exercised (or the table
+// has no rows).
+func (t Table) VerdictNote() string {
+	if t.NotExercisedCount() == 0 {
+		return ""
+	}
+	return fmt.Sprintf("(%d of %d situations not exercised: the coverage table says which)", t.NotExercisedCount(), t.ApplicableCount())
+}
+
 // byText renders a row's split as " (a 2, b 1)", in name order; "" when none.
 func byText(by map[string]int) string {
 	if len(by) == 0 {
