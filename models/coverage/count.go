@@ -125,9 +125,11 @@ func predecessorGaveUp(c call, gaveUp []call) bool {
 	return false
 }
 
-// countFaults counts client faults by their target's state when they landed, and
-// server faults that started while someone held the lock (a partition that cut off an
-// observer apart from the others).
+// countFaults counts client faults by their target's state: releasing when it sent
+// a release while the fault was in force (or had one in flight when it landed: a
+// delete lost mid-release needs only that), else its state when the fault landed;
+// and server faults that started while someone held the lock (a partition that cut
+// off an observer apart from the others).
 func (s *scanned) countFaults(rows tally, all *spans) {
 	for _, f := range s.faults {
 		if f.target < 0 {
@@ -140,12 +142,26 @@ func (s *scanned) countFaults(rows tally, all *spans) {
 			}
 			continue
 		}
+		state := s.stateAt(f.target, f.t)
+		if s.releasedDuring(f.target, f.t, f.end) {
+			state = stateReleasing
+		}
 		row := map[string]string{
 			stateHolding: RowFaultHolding, stateAcquiring: RowFaultAcquiring,
 			stateReleasing: RowFaultReleasing, stateIdle: RowFaultIdle,
-		}[s.stateAt(f.target, f.t)]
+		}[state]
 		rows.add(row, f.class, 1)
 	}
+}
+
+// releasedDuring reports whether process p sent a release in [from, to).
+func (s *scanned) releasedDuring(p int, from, to int64) bool {
+	for _, i := range s.procCalls[p] {
+		if c := s.calls[i]; c.f == fRelease && from <= c.start && c.start < to {
+			return true
+		}
+	}
+	return false
 }
 
 // stateAt says where process p stood in its lock cycle at time t: releasing (its

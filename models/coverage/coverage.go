@@ -15,6 +15,7 @@ const (
 	fRead     = histories.FRead
 	fWrite    = histories.FWrite
 	fStart    = histories.FStart    // a nemesis fault's start; its value is a histories.Fault
+	fStop     = histories.FStop     // the end of the fault last started
 	fOrphan   = histories.FOrphan   // the harness's orphan watch saw a blocking orphan
 	fLiveness = histories.FLiveness // the final phase's verdict, with the lock node's children
 	modeRead  = "read"
@@ -185,7 +186,7 @@ var catalogue = []rowSpec{
 	{id: RowFaultAcquiring, situation: "client faults that landed while their target was acquiring",
 		bugs:   "a create in flight lost or retried, a waiter cut off while queued: orphan nodes, duplicate nodes, grants to a waiter whose session ended",
 		missed: "a create lost or retried mid-acquire"},
-	{id: RowFaultReleasing, situation: "client faults that landed while their target was releasing",
+	{id: RowFaultReleasing, situation: "client faults in force while their target released (a release sent, or in flight, during the fault)",
 		bugs:   "a delete in flight lost: the node left behind blocks the lock, or the release reports success it did not have",
 		missed: "a delete lost mid-release"},
 	{id: RowFaultIdle, situation: "client faults that landed while their target was idle",

@@ -46,6 +46,8 @@ type grant struct {
 type fault struct {
 	class string
 	t     int64
+	// end is when its stop was recorded (t when none was: it counts as an instant).
+	end int64
 	// target is the client process it aimed at; -1 for a server fault.
 	target int
 	// observer: a partition that cut off a ZooKeeper observer (its record's
@@ -61,6 +63,7 @@ type scanned struct {
 	procCalls  map[int][]int
 	procHolds  map[int][]int
 	faults     []fault
+	openFault  int // the fault last started while its stop is not yet seen; -1: none
 	orphanOps  int
 	orphanList int
 	lastT      int64
@@ -72,7 +75,7 @@ type scanned struct {
 // nemesis's faults and orphan reports. Ops that do not pair (a history the models
 // would reject) are skipped.
 func scan(h histories.History) scanned {
-	s := scanned{procCalls: map[int][]int{}, procHolds: map[int][]int{}}
+	s := scanned{procCalls: map[int][]int{}, procHolds: map[int][]int{}, openFault: -1}
 	open := map[int]int{} // process -> its open call
 	for _, op := range h {
 		s.lastT = max(s.lastT, op.Time)
@@ -115,11 +118,18 @@ func (s *scanned) nemesis(op histories.Op) {
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" || v.Error != "" {
 			return // not a fault, or one that was never applied
 		}
-		f := fault{class: v.Fault, t: op.Time, target: -1, observer: v.CutOffRole == "observer"}
+		f := fault{class: v.Fault, t: op.Time, end: op.Time, target: -1, observer: v.CutOffRole == "observer"}
 		if v.Process != nil {
 			f.target = *v.Process
 		}
 		s.faults = append(s.faults, f)
+		s.openFault = len(s.faults) - 1
+	case fStop:
+		// The nemesis runs one fault at a time: a stop ends the fault last started.
+		if i := s.openFault; i >= 0 && i < len(s.faults) {
+			s.faults[i].end = op.Time
+			s.openFault = -1
+		}
 	case fOrphan:
 		var v struct {
 			MissedWakeup bool `json:"missed_wakeup"`
