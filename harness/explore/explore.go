@@ -82,8 +82,10 @@ type Round struct {
 	// Verdict is the round's verdict; Cause a violation's cause class, if known.
 	Verdict models.Verdict `json:"verdict"`
 	Cause   string         `json:"cause,omitempty"`
-	// Coverage is what the round's history exercised.
-	Coverage coverage.Table `json:"coverage"`
+	// Coverage is what the round's history exercised; AimLanded says it reached
+	// one of its probe's aims (Probe.Aims) that apply to the service.
+	Coverage  coverage.Table `json:"coverage"`
+	AimLanded bool           `json:"aim_landed"`
 	// Elapsed is the round's wall time, set-up to check.
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
@@ -192,6 +194,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 		t := time.Now()
 		r, err := run(ctx, rc)
 		r.Probe, r.Seed, r.Elapsed = p.Name, rc.Seed, time.Since(t)
+		r.AimLanded = aimLanded(p, r.Coverage)
 		if err != nil {
 			if r.Dir != "" {
 				s.Rounds = append(s.Rounds, r)
@@ -201,7 +204,11 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 		}
 		s.add(p, r)
 		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, "round %d: %s in %s: %s\n", i+1, r.Verdict, r.Elapsed.Round(time.Second), r.Dir)
+			missed := ""
+			if !r.AimLanded {
+				missed = " (its aim did not land: another look comes soon)"
+			}
+			fmt.Fprintf(cfg.Log, "round %d: %s in %s: %s%s\n", i+1, r.Verdict, r.Elapsed.Round(time.Second), r.Dir, missed)
 		}
 		if r.Verdict == models.Invalid && !cfg.KeepGoing && !r.Honest {
 			break

@@ -279,3 +279,54 @@ func TestAProbeMayLookLongerFirst(t *testing.T) {
 		t.Errorf("round lengths %v, want %v", got, want)
 	}
 }
+
+// TestChooseFollowsTheTable: after the first pass, a situation the session's table
+// flags not exercised pulls the next round to the probe aimed at it, whatever else is
+// at 0; else a probe whose own rounds never landed its aim (another probe raised
+// that row) looks again; a probe whose aims do not apply to the service (a queue's
+// row on Redis) is neither pulled nor looked at again for them.
+func TestChooseFollowsTheTable(t *testing.T) {
+	menu := []Probe{probe("a", "x"), probe("b", "z"), probe("c", "y"), probe("d", "q")}
+	rng := rand.New(rand.NewPCG(1, 1))
+	tally := NewTally()
+	own := map[string]coverage.Table{
+		"a": table(map[string]int{"x": 0}), "b": table(map[string]int{"z": 0}),
+		"c": table(map[string]int{"y": 3, "x": 4}), "d": table(map[string]int{}),
+	}
+	for _, p := range menu {
+		tally.Add(p, own[p.Name])
+	}
+	session := func(flagZ bool) coverage.Table {
+		// x and z at 0, but only z is a row where bugs live (x: a finding, like
+		// orphans, never flagged); q does not apply to the service.
+		rows := []coverage.Row{{ID: "x", Count: 4}, {ID: "y", Count: 3}, {ID: "z"}, {ID: "q", NotApplicable: "not applicable: no queue"}}
+		if flagZ {
+			rows[2].NotExercised = "not exercised: the run could not have found ..."
+		}
+		return coverage.Table{Exercised: true, Rows: rows}
+	}
+	tally.Coverage = session(true)
+	tally.Coverage.Rows[0].Count = 0 // x at 0 too, unflagged; a has run fewer rounds
+	tally.Runs["b"] = 2
+	if p := Choose(menu, tally, rng); p.Name != "b" {
+		t.Errorf("z flagged: chose %q, want b (the table pulls it)", p.Name)
+	}
+	tally.Runs["b"] = 1
+	// z not flagged: a's own rounds never raised x (c's did): a looks again, though x
+	// is the session's best covered row but y.
+	tally.Coverage = session(false)
+	tally.ByProbe["b"] = table(map[string]int{"z": 1})
+	if p := Choose(menu, tally, rng); p.Name != "a" {
+		t.Errorf("a's aim missed: chose %q, want a", p.Name)
+	}
+	// Every aim landed: the least covered over the session (y at 3); d, whose aim
+	// does not apply, comes last.
+	tally.ByProbe["a"] = table(map[string]int{"x": 1})
+	tally.Coverage.Rows[2].Count = 5 // z
+	if p := Choose(menu, tally, rng); p.Name != "c" {
+		t.Errorf("every aim landed: chose %q, want c (y is the least covered)", p.Name)
+	}
+	if !tally.Landed(probe("d", "q")) {
+		t.Error("d's only aim does not apply: it counts as landed")
+	}
+}

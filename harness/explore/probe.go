@@ -1,6 +1,8 @@
 package explore
 
 import (
+	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -104,6 +106,17 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 		{Setup: nemesis.Setup{Name: "server faults", Classes: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassPacket},
 			Interval: 5 * time.Second},
 			Regimes: std("full queue", "long holds"), Aims: []string{coverage.RowServerFaultHeld}},
+		// A holder cut off from its server for 1 to 3 s, less than a session:
+		// the delete it sends meanwhile is lost, its client reconnects (elsewhere)
+		// with its session, and a recipe that takes the lost delete for a release
+		// leaves its node behind a live session (a blocking orphan).
+		{Setup: nemesis.Setup{Name: "releases cut off", Classes: []nemesis.Class{nemesis.ClassClientServerPartition},
+			ClientTargets: holder, Interval: 2 * time.Second},
+			KeepWorkers: true, Regimes: []workloads.Regime{{Name: "short holds",
+				Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
+				Holds:    []workloads.Span{{Weight: 1, Min: 10 * ms, Max: 100 * ms}},
+				Thinks:   []workloads.Span{{Weight: 1, Max: 100 * ms}}, Active: 1}},
+			Aims: []string{coverage.RowFaultReleasing, coverage.RowReleaseInfo}},
 	}
 	if fenced {
 		probes = append(probes, Probe{Setup: nemesis.Setup{Name: "paused and expired holders",
@@ -114,19 +127,24 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 }
 
 // Tally is what a session has exercised so far: the sum of its rounds' coverage
-// tables, and how many rounds each probe ran.
+// tables, each probe's own sum, and how many rounds each probe ran.
 type Tally struct {
-	Coverage coverage.Table `json:"coverage"`
-	Runs     map[string]int `json:"probe_rounds"`
+	Coverage coverage.Table            `json:"coverage"`
+	ByProbe  map[string]coverage.Table `json:"probe_coverage,omitempty"`
+	Runs     map[string]int            `json:"probe_rounds"`
 }
 
 // NewTally is an empty tally.
-func NewTally() Tally { return Tally{Runs: map[string]int{}} }
+func NewTally() Tally { return Tally{Runs: map[string]int{}, ByProbe: map[string]coverage.Table{}} }
 
 // Add counts one round of probe p that exercised covered.
 func (t *Tally) Add(p Probe, covered coverage.Table) {
 	t.Runs[p.Name]++
 	t.Coverage = coverage.Sum(t.Coverage, covered)
+	if t.ByProbe == nil {
+		t.ByProbe = map[string]coverage.Table{}
+	}
+	t.ByProbe[p.Name] = coverage.Sum(t.ByProbe[p.Name], covered)
 }
 
 // count is how often the session reached the situation of coverage row id.
@@ -135,11 +153,70 @@ func (t Tally) count(id string) int {
 	return r.Count
 }
 
+// aims are p's aims that apply to the session's service: a row the tally marks not
+// applicable (a queue's row on Redis) is one no probe can raise there, and is not
+// counted against p.
+func (t Tally) aims(p Probe) []string {
+	var out []string
+	for _, a := range p.Aims {
+		if r, ok := t.Coverage.Row(a); !ok || r.NotApplicable == "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Landed reports whether p's own rounds have reached one of its aims (true for a
+// probe with no aim that applies).
+func (t Tally) Landed(p Probe) bool {
+	return landed(t.aims(p), t.ByProbe[p.Name])
+}
+
+// aimLanded reports whether cov reached one of p's aims that apply there (true when
+// none applies: nothing to miss).
+func aimLanded(p Probe, cov coverage.Table) bool { return landed(p.Aims, cov) }
+
+// landed reports whether cov counts one of aims above 0, leaving out those cov marks
+// not applicable (true when none is left: nothing to miss).
+func landed(aims []string, cov coverage.Table) bool {
+	applicable := 0
+	for _, a := range aims {
+		r, ok := cov.Row(a)
+		if ok && r.NotApplicable != "" {
+			continue
+		}
+		applicable++
+		if ok && r.Count > 0 {
+			return true
+		}
+	}
+	return applicable == 0
+}
+
+// pulls reports whether p aims at a situation the session's table flags not
+// exercised (a row at 0 where bugs live).
+func (t Tally) pulls(p Probe) bool {
+	for _, a := range t.aims(p) {
+		if r, ok := t.Coverage.Row(a); ok && r.NotExercised != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Choose picks the next round's probe: first every probe once, in menu order (the
-// cheap fault-free probe first); then, among the probes that have not run more than
-// twice as often as the least run one (so that a probe whose aim no run can reach, an
-// orphan under a lock that expires, does not take every round), the probe whose least
-// exercised aim has the lowest count, fewer rounds breaking ties, then rng.
+// cheap fault-free probe first). Then, among the probes that have not run more than
+// twice as often as the least run one (so that a probe whose aim no run can reach,
+// an orphan under a lock that expires, does not take every round):
+//
+//  1. a probe aimed at a situation the session's coverage table flags not exercised
+//     (the table pulls the next round to what the session has not reached);
+//  2. else a probe whose own rounds have not landed its aim yet (its first look
+//     missed: another, a full round, comes soon);
+//  3. else every probe left;
+//
+// and among those the probe whose least exercised aim (over the session) has the
+// lowest count, fewer rounds breaking ties, then rng.
 func Choose(menu []Probe, t Tally, rng *rand.Rand) Probe {
 	for _, p := range menu {
 		if t.Runs[p.Name] == 0 {
@@ -151,12 +228,26 @@ func Choose(menu []Probe, t Tally, rng *rand.Rand) Probe {
 		fewest = min(fewest, t.Runs[p.Name])
 	}
 	menu = slices.DeleteFunc(slices.Clone(menu), func(p Probe) bool { return t.Runs[p.Name] > 2*fewest })
+	for _, want := range []func(Probe) bool{t.pulls, func(p Probe) bool { return !t.Landed(p) }} {
+		if some := slices.DeleteFunc(slices.Clone(menu), func(p Probe) bool { return !want(p) }); len(some) > 0 {
+			return leastCovered(some, t, rng)
+		}
+	}
+	return leastCovered(menu, t, rng)
+}
+
+// leastCovered is the probe of menu whose least exercised aim has the lowest count
+// over the session, fewer rounds breaking ties, then rng.
+func leastCovered(menu []Probe, t Tally, rng *rand.Rand) Probe {
 	least := func(p Probe) int {
 		m := -1
-		for _, a := range p.Aims {
+		for _, a := range t.aims(p) {
 			if n := t.count(a); m < 0 || n < m {
 				m = n
 			}
+		}
+		if m < 0 {
+			return math.MaxInt // no aim that applies: last
 		}
 		return m
 	}
@@ -176,7 +267,7 @@ func Choose(menu []Probe, t Tally, rng *rand.Rand) Probe {
 // cmpScore orders probes: a lower least-covered count first, then fewer rounds.
 func cmpScore(leastA, runsA, leastB, runsB int) int {
 	if leastA != leastB {
-		return leastA - leastB
+		return cmp.Compare(leastA, leastB)
 	}
 	return runsA - runsB
 }
