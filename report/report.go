@@ -155,7 +155,9 @@ func CheckRun(run Run, cfg models.Config) (Results, error) {
 		// The herd figure is not part of the verdict: say what went wrong.
 		out.Warnings = append(out.Warnings, err.Error())
 	}
-	if out.Checks, err = runChecks(h, res, cfg.Kind, run.Cause, out.Coverage); err != nil {
+	causes := run.Cause
+	causes.Lease = kind.Of(kind.Name(out.Service)).Lease // the run's service says, not its caller
+	if out.Checks, err = runChecks(h, res, cfg.Kind, causes, out.Coverage); err != nil {
 		return Results{}, fmt.Errorf("%s: %w", run.History, err)
 	}
 	out.Checks, out.Verdict = Verdict(out.Checks)

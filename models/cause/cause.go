@@ -78,6 +78,11 @@ type Params struct {
 	// Tick and SyncLimit are the servers' tickTime and syncLimit (zero: unknown).
 	Tick      time.Duration
 	SyncLimit int
+	// Lease: the session is a lease the holder renews (Redis, a lock table with an
+	// expiry): a renewal or a release that checks the lock's value tells a holder its
+	// lease ran out, so a release that succeeds after it did shows a holder that
+	// never learned.
+	Lease bool
 }
 
 // SyncWindow is how long a follower or an observer cut off from the leader goes on
@@ -201,7 +206,11 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 			if x.class != "client-pause" {
 				know = max(x.start, a.start)
 			}
-			if end, how := holdEnd(a, lost, lostAt); end-know <= p.LostBound().Nanoseconds() {
+			end, how := holdEnd(a, lost, lostAt)
+			if x.class == "client-pause" && p.Lease && how == "released" && releasedOK(h, key, a) {
+				return pausedLeaseHeldOn(f, a, b, x)
+			}
+			if end-know <= p.LostBound().Nanoseconds() {
 				f.Class = Unfenced
 				f.Why = fmt.Sprintf("process %d could not know it had lost the lock (%s at %s) and %s %s after it could; process %d was granted at %s. No lock recipe can prevent this; only fencing can",
 					a.process, x.class, at(x.start), how, dur(end-know), b.process, at(b.start))
@@ -241,6 +250,30 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 	f.Class = RecipeBug
 	f.Why = recipeWhy(a, b, faults, lost, lostAt, p)
 	return f
+}
+
+// pausedLeaseHeldOn is a lease holder, paused while another was granted, that
+// released with success after it resumed: its release, which in a recipe that checks
+// the lock's value says the lease is gone, said nothing, and neither did its
+// renewals (one that does not check whose lease it renews keeps the next holder's
+// alive): it never learned.
+func pausedLeaseHeldOn(f Finding, a, b hold, x fault) Finding {
+	f.Class = RecipeBug
+	f.Why = fmt.Sprintf("process %d was paused (client-pause from %s to %s) while process %d was granted at %s; it resumed, went on holding until %s and released with success, never reporting lost (a renewal or a release that checks the lock's value tells a holder its lease ran out)",
+		a.process, at(x.start), at(x.stop), b.process, at(b.start), endOf(a))
+	return f
+}
+
+// releasedOK reports whether hold a ended with a release of key that completed ok
+// and did not report lost.
+func releasedOK(h histories.History, key string, a hold) bool {
+	for _, op := range h {
+		if !op.Process.Nemesis && op.Process.ID == a.process && op.Key == key && op.F == histories.FRelease &&
+			op.Type != histories.Invoke && op.Time >= a.end {
+			return op.Type == histories.OK && !op.Lost
+		}
+	}
+	return false
 }
 
 // learned reports whether a's hold ended (a lost report or its release) within

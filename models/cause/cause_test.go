@@ -101,6 +101,8 @@ func TestClassifyRule(t *testing.T) {
 	elsewhere := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`)}
 	follower := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum"}`)}
 	long := Params{SessionTimeout: 2 * time.Second, Tick: 500 * time.Millisecond, SyncLimit: 10}
+	lease := params
+	lease.Lease = true
 	for _, tc := range []struct {
 		name string
 		h    histories.History
@@ -111,6 +113,12 @@ func TestClassifyRule(t *testing.T) {
 		{"paused holder, lost too late", overlap(pause, 7*s+6*s), params, RecipeBug},
 		{"paused holder, released at once, never lost", releasedAt(overlap(pause, 0), 7*s+s/2), params, Unfenced},
 		{"paused holder, held on, never lost", releasedAt(overlap(pause, 0), 13*s), params, RecipeBug},
+		// A lease: a release that succeeds after the pause shows a holder that never
+		// learned (its renewals kept another's lease); one that fails, or reports
+		// lost, learned at its release.
+		{"paused lease holder, released with success at once", releasedAt(overlap(pause, 0), 7*s+s/2), lease, RecipeBug},
+		{"paused lease holder, its release failed at once", failedAt(overlap(pause, 0), 7*s+s/2), lease, Unfenced},
+		{"paused lease holder, lost at once", overlap(pause, 7*s+s/2), lease, Unfenced},
 		{"expired session, lost at once", overlap(expire, 5*s+s/2), params, Unfenced},
 		{"cut-off holder, lost late", overlap(cut, 8*s), params, RecipeBug},
 		{"database session killed, lost at once", overlap(dbKill, 5*s+s/2), params, Unfenced},
@@ -136,6 +144,13 @@ func TestClassifyRule(t *testing.T) {
 			t.Errorf("%s: fix %q, want --sync-limit 2 (2 s session, 500 ms tick)", tc.name, f.Fix)
 		}
 	}
+}
+
+// failedAt is releasedAt with the release failing (not held), not reporting lost.
+func failedAt(h histories.History, at int64) histories.History {
+	h = releasedAt(h, at)
+	h[len(h)-1].Type = histories.Fail
+	return h
 }
 
 // releasedAt moves the release of overlap's process 1 (its last two ops) to at.
