@@ -58,6 +58,9 @@ type runner struct {
 	sessions map[string]int
 	// places are where each process's latest acquire said its lock lives.
 	places map[int]workloads.LockPlace
+	// blind are the processes that cannot know yet that they lost the lock, until
+	// when (overlap.go): paused, or their session ended under them, by the nemesis.
+	blind map[int]time.Time
 }
 
 // fail records err (prefixed with what, unless empty) as one of the run's failures and
@@ -160,6 +163,7 @@ func (r *runner) recordCounterFinal(ctx context.Context) error {
 // recordNemesis writes a fault's start or stop as a nemesis op.
 func (r *runner) recordNemesis(ev nemesis.Event) {
 	op := histories.NemesisOp(ev.Record(), "")
+	r.noteBlind(ev)
 	r.rec.record(op)
 	r.logf("nemesis: %s %s", op.F, op.Value)
 }
