@@ -83,7 +83,7 @@ func TestConnectToAnExistingRedis(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := keptIfFailed(t)
-			args := append([]string{"run", "--service", "redis", "--connect", strings.Join(c.instances, ","), "--time", "10s", "--seed", "2",
+			args := append([]string{"run", "--service", "redis", "--connect", strings.Join(c.instances, ","), "--time", "8s", "--seed", "2",
 				"--store", store, "--nemesis-targets", "holder", "--nemesis-interval", "3s"}, c.args...)
 			code, stdout, stderr := zlockcheckEnv(t, []string{redisopt.PasswordVar + "=" + password}, args...)
 			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)

@@ -71,7 +71,7 @@ func TestSSHRunsEveryKind(t *testing.T) {
 			nodes := testnodes.StartT(t, c.nodes)
 			// The node directory's parents must let a database's own account in.
 			store, nodeDir := keptIfFailed(t), filepath.Join(keptIfFailed(t), "nodes")
-			args := append(append(append([]string{"run", "--nemesis-interval", "3s"}, c.args...), "--time", "12s", "--seed", "3", "--store", store), sshArgs(nodes, nodeDir)...)
+			args := append(append(append([]string{"run", "--nemesis-interval", "3s"}, c.args...), "--time", "8s", "--seed", "3", "--store", store), sshArgs(nodes, nodeDir)...)
 			code, stdout, stderr := zlockcheck(t, args...)
 			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 			switch {
