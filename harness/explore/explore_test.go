@@ -330,3 +330,63 @@ func TestChooseFollowsTheTable(t *testing.T) {
 		t.Error("d's only aim does not apply: it counts as landed")
 	}
 }
+
+// TestFeedbackSendsAMissedProbeBack: a session on ZooKeeper's own menu, whose rounds
+// are faked (this is a unit test of the loop): a recipe whose bug shows only when a
+// reply is lost while a create is in flight. Replies lost's first look lands its
+// faults on idle workers only; crashing clients raise the same rows (client faults
+// on acquirers, acquires ended unknown) many times over, so the session's table says
+// those rows are well covered. The feedback sends the next round after the first
+// pass back to replies lost, whose own aim never landed (by the session's counts
+// alone it would be the last choice), and that round finds the bug.
+func TestFeedbackSendsAMissedProbeBack(t *testing.T) {
+	menu := Probes(4*time.Second, false)
+	var every []string
+	for _, p := range menu {
+		every = append(every, p.Aims...)
+	}
+	looks := map[string]int{}
+	run := func(_ context.Context, c harness.Config) (Round, error) {
+		name := probeOf(t, menu, c)
+		looks[name]++
+		counts := map[string]int{}
+		for _, a := range every {
+			counts[a] = 1 // every round exercises a little of everything
+		}
+		counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 0, 0
+		switch {
+		case name == "crashing and cut-off clients":
+			counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 50, 50
+		case name == "replies lost" && looks[name] == 1:
+			counts[coverage.RowFaultIdle] = 3 // the first look: only idle workers
+		case name == "replies lost":
+			counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 2, 1
+			return Round{Verdict: models.Invalid, Cause: "recipe bug", Coverage: table(counts)}, nil
+		}
+		return Round{Verdict: models.Valid, Coverage: table(counts)}, nil
+	}
+	s, err := Config{Budget: time.Hour, Menu: menu}.loop(context.Background(), harness.Config{SessionTimeout: 4 * time.Second}, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := s.Rounds[len(s.Rounds)-1]
+	if s.Verdict != models.Invalid || len(s.Rounds) != len(menu)+1 || last.Probe != "replies lost" {
+		t.Fatalf("%d rounds ending with %s (%s); want the first pass, then replies lost again, invalid", len(s.Rounds), last.Probe, s.Verdict)
+	}
+	if first := s.Rounds[1]; first.Probe != "replies lost" || first.AimLanded {
+		t.Errorf("round 2: %s, aim landed %v; want replies lost's first look, missed", first.Probe, first.AimLanded)
+	}
+}
+
+// probeOf is the probe of menu whose faults round config c runs.
+func probeOf(t *testing.T, menu []Probe, c harness.Config) string {
+	t.Helper()
+	for _, p := range menu {
+		if slices.Equal(p.Classes, c.Nemesis) && slices.Equal(p.ClientTargets, c.ClientTargets) && p.Interval == c.NemesisInterval &&
+			len(p.Regimes) == len(c.Workload.Regimes) && (len(p.Regimes) == 0 || p.Regimes[0].Name == c.Workload.Regimes[0].Name) {
+			return p.Name
+		}
+	}
+	t.Fatalf("no probe of the menu runs %v", c.Nemesis)
+	return ""
+}
