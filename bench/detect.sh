@@ -4,7 +4,11 @@
 # (default 30s); prints the median and the worst time from the start of the run to
 # the first violation (the liveness verdict's time for the deadlocking mutants), and
 # how many seeds caught it; then the same for one default command, explore with a
-# budget (BUDGET, default 5m). ONLY=hand or ONLY=explore runs one of the two tables.
+# budget (BUDGET, default 5m), and, side by side with it on the same mutants and seeds,
+# a random baseline as Jepsen runs one (a fixed workload, every fault class of the
+# service at random: `run --nemesis all`, ROUND-long runs, default 20s, seed after
+# seed, until the first violation or the same budget), with the ratio of the medians.
+# ONLY=hand or ONLY=explore (explore and the baseline) runs one of the two parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
@@ -61,12 +65,35 @@ fi
 budget=${BUDGET:-5m}
 explore_args=${EXPLORE_ARGS:---sync-limit 10}
 mutants=${MUTANTS:-$("$bin" recipes --allow-mutants | awk '/^mutant-/ && !/^mutant-(herd|redis|redlock|pg-|mariadb)/ {print $1}')}
+round=${ROUND:-20s}
+budget_s=$(python3 -c "import sys; v=sys.argv[1]; print(int(v[:-1])*{'s':1,'m':60,'h':3600}[v[-1]])" "$budget")
+# baseline prints the wall time of `run --nemesis all` rounds of $round, seeds
+# seed*1000, +1, ... until one is invalid ("-" when the budget ran out first), and the
+# number of rounds.
+baseline() {
+  local mutant=$1 seed=$2 start rounds=0 code
+  start=$(date +%s.%N)
+  while python3 -c "import sys,time; sys.exit(0 if time.time()-float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$start" "$budget_s"; do
+    rounds=$((rounds+1))
+    code=0
+    # shellcheck disable=SC2086
+    locked "$bin" run --quiet --allow-mutants --recipe "$mutant" --nemesis all --time "$round" --seed $((seed*1000+rounds)) --store "$store" $explore_args >/dev/null || code=$?
+    if [ "$code" = 1 ]; then
+      python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.1f}', sys.argv[2])" "$start" "$rounds"
+      return
+    fi
+  done
+  echo "- $rounds"
+}
+ratios=$(mktemp)
 echo
-echo "## Time to detect with one command: explore --budget $budget $explore_args ($(date -u +%F), $seeds seeds)"
-printf '| mutant | caught | median (s) | worst (s) | rounds (median) | cause |\n|---|---|---|---|---|---|\n'
+echo "## Time to detect with one command: explore --budget $budget $explore_args ($(date -u +%F), $seeds seeds), beside a random baseline (run --nemesis all, $round rounds, the same budget)"
+printf '| mutant | caught | median (s) | worst (s) | rounds (median) | cause | baseline caught | baseline median (s) | baseline worst (s) | baseline / explore |\n|---|---|---|---|---|---|---|---|---|---|\n'
 for mutant in $mutants; do
   out=()
+  base=()
   for seed in $(seq 1 "$seeds"); do
+    base+=("$(baseline "$mutant" "$seed")")
     # shellcheck disable=SC2086
     locked "$bin" explore --quiet --json --allow-mutants --recipe "$mutant" --budget "$budget" --seed "$seed" --store "$store" $explore_args > "$store/session.json" || true
     out+=("$(python3 - "$store/session.json" <<'PY'
@@ -79,14 +106,32 @@ print(f'{s["elapsed_ns"]/1e9:.1f}' if bad else "-", len(rounds), cause)
 PY
 )")
   done
-  python3 - "$mutant" "${out[@]}" <<'PY'
+  python3 - "$mutant" "$budget_s" "$ratios" "${#out[@]}" "${out[@]}" "${base[@]}" <<'PY'
 import sys, statistics
-mutant, rows = sys.argv[1], [r.split() for r in sys.argv[2:]]
+mutant, budget, ratios, n = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+rows = [r.split() for r in sys.argv[5:5 + n]]
+base = [r.split() for r in sys.argv[5 + n:]]
 caught = sorted(float(t) for t, _, _ in rows if t != "-")
-med = f"{statistics.median(caught):.1f}" if caught else "-"
+med = statistics.median(caught) if caught else None
 worst = f"{max(caught):.1f}" if len(caught) == len(rows) else "not caught in every seed"
 rounds = statistics.median(int(n) for _, n, _ in rows)
 causes = ",".join(sorted({c.replace("_", " ") for t, _, c in rows if t != "-"})) or "-"
-print(f"| {mutant} | {len(caught)}/{len(rows)} | {med} | {worst} | {rounds:g} | {causes} |")
+# A seed the baseline did not catch counts as the whole budget (a lower bound on its time).
+btimes = sorted(float(t) if t != "-" else budget for t, _ in base)
+bcaught = sum(1 for t, _ in base if t != "-")
+bmed = statistics.median(btimes)
+bworst = f"{max(btimes):.1f}" if bcaught == len(base) else f">= {budget:.0f} (budget)"
+ratio = f"{bmed / med:.2f}" if med else "-"
+if med:
+    open(ratios, "a").write(f"{bmed / med}\n")
+print(f"| {mutant} | {len(caught)}/{len(rows)} | {med:.1f} | {worst} | {rounds:g} | {causes} | {bcaught}/{len(base)} | {bmed:.1f} | {bworst} | {ratio} |" if med else
+      f"| {mutant} | 0/{len(rows)} | - | {worst} | {rounds:g} | - | {bcaught}/{len(base)} | {bmed:.1f} | {bworst} | - |")
 PY
 done
+python3 - "$ratios" <<'PY'
+import sys, statistics
+rs = [float(l) for l in open(sys.argv[1]) if l.strip()]
+if rs:
+    print(f"\nbaseline / explore, median over the mutants: {statistics.median(rs):.2f} (lowest {min(rs):.2f}); a seed the baseline missed counts as its whole budget")
+PY
+rm -f "$ratios"
