@@ -92,7 +92,7 @@ func TestEveryRuleCanBreak(t *testing.T) {
 		{"init", fake("init-info"), "want ok, got info"},
 		{"replies", fake("garbage-line"), "malformed line from worker"},
 		{"replies", fake("double-reply"), "a reply with id 17 while no request was in flight"},
-		{"replies", append([]string{python, "../cmd/zlockcheck/testdata/wrong_release_id.py"}, fake("")...), "a reply with id 1018 while request 18 was in flight"},
+		{"replies", append([]string{python, "../cmd/zlockcheck/testdata/breaking_proxy.py", "wrong-release-id"}, fake("")...), "a reply with id 1018 while request 18 was in flight"},
 		{"acquire-release", fake("release-fails"), "A release: want ok, got fail"},
 		{"timeout", fake("no-timeout"), "no reply within"},
 		{"timeout", fake("early-fail"), "before its timeout"},

@@ -303,11 +303,11 @@ func TestCuratorAndKazooSmoke(t *testing.T) {
 func TestProtocolViolationIsNotAPass(t *testing.T) {
 	requireIntegration(t)
 	store := t.TempDir()
-	proxy, err := filepath.Abs("testdata/wrong_release_id.py")
+	proxy, err := filepath.Abs("testdata/breaking_proxy.py")
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "exec", "--worker-cmd", "python3 "+proxy+" "+binary+" worker --recipe zlc-mutex",
+	code, stdout, stderr := zlockcheck(t, "run", "--recipe", "exec", "--worker-cmd", "python3 "+proxy+" wrong-release-id "+binary+" worker --recipe zlc-mutex",
 		"--time", "5s", "--seed", "3", "--workers", "2", "--store", store)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	if code != exitError {
@@ -329,7 +329,7 @@ func TestProtocolViolationIsNotAPass(t *testing.T) {
 // nothing behind. The worker is redis-lock behind a proxy that rewrites its places.
 func TestBadLockPlaceIsAClearError(t *testing.T) {
 	requireRedis(t)
-	proxy, err := filepath.Abs("testdata/bad_place.py")
+	proxy, err := filepath.Abs("testdata/breaking_proxy.py")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestBadLockPlaceIsAClearError(t *testing.T) {
 			t.Parallel()
 			store := t.TempDir()
 			code, stdout, stderr := zlockcheckEnv(t, []string{"ZLC_TEST_PLACE=" + c.place}, "run", "--service", "redis", "--recipe", "exec",
-				"--worker-cmd", "python3 "+proxy+" "+binary+" worker --recipe redis-lock",
+				"--worker-cmd", "python3 "+proxy+" place "+binary+" worker --recipe redis-lock",
 				"--time", "4s", "--seed", "3", "--workers", "2", "--final-phase=false", "--store", store)
 			if code != exitError || !strings.Contains(stderr, "broke the worker protocol") || !strings.Contains(stderr, c.want) {
 				t.Errorf("exit %d, want %d and %q\nstdout:\n%s\nstderr:\n%s", code, exitError, c.want, stdout, stderr)

@@ -52,7 +52,7 @@ func Vars() []Var {
 		{"ZLC_SERVICES_LOCKED", "set by bench/services.sh when it re-runs itself under flock ZLC_LOCK (it then takes no lock again)", "bench/services.sh"},
 		{"ZLC_STRESS_SECONDS", "how long each of the Curator worker's harness-like runs lasts (default 15)", "recipes/curator/test.sh"},
 		{"ZLC_TEST_KEEP", "1: keep the standalone server's and the Curator suite's temporary directories", "scripts/with-zk.sh, recipes/curator/test.sh"},
-		{"ZLC_TEST_PLACE", "set by TestBadLockPlaceIsAClearError: the lock place its proxy worker puts on every acquire's ok", "cmd/zlockcheck/testdata/bad_place.py"},
+		{"ZLC_TEST_PLACE", "set by TestBadLockPlaceIsAClearError: the lock place its proxy worker puts on every acquire's ok", "cmd/zlockcheck/testdata/breaking_proxy.py"},
 		{ZKConnectVar, "set by scripts/with-zk.sh: the standalone ZooKeeper's host:port", "recipe tests (internal/testenv), recipes/curator/test.sh"},
 		{"ZLC_ZK_PID", "set by scripts/with-zk.sh: the standalone ZooKeeper's pid (tests pause it)", "recipes/curator/protocol_test.py, stress.py"},
 	}

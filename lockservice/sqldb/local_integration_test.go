@@ -74,6 +74,21 @@ func TestLocalEndsATableLease(t *testing.T) {
 // PostgreSQL URL or a MariaDB DSN) and returns how many rows a query gave.
 func execOn(t *testing.T, connect string) func(q string) int {
 	ctx := context.Background()
+	// rows counts what query gave, failing on its error or the rows'.
+	rows := func(q string, query func() (next func() bool, end func() error, err error)) int {
+		next, end, err := query()
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		n := 0
+		for next() {
+			n++
+		}
+		if err := end(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
 	if strings.HasPrefix(connect, "postgres://") {
 		c, err := pgx.Connect(ctx, connect)
 		if err != nil {
@@ -81,18 +96,13 @@ func execOn(t *testing.T, connect string) func(q string) int {
 		}
 		t.Cleanup(func() { c.Close(ctx) })
 		return func(q string) int {
-			rows, err := c.Query(ctx, q)
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			n := 0
-			for rows.Next() {
-				n++
-			}
-			if rows.Close(); rows.Err() != nil {
-				t.Fatalf("%s: %v", q, rows.Err())
-			}
-			return n
+			return rows(q, func() (func() bool, func() error, error) {
+				r, err := c.Query(ctx, q)
+				if err != nil {
+					return nil, nil, err
+				}
+				return r.Next, func() error { r.Close(); return r.Err() }, nil
+			})
 		}
 	}
 	cfg, err := mysql.ParseDSN(connect)
@@ -106,17 +116,12 @@ func execOn(t *testing.T, connect string) func(q string) int {
 	db := sql.OpenDB(conn)
 	t.Cleanup(func() { db.Close() })
 	return func(q string) int {
-		rows, err := db.QueryContext(ctx, q)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		if rows.Close(); rows.Err() != nil {
-			t.Fatalf("%s: %v", q, rows.Err())
-		}
-		return n
+		return rows(q, func() (func() bool, func() error, error) {
+			r, err := db.QueryContext(ctx, q)
+			if err != nil {
+				return nil, nil, err
+			}
+			return r.Next, func() error { r.Close(); return r.Err() }, nil
+		})
 	}
 }
