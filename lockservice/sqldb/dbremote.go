@@ -27,8 +27,8 @@ import (
 // record on node N: its host, its data directory there, and where its files come
 // back at Close (localDir/sN).
 func (d *dbServers) dialRemote(ctx context.Context, ssh lockservice.SSHConfig, runID, localDir string) error {
-	if ssh.Defaults().User != "root" {
-		return fmt.Errorf("ssh-nodes: %s on SSH nodes needs --ssh-user root (the server runs as the node's own account for it)", d.layout.kind.Title())
+	if err := checkSSHUser(ssh, d.layout.kind.Title()); err != nil {
+		return err
 	}
 	remote, err := lockservice.DialRemote(ctx, ssh, runID, localDir, path.Base(d.layout.conf))
 	if err != nil {

@@ -84,8 +84,8 @@ func (s Settings) Validate(p lockservice.Plan) error {
 		return fmt.Errorf("db-keepalive: %s is negative (0 leaves the kernel's keepalive)", s.KeepAlive)
 	case p.Connect != "":
 		return s.validateConnect(p)
-	case p.SSH != nil && p.SSH.Defaults().User != "root":
-		return fmt.Errorf("ssh-user: %s on SSH nodes needs --ssh-user root (the server runs as the node's own account for it)", title)
+	case p.SSH != nil && checkSSHUser(*p.SSH, title) != nil:
+		return checkSSHUser(*p.SSH, title)
 	case p.Processes:
 		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
 	case p.Kind == kind.Postgres && p.Nodes > 2:
@@ -146,6 +146,15 @@ func (s Settings) validateConnect(p lockservice.Plan) error {
 		return fmt.Errorf("db-keepalive: an existing %s (connect) keeps the TCP keepalive its owners gave it; --db-keepalive is for the servers zlockcheck starts", title)
 	case p.Processes:
 		return fmt.Errorf("baseline-processes: there is no plain %s client loop as processes (--baseline runs it as goroutines)", title)
+	}
+	return nil
+}
+
+// checkSSHUser refuses SSH nodes reached as another user than root: a database server
+// there runs as the node's own account for it (PostgreSQL's postgres, MariaDB's root).
+func checkSSHUser(ssh lockservice.SSHConfig, title string) error {
+	if ssh.Defaults().User != "root" {
+		return fmt.Errorf("ssh-user: %s on SSH nodes needs --ssh-user root (the server runs as the node's own account for it)", title)
 	}
 	return nil
 }
