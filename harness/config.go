@@ -89,6 +89,9 @@ type Config struct {
 	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
 	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
 	Shapes        []nemesis.Shape        `json:"partition_shapes,omitempty"`
+	// ClientHold is how long a client partition or pause lasts (0: about twice the
+	// session timeout, so that the session expires; nemesis.Schedule.ClientHold).
+	ClientHold time.Duration `json:"client_hold_ns,omitempty"`
 	// FinalPhase: after the workload and healing, every worker must acquire once.
 	FinalPhase bool `json:"final_phase"`
 	// StallAfter ends the workload early, for the final phase to judge, when workers
@@ -167,10 +170,18 @@ func (c Config) Defaults() Config {
 	}
 	fill(&c.OrphanAfter, c.SessionTimeout)
 	if c.StallAfter == 0 {
-		longest := nemesis.Schedule{Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout}.LongestHold()
+		longest := c.schedule().LongestHold()
 		c.StallAfter = longest + c.FinalBound()
 	}
 	return c
+}
+
+// schedule is the run's nemesis schedule: its faults, their targets and times.
+func (c Config) schedule() nemesis.Schedule {
+	return nemesis.Schedule{
+		Classes: c.Nemesis, Interval: c.NemesisInterval, SessionTimeout: c.SessionTimeout, Seed: c.Seed,
+		ServerTargets: c.ServerTargets, ClientTargets: c.ClientTargets, Shapes: c.Shapes, ClientHold: c.ClientHold,
+	}
 }
 
 // varied fills the regimes of a workload that asks to vary (workloads.Config.Vary)
@@ -213,6 +224,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("name: %q cannot be a directory name", c.Name)
 	case c.BaselineWarmup < 0:
 		return fmt.Errorf("baseline-warmup: want >= 0, got %s", c.BaselineWarmup)
+	case c.ClientHold < 0:
+		return fmt.Errorf("client-hold: want >= 0, got %s", c.ClientHold)
 	}
 	if err := c.validateConnect(); err != nil {
 		return err

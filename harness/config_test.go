@@ -25,6 +25,22 @@ func TestBaselineWarmupValidation(t *testing.T) {
 	}
 }
 
+// A client hold is refused below zero, named; a setup's own replaces the base's, a
+// setup without one keeps it, and the schedule takes it.
+func TestClientHold(t *testing.T) {
+	c := Config{WorkerArgv: []string{"w"}, ClientHold: -time.Second}.Defaults()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "client-hold: want >= 0") {
+		t.Errorf("ClientHold -1s: %v", err)
+	}
+	c.ClientHold = 3 * time.Second
+	if got := c.WithSetup(nemesis.Setup{Classes: []nemesis.Class{nemesis.ClassClientPause}}).schedule().ClientHold; got != 3*time.Second {
+		t.Errorf("a setup without a client hold: %s, want the base's 3s", got)
+	}
+	if got := c.WithSetup(nemesis.Setup{ClientHold: time.Second}).schedule().ClientHold; got != time.Second {
+		t.Errorf("a setup with a client hold of 1s: %s", got)
+	}
+}
+
 // --observers: beside the voters, on SSH the last nodes; refused, naming the field,
 // when it cannot be.
 func TestObserversValidation(t *testing.T) {

@@ -136,10 +136,7 @@ func (r *runner) setUp(ctx context.Context) error {
 	if err := os.MkdirAll(r.dir.WorkersDir(), 0o755); err != nil {
 		return err
 	}
-	r.nem, err = nemesis.New(nemesis.Schedule{
-		Classes: r.cfg.Nemesis, Interval: r.cfg.NemesisInterval, SessionTimeout: r.cfg.SessionTimeout, Seed: r.cfg.Seed,
-		ServerTargets: r.cfg.ServerTargets, ClientTargets: r.cfg.ClientTargets, Shapes: r.cfg.Shapes,
-	}, r.cluster, r.recordNemesis)
+	r.nem, err = nemesis.New(r.cfg.schedule(), r.cluster, r.recordNemesis)
 	if err != nil {
 		return err
 	}

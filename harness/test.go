@@ -208,9 +208,12 @@ func (w WorkerSetup) Command(ctx context.Context, r recipes.Entry) ([]string, er
 }
 
 // WithSetup is c with the named fault setup s in place of its faults: its classes,
-// targets and shapes, and its interval when it has one.
+// targets and shapes, and its interval and client hold when it has them.
 func (c Config) WithSetup(s nemesis.Setup) Config {
 	c.Nemesis, c.ServerTargets, c.ClientTargets, c.Shapes = s.Classes, s.ServerTargets, s.ClientTargets, s.Shapes
+	if s.ClientHold > 0 {
+		c.ClientHold = s.ClientHold
+	}
 	if s.Interval > 0 {
 		c.NemesisInterval = s.Interval
 	}

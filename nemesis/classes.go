@@ -128,8 +128,12 @@ func serverHold(s Schedule) (lo, hi time.Duration) {
 }
 
 // clientHold: a client partition or pause lasts about twice the session timeout, so
-// that the session certainly expires meanwhile.
+// that the session certainly expires meanwhile, unless the schedule says
+// (Schedule.ClientHold).
 func clientHold(s Schedule) (lo, hi time.Duration) {
+	if s.ClientHold > 0 {
+		return s.ClientHold, s.ClientHold
+	}
 	return time.Duration(1.75 * float64(s.SessionTimeout)), time.Duration(2.25 * float64(s.SessionTimeout))
 }
 
@@ -244,6 +248,9 @@ type Setup struct {
 	Shapes        []Shape        `json:"shapes,omitempty"`
 	// Interval is the mean quiet time between faults (0: the run's).
 	Interval time.Duration `json:"interval_ns,omitempty"`
+	// ClientHold is how long a client partition or pause lasts (0: about twice the
+	// session timeout; Schedule.ClientHold).
+	ClientHold time.Duration `json:"client_hold_ns,omitempty"`
 }
 
 // Setups are the named setups of the safety matrix, one column each: no faults, the

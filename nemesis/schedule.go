@@ -45,6 +45,11 @@ type Schedule struct {
 	ServerTargets []Target
 	ClientTargets []ClientTarget
 	Shapes        []Shape
+	// ClientHold, when set, is how long a client partition or client pause lasts
+	// instead of about twice the session timeout: shorter than a session, the
+	// worker's client drops its connection (past its read timeout) and gets its
+	// session back once the fault heals, with whatever it sent meanwhile lost.
+	ClientHold time.Duration
 }
 
 func (s Schedule) withDefaults() Schedule {
@@ -86,8 +91,8 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("schedule: unknown partition shape %q", sh)
 		}
 	}
-	if s.Interval < 0 || s.SessionTimeout < 0 {
-		return fmt.Errorf("schedule: negative interval or session timeout")
+	if s.Interval < 0 || s.SessionTimeout < 0 || s.ClientHold < 0 {
+		return fmt.Errorf("schedule: negative interval, session timeout or client hold")
 	}
 	if len(s.Classes) > 0 && s.SessionTimeout == 0 {
 		return fmt.Errorf("schedule: no session timeout (the workers'; client faults are timed by it)")

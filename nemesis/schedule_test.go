@@ -542,6 +542,31 @@ func TestLongestHoldBoundsEveryDrawnHold(t *testing.T) {
 	}
 }
 
+// ClientHold sets how long client partitions and pauses last, and nothing else's.
+func TestClientHoldTimesClientFaultsOnly(t *testing.T) {
+	const hold = 3400 * time.Millisecond
+	for _, c := range Classes() {
+		s := Schedule{Classes: []Class{c}, Interval: 2 * time.Second, SessionTimeout: 4 * time.Second, Seed: 3}
+		st, short := newSteps(s), newSteps(Schedule{Classes: s.Classes, Interval: s.Interval, SessionTimeout: s.SessionTimeout, Seed: s.Seed, ClientHold: hold})
+		for range 50 {
+			a, b := st.next(), short.next()
+			switch c {
+			case ClassClientPartition, ClassClientPause:
+				if b.hold != hold || a.hold < 7*time.Second {
+					t.Fatalf("%s: holds %s with ClientHold %s, %s without; want it and about two sessions", c, b.hold, hold, a.hold)
+				}
+			default:
+				if a.hold != b.hold {
+					t.Fatalf("%s: ClientHold changed its hold from %s to %s", c, a.hold, b.hold)
+				}
+			}
+		}
+	}
+	if err := (Schedule{ClientHold: -time.Second}).Validate(); err == nil {
+		t.Error("a negative client hold validated")
+	}
+}
+
 // Each catalogue entry draws a fault of its own class, aimed at the side it says.
 func TestCatalogueDrawsItsOwnClass(t *testing.T) {
 	for _, c := range Classes() {

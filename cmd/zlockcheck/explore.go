@@ -25,7 +25,7 @@ import (
 // their targets, the workload's regimes and each round's length itself.
 func exploreChooses() []string {
 	return []string{"nemesis", "nemesis-targets", "partition-shapes", "vary", "regime-length",
-		"keep-workers", "time", "baseline", "baseline-processes", "baseline-warmup", "cpuprofile", "worker-cpuprofile", "nemesis-interval"}
+		"keep-workers", "time", "baseline", "baseline-processes", "baseline-warmup", "cpuprofile", "worker-cpuprofile", "nemesis-interval", "client-hold"}
 }
 
 // exploreCmd is `zlockcheck explore`: rounds of runs within a time budget, each
@@ -53,6 +53,9 @@ func exploreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	keep, err := harness.ParseKeep(o.keep)
 	if err != nil {
 		return exitError, fmt.Errorf("--keep: %w", err)
+	}
+	if err := e.check(); err != nil {
+		return exitError, err
 	}
 	o.noteSet(fs)
 	if err := o.sweep(ctx, stderr); err != nil {
@@ -115,7 +118,8 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 		}
 	})
 	fs.DurationVar(&e.budget, "budget", 10*time.Minute, "each session's time: no round starts once it is spent")
-	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time (on ZooKeeper the first round of each probe is shorter, 8 s or the probe's own first look, never longer than this)")
+	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time")
+	fs.DurationVar(&e.firstRound, "first-round", 0, "the workload time of the first pass's rounds, one per probe (a probe's own first look when longer, never longer than --round); 0: the service's (8 s on ZooKeeper)")
 	fs.BoolVar(&e.keepGoing, "keep-going", false, "go on after a round found a violation, to the end of the budget")
 	file = fs.String("f", "", "read the flags from this YAML file (keys: explore's flags; a suite section lists recipes and seeds, one session each); the command line wins")
 	return fs, o, e, file
@@ -123,8 +127,21 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 
 // exploreOptions are explore's own flags.
 type exploreOptions struct {
-	budget, round time.Duration
-	keepGoing     bool
+	budget, round, firstRound time.Duration
+	keepGoing                 bool
+}
+
+// check refuses durations no session can use, naming the flag.
+func (e exploreOptions) check() error {
+	switch {
+	case e.budget <= 0:
+		return usageError{fmt.Sprintf("--budget %s: want a budget > 0", e.budget)}
+	case e.round <= 0:
+		return usageError{fmt.Sprintf("--round %s: want a round > 0", e.round)}
+	case e.firstRound < 0:
+		return usageError{fmt.Sprintf("--first-round %s: want 0 (the service's) or more", e.firstRound)}
+	}
+	return nil
 }
 
 // exploreOne is one session: o's recipe explored for the budget (explore.Run), its
@@ -145,7 +162,7 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harnes
 		logw = stderr
 	}
 	session, err := explore.Run(ctx, explore.Config{
-		Base: base, Budget: e.budget, Round: e.round, KeepGoing: e.keepGoing, Log: logw, Warn: stderr,
+		Base: base, Budget: e.budget, Round: e.round, FirstRound: e.firstRound, KeepGoing: e.keepGoing, Log: logw, Warn: stderr,
 		Fixed: o.fixed(),
 	})
 	if session.Dir == "" {

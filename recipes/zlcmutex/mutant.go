@@ -45,13 +45,20 @@ const (
 	// withdrawn attempt over, creating a fresh lock node that nobody waits with, which
 	// blocks everyone once it is the lowest.
 	MutantWithdrawnWatch
+	// MutantSwallowedRelease swallows a release's error: when the delete of its node
+	// fails with the outcome unknown (the connection lost mid-release, the request
+	// perhaps never sent), it reports the lock released and forgets the node, which
+	// stays on the servers under the live session and blocks every waiter (Kazoo's
+	// and many hand-written recipes' `except: pass` around the delete). Only a fault
+	// in force while a holder releases exposes it (issue 38).
+	MutantSwallowedRelease
 )
 
 // Mutants lists every mutant that breaks safety or liveness (MutantNone and
 // MutantHerd excluded).
 func Mutants() []Mutant {
 	return []Mutant{MutantNoRecheck, MutantUnprotectedCreate, MutantDeleteLowest, MutantOffByOne, MutantIgnoreLost,
-		MutantMissedWakeup, MutantWithdrawnWatch}
+		MutantMissedWakeup, MutantWithdrawnWatch, MutantSwallowedRelease}
 }
 
 // String returns the mutant's recipe name ("zlc-mutex" for MutantNone).
@@ -75,6 +82,8 @@ func (m Mutant) String() string {
 		return "mutant-missed-wakeup"
 	case MutantWithdrawnWatch:
 		return "mutant-withdrawn-watch"
+	case MutantSwallowedRelease:
+		return "mutant-swallowed-release"
 	}
 	return fmt.Sprintf("mutant(%d)", int(m))
 }
@@ -100,6 +109,8 @@ func (m Mutant) Description() string {
 		return "zlc-mutex that, finding its predecessor already gone, sets no watch and does not re-read the children: it waits for a wake-up that never comes (fault-free race)"
 	case MutantWithdrawnWatch:
 		return "zlc-mutex whose given-up acquire leaves its predecessor watch armed: fired between acquires, it creates a lock node nobody waits with (fault-free race)"
+	case MutantSwallowedRelease:
+		return "zlc-mutex whose release swallows a failed delete: a node left by a delete lost mid-release blocks everyone (a fault while releasing)"
 	}
 	return ""
 }
