@@ -206,6 +206,32 @@ func TestPlannedCycleLostEndsTheHold(t *testing.T) {
 	}
 }
 
+// TestPlannedCycleRecordsRenewals: a renewed event during the hold is recorded as
+// the harness's renewed record, naming the worker and the lock's key, and ends
+// nothing.
+func TestPlannedCycleRecordsRenewals(t *testing.T) {
+	s := newPlannedSession(t, func(f *fakeV2, req workloads.Request) {
+		f.report(req.ID, workloads.StepInvoke, workloads.OpAcquire)
+		f.report(req.ID, workloads.StepOK, workloads.OpAcquire)
+		f.say(workloads.Message{Event: workloads.EventRenewed})
+		f.report(req.ID, workloads.StepInvoke, workloads.OpRelease)
+		f.report(req.ID, workloads.StepOK, workloads.OpRelease)
+		f.reply(req.ID)
+	})
+	runOneCycle(t, s)
+	if s.dead || len(s.r.violations) > 0 {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+	h := loadHistory(t, s)
+	if got, want := opsString(h), "invoke acquire, ok acquire, info renewed, invoke release, ok release"; got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	var r histories.Renewal
+	if err := json.Unmarshal(h[2].Value, &r); err != nil || r.Process != s.w.Process() || r.Key != s.key || !h[2].Process.Nemesis {
+		t.Errorf("renewed record %+v (%v) of %v, want process %d, key %q, the harness's", r, err, h[2].Process, s.w.Process(), s.key)
+	}
+}
+
 // TestPlannedCycleOutOfOrderIsAViolation: a release reported before the acquire's
 // outcome breaks the protocol: the worker is treated as crashed (its acquire info).
 func TestPlannedCycleOutOfOrderIsAViolation(t *testing.T) {

@@ -181,9 +181,15 @@ func (s *session) violation(v *driver.Violation) error {
 	return v
 }
 
-// event handles an event from the worker.
+// event handles an event from the worker: a lost event may end its hold, a renewed
+// event is recorded (whatever the worker holds: the cause reads it against the holds).
 func (s *session) event(m workloads.Message, inFlight bool) {
-	if m.Event != workloads.EventLost {
+	switch m.Event {
+	case workloads.EventRenewed:
+		s.env.rec.record(histories.NemesisOp(histories.Renewal{Process: s.w.Process(), Key: s.key}, ""))
+		return
+	case workloads.EventLost:
+	default:
 		return
 	}
 	if inFlight || s.cycle == nil || s.cycle.State() != workloads.Holding {

@@ -53,6 +53,9 @@ const (
 	// FCounterFinal: the counter's value after the run, on the counter's key (Value:
 	// CounterFinal).
 	FCounterFinal F = "counter-final"
+	// FRenewed: a worker said the server renewed its lease on the lock (Value:
+	// Renewal).
+	FRenewed F = "renewed"
 )
 
 // Record is the value of a nemesis op.
@@ -68,6 +71,7 @@ var (
 	_ Record = Overlap{}
 	_ Record = Liveness{}
 	_ Record = CounterFinal{}
+	_ Record = Renewal{}
 )
 
 // NemesisOp returns the op that records r: an info op of NemesisProcess with r's
@@ -210,6 +214,17 @@ type CounterFinal struct {
 
 // Func returns FCounterFinal.
 func (CounterFinal) Func() F { return FCounterFinal }
+
+// Renewal is the value of a renewed op: worker Process said (the protocol's renewed
+// event) that the server had confirmed its lease on the lock Key was still its own
+// and extended it; the op's time is when the harness read that.
+type Renewal struct {
+	Process int    `json:"process"`
+	Key     string `json:"key"`
+}
+
+// Func returns FRenewed.
+func (Renewal) Func() F { return FRenewed }
 
 // Liveness is the value of the liveness op, the verdict of the final phase: after
 // every fault was healed and the ensemble served again, every worker had to acquire

@@ -118,6 +118,7 @@ type nopEvents struct{}
 
 func (nopEvents) Lost(string)           {}
 func (nopEvents) Session(int64, []byte) {}
+func (nopEvents) Renewed()              {}
 
 // connect opens a new connection, waits at most wait for its session and reports it.
 func (r *goZK) connect(ctx context.Context, wait time.Duration) error {

@@ -40,6 +40,7 @@ type recordedEvents struct {
 	mu       sync.Mutex
 	lost     []string
 	sessions []int64
+	renewed  int
 	lostCh   chan string
 }
 
@@ -56,6 +57,12 @@ func (e *recordedEvents) Session(id int64, passwd []byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sessions = append(e.sessions, id)
+}
+
+func (e *recordedEvents) Renewed() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.renewed++
 }
 
 func (e *recordedEvents) counts() (lost, sessions int) {

@@ -52,6 +52,9 @@ type Events interface {
 	// reports the CLIENT ID of each new connection it locks through (RedLock: to the
 	// first instance), with a nil passwd.
 	Session(id int64, passwd []byte)
+	// Renewed reports that the server renewed the lease on what is held, having
+	// checked it was still this holder's (a lease recipe's extend or heartbeat).
+	Renewed()
 }
 
 // Config is what a recipe is built from: the init request's fields, decoded.

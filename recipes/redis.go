@@ -296,18 +296,20 @@ func (l *lease) grant(until time.Time, watch bool) uint64 {
 	return gen
 }
 
-// extend moves hold gen's validity to until, if gen is still held; false when it is
-// not (released, or lost already reported).
+// extend moves hold gen's validity to until, if gen is still held, and reports the
+// renewal (the server has just confirmed the lease is the holder's); false when it is
+// not held (released, or lost already reported).
 func (l *lease) extend(gen uint64, until time.Time) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gen != gen || !l.held {
-		return false
-	}
-	if l.timer != nil {
+	held := l.gen == gen && l.held
+	if held && l.timer != nil {
 		l.timer.Reset(time.Until(until))
 	}
-	return true
+	l.mu.Unlock()
+	if held {
+		l.events.Renewed()
+	}
+	return held
 }
 
 // lose ends hold gen, if it is still the current one, and reports lost with why.

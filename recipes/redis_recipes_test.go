@@ -159,7 +159,8 @@ func TestRedisRecipesLostWhenValidityRunsOut(t *testing.T) {
 var valueShape = regexp.MustCompile(`^(0x[0-9a-f]+):[0-9a-f]{40}$`)
 
 // TestRedisLockExtends: redis-lock held for several TTLs keeps its key (the extender
-// resets its TTL every third of it) and reports no lost; the release finds its value.
+// resets its TTL every third of it, reporting each renewal) and reports no lost; the
+// release finds its value.
 func TestRedisLockExtends(t *testing.T) {
 	s := startRedis(t)
 	key := testRedisKey(t)
@@ -170,6 +171,12 @@ func TestRedisLockExtends(t *testing.T) {
 	expectNoLost(t, ev, 4*ttl)
 	if got, left := s.get(t, key), s.pttl(t, key); got != value || left <= 0 || left > ttl {
 		t.Fatalf("after 4 TTLs the key is %q with %v left, want %q with at most %v", got, left, value, ttl)
+	}
+	ev.mu.Lock()
+	renewed := ev.renewed
+	ev.mu.Unlock()
+	if renewed < 8 {
+		t.Errorf("%d renewed events in 4 TTLs, want one per extend (every third of the TTL): about 12", renewed)
 	}
 	mustRelease(t, r, "r")
 	if got := s.get(t, key); got != "" {

@@ -406,6 +406,13 @@ func (e serveEvents) Session(id int64, passwd []byte) {
 	}
 }
 
+// Renewed queues a renewed event.
+func (e serveEvents) Renewed() {
+	if err := e.out.post(workloads.Message{Event: workloads.EventRenewed}); err != nil {
+		e.log.Printf("event renewed: %v", err)
+	}
+}
+
 // FormatSessionID renders a ZooKeeper session id as in the session event, "0x" and
 // lower-case hex of its 64 bits.
 func FormatSessionID(id int64) string {

@@ -56,7 +56,7 @@ func FuzzParseMessage(f *testing.F) {
 		case m.Event != "" && m.ID != nil:
 			t.Fatalf("%q: both a reply and an event", line)
 		case m.Event != "":
-			if m.Event != EventLost && m.Event != EventSession {
+			if m.Event != EventLost && m.Event != EventSession && m.Event != EventRenewed {
 				t.Fatalf("%q: unknown event %q accepted", line, m.Event)
 			}
 		case m.ID != nil:

@@ -60,6 +60,10 @@ const (
 	EventLost = "lost"
 	// EventSession: the worker has a new ZooKeeper session.
 	EventSession = "session"
+	// EventRenewed: the server renewed the worker's lease on what it holds, having
+	// checked it was still the worker's (optional: a lease recipe that says so lets
+	// the checker see a holder renew a lease after another was granted the lock).
+	EventRenewed = "renewed"
 )
 
 // Request is one line the harness writes to a worker's stdin. Only the fields of its
@@ -143,7 +147,7 @@ func ParseMessage(line []byte) (Message, error) {
 	case m.Event != "" && m.ID != nil:
 		return Message{}, fmt.Errorf("field event: a line is either a reply (id) or an event, not both")
 	case m.Event != "":
-		if m.Event != EventLost && m.Event != EventSession {
+		if m.Event != EventLost && m.Event != EventSession && m.Event != EventRenewed {
 			return Message{}, fmt.Errorf("field event: unknown event %q", m.Event)
 		}
 	case m.ID != nil && m.Step != "":

@@ -18,6 +18,7 @@ func TestParseMessage(t *testing.T) {
 		{`{"id":3,"type":"info","error":"connection loss"}`, ""},
 		{`{"event":"lost","error":"session expired"}`, ""},
 		{`{"event":"session","session_id":"0x1","passwd":"AAAA"}`, ""},
+		{`{"event":"renewed"}`, ""},
 		{`{"id":1,"step":"ok","f":"acquire","mono_ns":5,"invoke_ns":3,"token":7}`, ""},
 		{`{"id":1,"step":"invoke","f":"acquire","mono_ns":5,"invoke_ns":3}`, "field invoke_ns"},
 		{`{"id":1,"step":"ok","f":"release","mono_ns":5,"invoke_ns":7}`, "field invoke_ns"},

@@ -253,6 +253,7 @@ type harnessEvents struct{ onLost func(string) }
 
 func (e harnessEvents) Lost(reason string)    { e.onLost(reason) }
 func (e harnessEvents) Session(int64, []byte) {}
+func (e harnessEvents) Renewed()              {}
 
 // logWriter sends a recipe's log lines to Logf.
 type logWriter struct{ logf func(string, ...any) }

@@ -41,6 +41,17 @@ type Probe struct {
 	FencedCounter bool `json:"fenced_counter,omitempty"`
 }
 
+// releaseCutFraction is how long, as a fraction of the session timeout, *releases cut
+// off* cuts a holder off. The client drops its connection (failing what it sent
+// meanwhile) a read timeout, 2/3 of the session timeout, after the last reply it
+// read; the servers expire its session a session timeout after the last packet they
+// heard, its last ping at most a third of a session timeout before the cut. So a cut
+// of 0.7 outlasts the read timeout from any last reply, and ends before the session
+// does unless the last ping came more than 0.3 before it: the session survives most
+// cuts (a two-way cut, unlike a reply loss, whose requests keep the session alive:
+// nemesis.ReplyLossFraction).
+const releaseCutFraction = 0.7
+
 // Probes is explore's menu for workers with this session timeout. Faults whose only
 // possible overlaps are unfenced ones (a paused holder, a session expired under a
 // holder: no recipe can prevent them) are in only when the workload is fenced, where
@@ -95,15 +106,14 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 			Regimes: longHoldsOnly, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold, coverage.RowLost}},
 		{Setup: nemesis.Setup{Name: "narrow races"}, Regimes: []workloads.Regime{holderLeaves, giveUpAsQueueMoves},
 			Aims: []string{coverage.RowEdge}},
-		// A holder cut off for less than a session (as long as a reply loss: past
-		// its client's read timeout, within its session): the delete of a release
-		// sent meanwhile is lost with the connection its client drops, the client
-		// gets its session back once the cut heals, and a recipe that takes the lost
-		// delete for a release leaves its node behind a live session (a blocking
-		// orphan).
+		// A holder cut off for less than a session (releaseCutFraction): the
+		// delete of a release sent meanwhile is lost with the connection its client
+		// drops, the client gets its session back once the cut heals, and a recipe
+		// that takes the lost delete for a release leaves its node behind a live
+		// session (a blocking orphan).
 		{Setup: nemesis.Setup{Name: "releases cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * time.Second,
-			ClientHold: time.Duration(nemesis.ReplyLossFraction * float64(sessionTimeout))},
+			ClientHold: time.Duration(releaseCutFraction * float64(sessionTimeout))},
 			KeepWorkers: true, Regimes: []workloads.Regime{{Name: "short holds",
 				Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
 				Holds:    []workloads.Span{{Weight: 1, Min: 10 * ms, Max: 100 * ms}},

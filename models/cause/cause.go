@@ -23,6 +23,9 @@
 //     finding names the setting that would have kept the key (AOF always or a
 //     delayed restart; WAIT after the grant).
 //   - Clock: the same, after a clock jump on a server expired its key early.
+//   - Recipe bug, whatever the faults: the earlier holder reported its lease renewed
+//     (the protocol's renewed event) twice or more after the next was granted: a
+//     renewal that checks whose lease it renews fails once the lock is another's.
 //   - Recipe bug: everything else (a holder that kept running, was cut off, and did
 //     not report lost before its session could expire; a holder that never reported
 //     lost at all; a holder whose key the server lost or a clock jump expired, that
@@ -162,13 +165,13 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 	if len(pairs) == 0 {
 		return Finding{}, false
 	}
-	faults := faults(h)
-	first := classifyPair(h, key, pairs[0], faults, p)
+	faults, renewals := faults(h), renewals(h, key)
+	first := classifyPair(h, key, pairs[0], faults, renewals, p)
 	if first.Class == RecipeBug {
 		return first, true
 	}
 	for _, pair := range pairs[1:] {
-		if f := classifyPair(h, key, pair, faults, p); f.Class == RecipeBug {
+		if f := classifyPair(h, key, pair, faults, renewals, p); f.Class == RecipeBug {
 			return f, true
 		}
 	}
@@ -192,9 +195,15 @@ func endsSessionDuringHold(x fault, a hold) bool {
 const maxPairs = 1000
 
 // classifyPair says the cause of one overlap: b granted while a held.
-func classifyPair(h histories.History, key string, pair [2]hold, faults []fault, p Params) Finding {
+func classifyPair(h histories.History, key string, pair [2]hold, faults []fault, renewals map[int][]int64, p Params) Finding {
 	a, b := pair[0], pair[1]
 	f := Finding{Holder: a.process, Next: b.process, At: b.start}
+	if r := renewedAfter(renewals[a.process], a, b); len(r) > 0 {
+		f.Class = RecipeBug
+		f.Why = fmt.Sprintf("process %d reported its lease renewed %d times after process %d was granted at %s (the last at %s) and held on until %s: a renewal that checks whose lease it renews fails once the lock is another's (its renewal does not check, or brings a lost key back; or the grant to process %d did not check a lease that was still process %d's)",
+			a.process, len(r), b.process, at(b.start), at(r[len(r)-1]), endOf(a), b.process, a.process)
+		return f
+	}
 	lost, lostAt := lostReport(h, key, a)
 	for _, x := range faults {
 		if x.process != a.process || x.start > b.start || x.start < a.start && !endsSessionDuringHold(x, a) {
@@ -250,6 +259,40 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 	f.Class = RecipeBug
 	f.Why = recipeWhy(a, b, faults, lost, lostAt, p)
 	return f
+}
+
+// renewals are the times at which each process reported its lease on key renewed
+// (the renewed records).
+func renewals(h histories.History, key string) map[int][]int64 {
+	out := map[int][]int64{}
+	for _, op := range h {
+		if !op.Process.Nemesis || op.F != histories.FRenewed {
+			continue
+		}
+		var r histories.Renewal
+		if json.Unmarshal(op.Value, &r) == nil && r.Key == key {
+			out[r.Process] = append(out[r.Process], op.Time)
+		}
+	}
+	return out
+}
+
+// renewedAfter is the renewals (times, of hold a's process) after b was granted and
+// before a's hold ended, when there are two or more: each renewal is reported once
+// it is over, so a first one reported after b's grant may have been done before it
+// (its report read late, or the holder paused in between), but the next one began
+// after that report. None otherwise.
+func renewedAfter(times []int64, a, b hold) []int64 {
+	var after []int64
+	for _, t := range times {
+		if t > b.start && t > a.start && t <= a.end {
+			after = append(after, t)
+		}
+	}
+	if len(after) < 2 {
+		return nil
+	}
+	return after
 }
 
 // pausedLeaseHeldOn is a lease holder, paused while another was granted, that

@@ -119,6 +119,15 @@ func TestClassifyRule(t *testing.T) {
 		{"paused lease holder, released with success at once", releasedAt(overlap(pause, 0), 7*s+s/2), lease, RecipeBug},
 		{"paused lease holder, its release failed at once", failedAt(overlap(pause, 0), 7*s+s/2), lease, Unfenced},
 		{"paused lease holder, lost at once", overlap(pause, 7*s+s/2), lease, Unfenced},
+		// A lease renewed twice after the next grant: the holder's renewal does not
+		// check whose lease it renews, however soon its release failed. Once is not
+		// enough (its report may have been read late); renewals before the grant, or
+		// another process's or key's, say nothing.
+		{"paused lease holder, renewed twice after the grant, its release failed at once", renewed(failedAt(overlap(pause, 0), 7*s+s/2), 1, "l0", 7*s+s/10, 7*s+s/5), lease, RecipeBug},
+		{"paused lease holder, renewed once after the grant, its release failed at once", renewed(failedAt(overlap(pause, 0), 7*s+s/2), 1, "l0", 7*s+s/10), lease, Unfenced},
+		{"paused lease holder, renewed before the grant, its release failed at once", renewed(failedAt(overlap(pause, 0), 7*s+s/2), 1, "l0", 3*s, 4*s), lease, Unfenced},
+		{"paused lease holder, another renewed after the grant", renewed(failedAt(overlap(pause, 0), 7*s+s/2), 2, "l0", 7*s+s/10, 7*s+s/5), lease, Unfenced},
+		{"paused lease holder, renewed another key after the grant", renewed(failedAt(overlap(pause, 0), 7*s+s/2), 1, "l1", 7*s+s/10, 7*s+s/5), lease, Unfenced},
 		{"expired session, lost at once", overlap(expire, 5*s+s/2), params, Unfenced},
 		{"cut-off holder, lost late", overlap(cut, 8*s), params, RecipeBug},
 		{"database session killed, lost at once", overlap(dbKill, 5*s+s/2), params, Unfenced},
@@ -144,6 +153,17 @@ func TestClassifyRule(t *testing.T) {
 			t.Errorf("%s: fix %q, want --sync-limit 2 (2 s session, 500 ms tick)", tc.name, f.Fix)
 		}
 	}
+}
+
+// renewed inserts renewed records of process p on key at times, before h's last two
+// ops (overlap's release of process 1), which come after them.
+func renewed(h histories.History, p int, key string, times ...int64) histories.History {
+	out := append(histories.History{}, h[:len(h)-2]...)
+	for _, t := range times {
+		out = append(out, histories.NemesisOp(histories.Renewal{Process: p, Key: key}, ""))
+		out[len(out)-1].Time = t
+	}
+	return append(out, h[len(h)-2:]...)
 }
 
 // failedAt is releasedAt with the release failing (not held), not reporting lost.

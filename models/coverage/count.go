@@ -125,11 +125,12 @@ func predecessorGaveUp(c call, gaveUp []call) bool {
 	return false
 }
 
-// countFaults counts client faults by their target's state: releasing when it sent
-// a release while the fault was in force (or had one in flight when it landed: a
-// delete lost mid-release needs only that), else its state when the fault landed;
-// and server faults that started while someone held the lock (a partition that cut
-// off an observer apart from the others).
+// countFaults counts client faults by their target's state when the fault landed,
+// and as releasing, too, when the target sent a release while the fault was in force
+// (a delete lost mid-release needs only that; a lost event's release is no release
+// sent: a holder cut off mid-hold that reports lost is a fault on a holder); and
+// server faults that started while someone held the lock (a partition that cut off an
+// observer apart from the others).
 func (s *scanned) countFaults(rows tally, all *spans) {
 	for _, f := range s.faults {
 		if f.target < 0 {
@@ -143,21 +144,22 @@ func (s *scanned) countFaults(rows tally, all *spans) {
 			continue
 		}
 		state := s.stateAt(f.target, f.t)
-		if s.releasedDuring(f.target, f.t, f.end) {
-			state = stateReleasing
-		}
 		row := map[string]string{
 			stateHolding: RowFaultHolding, stateAcquiring: RowFaultAcquiring,
 			stateReleasing: RowFaultReleasing, stateIdle: RowFaultIdle,
 		}[state]
 		rows.add(row, f.class, 1)
+		if state != stateReleasing && s.releasedDuring(f.target, f.t, f.end) {
+			rows.add(RowFaultReleasing, f.class, 1)
+		}
 	}
 }
 
-// releasedDuring reports whether process p sent a release in [from, to).
+// releasedDuring reports whether process p sent a release in [from, to) (not a
+// lost event's).
 func (s *scanned) releasedDuring(p int, from, to int64) bool {
 	for _, i := range s.procCalls[p] {
-		if c := s.calls[i]; c.f == fRelease && from <= c.start && c.start < to {
+		if c := s.calls[i]; c.f == fRelease && !c.lost && from <= c.start && c.start < to {
 			return true
 		}
 	}

@@ -100,14 +100,22 @@ func TestRows(t *testing.T) {
 			b.clientFault("session-expire", 0, 25)
 			b.clientFault("client-kill", 0, 50) // after its last op: idle
 			// A partition of 2 that lands while it holds and lasts past the
-			// release it sends: releasing (its delete may be the one lost).
+			// release it sends: holding, and releasing too (its delete may be the
+			// one lost).
 			b.call(2, "acquire", 60, histories.OK, 61)
 			b.nemesis("start", 62, `{"fault":"client-partition","target":"holder","picked":"holder","process":2}`)
 			b.call(2, "release", 70, histories.Info, 75)
 			b.nemesis("stop", 80, `{"fault":"client-partition","process":2}`)
-		}, want: map[string]int{RowFaultHolding: 1, RowFaultAcquiring: 1, RowFaultReleasing: 2, RowFaultIdle: 2, RowReleaseInfo: 1,
-			RowTimedOutQueued: 1, RowAcquireInfo: 1, RowContention: 2, RowEdge: 1},
-			by: map[string]map[string]int{RowEdge: {edgeAtGiveUp: 1}, RowFaultHolding: {"client-pause": 1}, RowFaultAcquiring: {"reply-loss": 1},
+			// A partition of 1 that lands while it holds, during which it reports
+			// lost: holding only (a lost event sends no release).
+			b.call(1, "acquire", 90, histories.OK, 91)
+			b.nemesis("start", 92, `{"fault":"client-partition","target":"holder","picked":"holder","process":1}`)
+			b.op(1, histories.Invoke, "release", 95).Lost = true
+			b.op(1, histories.OK, "release", 95).Lost = true
+			b.nemesis("stop", 100, `{"fault":"client-partition","process":1}`)
+		}, want: map[string]int{RowFaultHolding: 3, RowFaultAcquiring: 1, RowFaultReleasing: 2, RowFaultIdle: 2, RowReleaseInfo: 1,
+			RowTimedOutQueued: 1, RowAcquireInfo: 1, RowContention: 2, RowEdge: 1, RowLost: 1, RowGrantAfterLoss: 1},
+			by: map[string]map[string]int{RowEdge: {edgeAtGiveUp: 1}, RowGrantAfterLoss: {"info": 1}, RowFaultHolding: {"client-pause": 1, "client-partition": 2}, RowFaultAcquiring: {"reply-loss": 1},
 				RowFaultReleasing: {"session-expire": 1, "client-partition": 1}, RowFaultIdle: {"reply-loss": 1, "client-kill": 1}}},
 		{name: "server faults: one under a holder, one not, one never applied", exercised: true, hist: func(b *hb) {
 			b.cycle(0, 1, 10)
