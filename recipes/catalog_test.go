@@ -21,7 +21,7 @@ func TestCatalog(t *testing.T) {
 		"mutant-no-recheck,mutant-off-by-one," +
 		"mutant-pg-advisory-no-heartbeat,mutant-pg-advisory-pool,mutant-pg-advisory-unlock-once,mutant-pg-advisory-xact-lock," +
 		"mutant-pg-table-blind-retry,mutant-pg-table-delete-by-name,mutant-pg-table-takeover-keeps-token," +
-		"mutant-redis-blind-del,mutant-redis-extend-recreates,mutant-redis-ignore-validity,mutant-redis-no-expiry,mutant-redis-setnx-then-expire,mutant-redis-static-value," +
+		"mutant-redis-blind-del,mutant-redis-blind-extend,mutant-redis-extend-recreates,mutant-redis-ignore-validity,mutant-redis-no-expiry,mutant-redis-setnx-then-expire,mutant-redis-static-value," +
 		"mutant-redlock-minority,mutant-redlock-no-elapsed-check,mutant-swallowed-release,mutant-unprotected-create,mutant-withdrawn-watch"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("Catalog() names = %s, want %s", got, want)

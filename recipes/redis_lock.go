@@ -35,6 +35,8 @@ const (
 	// redisExtendRecreates extends with a script that also sets the key again when
 	// it is missing.
 	redisExtendRecreates
+	// redisBlindExtend extends with a plain PEXPIRE, whoever's key it is.
+	redisBlindExtend
 )
 
 // redisLockVariants names redis-lock and its mutants for the catalogue.
@@ -50,6 +52,7 @@ var redisLockVariants = []struct {
 	{redisStaticValue, "mutant-redis-static-value", "redis-lock with one token shared by every client (the value's random part), compared on release: one client's release deletes another's lock"},
 	{redisIgnoreValidity, "mutant-redis-ignore-validity", "redis-lock never reporting lost when its validity runs out: a holder paused past the TTL overlaps the next"},
 	{redisExtendRecreates, "mutant-redis-extend-recreates", "redis-lock whose extend sets the key again when it is missing: a holder whose key the server lost takes it back after another client held it, and never learns it lost the lock"},
+	{redisBlindExtend, "mutant-redis-blind-extend", "redis-lock extending with a plain PEXPIRE, whoever's key it is: a holder whose key the server lost renews the next holder's key and goes on holding"},
 }
 
 // staticToken is the token every client of mutant-redis-static-value shares.
@@ -279,8 +282,11 @@ func (r *redisLock) startExtender(value string, gen uint64) {
 		return
 	}
 	script := redisExtendScript
-	if r.mutant == redisExtendRecreates {
+	switch r.mutant {
+	case redisExtendRecreates:
 		script = redisExtendRecreateScript
+	case redisBlindExtend:
+		script = redisBlindExtendScript
 	}
 	r.ext = startExtender(extendSpec{client: r.node.client, script: script, key: r.cfg.Path, value: value,
 		ttl: r.cfg.SessionTimeout, io: r.io, lease: &r.lease, gen: gen, report: r.mutant != redisIgnoreValidity, log: r.log})

@@ -178,6 +178,44 @@ func TestRedisMutantIgnoreValidity(t *testing.T) {
 	}
 }
 
+// TestRedisMutantBlindExtend: the server loses A's key, B locks. redis-lock's extend
+// finds the key another's and reports lost; mutant-redis-blind-extend's PEXPIRE
+// renews B's key and reports the renewal, A never told it lost the lock.
+func TestRedisMutantBlindExtend(t *testing.T) {
+	for _, c := range []struct {
+		m   redisMutant
+		bug bool
+	}{{redisCorrect, false}, {redisBlindExtend, true}} {
+		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+			s := startRedis(t)
+			key := testRedisKey(t)
+			const ttl = 900 * time.Millisecond
+			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, ttl, 1)
+			b, _ := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, 5*time.Second, 2)
+			mustAcquire(t, a, "a")
+			s.do(t, "DEL", key) // the server forgets a's key
+			mustAcquire(t, b, "b after the server lost a's key")
+			valueB := s.get(t, key)
+			evA.mu.Lock()
+			before := evA.renewed
+			evA.mu.Unlock()
+			if c.bug {
+				expectNoLost(t, evA, ttl)
+				evA.mu.Lock()
+				renewed := evA.renewed - before
+				evA.mu.Unlock()
+				if !a.lease.holding() || renewed < 2 || s.get(t, key) != valueB {
+					t.Fatalf("a holds: %v, renewed %d times over b's key (still b's: %v); the bug renews b's key", a.lease.holding(), renewed, s.get(t, key) == valueB)
+				}
+				return
+			}
+			if reason := waitLost(t, evA, ttl); !strings.Contains(reason, "extend") {
+				t.Errorf("lost %q, want the extend's", reason)
+			}
+		})
+	}
+}
+
 // TestRedisMutantExtendRecreates: the server loses A's key (as a restart without
 // persistence does), B locks and releases, then A's extend comes. redis-lock's finds
 // the key gone and reports lost; mutant-redis-extend-recreates sets it again and goes

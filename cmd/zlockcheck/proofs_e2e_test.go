@@ -80,7 +80,7 @@ var proofSets = []proofSet{
 		short: proofList{[]string{"mutant-redis-ignore-validity", "mutant-redlock-minority"}, []string{"redis-lock"}, "4m", "40s", true},
 		all: proofList{[]string{"mutant-redis-ignore-validity", "mutant-redlock-minority", "mutant-redis-setnx-then-expire",
 			"mutant-redis-no-expiry", "mutant-redis-blind-del", "mutant-redis-static-value", "mutant-redlock-no-elapsed-check",
-			"mutant-redis-extend-recreates"}, []string{"redis-lock", "redislock", "redsync"}, "4m", "4m", false}},
+			"mutant-redis-extend-recreates", "mutant-redis-blind-extend"}, []string{"redis-lock", "redislock", "redsync"}, "4m", "4m", false}},
 	{name: "databases", require: requireDatabases, env: "ZLC_DB_MUTANTS", why: map[string]string{noExpiryTable: noExpiryWhy},
 		short: proofList{[]string{"mutant-pg-advisory-xact-lock", "mutant-mariadb-pool"}, []string{"pg-advisory"}, "1m", "40s", true},
 		all: proofList{[]string{"mutant-pg-advisory-xact-lock", "mutant-pg-advisory-pool", "mutant-pg-advisory-unlock-once",

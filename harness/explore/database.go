@@ -13,8 +13,9 @@ import (
 // Redis's (redisRegimes): a database lock is a lease or a session, polled or waited
 // for in the server, never a queue of nodes. The order follows Redis's: races and
 // faults no correct recipe overlaps under first (a session lock released on another
-// connection or one level too few, an INSERT whose reply is lost, a holder whose
-// session the server ends), then the faults that make honest overlaps (a primary
+// connection or one level too few; a holder killed or whose session the server ends,
+// second since issue 38: it finds five mutants' families; an INSERT whose reply is
+// lost), then the faults that make honest overlaps (a primary
 // lost with the grants its standby never saw; a session the server ended under a long
 // holder, who must learn of it within a session timeout; a holder paused past its row's
 // expiry), so a session on a correct recipe reaches them last. The last probe runs
@@ -28,6 +29,9 @@ func DatabaseProbes(ttl time.Duration) []Probe {
 	return []Probe{
 		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, overlong(ttl)},
 			Aims: []string{coverage.RowContention, coverage.RowLongHold, coverage.RowNested}},
+		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassConnectionKill},
+			ClientTargets: holder, Interval: time.Second},
+			Regimes: []workloads.Regime{pastTTL, shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowLost, coverage.RowOrphans}},
 		// An INSERT or a lock request whose reply is lost: the recipe must find out
 		// whether it holds (read the row back) rather than ask again.
 		{Setup: nemesis.Setup{Name: "replies lost", Classes: []nemesis.Class{nemesis.ClassReplyLoss},
@@ -37,9 +41,6 @@ func DatabaseProbes(ttl time.Duration) []Probe {
 				Holds:    []workloads.Span{{Weight: 1, Min: ms, Max: 50 * ms}},
 				Thinks:   []workloads.Span{{Weight: 1, Max: 200 * ms}}, Active: 1}},
 			Aims: []string{coverage.RowFaultAcquiring, coverage.RowAcquireInfo, coverage.RowReleaseInfo}},
-		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassConnectionKill},
-			ClientTargets: holder, Interval: time.Second},
-			Regimes: []workloads.Regime{pastTTL, shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowLost, coverage.RowOrphans}},
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * ttl},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},

@@ -50,11 +50,12 @@ func runnable(base harness.Config, p Probe) (Probe, bool) {
 const LeaseTTL = 2 * time.Second
 
 // RedisProbes is explore's menu on Redis for a lock whose TTL is ttl (the session
-// timeout). The first probes can only find recipe bugs in a correct lock (races,
-// holds past the TTL, dead holders, paused acquirers, servers slowed or cut off);
-// the last ones make overlaps no recipe prevents (an instance that forgets or expires
-// a key early: "server lost the lock", "clock"; a holder paused past its TTL: an
-// unfenced overlap), so a session on a correct recipe reaches them last.
+// timeout), in the order the mutants' families are found fastest: races and holds
+// past the TTL, holders cut off, then instances that lose or expire a key early (an
+// overlap no recipe prevents, "server lost the lock" or "clock", which a recipe's
+// extend must learn of: the extend families' probe, third), then servers slowed or
+// cut off, dead holders, paused acquirers, and last a holder paused past its TTL (an
+// unfenced overlap only).
 func RedisProbes(ttl time.Duration) []Probe {
 	race, pastTTL, shortHolds := redisRegimes(ttl)
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
@@ -69,6 +70,15 @@ func RedisProbes(ttl time.Duration) []Probe {
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * ttl},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},
+		// Long holds first: a server that loses a long holder's key lets a short
+		// holder take and release it before the long holder's next extend, which must
+		// find it gone. Every fault here makes an honest overlap, so the round runs to
+		// its end: the bug comes after one.
+		{Setup: nemesis.Setup{Name: "instances lost or restarted",
+			Classes:       []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassFailover, nemesis.ClassClockJump},
+			ServerTargets: minority, Interval: 3 * time.Second},
+			Regimes: []workloads.Regime{lostKey(ttl), shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
+			RunThrough: true},
 		{Setup: nemesis.Setup{Name: "instances slowed, paused, cut off",
 			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition},
 			ServerTargets: minority, Shapes: []nemesis.Shape{nemesis.IsolateOne}, Interval: 2 * time.Second},
@@ -79,15 +89,6 @@ func RedisProbes(ttl time.Duration) []Probe {
 		{Setup: nemesis.Setup{Name: "acquirers paused", Classes: []nemesis.Class{nemesis.ClassClientPause},
 			ClientTargets: []nemesis.ClientTarget{nemesis.TargetWaiter}, Interval: time.Second},
 			Regimes: []workloads.Regime{race}, Aims: []string{coverage.RowFaultAcquiring}},
-		// Long holds first: a server that loses a long holder's key lets a short
-		// holder take and release it before the long holder's next extend, which must
-		// find it gone. Every fault here makes an honest overlap, so the round runs to
-		// its end: the bug comes after one.
-		{Setup: nemesis.Setup{Name: "instances lost or restarted",
-			Classes:       []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassFailover, nemesis.ClassClockJump},
-			ServerTargets: minority, Interval: 3 * time.Second},
-			Regimes: []workloads.Regime{lostKey(ttl), shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
-			RunThrough: true},
 		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
 			ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
@@ -103,15 +104,16 @@ func overlong(ttl time.Duration) workloads.Regime {
 		Holds: []workloads.Span{{Weight: 1, Min: ttl * 5 / 4, Max: 2 * ttl}}, Active: 0.6}
 }
 
-// lostKey is a regime for servers that lose keys: few workers, a quarter of the holds
-// 2-4 TTLs of ttl long, the others short with long thinks. The lock is mostly held by
-// a long holder; when a server loses its key, the waiter takes it, releases it at
-// once and thinks, so the key is mostly free at the long holder's next extend, which
-// must find it gone, not set it again.
+// lostKey is a regime for servers that lose keys: few workers, half of the holds 2-4
+// TTLs of ttl long, the others short with long thinks. The lock is mostly held by a
+// long holder. When a server loses its key, the waiter that takes it is as often a
+// short holder, who releases it at once and thinks, so the key is free at the long
+// holder's next extend, which must find it gone, not set it again; as a long one,
+// still holding at that extend, which must find the key another's, not renew it.
 func lostKey(ttl time.Duration) workloads.Regime {
 	ms := time.Millisecond
 	return workloads.Regime{Name: "a long holder, short ones thinking", Timeouts: []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}},
-		Holds:  []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}, {Weight: 3, Min: ms, Max: 20 * ms}},
+		Holds:  []workloads.Span{{Weight: 1, Min: 2 * ttl, Max: 4 * ttl}, {Weight: 1, Min: ms, Max: 20 * ms}},
 		Thinks: []workloads.Span{{Weight: 1, Min: 300 * ms, Max: time.Second}}, Active: 0.4}
 }
 
