@@ -119,7 +119,7 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 	})
 	fs.DurationVar(&e.budget, "budget", 10*time.Minute, "each session's time: no round starts once it is spent")
 	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time")
-	fs.DurationVar(&e.firstRound, "first-round", 0, "the workload time of the first pass's rounds, one per probe (a probe's own first look when longer, never longer than --round); 0: the service's (8 s on ZooKeeper)")
+	fs.DurationVar(&e.firstRound, "first-round", 0, "the workload time of the first pass's rounds, one per probe (a probe's own first look when longer, never longer than --round); 0: the service's menu's, 8 s)")
 	fs.BoolVar(&e.keepGoing, "keep-going", false, "go on after a round found a violation, to the end of the budget")
 	file = fs.String("f", "", "read the flags from this YAML file (keys: explore's flags; a suite section lists recipes and seeds, one session each); the command line wins")
 	return fs, o, e, file

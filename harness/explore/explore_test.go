@@ -202,8 +202,8 @@ func probe(name string, aims ...string) Probe {
 
 // TestFirstPassRoundsAreShort: the first round of every probe runs FirstRound
 // (never longer than Round; unset, the full Round); the rounds the feedback sends
-// afterwards run the full Round. Run sets ZooKeeper's first rounds short, not Redis's
-// or the databases'.
+// afterwards run the full Round. Run sets every menu's first rounds short; a kind
+// with no menu of its own gets full ones.
 func TestFirstPassRoundsAreShort(t *testing.T) {
 	for _, tc := range []struct {
 		cfg         Config
@@ -211,8 +211,9 @@ func TestFirstPassRoundsAreShort(t *testing.T) {
 	}{
 		{Config{}, DefaultRound, DefaultRound},
 		{Config{FirstRound: menuOf(kind.ZooKeeper).firstRound}, DefaultFirstRound, DefaultRound},
-		{Config{FirstRound: menuOf(kind.Redis).firstRound}, DefaultRound, DefaultRound},
-		{Config{FirstRound: menuOf(kind.Postgres).firstRound}, DefaultRound, DefaultRound},
+		{Config{FirstRound: menuOf(kind.Redis).firstRound}, DefaultFirstRound, DefaultRound},
+		{Config{FirstRound: menuOf(kind.Postgres).firstRound}, DefaultFirstRound, DefaultRound},
+		{Config{FirstRound: menuOf("toy").firstRound}, DefaultRound, DefaultRound},
 		{Config{Round: 30 * time.Second, FirstRound: 5 * time.Second}, 5 * time.Second, 30 * time.Second},
 		{Config{Round: 6 * time.Second}, 6 * time.Second, 6 * time.Second},
 	} {
