@@ -18,7 +18,8 @@ type kindMenu struct {
 	// takes short first looks: ZooKeeper's since issue 28, Redis's and the
 	// databases' since issue 38: of six pairs of Redis sessions side by side (the
 	// same mutant and seed) that caught the mutant at least once, four caught it
-	// sooner with 8 s first looks, two with full rounds (BENCHMARKS.md).
+	// sooner with 8 s first looks, two with full rounds, even in median
+	// (BENCHMARKS.md).
 	firstRound time.Duration
 }
 
