@@ -117,6 +117,16 @@ func runCycleHolding(t *testing.T, s *plannedRun, hold time.Duration) {
 	s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
 }
 
+// runCleanCycle is runOneCycle, which must leave the worker alive and within the
+// protocol.
+func runCleanCycle(t *testing.T, s *plannedRun) {
+	t.Helper()
+	runOneCycle(t, s)
+	if s.dead || len(s.r.violations) > 0 {
+		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
+	}
+}
+
 func loadHistory(t *testing.T, s *plannedRun) histories.History {
 	t.Helper()
 	if err := s.r.rec.w.Close(); err != nil {
@@ -166,10 +176,7 @@ func TestPlannedCycleRecordsTheWorkersTimes(t *testing.T) {
 		f.report(req.ID, workloads.StepOK, workloads.OpRelease)
 		f.reply(req.ID)
 	})
-	runOneCycle(t, s)
-	if s.dead || len(s.r.violations) > 0 {
-		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
-	}
+	runCleanCycle(t, s)
 	if stateInHold != workloads.Holding {
 		t.Errorf("state while the worker holds: %s, want holding", stateInHold)
 	}
@@ -197,10 +204,7 @@ func TestPlannedCycleLostEndsTheHold(t *testing.T) {
 		f.say(workloads.Message{Event: workloads.EventLost, Error: "fake: session expired"})
 		f.reply(req.ID)
 	})
-	runOneCycle(t, s)
-	if s.dead || len(s.r.violations) > 0 {
-		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
-	}
+	runCleanCycle(t, s)
 	if got, want := opsString(loadHistory(t, s)), "invoke acquire, ok acquire, invoke release (lost), ok release (lost)"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
 	}
@@ -218,10 +222,7 @@ func TestPlannedCycleRecordsRenewals(t *testing.T) {
 		f.report(req.ID, workloads.StepOK, workloads.OpRelease)
 		f.reply(req.ID)
 	})
-	runOneCycle(t, s)
-	if s.dead || len(s.r.violations) > 0 {
-		t.Fatalf("dead %v, violations %v", s.dead, s.r.violations)
-	}
+	runCleanCycle(t, s)
 	h := loadHistory(t, s)
 	if got, want := opsString(h), "invoke acquire, ok acquire, info renewed, invoke release, ok release"; got != want {
 		t.Fatalf("history %q, want %q", got, want)

@@ -17,12 +17,12 @@ var (
 	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0`)
-	// redisExtendRecreateScript (mutant-redis-extend-recreates) also sets the key
-	// again when it is missing: a key the server lost, or one that expired and was
-	// held and released by another client meanwhile, comes back as the holder's.
 	// redisBlindExtendScript (mutant-redis-blind-extend) resets the key's TTL
 	// whoever holds it: 1 when there is a key, as PEXPIRE answers.
 	redisBlindExtendScript = redis.NewScript(`return redis.call("PEXPIRE", KEYS[1], ARGV[2])`)
+	// redisExtendRecreateScript (mutant-redis-extend-recreates) also sets the key
+	// again when it is missing: a key the server lost, or one that expired and was
+	// held and released by another client meanwhile, comes back as the holder's.
 	redisExtendRecreateScript = redis.NewScript(`local v = redis.call("GET", KEYS[1])
 if v == ARGV[1] or not v then
 	redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])

@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -178,54 +179,22 @@ func TestRedisMutantIgnoreValidity(t *testing.T) {
 	}
 }
 
-// TestRedisMutantBlindExtend: the server loses A's key, B locks. redis-lock's extend
-// finds the key another's and reports lost; mutant-redis-blind-extend's PEXPIRE
-// renews B's key and reports the renewal, A never told it lost the lock.
-func TestRedisMutantBlindExtend(t *testing.T) {
+// TestRedisMutantExtendAfterTheKeyWasLost: the server loses A's key (as a restart
+// without persistence does) and B locks. redis-lock's next extend finds the key
+// another's, or gone once B released, and reports lost. mutant-redis-blind-extend's
+// PEXPIRE renews B's key, reporting the renewals; mutant-redis-extend-recreates, after
+// B released, sets the key again. Either goes on holding, never told that B held the
+// lock.
+func TestRedisMutantExtendAfterTheKeyWasLost(t *testing.T) {
 	for _, c := range []struct {
-		m   redisMutant
-		bug bool
-	}{{redisCorrect, false}, {redisBlindExtend, true}} {
-		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
-			s := startRedis(t)
-			key := testRedisKey(t)
-			const ttl = 900 * time.Millisecond
-			a, evA := newTestRedisLock(t, c.m, []string{s.addr}, key, ttl, 1)
-			b, _ := newTestRedisLock(t, redisCorrect, []string{s.addr}, key, 5*time.Second, 2)
-			mustAcquire(t, a, "a")
-			s.do(t, "DEL", key) // the server forgets a's key
-			mustAcquire(t, b, "b after the server lost a's key")
-			valueB := s.get(t, key)
-			evA.mu.Lock()
-			before := evA.renewed
-			evA.mu.Unlock()
-			if c.bug {
-				expectNoLost(t, evA, ttl)
-				evA.mu.Lock()
-				renewed := evA.renewed - before
-				evA.mu.Unlock()
-				if !a.lease.holding() || renewed < 2 || s.get(t, key) != valueB {
-					t.Fatalf("a holds: %v, renewed %d times over b's key (still b's: %v); the bug renews b's key", a.lease.holding(), renewed, s.get(t, key) == valueB)
-				}
-				return
-			}
-			if reason := waitLost(t, evA, ttl); !strings.Contains(reason, "extend") {
-				t.Errorf("lost %q, want the extend's", reason)
-			}
-		})
-	}
-}
-
-// TestRedisMutantExtendRecreates: the server loses A's key (as a restart without
-// persistence does), B locks and releases, then A's extend comes. redis-lock's finds
-// the key gone and reports lost; mutant-redis-extend-recreates sets it again and goes
-// on holding, never told that B held the lock meanwhile.
-func TestRedisMutantExtendRecreates(t *testing.T) {
-	for _, c := range []struct {
-		m   redisMutant
-		bug bool
-	}{{redisCorrect, false}, {redisExtendRecreates, true}} {
-		t.Run(redisLockVariants[c.m].name, func(t *testing.T) {
+		m        redisMutant
+		bRelease bool
+		bug      bool
+	}{
+		{redisCorrect, false, false}, {redisBlindExtend, false, true},
+		{redisCorrect, true, false}, {redisExtendRecreates, true, true},
+	} {
+		t.Run(fmt.Sprintf("%s/b-releases=%v", redisLockVariants[c.m].name, c.bRelease), func(t *testing.T) {
 			s := startRedis(t)
 			key := testRedisKey(t)
 			const ttl = 900 * time.Millisecond
@@ -235,19 +204,22 @@ func TestRedisMutantExtendRecreates(t *testing.T) {
 			valueA := s.get(t, key)
 			s.do(t, "DEL", key) // the server forgets a's key
 			mustAcquire(t, b, "b after the server lost a's key")
-			mustRelease(t, b, "b")
-			if c.bug {
-				expectNoLost(t, evA, ttl)
-				if got := s.get(t, key); got != valueA || !a.lease.holding() {
-					t.Fatalf("the key is %q (a's: %q), a holds: %v; the bug sets it again", got, valueA, a.lease.holding())
+			want := s.get(t, key) // b's: blind-extend renews it
+			if c.bRelease {
+				mustRelease(t, b, "b")
+				want = valueA // extend-recreates sets a's again
+			}
+			renewed := func() int { evA.mu.Lock(); defer evA.mu.Unlock(); return evA.renewed }
+			before := renewed()
+			if !c.bug {
+				if reason := waitLost(t, evA, ttl); !strings.Contains(reason, "extend") {
+					t.Errorf("lost %q, want the extend's", reason)
 				}
 				return
 			}
-			if reason := waitLost(t, evA, ttl); !strings.Contains(reason, "extend") {
-				t.Errorf("lost %q, want the extend's", reason)
-			}
-			if got := s.get(t, key); got != "" {
-				t.Fatalf("the key is %q, want none", got)
+			expectNoLost(t, evA, ttl)
+			if got, n := s.get(t, key), renewed()-before; got != want || !a.lease.holding() || n < 2 {
+				t.Fatalf("the key is %q (want %q), a holds: %v, renewed %d times since; the bug keeps a holding", got, want, a.lease.holding(), n)
 			}
 		})
 	}

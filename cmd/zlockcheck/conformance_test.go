@@ -1,18 +1,12 @@
 package main
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // The conformance suite itself is tested in package conformance; here, the command
 // line only (no server is started: each case stops at its flags, or at the private
 // server's settings before anything is made).
 func TestConformanceFlags(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
-	}{
+	expectRefused(t, []flagCase{
 		{[]string{"conformance"}, "--worker-cmd is required"},
 		{[]string{"conformance", "--worker-cmd", "true", "--kind", "nonesuch"}, "--kind"},
 		{[]string{"conformance", "--worker-cmd", "true", "extra"}, "unexpected arguments"},
@@ -22,15 +16,5 @@ func TestConformanceFlags(t *testing.T) {
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "postgres", "--zksim"}, "--zksim: the wire simulator is a ZooKeeper"},
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--redis-topology", "replicas"}, "redis topology replicas: private servers are one instance, or RedLock"},
 		{[]string{"conformance", "--worker-cmd", "true", "--observers", "1"}, "observers: a private server is one standalone ZooKeeper"},
-	}
-	for _, tc := range cases {
-		var stdout, stderr strings.Builder
-		code := realMain(tc.args, &stdout, &stderr)
-		if code != exitError || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), exitError, tc.want)
-		}
-		if stdout.Len() > 0 {
-			t.Errorf("%q: a report on stdout, though no rule ran: %q", tc.args, stdout.String())
-		}
-	}
+	})
 }

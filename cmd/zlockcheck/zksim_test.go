@@ -1,17 +1,11 @@
 package main
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // The TCP simulator and its driver are tested in packages zksim and zksim/tcprun;
 // here, the command line only (each case stops at its flags).
 func TestZksimFlags(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
-	}{
+	expectRefused(t, []flagCase{
 		{[]string{"zksim"}, "--recipe is required"},
 		{[]string{"zksim", "--recipe", "nonesuch"}, `unknown recipe "nonesuch"`},
 		{[]string{"zksim", "--recipe", "exec"}, "--recipe exec needs --worker-cmd"},
@@ -19,12 +13,5 @@ func TestZksimFlags(t *testing.T) {
 		{[]string{"zksim", "--recipe", "exec", "--worker-cmd", "true", "--drop", "2"}, "drop rate 2 is not in [0, 1]"},
 		{[]string{"zksim", "--recipe", "exec", "--worker-cmd", "true", "--workers", "0"}, "must be positive"},
 		{[]string{"zksim", "--recipe", "exec", "--worker-cmd", "true", "extra"}, "unexpected arguments"},
-	}
-	for _, tc := range cases {
-		var stdout, stderr strings.Builder
-		code := realMain(tc.args, &stdout, &stderr)
-		if code != exitError || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), exitError, tc.want)
-		}
-	}
+	})
 }
