@@ -95,6 +95,8 @@ func TestRecordsReadTestdata(t *testing.T) {
 				r = &CounterFinal{}
 			case FOverlap:
 				r = &Overlap{}
+			case FRenewed:
+				r = &Renewal{}
 			default:
 				t.Errorf("%s: op %d: nemesis op %q has no record", path, op.Index, op.F)
 				continue
