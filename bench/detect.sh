@@ -28,7 +28,7 @@ cases=(
   "mutant-unprotected-create|reply-loss at random|--nemesis reply-loss --nemesis-targets random --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
   "mutant-missed-wakeup|no faults, 2 workers, holds under 1ms|--workers 2 --hold-max 1ms --think-max 2ms --acquire-timeout 3s"
   "mutant-withdrawn-watch|no faults, acquires giving up after a hold|--workers 3 --hold-max 5ms --think-max 2ms --acquire-timeout 10ms"
-  "mutant-swallowed-release|client-partition aimed at the holder, shorter than a session|--nemesis client-partition --nemesis-targets holder --client-hold 2800ms --nemesis-interval 2s --hold-max 100ms --think-max 100ms --acquire-timeout 10s"
+  "mutant-swallowed-release|client-partition aimed at the holder, shorter than a session|--nemesis client-partition --nemesis-targets holder --client-hold 3400ms --nemesis-interval 2s --hold-max 100ms --think-max 100ms --acquire-timeout 10s"
 )
 only=${ONLY:-both}
 if [ "$only" != explore ]; then

@@ -63,7 +63,7 @@ var exposures = []exposure{
 	// A holder cut off for less than a session as it releases: its delete is lost
 	// with the connection its client drops past the read timeout, and the session
 	// comes back at the heal with the node the mutant says it deleted.
-	{"mutant-swallowed-release", []string{"--nemesis", "client-partition", "--nemesis-targets", "holder", "--client-hold", "2800ms",
+	{"mutant-swallowed-release", []string{"--nemesis", "client-partition", "--nemesis-targets", "holder", "--client-hold", "3400ms",
 		"--nemesis-interval", "2s", "--hold-max", "100ms", "--think-max", "100ms", "--acquire-timeout", "10s"}, "liveness", "", true, "", true},
 }
 
