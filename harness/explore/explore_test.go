@@ -379,6 +379,52 @@ func TestFeedbackSendsAMissedProbeBack(t *testing.T) {
 	}
 }
 
+// TestAFlaggedRowPullsTheNextRound: ZooKeeper's own menu, its rounds faked (a unit
+// test of the loop), on a recipe whose bug shows only when a client fault is in force
+// while its holder releases (mutant-swallowed-release's). Releases cut off's first
+// look ends a release unknown but puts no fault on a release, so the session's table
+// flags that row "not exercised", and no other probe raises it. After the first
+// pass the flagged row pulls the next round to releases cut off, the one probe that
+// aims at it, and that round finds the bug.
+func TestAFlaggedRowPullsTheNextRound(t *testing.T) {
+	menu := Probes(4*time.Second, false)
+	var every []string
+	for _, p := range menu {
+		every = append(every, p.Aims...)
+	}
+	looks := map[string]int{}
+	run := func(_ context.Context, c harness.Config) (Round, error) {
+		name := probeOf(t, menu, c)
+		looks[name]++
+		counts := map[string]int{}
+		for _, a := range every {
+			counts[a] = 1 // every round exercises a little of everything but a fault mid-release
+		}
+		counts[coverage.RowFaultReleasing] = 0
+		if name == "releases cut off" && looks[name] > 1 {
+			counts[coverage.RowFaultReleasing] = 1
+			return Round{Verdict: models.Invalid, Cause: "liveness", Coverage: table(counts)}, nil
+		}
+		return Round{Verdict: models.Valid, Coverage: table(counts)}, nil
+	}
+	s, err := Config{Budget: time.Hour, Menu: menu}.loop(context.Background(), harness.Config{SessionTimeout: 4 * time.Second}, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := s.Rounds[len(s.Rounds)-1]
+	if s.Verdict != models.Invalid || len(s.Rounds) != len(menu)+1 || last.Probe != "releases cut off" {
+		t.Fatalf("%d rounds ending with %s (%s); want the first pass, then releases cut off again, invalid", len(s.Rounds), last.Probe, s.Verdict)
+	}
+	// What pulled it: the first pass's table (the session's sum) flags the row.
+	pass := NewTally()
+	for i, r := range s.Rounds[:len(menu)] {
+		pass.Add(menu[i], r.Coverage)
+	}
+	if row, ok := pass.Coverage.Row(coverage.RowFaultReleasing); !ok || row.NotExercised == "" || !pass.pulls(menu[slices.IndexFunc(menu, func(p Probe) bool { return p.Name == "releases cut off" })]) {
+		t.Errorf("after the first pass the mid-release row is %+v (found %v); want it flagged, pulling releases cut off", row, ok)
+	}
+}
+
 // probeOf is the probe of menu whose faults round config c runs.
 func probeOf(t *testing.T, menu []Probe, c harness.Config) string {
 	t.Helper()
