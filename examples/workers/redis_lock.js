@@ -83,8 +83,10 @@ class RedisLock {
     } catch (e) {
       return; // try again at the next third; the validity decides
     }
-    if (renewed === 1) hold.until = Math.max(hold.until, begun + this.ttlMs);
-    else this.lose(hold, "the lock's key is gone or holds another's token");
+    if (renewed !== 1) return this.lose(hold, "the lock's key is gone or holds another's token");
+    if (this.hold !== hold) return; // released meanwhile
+    hold.until = Math.max(hold.until, begun + this.ttlMs);
+    this.events.renewed();
   }
 
   lose(hold, why) {

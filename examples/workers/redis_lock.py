@@ -102,6 +102,9 @@ class RedisLock:
             try:
                 self.lock.reacquire()
                 until = begun + self.ttl
+                with self.mu:
+                    if self.hold is stop:
+                        self.events.renewed()
             except LockNotOwnedError:
                 return self.lose(stop, "the lock's key is gone or holds another's token")
             except redis.RedisError:

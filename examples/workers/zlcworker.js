@@ -15,7 +15,8 @@
 // - async close(): end the session.
 //
 // events.session(id) reports the server-side id of a new connection (a number),
-// events.lost(why) that the lock is no longer held.
+// events.lost(why) that the lock is no longer held, events.renewed() that a renewal
+// found the lease still this worker's and renewed it (optional).
 'use strict';
 
 const readline = require('node:readline');
@@ -36,6 +37,7 @@ function write(obj) {
 const events = {
   session: (id) => write({ event: 'session', session_id: '0x' + id.toString(16) }),
   lost: (why) => write({ event: 'lost', error: why }),
+  renewed: () => write({ event: 'renewed' }),
 };
 
 // protocolError: a line the worker cannot act on; exit non-zero without replying.

@@ -65,6 +65,10 @@ class Events:
     def lost(self, why):
         self.write({"event": "lost", "error": why})
 
+    def renewed(self):
+        """A renewal found the lease still this worker's and renewed it (optional)."""
+        self.write({"event": "renewed"})
+
 
 def _protocol_error(why):
     # A line the worker cannot act on: exit non-zero without replying.
