@@ -341,6 +341,64 @@ func TestChooseFollowsTheTable(t *testing.T) {
 // pass back to replies lost, whose own aim never landed (by the session's counts
 // alone it would be the last choice), and that round finds the bug.
 func TestFeedbackSendsAMissedProbeBack(t *testing.T) {
+	menu, s := fakeZooKeeperSession(t, func(name string, look int, counts map[string]int) models.Verdict {
+		counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 0, 0
+		switch {
+		case name == "crashing and cut-off clients":
+			counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 50, 50
+		case name == "replies lost" && look == 1:
+			counts[coverage.RowFaultIdle] = 3 // the first look: only idle workers
+		case name == "replies lost":
+			counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 2, 1
+			return models.Invalid
+		}
+		return models.Valid
+	})
+	last := s.Rounds[len(s.Rounds)-1]
+	if s.Verdict != models.Invalid || len(s.Rounds) != len(menu)+1 || last.Probe != "replies lost" {
+		t.Fatalf("%d rounds ending with %s (%s); want the first pass, then replies lost again, invalid", len(s.Rounds), last.Probe, s.Verdict)
+	}
+	if first := s.Rounds[1]; first.Probe != "replies lost" || first.AimLanded {
+		t.Errorf("round 2: %s, aim landed %v; want replies lost's first look, missed", first.Probe, first.AimLanded)
+	}
+}
+
+// TestAFlaggedRowPullsTheNextRound: ZooKeeper's own menu, its rounds faked (a unit
+// test of the loop), on a recipe whose bug shows only when a client fault is in force
+// while its holder releases (mutant-swallowed-release's). Releases cut off's first
+// look puts no fault on a release, so the session's table flags that row "not
+// exercised", and no other probe raises it. After the first pass the flagged row
+// pulls the next round to releases cut off, the one probe that aims at it, and that
+// round finds the bug.
+func TestAFlaggedRowPullsTheNextRound(t *testing.T) {
+	menu, s := fakeZooKeeperSession(t, func(name string, look int, counts map[string]int) models.Verdict {
+		counts[coverage.RowFaultReleasing] = 0
+		if name == "releases cut off" && look > 1 {
+			counts[coverage.RowFaultReleasing] = 1
+			return models.Invalid
+		}
+		return models.Valid
+	})
+	last := s.Rounds[len(s.Rounds)-1]
+	if s.Verdict != models.Invalid || len(s.Rounds) != len(menu)+1 || last.Probe != "releases cut off" {
+		t.Fatalf("%d rounds ending with %s (%s); want the first pass, then releases cut off again, invalid", len(s.Rounds), last.Probe, s.Verdict)
+	}
+	// What pulled it: the first pass's table (the session's sum) flags the row.
+	pass := NewTally()
+	for i, r := range s.Rounds[:len(menu)] {
+		pass.Add(menu[i], r.Coverage)
+	}
+	if row, ok := pass.Coverage.Row(coverage.RowFaultReleasing); !ok || row.NotExercised == "" || !pass.pulls(menu[slices.IndexFunc(menu, func(p Probe) bool { return p.Name == "releases cut off" })]) {
+		t.Errorf("after the first pass the mid-release row is %+v (found %v); want it flagged, pulling releases cut off", row, ok)
+	}
+}
+
+// fakeZooKeeperSession runs a session's loop on ZooKeeper's menu (4 s sessions) with
+// faked rounds: each round exercises every aim of the menu once, then round changes
+// the counts for the probe's look-th round and gives its verdict (an invalid one, a
+// recipe bug, ends the session).
+func fakeZooKeeperSession(t *testing.T, round func(name string, look int, counts map[string]int) models.Verdict) ([]Probe, Session) {
+	t.Helper()
 	menu := Probes(4*time.Second, false)
 	var every []string
 	for _, p := range menu {
@@ -354,75 +412,18 @@ func TestFeedbackSendsAMissedProbeBack(t *testing.T) {
 		for _, a := range every {
 			counts[a] = 1 // every round exercises a little of everything
 		}
-		counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 0, 0
-		switch {
-		case name == "crashing and cut-off clients":
-			counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 50, 50
-		case name == "replies lost" && looks[name] == 1:
-			counts[coverage.RowFaultIdle] = 3 // the first look: only idle workers
-		case name == "replies lost":
-			counts[coverage.RowFaultAcquiring], counts[coverage.RowAcquireInfo] = 2, 1
-			return Round{Verdict: models.Invalid, Cause: "recipe bug", Coverage: table(counts)}, nil
+		v := round(name, looks[name], counts)
+		r := Round{Verdict: v, Coverage: table(counts)}
+		if v == models.Invalid {
+			r.Cause = "recipe bug"
 		}
-		return Round{Verdict: models.Valid, Coverage: table(counts)}, nil
+		return r, nil
 	}
 	s, err := Config{Budget: time.Hour, Menu: menu}.loop(context.Background(), harness.Config{SessionTimeout: 4 * time.Second}, run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := s.Rounds[len(s.Rounds)-1]
-	if s.Verdict != models.Invalid || len(s.Rounds) != len(menu)+1 || last.Probe != "replies lost" {
-		t.Fatalf("%d rounds ending with %s (%s); want the first pass, then replies lost again, invalid", len(s.Rounds), last.Probe, s.Verdict)
-	}
-	if first := s.Rounds[1]; first.Probe != "replies lost" || first.AimLanded {
-		t.Errorf("round 2: %s, aim landed %v; want replies lost's first look, missed", first.Probe, first.AimLanded)
-	}
-}
-
-// TestAFlaggedRowPullsTheNextRound: ZooKeeper's own menu, its rounds faked (a unit
-// test of the loop), on a recipe whose bug shows only when a client fault is in force
-// while its holder releases (mutant-swallowed-release's). Releases cut off's first
-// look ends a release unknown but puts no fault on a release, so the session's table
-// flags that row "not exercised", and no other probe raises it. After the first
-// pass the flagged row pulls the next round to releases cut off, the one probe that
-// aims at it, and that round finds the bug.
-func TestAFlaggedRowPullsTheNextRound(t *testing.T) {
-	menu := Probes(4*time.Second, false)
-	var every []string
-	for _, p := range menu {
-		every = append(every, p.Aims...)
-	}
-	looks := map[string]int{}
-	run := func(_ context.Context, c harness.Config) (Round, error) {
-		name := probeOf(t, menu, c)
-		looks[name]++
-		counts := map[string]int{}
-		for _, a := range every {
-			counts[a] = 1 // every round exercises a little of everything but a fault mid-release
-		}
-		counts[coverage.RowFaultReleasing] = 0
-		if name == "releases cut off" && looks[name] > 1 {
-			counts[coverage.RowFaultReleasing] = 1
-			return Round{Verdict: models.Invalid, Cause: "liveness", Coverage: table(counts)}, nil
-		}
-		return Round{Verdict: models.Valid, Coverage: table(counts)}, nil
-	}
-	s, err := Config{Budget: time.Hour, Menu: menu}.loop(context.Background(), harness.Config{SessionTimeout: 4 * time.Second}, run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := s.Rounds[len(s.Rounds)-1]
-	if s.Verdict != models.Invalid || len(s.Rounds) != len(menu)+1 || last.Probe != "releases cut off" {
-		t.Fatalf("%d rounds ending with %s (%s); want the first pass, then releases cut off again, invalid", len(s.Rounds), last.Probe, s.Verdict)
-	}
-	// What pulled it: the first pass's table (the session's sum) flags the row.
-	pass := NewTally()
-	for i, r := range s.Rounds[:len(menu)] {
-		pass.Add(menu[i], r.Coverage)
-	}
-	if row, ok := pass.Coverage.Row(coverage.RowFaultReleasing); !ok || row.NotExercised == "" || !pass.pulls(menu[slices.IndexFunc(menu, func(p Probe) bool { return p.Name == "releases cut off" })]) {
-		t.Errorf("after the first pass the mid-release row is %+v (found %v); want it flagged, pulling releases cut off", row, ok)
-	}
+	return menu, s
 }
 
 // probeOf is the probe of menu whose faults round config c runs.
