@@ -101,14 +101,15 @@ class RedisLock:
             begun = time.monotonic()
             try:
                 self.lock.reacquire()
-                until = begun + self.ttl
-                with self.mu:
-                    if self.hold is stop:
-                        self.events.renewed()
             except LockNotOwnedError:
                 return self.lose(stop, "the lock's key is gone or holds another's token")
             except redis.RedisError:
-                pass  # try again at the next third; the validity decides
+                continue  # try again at the next third; the validity decides
+            until = begun + self.ttl
+            with self.mu:
+                held = self.hold is stop
+            if held:  # not released meanwhile; the event is written outside the lock
+                self.events.renewed()
 
     def lose(self, stop, why):
         with self.mu:
