@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 )
 
 // TestVanishedHolderKeepsADatabaseLock: a holder whose host vanishes (client-vanish:
@@ -71,7 +73,9 @@ func TestVanishedHolderKeepsADatabaseLock(t *testing.T) {
 // one, never a recipe bug; a worker that never notices (the no-heartbeat mutant, as
 // an exec worker too) is a recipe bug. On PostgreSQL and MariaDB, the runs side by
 // side. PostgreSQL's correct exec workers are the example workers, on psycopg and
-// node-postgres (TestExampleWorkersUnderFaults, the same fault).
+// node-postgres (TestExampleWorkersUnderFaults, the same fault). MariaDB's mutant is
+// make test-long's: PostgreSQL's is the same family as an exec worker (make test's
+// time).
 func TestAnExecSessionLockKilledIsNotARecipeBug(t *testing.T) {
 	requireDatabases(t)
 	cases := []struct{ service, correct, blind string }{
@@ -84,6 +88,9 @@ func TestAnExecSessionLockKilledIsNotARecipeBug(t *testing.T) {
 				continue
 			}
 			t.Run(c.service+"/"+recipe, func(t *testing.T) {
+				if recipe == "mutant-mariadb-no-heartbeat" {
+					testenv.Long(t, "the same family as an exec worker is postgres/mutant-pg-advisory-no-heartbeat's in make test")
+				}
 				t.Parallel()
 				store := keptIfFailed(t)
 				_, stdout, stderr := zlockcheck(t, "run", "--service", c.service, "--recipe", "exec",

@@ -79,11 +79,14 @@ func RedisProbes(ttl time.Duration) []Probe {
 		// validity. Every fault here makes an honest overlap, so the round runs to
 		// its end: the bug comes after one. Kills and failovers, which leave the key
 		// gone for longer than a validity (the holder learns it lost), come later.
+		// A full first look: the fault must come while a long holder holds, and the
+		// worker that takes the key must be short (or long, for a blind extend);
+		// an 8 s look has four faults, and missed extend-recreates in one seed of two.
 		{Setup: nemesis.Setup{Name: "keys lost under a long holder",
 			Classes:       []nemesis.Class{nemesis.ClassClockJump, nemesis.ClassRestart},
 			ServerTargets: minority, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{lostKey(ttl)}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
-			RunThrough: true},
+			RunThrough: true, FirstLook: 20 * time.Second},
 		{Setup: nemesis.Setup{Name: "instances slowed, paused, cut off",
 			Classes:       []nemesis.Class{nemesis.ClassPacket, nemesis.ClassPause, nemesis.ClassPartition},
 			ServerTargets: minority, Shapes: []nemesis.Shape{nemesis.IsolateOne}, Interval: 2 * time.Second},
