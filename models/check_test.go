@@ -782,3 +782,22 @@ func TestJudgeMakesTheLockAdvisoryWhenItProtectsData(t *testing.T) {
 		t.Errorf("a lock without data: %s, want invalid", v)
 	}
 }
+
+// TestJudgeNeverMakesARecipeBugAdvisory: beside protected data, a lock check whose
+// violation is a recipe bug decides the verdict; an honest one stays advisory.
+func TestJudgeNeverMakesARecipeBugAdvisory(t *testing.T) {
+	data := Judged{Verdict: Valid, Checker: CheckerRegister + "+" + CheckerFinalValue, Lock: true}
+	for _, c := range []struct {
+		lock         Judged
+		want         Verdict
+		wantAdvisory bool
+	}{
+		{Judged{Verdict: Invalid, Checker: CheckerHolds, Lock: true}, Valid, true},
+		{Judged{Verdict: Invalid, Checker: CheckerHolds, Lock: true, Bug: true}, Invalid, false},
+	} {
+		v, advisory := Judge([]Judged{c.lock, data})
+		if v != c.want || advisory[0] != c.wantAdvisory || advisory[1] {
+			t.Errorf("lock %+v beside valid data: verdict %s, advisory %v; want %s, lock advisory %v", c.lock, v, advisory, c.want, c.wantAdvisory)
+		}
+	}
+}

@@ -13,6 +13,10 @@ type Judged struct {
 	// Lock is set for a check of the lock itself: a lock key's model, not a check the
 	// report adds.
 	Lock bool
+	// Bug is set for a lock check whose violation has a cause no fault of the
+	// service explains (a recipe bug): it decides the verdict even where data is
+	// protected, as fencing kept this run's data safe but the lock itself broke.
+	Bug bool
 }
 
 // Data reports whether the check is of the data a lock protects (a register key: its
@@ -26,7 +30,8 @@ func (j Judged) Data() bool {
 // (a counter key, checked as a register), the lock's own checks are advisory: what
 // counts is whether the data stayed right. A fenced counter's lock may well overlap
 // (a paused holder) while fencing keeps every write safe; an unfenced one shows the
-// harm as lost updates.
+// harm as lost updates. A lock check that found a recipe bug (Judged.Bug) is never
+// advisory.
 func Judge(checks []Judged) (Verdict, []bool) {
 	data := false
 	for _, c := range checks {
@@ -35,7 +40,7 @@ func Judge(checks []Judged) (Verdict, []bool) {
 	v := Valid
 	advisory := make([]bool, len(checks))
 	for i, c := range checks {
-		advisory[i] = data && c.Lock && !c.Data()
+		advisory[i] = data && c.Lock && !c.Data() && !c.Bug
 		if !advisory[i] {
 			v = Worse(v, c.Verdict)
 		}

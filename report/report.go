@@ -386,14 +386,17 @@ func ExercisedCheck(t coverage.Table) (c Check, nothing bool) {
 
 // Verdict marks advisory checks and returns the overall verdict, as models.Judge
 // rules: the worst of the checks that decide it. When a history protects data with
-// its lock (a counter key, checked as a register), the lock's own checks are advisory.
+// its lock (a counter key, checked as a register), the lock's own checks are advisory,
+// unless their cause is a recipe bug (a check without a cause, as a bare file's,
+// stays advisory).
 func Verdict(checks []Check) ([]Check, models.Verdict) {
 	judged := make([]models.Judged, len(checks))
 	for i, c := range checks {
 		// A token check is never advisory: a reused token breaks fencing whether or
 		// not this run's data showed it.
 		judged[i] = models.Judged{Verdict: c.Verdict, Checker: c.Checker,
-			Lock: c.Key != LivenessKey && c.Key != CoverageKey && !strings.HasPrefix(c.Key, tokensKeyPrefix)}
+			Lock: c.Key != LivenessKey && c.Key != CoverageKey && !strings.HasPrefix(c.Key, tokensKeyPrefix),
+			Bug:  c.Verdict == models.Invalid && c.Cause != nil && !c.Cause.Class.Honest()}
 	}
 	v, advisory := models.Judge(judged)
 	for i := range checks {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/histories"
 	"github.com/zlockcheck/zlockcheck/models"
+	"github.com/zlockcheck/zlockcheck/models/cause"
 )
 
 func op(t histories.Type, f string, p int, at int64) histories.Op {
@@ -116,6 +117,8 @@ func TestLockChecksAreAdvisoryWhenDataIsChecked(t *testing.T) {
 	counterOK := Check{Key: "counter", Verdict: models.Valid, Checker: "register+final-value"}
 	counterBad := Check{Key: "counter", Verdict: models.Invalid, Checker: "register"}
 	liveBad := Check{Key: LivenessKey, Verdict: models.Invalid, Checker: "final phase"}
+	lockUnfenced := Check{Key: "l0", Verdict: models.Invalid, Checker: "holds", Cause: &cause.Finding{Class: cause.Unfenced}}
+	lockBug := Check{Key: "l0", Verdict: models.Invalid, Checker: "holds", Cause: &cause.Finding{Class: cause.RecipeBug}}
 	cases := []struct {
 		name   string
 		checks []Check
@@ -125,6 +128,8 @@ func TestLockChecksAreAdvisoryWhenDataIsChecked(t *testing.T) {
 		{"fenced data stays right", []Check{lockBad, counterOK}, models.Valid},
 		{"lost update", []Check{lockBad, counterBad}, models.Invalid},
 		{"liveness is never advisory", []Check{lockBad, counterOK, liveBad}, models.Invalid},
+		{"an honest overlap beside fenced data", []Check{lockUnfenced, counterOK}, models.Valid},
+		{"a recipe bug is never advisory", []Check{lockBug, counterOK}, models.Invalid},
 	}
 	for _, c := range cases {
 		checks, v := Verdict(append([]Check(nil), c.checks...))
@@ -132,7 +137,7 @@ func TestLockChecksAreAdvisoryWhenDataIsChecked(t *testing.T) {
 			t.Errorf("%s: verdict %s, want %s", c.name, v, c.want)
 		}
 		for _, ch := range checks {
-			if ch.Advisory && ch.Key != "l0" {
+			if ch.Advisory && (ch.Key != "l0" || ch.Cause != nil && ch.Cause.Class == cause.RecipeBug) {
 				t.Errorf("%s: %s marked advisory", c.name, ch.Key)
 			}
 		}
