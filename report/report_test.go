@@ -177,3 +177,36 @@ func TestSteadyCyclesPerSecond(t *testing.T) {
 		})
 	}
 }
+
+// TestARecipeBugBesideFencedDataIsInvalid: a recorded round of explore on
+// mutant-pg-table-delete-by-name (testdata/histories/README.md): the fenced counter
+// stayed right, but a resumed holder's DELETE by name removed the next holder's row
+// and a third was granted while it held. The run is invalid by a recipe bug; the lock
+// check is not advisory.
+func TestARecipeBugBesideFencedDataIsInvalid(t *testing.T) {
+	src := filepath.Join("..", "testdata", "histories", "mutant-pg-table-delete-by-name-paused.jsonl")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "history.jsonl")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := CheckRun(Run{Dir: dir, History: path, Test: "t", Cause: cause.Params{SessionTimeout: 2 * time.Second}}, models.Config{Kind: models.Mutex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verdict != models.Invalid {
+		t.Errorf("verdict %s, want invalid", res.Verdict)
+	}
+	for _, c := range res.Checks {
+		if c.Key == "l0" && (c.Advisory || c.Cause == nil || c.Cause.Class != cause.RecipeBug) {
+			t.Errorf("lock check: advisory %v, cause %+v; want a recipe bug deciding the verdict", c.Advisory, c.Cause)
+		}
+		if c.Key == "counter" && c.Verdict != models.Valid {
+			t.Errorf("counter: %s, want valid (fencing kept it)", c.Verdict)
+		}
+	}
+}

@@ -11,19 +11,18 @@ import (
 // DatabaseProbes is explore's menu on PostgreSQL and MariaDB for a lock whose
 // session timeout (its heartbeat bound, a lock row's expiry) is ttl. The regimes are
 // Redis's (redisRegimes): a database lock is a lease or a session, polled or waited
-// for in the server, never a queue of nodes. The order follows Redis's: races (short
-// holds only: a lock left held is called blocked soonest) and faults no correct
-// recipe overlaps under first (a session lock released on another connection or one
-// level too few; a holder killed or whose session the server ends, second since
-// issue 38: it finds five mutants' families; a holder cut off, whose release the
-// kernel delivers late, third since then, where it was fourth; an INSERT whose reply
-// is lost), then the faults that make honest overlaps (a primary lost with the grants
-// its standby never saw; a session the server ended under a long holder, who must
-// learn of it within a session timeout; a holder paused past its row's expiry), so a
-// session on a correct recipe reaches them last. The last probe runs the fenced
-// counter when the recipe can (FencedCounter): a takeover must change the token, or
-// the resource takes the stale holder's writes; the very last makes holders' hosts
-// vanish.
+// for in the server, never a queue of nodes. In the order a session first runs
+// them: races (short holds only: a lock left held is called blocked soonest); a
+// holder killed or whose session the server ends (second since issue 38: it finds
+// five mutants' families); a holder paused past its row's expiry, with the fenced
+// counter when the recipe can (FencedCounter: a takeover must change the token, or
+// the resource takes the stale holder's writes), third since issue 38, where it was
+// eighth: the resumed holder's release must not remove the next holder's row (a
+// DELETE by name), and its honest overlap no longer ends a session; a holder cut off,
+// whose release the kernel delivers late; an INSERT whose reply is lost; servers
+// slowed or paused; acquirers paused; a primary lost with the grants its standby
+// never saw (an honest overlap, then what the recipe does after it); and last the
+// holders' hosts vanished.
 func DatabaseProbes(ttl time.Duration) []Probe {
 	race, pastTTL, shortHolds := redisRegimes(ttl)
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
@@ -40,6 +39,10 @@ func DatabaseProbes(ttl time.Duration) []Probe {
 		{Setup: nemesis.Setup{Name: "holders killed", Classes: []nemesis.Class{nemesis.ClassClientKill, nemesis.ClassConnectionKill},
 			ClientTargets: holder, Interval: time.Second},
 			Regimes: []workloads.Regime{pastTTL, shortHolds}, Aims: []string{coverage.RowFaultHolding, coverage.RowLost, coverage.RowOrphans, coverage.RowLongHold}},
+		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
+			ClientTargets: holder, Interval: 2 * time.Second},
+			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold},
+			FencedCounter: true},
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * ttl},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss}},
@@ -64,10 +67,6 @@ func DatabaseProbes(ttl time.Duration) []Probe {
 			ServerTargets: []nemesis.Target{nemesis.TargetOne}, Interval: 3 * time.Second},
 			Regimes: []workloads.Regime{lostKey(ttl), shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
 			RunThrough: true},
-		{Setup: nemesis.Setup{Name: "holders paused past the TTL", Classes: []nemesis.Class{nemesis.ClassClientPause},
-			ClientTargets: holder, Interval: 2 * time.Second},
-			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold},
-			FencedCounter: true},
 		// A holder whose host vanishes: no FIN or reset reaches the server, which keeps
 		// the session, and its lock, until its TCP keepalive gives up. With the
 		// kernel's defaults that is 2 h 11 min: an honest configuration finding on every
