@@ -20,18 +20,26 @@ import (
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
 
-// fixtureRun copies testdata/NAME.jsonl into a fresh run directory and checks it.
-func fixtureRun(t *testing.T, name string) (Results, histories.History) {
+// copyToRunDir copies the history file src into a fresh run directory, returning
+// the directory and the copy's path.
+func copyToRunDir(t *testing.T, src string) (dir, path string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name+".jsonl"))
+	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "history.jsonl")
+	dir = t.TempDir()
+	path = filepath.Join(dir, "history.jsonl")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir, path
+}
+
+// fixtureRun copies testdata/NAME.jsonl into a fresh run directory and checks it.
+func fixtureRun(t *testing.T, name string) (Results, histories.History) {
+	t.Helper()
+	dir, path := copyToRunDir(t, filepath.Join("testdata", name+".jsonl"))
 	h, _, err := histories.Load(path)
 	if err != nil {
 		t.Fatal(err)

@@ -184,16 +184,7 @@ func TestSteadyCyclesPerSecond(t *testing.T) {
 // and a third was granted while it held. The run is invalid by a recipe bug; the lock
 // check is not advisory.
 func TestARecipeBugBesideFencedDataIsInvalid(t *testing.T) {
-	src := filepath.Join("..", "testdata", "histories", "mutant-pg-table-delete-by-name-paused.jsonl")
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "history.jsonl")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, path := copyToRunDir(t, filepath.Join("..", "testdata", "histories", "mutant-pg-table-delete-by-name-paused.jsonl"))
 	res, err := CheckRun(Run{Dir: dir, History: path, Test: "t", Cause: cause.Params{SessionTimeout: 2 * time.Second}}, models.Config{Kind: models.Mutex})
 	if err != nil {
 		t.Fatal(err)
