@@ -51,10 +51,11 @@ const LeaseTTL = 2 * time.Second
 
 // RedisProbes is explore's menu on Redis for a lock whose TTL is ttl (the session
 // timeout), in the order the mutants' families are found fastest: races and holds
-// past the TTL, holders cut off, then instances that lose or expire a key early (an
-// overlap no recipe prevents, "server lost the lock" or "clock", which a recipe's
-// extend must learn of: the extend families' probe, third), then servers slowed or
-// cut off, dead holders, paused acquirers, and last a holder paused past its TTL (an
+// past the TTL, holders cut off, then instances that lose or expire a key early and
+// stay up (an overlap no recipe prevents, "server lost the lock" or "clock", which a
+// recipe's extend must learn of: the extend families' probe, third), then servers
+// slowed or cut off, dead holders, instances killed or failed over (a key gone past
+// the holder's validity), paused acquirers, and last a holder paused past its TTL (an
 // unfenced overlap only).
 func RedisProbes(ttl time.Duration) []Probe {
 	race, pastTTL, shortHolds := redisRegimes(ttl)
