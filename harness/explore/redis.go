@@ -67,15 +67,11 @@ func RedisProbes(ttl time.Duration) []Probe {
 		// A holder cut off has its release's DEL delivered when the cut heals, late (a
 		// TCP retransmission): only a compare-and-delete leaves the next holder's key
 		// alone. A long quiet time after the heal lets it land on a holder not cut off.
-		// Then long holds: a holder cut off past its TTL must report lost. A cut
-		// (about two TTLs, after a quiet time of about two TTLs) takes about 8 s: a
-		// 14 s first look has two, where 8 s had one: with 8 s, mutant-redis-blind-del
-		// and mutant-redis-static-value were each missed in one seed of two, with 14 s
-		// caught in both (BENCHMARKS.md).
+		// Then long holds: a holder cut off past its TTL must report lost.
 		{Setup: nemesis.Setup{Name: "holders cut off", Classes: []nemesis.Class{nemesis.ClassClientPartition},
 			ClientTargets: holder, Interval: 2 * ttl},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowGrantAfterLoss},
-			FirstLook: 14 * time.Second},
+			FirstLook: cutOffFirstLook},
 		// A server that loses a long holder's key at once and stays up: a waiter
 		// takes the key, and the long holder's next extend, a third of a TTL later at
 		// most, must find it gone (a short holder took and released it: an extend
@@ -110,6 +106,13 @@ func RedisProbes(ttl time.Duration) []Probe {
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
 	}
 }
+
+// cutOffFirstLook is the first look of *holders cut off*. A cut (about two TTLs,
+// after a quiet time of about two TTLs) takes about 8 s: a 14 s look has two, where
+// 8 s had one. Measured on 2026-11-29 (BENCHMARKS.md): with 8 s, mutant-redis-blind-del
+// and mutant-redis-static-value were each missed in one seed of two; with 14 s, caught
+// in both.
+const cutOffFirstLook = 14 * time.Second
 
 // lostKeyFirstLook is the first look of *keys lost under a long holder*: the fault
 // must come while a long holder holds and the worker that takes the key must be short
