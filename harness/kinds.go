@@ -24,6 +24,7 @@ func (c Config) plan() lockservice.Plan {
 		Kind: kind.Of(c.Service).Name, Recipe: c.Recipe, Catalogued: catalogued, RedLock: catalogued && r.RedLock,
 		Nodes: c.Nodes, SessionTimeout: c.SessionTimeout, Connect: c.Connect, SSH: c.SSH,
 		Processes: len(c.BaselineArgv) > 0, Fenced: c.Workload.Fenced, Faults: c.Nemesis,
+		CacheDir: c.Worker.CacheDir,
 	}
 }
 

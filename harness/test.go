@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/recipes"
@@ -53,7 +54,7 @@ type WorkerSetup struct {
 	// Self is the zlockcheck binary, which serves the Go recipes (`zlockcheck worker`).
 	Self string
 	// CacheDir is where the Java and Python workers are unpacked and built; "" is the
-	// user's cache directory (recipes.CacheDir; the CLI passes $ZLC_CACHE_DIR).
+	// user's cache directory (maven.CacheDir; the CLI passes $ZLC_CACHE_DIR).
 	CacheDir string
 	// JavaDir holds Debian's jars; "" is /usr/share/java (the CLI passes $ZLC_JAVA_DIR).
 	JavaDir string
@@ -186,7 +187,7 @@ func (w WorkerSetup) Command(ctx context.Context, r recipes.Entry) ([]string, er
 	}
 	if r.Runtime != recipes.InProcess {
 		var err error
-		if env.CacheDir, err = recipes.CacheDir(w.CacheDir); err != nil {
+		if env.CacheDir, err = maven.CacheDir(w.CacheDir); err != nil {
 			return nil, err
 		}
 	}

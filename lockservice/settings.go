@@ -61,6 +61,9 @@ type Plan struct {
 	Fenced bool
 	// Faults are the run's fault classes.
 	Faults []nemesis.Class
+	// CacheDir is where releases fetched from a registry are kept (maven.CacheDir's
+	// override: "" is the user's cache directory).
+	CacheDir string
 }
 
 // The optional abilities of a kind's settings, each asked for where it is used.

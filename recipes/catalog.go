@@ -21,7 +21,8 @@ const (
 	// --recipe NAME` (Serve) in a process of the zlockcheck binary itself.
 	InProcess Runtime = "go"
 	// Java recipes run in ZlcCuratorWorker (package recipes/curator), compiled with
-	// javac against Debian's Curator jars on first use.
+	// javac on first use against Debian's Curator jars, or against a release fetched
+	// from Maven Central (Library.Maven).
 	Java Runtime = "java"
 	// Python recipes run in kazoo_worker.py (package recipes/kazoo) on Debian's
 	// /usr/bin/python3 with python3-kazoo.
@@ -29,11 +30,14 @@ const (
 )
 
 // Library names the library a recipe tests, for the record of a run: its version is
-// the Debian package's (Debian) or the Go module's (Module; "" for this module).
+// the Debian package's (Debian), the Go module's (Module; "" for this module) or the
+// release that Maven names (a profile of recipes/jvm/pom.xml, e.g. "curator-5.9.0":
+// the worker is compiled against its jars).
 type Library struct {
 	Name   string
 	Debian string
 	Module string
+	Maven  string
 }
 
 // Entry is one recipe of the catalogue.
@@ -67,6 +71,17 @@ type Entry struct {
 	SessionLock bool
 	// New builds an InProcess recipe; nil for the others.
 	New Constructor
+	// Base is the recipe this one is with another release of its library (Library
+	// says which): its worker is told Base ("": Name).
+	Base string
+}
+
+// WorkerRecipe is the name the recipe's worker is told: Base, or Name.
+func (r Entry) WorkerRecipe() string {
+	if r.Base != "" {
+		return r.Base
+	}
+	return r.Name
 }
 
 // Catalog lists every recipe: the real ones sorted by name, then the mutants sorted
@@ -104,6 +119,7 @@ func Catalog() []Entry {
 			Kinds: []workloads.Kind{workloads.RWLock},
 			Doc:   "Kazoo's ReadLock / WriteLock"},
 	}
+	list = append(list, curatorRelease(list, Library{Name: "Curator", Maven: "curator-5.9.0"})...)
 	for _, m := range append(zlcmutex.Mutants(), zlcmutex.MutantHerd) {
 		list = append(list, Entry{Name: m.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
@@ -120,6 +136,24 @@ func Catalog() []Entry {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return list
+}
+
+// curatorRelease is the Curator recipes of list again with library l, a release from
+// Maven Central: curator-mutex becomes curator-5.9-mutex (Curator 5.9.0).
+func curatorRelease(list []Entry, l Library) []Entry {
+	version := strings.TrimPrefix(l.Maven, "curator-")
+	short := version[:strings.LastIndex(version, ".")]
+	var out []Entry
+	for _, e := range list {
+		if e.Library.Debian != "libcurator-recipes-java" {
+			continue
+		}
+		e.Base, e.Library = e.Name, l
+		e.Name = "curator-" + short + strings.TrimPrefix(e.Name, "curator")
+		e.Doc = strings.Replace(e.Doc, "Curator's", "Curator "+version+"'s", 1)
+		out = append(out, e)
+	}
+	return out
 }
 
 // redisEntries are the Redis recipes and their mutants.
@@ -231,6 +265,9 @@ func (r Entry) Supports(k workloads.Kind) bool { return slices.Contains(r.Kinds,
 // 5.4.0-1 (Debian libcurator-recipes-java)", for results.json; "" when unknown.
 func (r Entry) Version() string {
 	l := r.Library
+	if l.Maven != "" {
+		return l.Name + " " + l.Maven[strings.LastIndex(l.Maven, "-")+1:] + " (Maven Central)"
+	}
 	if l.Debian != "" {
 		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", l.Debian).Output()
 		if err != nil || len(out) == 0 {

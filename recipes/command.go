@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/recipes/curator"
+	"github.com/zlockcheck/zlockcheck/recipes/jvm"
 	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
 )
 
@@ -31,37 +33,23 @@ type CommandEnv struct {
 	Log io.Writer
 }
 
-// CacheDir is where the Java and Python workers are unpacked and built: override when
-// set (the CLI passes $ZLC_CACHE_DIR), else zlockcheck under the user's cache
-// directory (e.g. ~/.cache/zlockcheck).
-func CacheDir(override string) (string, error) {
-	if override != "" {
-		return filepath.Abs(override)
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", errNoCacheDir, err)
-	}
-	return filepath.Join(base, "zlockcheck"), nil
-}
-
 // Command returns the command line of one worker of the recipe. For a Java or Python
 // recipe it first checks that what the worker needs is installed (the error names the
 // Debian packages to install) and unpacks the worker into env.CacheDir, compiling the
 // Curator worker on first use.
 func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
-	if err := r.Runtime.check(env); err != nil {
+	if err := r.Runtime.check(env, r.Library.Maven != ""); err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
 	}
 	switch r.Runtime {
 	case InProcess:
 		return []string{env.Self, "worker", "--recipe", r.Name}, nil
 	case Java:
-		dir, err := curatorWorker(ctx, env)
+		dir, err := curatorWorker(ctx, env, r.Library.Maven)
 		if err != nil {
 			return nil, err
 		}
-		return []string{filepath.Join(dir, "run.sh"), filepath.Join(dir, "build"), r.Name}, nil
+		return []string{filepath.Join(dir, "run.sh"), filepath.Join(dir, "build"), r.WorkerRecipe()}, nil
 	case Python:
 		if env.CacheDir == "" {
 			return nil, errNoCacheDir
@@ -78,10 +66,20 @@ func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 // curatorWorker unpacks and compiles the Curator worker into the cache (once per
 // content) and returns its directory: run.sh and the other scripts, build/ the classes.
 // The process that put the directory in place then records the class-data-sharing
-// archive there (cds.sh), which must be made where the jar stays.
-func curatorWorker(ctx context.Context, env CommandEnv) (string, error) {
+// archive there (cds.sh), which must be made where the jar stays. release, when set,
+// is a profile of recipes/jvm/pom.xml: its jars are fetched into the cache and linked
+// as the directory's lib/, which the scripts then use in place of Debian's.
+func curatorWorker(ctx context.Context, env CommandEnv, release string) (string, error) {
 	if env.CacheDir == "" {
 		return "", errNoCacheDir
+	}
+	name, lib := "curator", ""
+	if release != "" {
+		dir, err := jvm.Fetch(ctx, maven.Config{CacheDir: env.CacheDir, Log: env.Log}, release)
+		if err != nil {
+			return "", err
+		}
+		name, lib = "curator-"+filepath.Base(dir), filepath.Join(dir, "lib")
 	}
 	logw := env.Log
 	if logw == nil {
@@ -98,7 +96,12 @@ func curatorWorker(ctx context.Context, env CommandEnv) (string, error) {
 		}
 		return nil
 	}
-	u, err := unpack(env.CacheDir, "curator", curator.Files(), func(tmp string) error {
+	u, err := unpack(env.CacheDir, name, curator.Files(), func(tmp string) error {
+		if lib != "" {
+			if err := os.Symlink(lib, filepath.Join(tmp, "lib")); err != nil {
+				return fmt.Errorf("the Curator worker: %w", err)
+			}
+		}
 		fmt.Fprintf(logw, "compiling the Curator worker into %s\n", env.CacheDir)
 		return script(tmp, "build.sh", "ZLC_NO_CDS=1")
 	})
@@ -123,14 +126,18 @@ type need struct {
 	pkg                   string
 }
 
-// needs lists what the runtime's workers need, in the order they are checked.
-func (rt Runtime) needs() []need {
+// needs lists what the runtime's workers need, in the order they are checked; a
+// Java worker of a release from Maven Central (maven) needs no Debian jars.
+func (rt Runtime) needs(maven bool) []need {
 	switch rt {
 	case Java:
 		list := []need{
 			{command: "java", pkg: "default-jdk-headless"},
 			{command: "javac", pkg: "default-jdk-headless"},
 			{command: "jar", pkg: "default-jdk-headless"},
+		}
+		if maven {
+			return list
 		}
 		// libcurator-recipes-java depends on the rest (as the Makefile's setup
 		// installs it); slf4j-simple, the worker's logger, is libslf4j-java's.
@@ -153,7 +160,7 @@ func (rt Runtime) needs() []need {
 // none for an InProcess recipe.
 func (r Entry) Packages() []string {
 	var pkgs []string
-	for _, n := range r.Runtime.needs() {
+	for _, n := range r.Runtime.needs(r.Library.Maven != "") {
 		if !slices.Contains(pkgs, n.pkg) {
 			pkgs = append(pkgs, n.pkg)
 		}
@@ -162,14 +169,14 @@ func (r Entry) Packages() []string {
 }
 
 // check reports what the runtime needs and is missing, as one error that says which
-// Debian packages to install.
-func (rt Runtime) check(env CommandEnv) error {
+// Debian packages to install (maven: as needs).
+func (rt Runtime) check(env CommandEnv, maven bool) error {
 	javaDir := env.JavaDir
 	if javaDir == "" {
 		javaDir = "/usr/share/java"
 	}
 	var missing, pkgs []string
-	for _, n := range rt.needs() {
+	for _, n := range rt.needs(maven) {
 		var what string
 		switch {
 		case n.command != "":

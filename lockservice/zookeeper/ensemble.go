@@ -45,6 +45,11 @@ type EnsembleConfig struct {
 	// ZKHome is a ZooKeeper install (a release tarball's directory); empty means
 	// Debian's zookeeper package.
 	ZKHome string
+	// Release is a ZooKeeper release from Maven Central (one of Releases), fetched
+	// into CacheDir (maven.CacheDir's override) on first use; empty means ZKHome or
+	// Debian's package.
+	Release  string
+	CacheDir string
 	// Java is the java binary; empty means "java".
 	Java string
 	// Dir is where each server's config, data and log go (Dir/s1, Dir/s2, ...).
@@ -212,13 +217,21 @@ func (c *EnsembleConfig) classpath(ctx context.Context, fs installFiles) (string
 	if w := fs.Where(); w != "" {
 		on = " on " + w
 	}
-	if c.ZKHome != "" {
-		parts, err := fs.Glob(ctx, filepath.Join(c.ZKHome, "conf"), filepath.Join(c.ZKHome, "*.jar"), filepath.Join(c.ZKHome, "lib/*.jar"))
+	home, flag := c.ZKHome, "--zk-home"
+	if c.Release != "" {
+		var err error
+		if home, err = fetchRelease(ctx, c.Release, c.CacheDir); err != nil {
+			return "", err
+		}
+		flag = "--zk-version " + c.Release + ": " + home
+	}
+	if home != "" {
+		parts, err := fs.Glob(ctx, filepath.Join(home, "conf"), filepath.Join(home, "*.jar"), filepath.Join(home, "lib/*.jar"))
 		if err != nil {
 			return "", err
 		}
 		if len(parts) < 2 {
-			return "", fmt.Errorf("--zk-home %s%s: no ZooKeeper jars found (looked for *.jar and lib/*.jar)", c.ZKHome, on)
+			return "", fmt.Errorf("%s%s: no ZooKeeper jars found (looked for *.jar and lib/*.jar)", flag, on)
 		}
 		return strings.Join(parts, ":"), nil
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type Settings struct {
 	// ZKHome is a ZooKeeper install to use instead of Debian's package (on SSH nodes:
 	// a path on each node).
 	ZKHome string `json:"zk_home,omitempty"`
+	// ZKVersion is a ZooKeeper release from Maven Central to run instead of Debian's
+	// package: one of Releases (releases/pom.xml); "" is Debian's.
+	ZKVersion string `json:"zk_version,omitempty"`
 	// Tick, InitLimit and SyncLimit are the servers' timing knobs (0: the defaults).
 	Tick      time.Duration `json:"tick_ns"`
 	InitLimit int           `json:"init_limit"`
@@ -60,6 +64,7 @@ func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
 	s := DefaultSettings()
 	fs.IntVar(&s.Observers, "observers", 0, "ZooKeeper observers beside the --nodes voting servers: they serve clients but do not vote (with --ssh-nodes, the last N nodes); docs/running.md#observers")
 	fs.StringVar(&s.ZKHome, "zk-home", "", "ZooKeeper install to use instead of Debian's zookeeper package")
+	fs.StringVar(&s.ZKVersion, "zk-version", "", "ZooKeeper release from Maven Central to run instead of Debian's zookeeper package (3.8.0): "+strings.Join(Releases(), " or ")+"; fetched into the cache by make setup or on first use")
 	fs.DurationVar(&s.Tick, "tick", s.Tick, "ZooKeeper servers' tickTime")
 	fs.IntVar(&s.InitLimit, "init-limit", s.InitLimit, "ZooKeeper servers' initLimit (ticks)")
 	fs.IntVar(&s.SyncLimit, "sync-limit", s.SyncLimit, "ZooKeeper servers' syncLimit (ticks)")
@@ -122,7 +127,28 @@ func (s Settings) Validate(p lockservice.Plan) error {
 	case s.Heap != "" && !isHeapSize(s.Heap):
 		return fmt.Errorf("server-heap: want a JVM size such as 256m or 1g, got %q", s.Heap)
 	}
+	if err := s.validateVersion(p); err != nil {
+		return err
+	}
 	return validateConnect(p)
+}
+
+// validateVersion refuses a release that releases/pom.xml does not pin, and one
+// asked of servers zlockcheck does not start from this machine's cache.
+func (s Settings) validateVersion(p lockservice.Plan) error {
+	switch {
+	case s.ZKVersion == "":
+		return nil
+	case !slices.Contains(Releases(), s.ZKVersion):
+		return fmt.Errorf("zk-version: want one of %s (releases/pom.xml pins them), got %q", strings.Join(Releases(), ", "), s.ZKVersion)
+	case s.ZKHome != "":
+		return errors.New("zk-version: give --zk-home or --zk-version, not both")
+	case p.Connect != "":
+		return errors.New("zk-version: an existing ensemble (connect) runs the version its owners installed; --zk-version is for the ensembles zlockcheck starts")
+	case p.SSH != nil:
+		return errors.New("zk-version: on SSH nodes the servers run the install already there (--zk-setup or --zk-home); --zk-version is for the ensembles zlockcheck starts here")
+	}
+	return nil
 }
 
 // validateConnect checks an existing ensemble's addresses (--connect): the nemesis
@@ -161,7 +187,7 @@ func isHeapSize(h string) bool {
 // Server is the ensemble's configuration for the run (start).
 func (s Settings) Server(p lockservice.Plan, dir string) any {
 	return EnsembleConfig{
-		Nodes: p.Nodes, Observers: s.Observers, ZKHome: s.ZKHome, Dir: dir,
+		Nodes: p.Nodes, Observers: s.Observers, ZKHome: s.ZKHome, Release: s.ZKVersion, CacheDir: p.CacheDir, Dir: dir,
 		Tick: s.Tick, InitLimit: s.InitLimit, SyncLimit: s.SyncLimit, NoForceSync: s.NoForceSync,
 		Heap: s.Heap, FullJIT: s.FullJIT, MaxSessionTimeout: MaxSessionTimeout(p.SessionTimeout),
 	}

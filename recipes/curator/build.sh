@@ -1,5 +1,6 @@
 #!/bin/sh
-# Compiles the Curator worker with plain javac against Debian's jars.
+# Compiles the Curator worker with plain javac against Debian's jars (or those of
+# lib/ beside this script: see classpath.sh).
 #
 #   recipes/curator/build.sh [OUTDIR]   OUTDIR defaults to build/curator under the
 #                                       repository root
@@ -22,8 +23,9 @@ mkdir -p "$out"
 rm -f "$out"/ZlcCuratorWorker*.class "$out/zlc-curator.jar" "$out/zlc-curator.jsa"
 # --release 17: the class files run on any JRE >= 17 (Debian bookworm's default).
 # -sourcepath/-implicit:none: compile this file only, never a source that some jar on
-# the classpath happens to carry.
-javac --release 17 -sourcepath "$here" -implicit:none -Xlint:all,-serial,-processing,-path -Werror \
+# the classpath happens to carry. -classfile: ZooKeeper 3.9's jars name annotation
+# classes (SpotBugs') they do not ship, a warning about their jars, not this code.
+javac --release 17 -sourcepath "$here" -implicit:none -Xlint:all,-serial,-processing,-path,-classfile -Werror \
 	-encoding UTF-8 -cp "$cp" -d "$out" "$here/ZlcCuratorWorker.java"
 echo "built $out/ZlcCuratorWorker.class" >&2
 

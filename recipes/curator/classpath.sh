@@ -1,7 +1,10 @@
 #!/bin/sh
 # Prints the runtime classpath of the Curator worker: Debian's Curator, ZooKeeper,
 # Guava and slf4j jars (slf4j-simple logs to stderr), then OUTDIR, where build.sh put
-# ZlcCuratorWorker.class.
+# ZlcCuratorWorker.class. When the scripts' directory has a lib/ (another Curator
+# release from Maven Central, with its own ZooKeeper client, Guava and slf4j: package
+# recipes links it there, see recipes/jvm/pom.xml), its jars take the place of
+# Debian's.
 #
 #   recipes/curator/classpath.sh [OUTDIR]     OUTDIR defaults to build/curator under
 #                                             the repository root
@@ -32,6 +35,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=${1:-$root/build/curator}
 case $out in /*) ;; *) out=$(pwd)/$out ;; esac
+if [ -d "$here/lib" ]; then
+	cp=
+	for jar in "$here"/lib/*.jar; do
+		cp=$cp$jar:
+	done
+	printf '%s\n' "$cp$out"
+	exit 0
+fi
 j=${ZLC_JAVA_DIR:-/usr/share/java}
 cp=
 for jar in curator-recipes curator-framework curator-client zookeeper zookeeper-jute guava slf4j-api slf4j-simple; do

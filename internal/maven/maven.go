@@ -1,0 +1,161 @@
+// Package maven fetches pinned JVM libraries and servers from Maven Central into
+// zlockcheck's cache: a build manifest (a pom.xml carried in the binary) names them, one
+// profile per thing to fetch, and Fetch copies a profile's runtime jars into a
+// directory of their own. It owns the cache's layout for them:
+//
+//	CACHE/m2/                     the local Maven repository (every download lands here)
+//	CACHE/NAME-PROFILE-HASH/lib/  a profile's jars (HASH: of the manifest)
+//
+// A directory that exists is complete (it is renamed into place once filled), so a
+// second fetch, by make setup or a run, downloads nothing and runs no Maven.
+package maven
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ErrNoMaven is returned when a fetch needs Maven and there is no mvn on $PATH.
+var ErrNoMaven = errors.New("mvn (Maven) is not on $PATH: apt-get install maven, or run make setup")
+
+// CacheDir is zlockcheck's cache directory: override when set (the CLI passes
+// $ZLC_CACHE_DIR), else zlockcheck under the user's cache directory (e.g.
+// ~/.cache/zlockcheck). The Java and Python workers are built there too.
+func CacheDir(override string) (string, error) {
+	if override != "" {
+		return filepath.Abs(override)
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory (set ZLC_CACHE_DIR): %v", err)
+	}
+	return filepath.Join(base, "zlockcheck"), nil
+}
+
+// Manifest is a build manifest: a pom.xml whose profiles each name what to fetch.
+type Manifest struct {
+	// Name says what the manifest is for, in errors and in its cache directories
+	// (e.g. "zookeeper").
+	Name string
+	// POM is the pom.xml's content.
+	POM []byte
+}
+
+// Profiles are the ids of the manifest's profiles, in its order.
+func (m Manifest) Profiles() ([]string, error) {
+	var pom struct {
+		Profiles []struct {
+			ID string `xml:"id"`
+		} `xml:"profiles>profile"`
+	}
+	if err := xml.Unmarshal(m.POM, &pom); err != nil {
+		return nil, fmt.Errorf("%s manifest: %w", m.Name, err)
+	}
+	ids := make([]string, len(pom.Profiles))
+	for i, p := range pom.Profiles {
+		ids[i] = p.ID
+	}
+	return ids, nil
+}
+
+// Config is where and how Fetch works.
+type Config struct {
+	// CacheDir is the cache directory (CacheDir's); required.
+	CacheDir string
+	// Log receives a line when Maven runs; nil discards it.
+	Log io.Writer
+}
+
+// Fetch returns the directory that holds the jars of m's profile (DIR/lib/*.jar),
+// fetching them first if the cache has not got them: Maven runs offline first (the
+// local repository may hold them all) and online only if that fails.
+func Fetch(ctx context.Context, cfg Config, m Manifest, profile string) (string, error) {
+	ids, err := m.Profiles()
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(ids, profile) {
+		return "", fmt.Errorf("%s: no release %q (have %s)", m.Name, profile, strings.Join(ids, ", "))
+	}
+	if cfg.CacheDir == "" {
+		return "", fmt.Errorf("%s %s: no cache directory", m.Name, profile)
+	}
+	sum := sha256.Sum256(m.POM)
+	dir := filepath.Join(cfg.CacheDir, fmt.Sprintf("%s-%s-%s", m.Name, profile, hex.EncodeToString(sum[:])[:16]))
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		return "", fmt.Errorf("%s %s: %w", m.Name, profile, ErrNoMaven)
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
+	}
+	tmp, err := os.MkdirTemp(cfg.CacheDir, "."+m.Name+"-*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := copyDependencies(ctx, cfg, m, profile, tmp); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(dir); serr == nil {
+			return dir, nil // another process got there first
+		}
+		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
+	}
+	return dir, nil
+}
+
+// copyDependencies runs Maven on m's pom (written into tmp) to copy profile's runtime
+// jars into tmp/lib: offline, then online if offline did not do it.
+func copyDependencies(ctx context.Context, cfg Config, m Manifest, profile, tmp string) error {
+	pom := filepath.Join(tmp, "pom.xml")
+	if err := os.WriteFile(pom, m.POM, 0o644); err != nil {
+		return err
+	}
+	args := []string{"-B", "-q", "-f", pom, "-P", profile,
+		"-Dmaven.repo.local=" + filepath.Join(cfg.CacheDir, "m2"),
+		"dependency:copy-dependencies", "-DincludeScope=runtime",
+		"-DoutputDirectory=" + filepath.Join(tmp, "lib")}
+	run := func(extra ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "mvn", append(extra, args...)...)
+		cmd.Dir = tmp
+		return cmd.CombinedOutput()
+	}
+	if _, err := run("-o"); err == nil {
+		return nil
+	}
+	if cfg.Log != nil {
+		fmt.Fprintf(cfg.Log, "fetching %s %s from Maven Central into %s\n", m.Name, profile, cfg.CacheDir)
+	}
+	out, err := run()
+	if err != nil {
+		return fmt.Errorf("%s %s: mvn dependency:copy-dependencies: %w\n%s", m.Name, profile, err, tail(out, 20))
+	}
+	return nil
+}
+
+// tail is the last n lines of out.
+func tail(out []byte, n int) []byte {
+	lines := bytes.Split(bytes.TrimRight(out, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return bytes.Join(lines, []byte("\n"))
+}
