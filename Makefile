@@ -3,9 +3,14 @@
 
 GO        ?= go
 BIN       := bin/zlockcheck
-APT_PKGS  := zookeeper libslf4j-java default-jdk-headless libcurator-recipes-java python3 python3-kazoo python3-venv chromium \
+APT_PKGS  := zookeeper libslf4j-java default-jdk-headless maven libcurator-recipes-java python3 python3-kazoo python3-venv chromium \
              iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel postgresql mariadb-server
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
+
+# `zlockcheck fetch` (in setup) fetches from Maven Central, into the cache
+# ($ZLC_CACHE_DIR or ~/.cache/zlockcheck), the ZooKeeper releases --zk-version takes
+# (lockservice/zookeeper/releases/pom.xml) and the Java workers' libraries
+# (recipes/jvm/pom.xml), each once: a second setup downloads nothing.
 
 .PHONY: all setup examples-setup build run test test-long test-short vet bench chaos mutants mutants-redis mutants-db explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
 
@@ -31,6 +36,7 @@ setup:
 	  exit $$rc; \
 	fi
 	@$(GO) mod download
+	@$(GO) run ./cmd/zlockcheck fetch
 	@$(MAKE) --no-print-directory examples-setup
 
 # The example workers' libraries (examples/workers): Python's from PyPI into a venv of

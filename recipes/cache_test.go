@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
 )
 
@@ -154,7 +155,7 @@ func TestMissingJVMSaysWhatToInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range Java.needs() {
+	for _, n := range Java.needs(false) {
 		if n.file != "" {
 			if err := os.WriteFile(filepath.Join(jars, n.file), nil, 0o644); err != nil {
 				t.Fatal(err)
@@ -162,8 +163,40 @@ func TestMissingJVMSaysWhatToInstall(t *testing.T) {
 		}
 	}
 	t.Setenv("PATH", bin)
-	if err := Java.check(CommandEnv{JavaDir: jars}); err != nil {
+	if err := Java.check(CommandEnv{JavaDir: jars}, false); err != nil {
 		t.Errorf("check with everything present: %v", err)
+	}
+}
+
+// TestMavenReleaseNeedsAJDKAndMaven runs a recipe of a Curator release from Maven
+// Central against fake machines: with no JDK the error names the JDK's package and
+// none of Debian's Curator jars; with a (fake) JDK but no mvn and an empty cache, it
+// says Maven is missing.
+func TestMavenReleaseNeedsAJDKAndMaven(t *testing.T) {
+	r, err := Find("curator-5.9-mutex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	_, err = r.Command(context.Background(), CommandEnv{Self: "zlockcheck", CacheDir: t.TempDir(), JavaDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install default-jdk-headless") || strings.Contains(err.Error(), "libcurator") {
+		t.Errorf("Command without a JVM = %v, want the JDK's package and no Debian Curator", err)
+	}
+
+	bin := t.TempDir()
+	for _, c := range []string{"java", "javac", "jar"} {
+		if err := os.WriteFile(filepath.Join(bin, c), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	cache := t.TempDir()
+	_, err = r.Command(context.Background(), CommandEnv{Self: "zlockcheck", CacheDir: cache})
+	if !errors.Is(err, maven.ErrNoMaven) {
+		t.Errorf("Command without mvn = %v, want maven.ErrNoMaven", err)
+	}
+	if left, _ := os.ReadDir(cache); len(left) != 0 {
+		t.Errorf("a fetch without mvn left %d entries in the cache", len(left))
 	}
 }
 
@@ -180,7 +213,7 @@ func TestInProcessCommand(t *testing.T) {
 
 // TestKazooCommandUnpacksTheWorker needs Debian's python3-kazoo.
 func TestKazooCommandUnpacksTheWorker(t *testing.T) {
-	if err := Python.check(CommandEnv{}); err != nil {
+	if err := Python.check(CommandEnv{}, false); err != nil {
 		t.Skip(err)
 	}
 	r, err := Find("kazoo-lock")
@@ -211,7 +244,7 @@ func TestCuratorCommandBuildsTheWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles the Curator worker")
 	}
-	if err := Java.check(CommandEnv{}); err != nil {
+	if err := Java.check(CommandEnv{}, false); err != nil {
 		t.Skip(err)
 	}
 	r, err := Find("curator-semaphore")

@@ -13,7 +13,7 @@ func TestCatalog(t *testing.T) {
 	for _, r := range Catalog() {
 		names = append(names, r.Name)
 	}
-	want := "curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
+	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
 		"redis-lock,redislock,redsync,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
@@ -77,6 +77,8 @@ func TestPackages(t *testing.T) {
 		"gozk":          "",
 		"kazoo-rwlock":  "python3 python3-kazoo",
 		"curator-mutex": "default-jdk-headless libcurator-recipes-java libslf4j-java",
+		// Curator 5.9 comes from Maven Central: only the JDK from Debian.
+		"curator-5.9-mutex": "default-jdk-headless",
 	} {
 		r, err := Find(name)
 		if err != nil {
@@ -86,4 +88,40 @@ func TestPackages(t *testing.T) {
 			t.Errorf("%s: Packages() = %q, want %q", name, got, want)
 		}
 	}
+}
+
+// TestCuratorRelease: each Curator recipe again with the release from Maven Central,
+// its worker told the recipe it is a release of, its version the release's.
+func TestCuratorRelease(t *testing.T) {
+	for _, base := range []string{"curator-mutex", "curator-semaphore", "curator-rwlock", "curator-reentrant"} {
+		b, err := Find(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "curator-5.9" + strings.TrimPrefix(base, "curator")
+		r, err := Find(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.WorkerRecipe() != base || b.WorkerRecipe() != base {
+			t.Errorf("%s tells its worker %q, %s tells %q; want %s", name, r.WorkerRecipe(), base, b.WorkerRecipe(), base)
+		}
+		if r.Library.Maven != "curator-5.9.0" || r.Library.Debian != "" || r.Runtime != Java {
+			t.Errorf("%s: library %+v, runtime %s", name, r.Library, r.Runtime)
+		}
+		if got := r.Version(); got != "Curator 5.9.0 (Maven Central)" {
+			t.Errorf("%s: Version() = %q", name, got)
+		}
+		if strings.Join(kindNames(r.Kinds), ",") != strings.Join(kindNames(b.Kinds), ",") || !strings.Contains(r.Doc, "Curator 5.9.0's") {
+			t.Errorf("%s: kinds %v doc %q, want %s's kinds and the release in the doc", name, r.Kinds, r.Doc, base)
+		}
+	}
+}
+
+func kindNames(ks []workloads.Kind) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, string(k))
+	}
+	return out
 }

@@ -39,6 +39,7 @@ commands:
   recipes  list the lock recipes that can be tested
   serve    browse the stored runs in a web browser
   cleanup  remove every zlc namespace, link and process a killed harness left
+  fetch    fetch the ZooKeeper releases (--zk-version) and Java libraries runs take from Maven Central into the cache
   worker   serve the worker protocol on stdin/stdout (started by run)
   conformance  hold a worker command to the worker protocol, rule by rule
   zksim    run workers against the wire simulator with seeded faults (no ZooKeeper, no root)
@@ -87,6 +88,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = serveCmd(ctx, args[1:], stdout, stderr)
 	case "cleanup":
 		code, err = cleanupCmd(args[1:], stdout, stderr)
+	case "fetch":
+		code, err = fetchCmd(ctx, args[1:], stdout, stderr)
 	case "worker":
 		code, err = workerCmd(ctx, args[1:], stderr)
 	case "zksim":

@@ -91,8 +91,7 @@ func Fetch(ctx context.Context, cfg Config, m Manifest, profile string) (string,
 	if cfg.CacheDir == "" {
 		return "", fmt.Errorf("%s %s: no cache directory", m.Name, profile)
 	}
-	sum := sha256.Sum256(m.POM)
-	dir := filepath.Join(cfg.CacheDir, fmt.Sprintf("%s-%s-%s", m.Name, profile, hex.EncodeToString(sum[:])[:16]))
+	dir := profileDir(cfg.CacheDir, m, profile)
 	if _, err := os.Stat(dir); err == nil {
 		return dir, nil
 	}
@@ -120,6 +119,13 @@ func Fetch(ctx context.Context, cfg Config, m Manifest, profile string) (string,
 		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
 	}
 	return dir, nil
+}
+
+// profileDir is where the cache keeps m's profile: its name says the manifest, the
+// profile and a hash of the manifest, so a changed pin is fetched again.
+func profileDir(cacheDir string, m Manifest, profile string) string {
+	sum := sha256.Sum256(m.POM)
+	return filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s", m.Name, profile, hex.EncodeToString(sum[:])[:16]))
 }
 
 // copyDependencies runs Maven on m's pom (written into tmp) to copy profile's runtime

@@ -97,6 +97,36 @@ func TestEnsembleFromZKHome(t *testing.T) {
 	}
 }
 
+// TestEnsembleFromRelease starts a 3-server ensemble of every release --zk-version
+// takes, from the jars fetched into the cache ($ZLC_CACHE_DIR or the user's: make
+// setup fetched them; else this fetches them from Maven Central), and asks each which
+// version it runs.
+func TestEnsembleFromRelease(t *testing.T) {
+	testenv.RequireIntegration(t, testenv.Root, testenv.ZooKeeper, testenv.IPRoute2)
+	ctx := context.Background()
+	for _, v := range Releases() {
+		t.Run(v, func(t *testing.T) {
+			net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := net.Destroy(); err != nil {
+					t.Error(err)
+				}
+			}()
+			e, err := StartEnsemble(ctx, net, EnsembleConfig{Nodes: 3, Dir: t.TempDir(), Release: v, CacheDir: os.Getenv("ZLC_CACHE_DIR")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Stop()
+			if got := e.Version(ctx); !strings.HasPrefix(got, v+"-") {
+				t.Errorf("the servers of release %s say they run %q", v, got)
+			}
+		})
+	}
+}
+
 // forceSync=no is written only when asked for.
 func TestServerConfigForceSync(t *testing.T) {
 	for _, noSync := range []bool{false, true} {

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/zlockcheck/zlockcheck/internal/maven"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
+	"github.com/zlockcheck/zlockcheck/recipes/jvm"
+)
+
+// fetchCmd fetches what runs may take from Maven Central into the cache: the
+// ZooKeeper releases of --zk-version and the Java workers' libraries (make setup runs
+// it; a second call downloads nothing).
+func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
+	fs := newFlagSet("fetch", stderr)
+	if err := fs.Parse(args); err != nil {
+		return exitError, err
+	}
+	if fs.NArg() > 0 {
+		return exitError, usageError{"fetch takes no arguments"}
+	}
+	dir, err := maven.CacheDir(os.Getenv("ZLC_CACHE_DIR"))
+	if err != nil {
+		return exitError, err
+	}
+	cfg := maven.Config{CacheDir: dir, Log: stderr}
+	if err := zookeeper.FetchReleases(ctx, cfg); err != nil {
+		return exitError, err
+	}
+	if err := jvm.FetchAll(ctx, cfg); err != nil {
+		return exitError, err
+	}
+	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central\n", dir)
+	return 0, nil
+}

@@ -1,0 +1,84 @@
+package maven
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const testPOM = `<project><modelVersion>4.0.0</modelVersion>
+  <profiles>
+    <profile><id>a-1.0</id></profile>
+    <profile><id>b-2.0</id></profile>
+  </profiles>
+</project>`
+
+func TestProfiles(t *testing.T) {
+	ids, err := Manifest{Name: "t", POM: []byte(testPOM)}.Profiles()
+	if err != nil || strings.Join(ids, ",") != "a-1.0,b-2.0" {
+		t.Errorf("Profiles() = %v, %v; want a-1.0,b-2.0", ids, err)
+	}
+	if _, err := (Manifest{Name: "t", POM: []byte("<project>")}).Profiles(); err == nil || !strings.HasPrefix(err.Error(), "t manifest:") {
+		t.Errorf("Profiles() of a broken pom = %v, want an error naming the manifest", err)
+	}
+}
+
+// TestFetchRefusesWhatItCannotDo: an unknown profile names the known ones; no cache
+// directory and no mvn are errors, and neither leaves anything in the cache.
+func TestFetchRefusesWhatItCannotDo(t *testing.T) {
+	m := Manifest{Name: "t", POM: []byte(testPOM)}
+	ctx := context.Background()
+	cache := t.TempDir()
+	if _, err := Fetch(ctx, Config{CacheDir: cache}, m, "c-3.0"); err == nil || !strings.Contains(err.Error(), `no release "c-3.0" (have a-1.0, b-2.0)`) {
+		t.Errorf("Fetch(c-3.0) = %v, want the known profiles listed", err)
+	}
+	if _, err := Fetch(ctx, Config{}, m, "a-1.0"); err == nil || !strings.Contains(err.Error(), "no cache directory") {
+		t.Errorf("Fetch without a cache = %v", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := Fetch(ctx, Config{CacheDir: cache}, m, "a-1.0"); !errors.Is(err, ErrNoMaven) {
+		t.Errorf("Fetch without mvn = %v, want ErrNoMaven", err)
+	}
+	if left, _ := os.ReadDir(cache); len(left) != 0 {
+		t.Errorf("the refused fetches left %d entries in the cache", len(left))
+	}
+}
+
+// TestFetchedOnceRunsNoMaven: a profile's directory, once in the cache, is returned
+// as it is, with no mvn on $PATH (a second make setup downloads nothing); another
+// manifest (its pom changed) has a directory of its own.
+func TestFetchedOnceRunsNoMaven(t *testing.T) {
+	m := Manifest{Name: "t", POM: []byte(testPOM)}
+	cache := t.TempDir()
+	t.Setenv("PATH", t.TempDir())
+	_, err := Fetch(context.Background(), Config{CacheDir: cache}, m, "a-1.0")
+	if !errors.Is(err, ErrNoMaven) {
+		t.Fatalf("first Fetch = %v, want ErrNoMaven", err)
+	}
+	// Put a fetched directory in place by hand, where Fetch looks.
+	dir := fetchedDir(t, cache, m, "a-1.0")
+	if err := os.MkdirAll(filepath.Join(dir, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Fetch(context.Background(), Config{CacheDir: cache}, m, "a-1.0")
+	if err != nil || got != dir {
+		t.Errorf("Fetch of a cached profile = %s, %v; want %s", got, err, dir)
+	}
+	changed := Manifest{Name: "t", POM: []byte(strings.Replace(testPOM, "4.0.0", "4.0.0 ", 1))}
+	if _, err := Fetch(context.Background(), Config{CacheDir: cache}, changed, "a-1.0"); !errors.Is(err, ErrNoMaven) {
+		t.Errorf("Fetch of a changed manifest = %v, want it fetched again (ErrNoMaven here)", err)
+	}
+}
+
+// fetchedDir is the cache directory Fetch keeps m's profile in.
+func fetchedDir(t *testing.T, cache string, m Manifest, profile string) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(cache, m.Name+"-"+profile+"-*"))
+	if len(matches) != 0 {
+		t.Fatalf("cache already holds %v", matches)
+	}
+	return profileDir(cache, m, profile)
+}
