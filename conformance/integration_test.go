@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/zksim"
 )
 
@@ -56,7 +58,7 @@ func TestConformanceOnTheSimulator(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	server := zookeeper.At(srv.Addr(), lockservice.DefaultSessionTimeout)
 	for _, w := range workers {
-		if w.name != "curator-mutex" && w.name != "kazoo-lock" {
+		if w.name != "curator-mutex" && w.name != "curator-5.9-mutex" && w.name != "kazoo-lock" {
 			continue // the Go recipes run in the simulator's wire mode itself (package zksim)
 		}
 		t.Run(w.name, func(t *testing.T) {
@@ -74,7 +76,9 @@ type realWorker struct {
 
 // realWorkers builds zlockcheck and the Curator worker into dir and returns the
 // project's workers: zlc-mutex and gozk through zlockcheck worker, Curator's
-// InterProcessMutex through the Java worker, Kazoo's Lock through the Python one.
+// InterProcessMutex through the Java worker (Debian's 5.4, and 5.9 from Maven Central
+// as a run builds it, in the cache: make setup fetched it), Kazoo's Lock through the
+// Python one.
 func realWorkers(t *testing.T, dir string) []realWorker {
 	t.Helper()
 	root, err := filepath.Abs("..")
@@ -86,10 +90,23 @@ func realWorkers(t *testing.T, dir string) []realWorker {
 	if out, err := exec.Command("sh", filepath.Join(root, "recipes/curator/build.sh"), curator).CombinedOutput(); err != nil {
 		t.Fatalf("build the Curator worker: %v\n%s", err, out)
 	}
+	cache, err := maven.CacheDir(os.Getenv("ZLC_CACHE_DIR"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipes.Find("curator-5.9-mutex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	curator59, err := r.Command(context.Background(), recipes.CommandEnv{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []realWorker{
 		{"zlc-mutex", []string{bin, "worker", "--recipe", "zlc-mutex"}},
 		{"gozk", []string{bin, "worker", "--recipe", "gozk"}},
 		{"curator-mutex", []string{filepath.Join(root, "recipes/curator/run.sh"), curator, "curator-mutex"}},
+		{"curator-5.9-mutex", curator59},
 		{"kazoo-lock", []string{"/usr/bin/python3", filepath.Join(root, "recipes/kazoo/kazoo_worker.py"), "kazoo-lock"}},
 	}
 }
