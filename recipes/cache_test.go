@@ -13,7 +13,6 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
 )
 
@@ -169,9 +168,9 @@ func TestMissingJVMSaysWhatToInstall(t *testing.T) {
 }
 
 // TestMavenReleaseNeedsAJDKAndMaven runs a recipe of a Curator release from Maven
-// Central against fake machines: with no JDK the error names the JDK's package and
-// none of Debian's Curator jars; with a (fake) JDK but no mvn and an empty cache, it
-// says Maven is missing.
+// Central against fake machines: with no JDK the error names the JDK's and Maven's
+// packages and none of Debian's Curator jars; with a (fake) JDK and a (fake) mvn that
+// fails, the fetch's error names the release, and the cache keeps nothing.
 func TestMavenReleaseNeedsAJDKAndMaven(t *testing.T) {
 	r, err := Find("curator-5.9-mutex")
 	if err != nil {
@@ -179,12 +178,12 @@ func TestMavenReleaseNeedsAJDKAndMaven(t *testing.T) {
 	}
 	t.Setenv("PATH", t.TempDir())
 	_, err = r.Command(context.Background(), CommandEnv{Self: "zlockcheck", CacheDir: t.TempDir(), JavaDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "apt-get install default-jdk-headless") || strings.Contains(err.Error(), "libcurator") {
-		t.Errorf("Command without a JVM = %v, want the JDK's package and no Debian Curator", err)
+	if err == nil || !strings.Contains(err.Error(), "apt-get install default-jdk-headless maven") || strings.Contains(err.Error(), "libcurator") {
+		t.Errorf("Command without a JVM = %v, want the JDK's and Maven's packages and no Debian Curator", err)
 	}
 
 	bin := t.TempDir()
-	for _, c := range []string{"java", "javac", "jar"} {
+	for _, c := range []string{"java", "javac", "jar", "mvn"} {
 		if err := os.WriteFile(filepath.Join(bin, c), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +191,11 @@ func TestMavenReleaseNeedsAJDKAndMaven(t *testing.T) {
 	t.Setenv("PATH", bin)
 	cache := t.TempDir()
 	_, err = r.Command(context.Background(), CommandEnv{Self: "zlockcheck", CacheDir: cache})
-	if !errors.Is(err, maven.ErrNoMaven) {
-		t.Errorf("Command without mvn = %v, want maven.ErrNoMaven", err)
+	if err == nil || !strings.Contains(err.Error(), "jvm curator-5.9.0: mvn dependency:copy-dependencies") {
+		t.Errorf("Command with a failing mvn = %v, want the fetch's error", err)
 	}
 	if left, _ := os.ReadDir(cache); len(left) != 0 {
-		t.Errorf("a fetch without mvn left %d entries in the cache", len(left))
+		t.Errorf("a failed fetch left %d entries in the cache", len(left))
 	}
 }
 

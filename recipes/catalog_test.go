@@ -77,8 +77,8 @@ func TestPackages(t *testing.T) {
 		"gozk":          "",
 		"kazoo-rwlock":  "python3 python3-kazoo",
 		"curator-mutex": "default-jdk-headless libcurator-recipes-java libslf4j-java",
-		// Curator 5.9 comes from Maven Central: only the JDK from Debian.
-		"curator-5.9-mutex": "default-jdk-headless",
+		// Curator 5.9 comes from Maven Central: the JDK and Maven from Debian.
+		"curator-5.9-mutex": "default-jdk-headless maven",
 	} {
 		r, err := Find(name)
 		if err != nil {

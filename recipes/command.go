@@ -127,7 +127,7 @@ type need struct {
 }
 
 // needs lists what the runtime's workers need, in the order they are checked; a
-// Java worker of a release from Maven Central (maven) needs no Debian jars.
+// Java worker of a release from Maven Central (maven) needs Maven, not Debian's jars.
 func (rt Runtime) needs(maven bool) []need {
 	switch rt {
 	case Java:
@@ -137,7 +137,9 @@ func (rt Runtime) needs(maven bool) []need {
 			{command: "jar", pkg: "default-jdk-headless"},
 		}
 		if maven {
-			return list
+			// The release's jars come from Maven Central (recipes/jvm/pom.xml), fetched
+			// into the cache by make setup or on first use.
+			return append(list, need{command: "mvn", pkg: "maven"})
 		}
 		// libcurator-recipes-java depends on the rest (as the Makefile's setup
 		// installs it); slf4j-simple, the worker's logger, is libslf4j-java's.

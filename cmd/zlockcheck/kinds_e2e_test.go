@@ -24,6 +24,13 @@ func requireDatabases(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.NFTables, testenv.PostgreSQL, testenv.MariaDB)
 }
 
+// requireJVM skips tests that need root, namespaces, ZooKeeper and a JDK (fails
+// under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
+func requireJVM(t *testing.T) {
+	t.Helper()
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.ZooKeeper, testenv.JDK)
+}
+
 // hasCheck reports whether results hold a check of key with verdict.
 func hasCheck(res map[string]any, key, verdict string) bool {
 	checks, _ := res["checks"].([]any)
@@ -44,7 +51,7 @@ type kindRun struct {
 	// service and settings are what config.json must record: the service, and a
 	// piece of its settings section ("": none asked).
 	service, settings string
-	// log is what the run's log says serves; files are what the run directory
+	// log is what the run's log (or its report) says serves; files are what the run directory
 	// must hold.
 	log   string
 	files []string
@@ -83,6 +90,11 @@ func TestEveryKindRunsValid(t *testing.T) {
 			service: "postgres", log: "PostgreSQL 15", closed: true, parallel: true},
 		{name: "mariadb-getlock", require: requireDatabases, args: []string{"--recipe", "mariadb-getlock", "--nemesis", "client-kill,kill", "--nemesis-targets", "holder"},
 			service: "mariadb", log: "MariaDB 10.11", parallel: true},
+		// Curator's current release on ZooKeeper's, both from Maven Central (make setup
+		// fetched them into the cache); alone, for its five JVM workers.
+		{name: "curator-5.9-on-zookeeper-3.9.5", require: requireJVM,
+			args:    []string{"--recipe", "curator-5.9-mutex", "--zk-version", "3.9.5", "--nemesis", "kill", "--session-timeout", "4s"},
+			service: "zookeeper", settings: `"zk_version": "3.9.5"`, log: "ZooKeeper 3.9.5-"},
 	}
 	for _, c := range runs {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,8 +142,8 @@ func checkKindRun(t *testing.T, c kindRun) {
 	if err != nil || json.Unmarshal(data, &cfg) != nil || cfg.Service != c.service || !strings.Contains(string(data), c.settings) {
 		t.Errorf("config.json does not record the service %s and settings %s: %s (%v)", c.service, c.settings, data, err)
 	}
-	if !strings.Contains(stderr, c.log) {
-		t.Errorf("the run's log does not say %q:\n%s", c.log, stderr)
+	if !strings.Contains(stderr+stdout, c.log) {
+		t.Errorf("the run's log and report do not say %q:\n%s", c.log, stderr)
 	}
 	assertNothingLeft(t, store)
 	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "zlcpg-run-*")); c.closed && len(left) > 0 {
