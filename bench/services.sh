@@ -7,7 +7,9 @@
 # recipe; lockservice.Redis.PlainLoops on Redis, plain RedLock on the redlock
 # topology; pg_advisory_lock / pg_advisory_unlock on PostgreSQL and GET_LOCK /
 # RELEASE_LOCK on MariaDB, each goroutine its own connection, whatever the recipe).
-# Rows: ZooKeeper (3 servers) gozk, zlc-mutex, curator-mutex, kazoo-lock; Redis, one
+# Rows: ZooKeeper (3 servers: Debian's 3.8.0) gozk, zlc-mutex, curator-mutex, kazoo-lock,
+# curator-5.9-mutex; ZooKeeper 3.9.5 from Maven Central (--zk-version) gozk,
+# curator-mutex, curator-5.9-mutex; Redis, one
 # instance: redis-lock, redislock; Redis, redlock topology (3 independent primaries):
 # redsync; PostgreSQL, one primary: pg-table, pg-table-expiry, pg-advisory; MariaDB,
 # one server: mariadb-getlock (the mutex workload: the session locks' default is the
@@ -37,6 +39,10 @@ cells=(
   "zookeeper (3 servers)|zlc-mutex|"
   "zookeeper (3 servers)|curator-mutex|"
   "zookeeper (3 servers)|kazoo-lock|"
+  "zookeeper (3 servers)|curator-5.9-mutex|"
+  "zookeeper 3.9.5 (3 servers)|gozk|--zk-version 3.9.5"
+  "zookeeper 3.9.5 (3 servers)|curator-mutex|--zk-version 3.9.5"
+  "zookeeper 3.9.5 (3 servers)|curator-5.9-mutex|--zk-version 3.9.5"
   "redis single|redis-lock|--service redis --redis-topology single"
   "redis single|redislock|--service redis --redis-topology single"
   "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"

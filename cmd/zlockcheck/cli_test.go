@@ -206,3 +206,18 @@ func TestREADMELinksEveryDocsPage(t *testing.T) {
 		}
 	}
 }
+
+// TestFetch: fetch takes no arguments, and a --zk-version the manifest does not pin
+// is refused before anything starts, naming the flag and the releases it takes.
+// (A second fetch runs no Maven: internal/maven's TestFetchedOnceRunsNoMaven.)
+func TestFetch(t *testing.T) {
+	var out, errb strings.Builder
+	if code := realMain([]string{"fetch", "extra"}, &out, &errb); code != exitError || !strings.Contains(errb.String(), "fetch takes no arguments") {
+		t.Errorf("fetch extra: exit %d, %s", code, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := realMain([]string{"run", "--zk-version", "3.4.6", "--time", "1s"}, &out, &errb); code != exitError || !strings.Contains(errb.String(), `zk-version: want one of 3.8.6, 3.9.5`) {
+		t.Errorf("run --zk-version 3.4.6: exit %d, %s", code, errb.String())
+	}
+}

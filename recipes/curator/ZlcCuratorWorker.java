@@ -1,6 +1,8 @@
 // ZlcCuratorWorker: a zlockcheck worker (worker protocol v2, and v1) for Apache Curator's lock
-// recipes, as shipped by Debian (libcurator-recipes-java 5.4). Build and run it with
-// build.sh / run.sh next to this file (README.md).
+// recipes, as shipped by Debian (libcurator-recipes-java 5.4), and compiled unchanged against
+// Curator 5.9.0 from Maven Central for the curator-5.9-* recipes (recipes/jvm/pom.xml; the
+// catalogue tells this worker the base recipe's name). Build and run it with build.sh /
+// run.sh next to this file (README.md).
 //
 // Usage: java -cp "$(recipes/curator/classpath.sh OUTDIR)" ZlcCuratorWorker RECIPE
 //
