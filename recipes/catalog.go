@@ -74,6 +74,10 @@ type Entry struct {
 	// Base is the recipe this one is with another release of its library (Library
 	// says which): its worker is told Base ("": Name).
 	Base string
+	// Worker is a Java recipe's worker: the main class of one of recipes/jvm's
+	// workers, compiled against Library.Maven's jars ("": the Curator worker of
+	// recipes/curator).
+	Worker string
 }
 
 // WorkerRecipe is the name the recipe's worker is told: Base, or Name.
@@ -125,6 +129,7 @@ func Catalog() []Entry {
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
 	}
 	list = append(list, redisEntries()...)
+	list = append(list, redissonEntries()...)
 	list = append(list, dbEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
@@ -154,6 +159,26 @@ func curatorRelease(list []Entry, l Library) []Entry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// redissonEntries are Redisson's locks (recipes/jvm/ZlcRedissonWorker.java).
+func redissonEntries() []Entry {
+	lib := Library{Name: "Redisson", Maven: "redisson-3.52.0"}
+	mutex := []workloads.Kind{workloads.Mutex}
+	e := func(name string, kinds []workloads.Kind, redlock bool, doc string) Entry {
+		return Entry{Name: name, Runtime: Java, Worker: "ZlcRedissonWorker", Library: lib, Service: kind.Redis,
+			Kinds: kinds, RedLock: redlock, Doc: doc}
+	}
+	return []Entry{
+		e("redisson-lock", []workloads.Kind{workloads.Mutex, workloads.Reentrant}, false,
+			"Redisson's RLock, tryLock(wait) with the watchdog renewing it (lockWatchdogTimeout the TTL); Redisson tells a holder nothing when a renewal finds the lock gone: it learns at unlock; cannot fence"),
+		e("redisson-lock-lease", mutex, false,
+			"Redisson's RLock, tryLock(wait, lease) with the TTL as the lease and no watchdog; lost when the lease runs out; cannot fence"),
+		e("redisson-fenced", mutex, false,
+			"Redisson's RFencedLock, tryLockAndGetToken(wait) with the watchdog: a fencing token on every acquire; learns a lost lock at unlock"),
+		e("redisson-redlock", mutex, true,
+			"Redisson's RedissonRedLock (deprecated, still shipped) over one RedissonClient per independent primary, tryLock(wait) with the watchdog on each; cannot fence"),
+	}
 }
 
 // redisEntries are the Redis recipes and their mutants.

@@ -15,7 +15,7 @@ func TestCatalog(t *testing.T) {
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
-		"redis-lock,redislock,redsync,zlc-mutex," +
+		"redis-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
 		"mutant-no-recheck,mutant-off-by-one," +
@@ -56,7 +56,7 @@ func TestCatalog(t *testing.T) {
 		case strings.HasPrefix(r.Name, "mariadb-") || strings.HasPrefix(r.Name, "mutant-mariadb-"):
 			wantService = kind.MariaDB
 		}
-		if wantRedLock := r.Name == "redsync" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
+		if wantRedLock := r.Name == "redsync" || r.Name == "redisson-redlock" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
 			t.Errorf("%s: RedLock = %v, want %v", r.Name, r.RedLock, wantRedLock)
 		}
 		if r.Service != wantService {
@@ -79,6 +79,7 @@ func TestPackages(t *testing.T) {
 		"curator-mutex": "default-jdk-headless libcurator-recipes-java libslf4j-java",
 		// Curator 5.9 comes from Maven Central: the JDK and Maven from Debian.
 		"curator-5.9-mutex": "default-jdk-headless maven",
+		"redisson-lock":     "default-jdk-headless maven",
 	} {
 		r, err := Find(name)
 		if err != nil {

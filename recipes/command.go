@@ -45,6 +45,9 @@ func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 	case InProcess:
 		return []string{env.Self, "worker", "--recipe", r.Name}, nil
 	case Java:
+		if r.Worker != "" {
+			return jvmWorker(ctx, env, r.Library.Maven, r.Worker, r.WorkerRecipe())
+		}
 		dir, err := curatorWorker(ctx, env, r.Library.Maven)
 		if err != nil {
 			return nil, err
@@ -115,6 +118,31 @@ func curatorWorker(ctx context.Context, env CommandEnv, release string) (string,
 		}
 	}
 	return u.Dir, nil
+}
+
+// jvmWorker is the command line of one worker of recipes/jvm (main class main, told
+// recipe), compiled against release's jars (a profile of recipes/jvm/pom.xml): the
+// jars are fetched into the cache and the workers unpacked and compiled there, each
+// once (the directory's name says the release and the sources' hash).
+func jvmWorker(ctx context.Context, env CommandEnv, release, main, recipe string) ([]string, error) {
+	if env.CacheDir == "" {
+		return nil, errNoCacheDir
+	}
+	libDir, err := jvm.Fetch(ctx, maven.Config{CacheDir: env.CacheDir, Log: env.Log}, release)
+	if err != nil {
+		return nil, err
+	}
+	lib := filepath.Join(libDir, "lib")
+	u, err := unpack(env.CacheDir, "workers-"+filepath.Base(libDir), jvm.Sources(), func(tmp string) error {
+		if env.Log != nil {
+			fmt.Fprintf(env.Log, "compiling the JVM workers for %s into %s\n", release, env.CacheDir)
+		}
+		return jvm.Compile(ctx, tmp, lib)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jvm.Argv(u.Dir, lib, main, recipe), nil
 }
 
 // need is one thing a worker runtime needs from the machine and the Debian package

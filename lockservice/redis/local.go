@@ -116,6 +116,14 @@ func (l *local) Connect() string {
 	return strings.Join(addrs, ",")
 }
 
+// endScript runs key KEYS[1]'s TTL out while it holds value ARGV[1]: a string's
+// value, or a field of a hash (Redisson's layout; lockValueScript).
+const endScript = `local t = redis.call('TYPE', KEYS[1]).ok
+if (t == 'string' and redis.call('GET', KEYS[1]) == ARGV[1]) or (t == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1) then
+  return redis.call('PEXPIRE', KEYS[1], 1)
+end
+return 0`
+
 // End runs the lock's keys' TTL out now (PEXPIRE 1 ms) on every instance, as if the
 // holder had let its lease lapse: the keys the acquire named (Holder.Place), and
 // only where they still hold the value it wrote, when it said which. At least one
@@ -128,7 +136,7 @@ func (l *local) End(ctx context.Context, h lockservice.Holder) (lockservice.Endi
 	var cmds [][]string
 	for _, k := range keys {
 		if h.Place.Value != "" {
-			cmds = append(cmds, []string{"EVAL", "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], 1) end return 0", "1", k, h.Place.Value})
+			cmds = append(cmds, []string{"EVAL", endScript, "1", k, h.Place.Value})
 		} else {
 			cmds = append(cmds, []string{"PEXPIRE", k, "1"})
 		}

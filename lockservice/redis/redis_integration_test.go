@@ -252,6 +252,41 @@ func checkLibraryKey(t *testing.T, r *Redis, lock lockservice.LockReader, holder
 	if owner, ok, err := lock.Owner(placed, own); err != nil || !ok || owner == "0x2b" {
 		t.Errorf("Owner of the key another value holds = %q, %v, %v; want not the place's session", owner, ok, err)
 	}
+	checkHashKey(t, r, lock, holders)
+}
+
+// checkHashKey: a lock kept in a hash (Redisson's layout, {id:threadId: count}) is
+// read by its one field, as a string key by its value; a hash of two fields is no
+// one holder's.
+func checkHashKey(t *testing.T, r *Redis, lock lockservice.LockReader, holders []*lockservice.Member) {
+	t.Helper()
+	ctx := context.Background()
+	const path = "/zlc/test/hash"
+	placed := lockservice.Lock{Path: path, Places: []workloads.LockPlace{{Session: "0x2c", Keys: []string{path}, Value: "uuid-1:42"}}}
+	for _, in := range holders {
+		if _, err := r.do(ctx, in, "HSET", path, "uuid-1:42", "2"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, err := lock.Entries(placed, true); err != nil || !slices.Equal(names, []string{path}) {
+		t.Errorf("Entries of a held hash = %v, %v; want [%s]", names, err, path)
+	}
+	if owner, ok, err := lock.Owner(placed, path); err != nil || !ok || owner != "0x2c" {
+		t.Errorf("Owner of the hash = %q, %v, %v; want the place's session 0x2c", owner, ok, err)
+	}
+	for _, in := range holders {
+		if _, err := r.do(ctx, in, "HSET", path, "uuid-2:7", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names, err := lock.Entries(placed, true); err != nil || len(names) != 0 {
+		t.Errorf("Entries of a hash of two fields = %v, %v; want none", names, err)
+	}
+	for _, in := range holders {
+		if _, err := r.do(ctx, in, "DEL", path); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // checkKillAndRestart kills the last instance: WaitServing fails naming it with its

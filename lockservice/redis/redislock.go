@@ -257,11 +257,23 @@ func majorityValue(values []*string) (string, bool) {
 	return "", false
 }
 
-// get reads key on one instance; false when it does not exist.
+// lockValueScript reads a lock's key as the harness reads it: a string's value, or
+// the one field of a hash (Redisson's layout, {id:threadId: count}); nil when the
+// key does not exist or holds anything else (a hash of several fields: a reentrant
+// lock's readers and writers, not one holder).
+const lockValueScript = `local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'string' then return redis.call('GET', KEYS[1]) end
+if t == 'hash' then
+  local f = redis.call('HKEYS', KEYS[1])
+  if #f == 1 then return f[1] end
+end
+return false`
+
+// get reads key on one instance (lockValueScript's value); false when it holds none.
 func (r *Redis) get(ctx context.Context, in *lockservice.Member, key string) (string, bool, error) {
-	v, err := r.do(ctx, in, "GET", key)
+	v, err := r.do(ctx, in, "EVAL", lockValueScript, "1", key)
 	if err != nil {
-		return "", false, fmt.Errorf("redis instance %d: GET %s: %w", in.ID, key, err)
+		return "", false, fmt.Errorf("redis instance %d: read %s: %w", in.ID, key, err)
 	}
 	if v == nil {
 		return "", false, nil

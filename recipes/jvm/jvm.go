@@ -1,18 +1,57 @@
-// Package jvm carries the build manifest of the Java workers' libraries fetched from
-// Maven Central (pom.xml: one profile per library release) inside the zlockcheck
-// binary. Package recipes fetches a profile's jars (internal/maven) and compiles a
-// worker against them; `zlockcheck fetch` fetches them all.
+// Package jvm carries the JVM workers of libraries fetched from Maven Central inside
+// the zlockcheck binary: the build manifest (pom.xml: one profile per library
+// release), the one implementation of the worker protocol they share (ZlcWorker.java)
+// and a worker per library (ZlcRedissonWorker.java). Package recipes fetches a
+// profile's jars (internal/maven), compiles the workers against them (Compile) and
+// runs one (Argv); `zlockcheck fetch` fetches every profile.
 package jvm
 
 import (
 	"context"
-	_ "embed"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
 
 	"github.com/zlockcheck/zlockcheck/internal/maven"
 )
 
 //go:embed pom.xml
 var pom []byte
+
+//go:embed *.java
+var sources embed.FS
+
+// Sources are the workers' Java sources, which Compile builds together.
+func Sources() fs.FS { return sources }
+
+// Compile compiles the sources in dir (an unpacked copy of Sources) against lib's jars
+// into dir/build.
+func Compile(ctx context.Context, dir, lib string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.java"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("the JVM workers: no sources in %s", dir)
+	}
+	// --release 17: class files for any JRE >= 17. -classfile: some libraries' jars
+	// name annotation classes they do not ship (a warning about their jars).
+	args := append([]string{"--release", "17", "-Xlint:all,-serial,-processing,-path,-classfile", "-Werror",
+		"-encoding", "UTF-8", "-cp", filepath.Join(lib, "*"), "-d", filepath.Join(dir, "build")}, files...)
+	if out, err := exec.CommandContext(ctx, "javac", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("the JVM workers: javac: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Argv is the command line of one worker: main class main of the classes Compile put
+// in dir/build, with lib's jars, serving recipe. The flags are the Curator worker's
+// (recipes/curator/classpath.sh says why), with a larger heap for a client that
+// keeps a connection pool.
+func Argv(dir, lib, main, recipe string) []string {
+	return []string{"java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k", "-Xmx192m",
+		"-XX:+DisplayVMOutputToStderr", "-Xlog:disable", "-Xlog:all=warning:stderr",
+		"-cp", filepath.Join(dir, "build") + ":" + filepath.Join(lib, "*"), main, recipe}
+}
 
 // Manifest is pom.xml: the library releases the Java workers can run, one profile
 // each (its id, e.g. "curator-5.9.0", is what recipes.Library.Maven names).

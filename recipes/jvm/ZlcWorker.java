@@ -1,0 +1,629 @@
+// ZlcWorker: the worker protocol (v1, docs/protocol.md) for the JVM workers of recipes/jvm,
+// one implementation every such worker shares: a worker is a main class that hands
+// serve() a Recipe (its library behind four calls) and ZlcWorker does the rest.
+//
+// stdin carries the harness's requests, stdout only protocol lines (replies and
+// events, one JSON object a line), stderr every log line (slf4j-simple, as each
+// library logs). Requests are answered one at a time, in order, on the main thread,
+// which is also the only thread that calls the Recipe (locks owned by a thread, as
+// Redisson's are, are then always the same thread's).
+//
+//   init     Recipe.init with the request's fields: ok, or fail when the recipe refuses
+//            the configuration (Refused: a kind it does not speak, fencing it cannot
+//            do), or info (any other error: the servers may be unreachable for now).
+//            The harness's offer of protocol 2 or 3 is declined by saying nothing: it
+//            then speaks v1.
+//   acquire  Recipe.acquire(timeout_ms): ok (with the token and the lock's place when
+//            the recipe gives them), fail "timeout" when it returned null, info on
+//            any other error.
+//   release  Recipe.release: ok; fail "not held" when the recipe says it held
+//            nothing (NotHeld: a lease that ran out before the release); info on any
+//            other error.
+//   close    Recipe.close (bounded to 1.5 s), then ok and exit 0. EOF on stdin does the
+//            same without a reply; a request still running 1 s after EOF is
+//            abandoned.
+// A line that is not a JSON object, an unknown op, an op before init or a second init:
+// exit 1 without a reply (the harness never sends one; conformance's bad-request rule).
+//
+// Events: a Recipe reports "lost" (Events.lost) when its library tells it the lock is
+// gone, from any thread; ZlcWorker writes it at once (the harness ignores an event
+// while a request is in flight and reads it as the hold's end otherwise).
+
+import java.io.BufferedOutputStream;
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+public final class ZlcWorker {
+
+    /** A lock library behind the protocol: one per worker process. */
+    public interface Recipe {
+        /** Connects as init says; throws Refused when the configuration is not one it runs. */
+        void init(Init init, Events events) throws Exception;
+
+        /** Acquires within timeoutMs: what it took, or null when the time ran out. */
+        Acquired acquire(long timeoutMs) throws Exception;
+
+        /** Releases the innermost hold; throws NotHeld when there was none any more. */
+        void release() throws Exception;
+
+        /** Ends the client and its connections; called once, at close or EOF. */
+        void close() throws Exception;
+    }
+
+    /** What init says: the fields every service's init has (docs/protocol.md). */
+    public static final class Init {
+        /** The servers' addresses, host:port,... (Redis: the first is the primary). */
+        public final List<String> connect;
+        /** The session timeout: on Redis, the lock's TTL. */
+        public final long sessionTimeoutMs;
+        /** The lock's name. */
+        public final String path;
+        /** The workload kind (mutex, reentrant, ...) and its permits. */
+        public final String kind;
+        public final long permits;
+        /** fenced: the counter workload writes only while its lock holds. */
+        public final boolean fenced;
+
+        Init(Map<String, Object> req) throws ProtocolError {
+            connect = List.of(str(req, "connect").split(","));
+            sessionTimeoutMs = num(req, "session_timeout_ms");
+            path = str(req, "path");
+            kind = str(req, "kind");
+            permits = req.containsKey("permits") ? num(req, "permits") : 1;
+            fenced = Boolean.TRUE.equals(req.get("fenced"));
+        }
+    }
+
+    /** An acquire's outcome: its fencing token and where the lock lives, each optional. */
+    public static final class Acquired {
+        final Long token;
+        final Map<String, Object> lock;
+
+        /** token may be null; lock is the "lock" object of docs/protocol.md, or null. */
+        public Acquired(Long token, Map<String, Object> lock) {
+            this.token = token;
+            this.lock = lock;
+        }
+    }
+
+    /** What a recipe tells the worker while it runs. */
+    public interface Events {
+        /** The lock is gone (the library said so): one "lost" event. */
+        void lost(String why);
+    }
+
+    /** init's configuration is not one the recipe runs: init answers fail. */
+    public static final class Refused extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        public Refused(String why) {
+            super(why);
+        }
+    }
+
+    /** A release found nothing held (a lease ran out): release answers fail "not held". */
+    public static final class NotHeld extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        public NotHeld(String why) {
+            super(why);
+        }
+    }
+
+    /** A request line out of the protocol: the worker exits 1 without a reply. */
+    static final class ProtocolError extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        ProtocolError(String why) {
+            super(why);
+        }
+    }
+
+    static final String EOF = new String("EOF");
+
+    final Recipe recipe;
+    final PrintStream proto;
+    final Logger log;
+    final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+    final Object shutdownLock = new Object();
+    volatile boolean busy;
+    boolean initialized;
+
+    private ZlcWorker(Recipe recipe, PrintStream proto, Logger log) {
+        this.recipe = recipe;
+        this.proto = proto;
+        this.log = log;
+    }
+
+    /**
+     * Sets up logging and stdout as the protocol needs them and serves recipe on
+     * stdin/stdout until close or EOF; never returns. Call it first thing in main.
+     */
+    public static void serve(java.util.function.Supplier<Recipe> recipe) {
+        // Before anything creates a logger: slf4j-simple writes to stderr only. Each
+        // setting can be overridden with -D on the command line.
+        setIfAbsent("org.slf4j.simpleLogger.logFile", "System.err");
+        setIfAbsent("org.slf4j.simpleLogger.defaultLogLevel", "info");
+        setIfAbsent("org.slf4j.simpleLogger.showDateTime", "true");
+        setIfAbsent("org.slf4j.simpleLogger.dateTimeFormat", "HH:mm:ss.SSS");
+        setIfAbsent("org.slf4j.simpleLogger.showShortLogName", "true");
+        // stdout belongs to the protocol: keep our own handle on fd 1 and point
+        // System.out at stderr, so a stray println from any library cannot corrupt it.
+        PrintStream proto = new PrintStream(new BufferedOutputStream(new FileOutputStream(FileDescriptor.out), 1 << 16),
+                false, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        Logger log = LoggerFactory.getLogger("zlc.worker");
+        new ZlcWorker(recipe.get(), proto, log).run();
+    }
+
+    /** Logs the usage line and exits 2 (main's bad arguments). */
+    public static void usage(String line) {
+        System.err.println(line);
+        System.err.flush();
+        Runtime.getRuntime().halt(2);
+    }
+
+    static void setIfAbsent(String key, String value) {
+        if (System.getProperty(key) == null) {
+            System.setProperty(key, value);
+        }
+    }
+
+    void run() {
+        Thread reader = new Thread(this::readStdin, "zlc-stdin");
+        reader.setDaemon(true);
+        reader.start();
+        while (true) {
+            String line;
+            try {
+                line = lines.take();
+            } catch (InterruptedException e) {
+                continue;
+            }
+            if (line == EOF) {
+                log.info("stdin closed; closing");
+                shutdown(0, null);
+            }
+            if (line.trim().isEmpty()) {
+                continue;
+            }
+            busy = true;
+            try {
+                handle(line);
+            } catch (ProtocolError e) {
+                log.error("malformed or out-of-protocol request line {}: {}", abbreviate(line), e.getMessage());
+                shutdown(1, null);
+            } catch (Throwable t) {
+                log.error("internal error on request line {}", abbreviate(line), t);
+                shutdown(1, null);
+            } finally {
+                busy = false;
+            }
+        }
+    }
+
+    void readStdin() {
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                lines.add(line);
+            }
+        } catch (Exception e) {
+            log.warn("reading stdin: {}", e.toString());
+        }
+        lines.add(EOF);
+        // The main thread answers the requests read before EOF, then closes; one still
+        // running a second after EOF is abandoned: nobody is left to read its reply.
+        for (int ticks = 0; ; ticks++) {
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException ignored) {
+            }
+            if (lines.peek() == null) {
+                return; // the main thread took EOF
+            }
+            if (!busy) {
+                ticks = 0;
+            } else if (ticks >= 20) {
+                log.info("stdin closed while a request runs; closing");
+                shutdown(0, null);
+            }
+        }
+    }
+
+    void handle(String line) throws ProtocolError {
+        Map<String, Object> req = Json.parse(line);
+        long id = num(req, "id");
+        String op = str(req, "op");
+        if (!initialized && !op.equals("init")) {
+            throw new ProtocolError(op + " before init");
+        }
+        switch (op) {
+            case "init":
+                if (initialized) {
+                    throw new ProtocolError("a second init");
+                }
+                Init init = new Init(req);
+                initialized = true;
+                reply(id, call(() -> {
+                    recipe.init(init, this::lost);
+                    return ok();
+                }));
+                return;
+            case "acquire":
+                long timeout = num(req, "timeout_ms");
+                reply(id, call(() -> {
+                    Acquired a = recipe.acquire(timeout);
+                    if (a == null) {
+                        return fail("timeout");
+                    }
+                    Map<String, Object> r = ok();
+                    if (a.token != null) {
+                        r.put("token", a.token);
+                    }
+                    if (a.lock != null) {
+                        r.put("lock", a.lock);
+                    }
+                    return r;
+                }));
+                return;
+            case "release":
+                reply(id, call(() -> {
+                    recipe.release();
+                    return ok();
+                }));
+                return;
+            case "close":
+                shutdown(0, id);
+                return;
+            default:
+                throw new ProtocolError("unknown op " + op);
+        }
+    }
+
+    interface Body {
+        Map<String, Object> run() throws Exception;
+    }
+
+    /** Runs body: its reply, fail for a refusal or a release of nothing, else info. */
+    Map<String, Object> call(Body body) {
+        try {
+            return body.run();
+        } catch (Refused e) {
+            return fail(e.getMessage());
+        } catch (NotHeld e) {
+            log.info("release: {}", e.getMessage());
+            return fail("not held");
+        } catch (Exception e) {
+            log.warn("request failed", e);
+            return info(e.toString());
+        }
+    }
+
+    static Map<String, Object> ok() {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("type", "ok");
+        return r;
+    }
+
+    static Map<String, Object> fail(String error) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("type", "fail");
+        r.put("error", error);
+        return r;
+    }
+
+    static Map<String, Object> info(String error) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("type", "info");
+        r.put("error", error);
+        return r;
+    }
+
+    void reply(long id, Map<String, Object> r) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("id", id);
+        line.putAll(r);
+        emit(Json.write(line));
+    }
+
+    void lost(String why) {
+        Map<String, Object> ev = new LinkedHashMap<>();
+        ev.put("event", "lost");
+        ev.put("error", why);
+        emit(Json.write(ev));
+    }
+
+    void emit(String line) {
+        synchronized (proto) {
+            proto.print(line);
+            proto.print('\n');
+            proto.flush();
+        }
+    }
+
+    /** Closes the recipe (bounded to 1.5 s), writes close's reply if any and halts. */
+    void shutdown(int code, Long closeId) {
+        synchronized (shutdownLock) {
+            Thread t = new Thread(() -> {
+                try {
+                    if (initialized) {
+                        recipe.close();
+                    }
+                } catch (Throwable e) {
+                    log.warn("closing: {}", e.toString());
+                }
+            }, "zlc-close");
+            t.setDaemon(true);
+            t.start();
+            try {
+                t.join(1500);
+            } catch (InterruptedException ignored) {
+            }
+            if (closeId != null) {
+                reply(closeId, t.isAlive() ? info("closing did not finish within 1.5s") : ok());
+            }
+            System.err.flush();
+            Runtime.getRuntime().halt(code);
+        }
+    }
+
+    static String abbreviate(String s) {
+        return s.length() <= 300 ? s : s.substring(0, 300) + "...";
+    }
+
+    static String str(Map<String, Object> m, String k) throws ProtocolError {
+        Object v = m.get(k);
+        if (!(v instanceof String)) {
+            throw new ProtocolError("field " + k + ": want a string");
+        }
+        return (String) v;
+    }
+
+    static long num(Map<String, Object> m, String k) throws ProtocolError {
+        Object v = m.get(k);
+        if (!(v instanceof Long)) {
+            throw new ProtocolError("field " + k + ": want an integer");
+        }
+        return (Long) v;
+    }
+
+    /** JSON for the protocol's lines: objects of strings, integers, booleans, null, lists and objects. */
+    static final class Json {
+        final String s;
+        int i;
+
+        private Json(String s) {
+            this.s = s;
+        }
+
+        /** Parses one line holding one JSON object. */
+        static Map<String, Object> parse(String line) throws ProtocolError {
+            Json p = new Json(line);
+            p.ws();
+            Object v = p.value();
+            p.ws();
+            if (p.i != line.length() || !(v instanceof Map)) {
+                throw new ProtocolError("not one JSON object");
+            }
+            @SuppressWarnings("unchecked")
+            Map<String, Object> m = (Map<String, Object>) v;
+            return m;
+        }
+
+        void ws() {
+            while (i < s.length() && " \t\r\n".indexOf(s.charAt(i)) >= 0) {
+                i++;
+            }
+        }
+
+        ProtocolError bad() {
+            return new ProtocolError("bad JSON at byte " + i);
+        }
+
+        Object value() throws ProtocolError {
+            if (i >= s.length()) {
+                throw bad();
+            }
+            char c = s.charAt(i);
+            if (c == '{') {
+                Map<String, Object> m = new LinkedHashMap<>();
+                i++;
+                ws();
+                if (i < s.length() && s.charAt(i) == '}') {
+                    i++;
+                    return m;
+                }
+                while (true) {
+                    ws();
+                    if (i >= s.length() || s.charAt(i) != '"') {
+                        throw bad();
+                    }
+                    String k = string();
+                    ws();
+                    if (i >= s.length() || s.charAt(i++) != ':') {
+                        throw bad();
+                    }
+                    ws();
+                    m.put(k, value());
+                    ws();
+                    if (i >= s.length()) {
+                        throw bad();
+                    }
+                    char d = s.charAt(i++);
+                    if (d == '}') {
+                        return m;
+                    }
+                    if (d != ',') {
+                        throw bad();
+                    }
+                }
+            }
+            if (c == '[') {
+                List<Object> l = new java.util.ArrayList<>();
+                i++;
+                ws();
+                if (i < s.length() && s.charAt(i) == ']') {
+                    i++;
+                    return l;
+                }
+                while (true) {
+                    ws();
+                    l.add(value());
+                    ws();
+                    if (i >= s.length()) {
+                        throw bad();
+                    }
+                    char d = s.charAt(i++);
+                    if (d == ']') {
+                        return l;
+                    }
+                    if (d != ',') {
+                        throw bad();
+                    }
+                }
+            }
+            if (c == '"') {
+                return string();
+            }
+            for (String w : new String[] {"true", "false", "null"}) {
+                if (s.startsWith(w, i)) {
+                    i += w.length();
+                    return w.equals("null") ? null : Boolean.valueOf(w.equals("true"));
+                }
+            }
+            int start = i;
+            if (c == '-') {
+                i++;
+            }
+            while (i < s.length() && (Character.isDigit(s.charAt(i)) || ".eE+-".indexOf(s.charAt(i)) >= 0)) {
+                i++;
+            }
+            String n = s.substring(start, i);
+            try {
+                return Long.valueOf(n);
+            } catch (NumberFormatException e) {
+                try {
+                    return Double.valueOf(n);
+                } catch (NumberFormatException e2) {
+                    throw bad();
+                }
+            }
+        }
+
+        String string() throws ProtocolError {
+            StringBuilder b = new StringBuilder();
+            i++; // the opening quote
+            while (i < s.length()) {
+                char c = s.charAt(i++);
+                if (c == '"') {
+                    return b.toString();
+                }
+                if (c != '\\') {
+                    b.append(c);
+                    continue;
+                }
+                if (i >= s.length()) {
+                    break;
+                }
+                char e = s.charAt(i++);
+                switch (e) {
+                    case 'n': b.append('\n'); break;
+                    case 't': b.append('\t'); break;
+                    case 'r': b.append('\r'); break;
+                    case 'b': b.append('\b'); break;
+                    case 'f': b.append('\f'); break;
+                    case 'u':
+                        if (i + 4 > s.length()) {
+                            throw bad();
+                        }
+                        try {
+                            b.append((char) Integer.parseInt(s.substring(i, i + 4), 16));
+                        } catch (NumberFormatException x) {
+                            throw bad();
+                        }
+                        i += 4;
+                        break;
+                    default: b.append(e);
+                }
+            }
+            throw bad();
+        }
+
+        /** Writes v (a map, list, string, number, boolean or null) as JSON. */
+        static String write(Object v) {
+            StringBuilder b = new StringBuilder();
+            write(b, v);
+            return b.toString();
+        }
+
+        static void write(StringBuilder b, Object v) {
+            if (v == null) {
+                b.append("null");
+            } else if (v instanceof String) {
+                quote(b, (String) v);
+            } else if (v instanceof Number || v instanceof Boolean) {
+                b.append(v);
+            } else if (v instanceof Map) {
+                b.append('{');
+                boolean first = true;
+                for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                    if (!first) {
+                        b.append(',');
+                    }
+                    first = false;
+                    quote(b, String.valueOf(e.getKey()));
+                    b.append(':');
+                    write(b, e.getValue());
+                }
+                b.append('}');
+            } else if (v instanceof List) {
+                b.append('[');
+                boolean first = true;
+                for (Object o : (List<?>) v) {
+                    if (!first) {
+                        b.append(',');
+                    }
+                    first = false;
+                    write(b, o);
+                }
+                b.append(']');
+            } else {
+                quote(b, v.toString());
+            }
+        }
+
+        static void quote(StringBuilder b, String s) {
+            b.append('"');
+            for (int k = 0; k < s.length(); k++) {
+                char c = s.charAt(k);
+                switch (c) {
+                    case '"': b.append("\\\""); break;
+                    case '\\': b.append("\\\\"); break;
+                    case '\n': b.append("\\n"); break;
+                    case '\r': b.append("\\r"); break;
+                    case '\t': b.append("\\t"); break;
+                    default:
+                        if (c < 0x20) {
+                            b.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            b.append(c);
+                        }
+                }
+            }
+            b.append('"');
+        }
+    }
+}
