@@ -10,8 +10,8 @@
 # Rows: ZooKeeper (3 servers: Debian's 3.8.0) gozk, zlc-mutex, curator-mutex, kazoo-lock,
 # curator-5.9-mutex; ZooKeeper 3.9.5 from Maven Central (--zk-version) gozk,
 # curator-mutex, curator-5.9-mutex; Redis, one
-# instance: redis-lock, redislock; Redis, redlock topology (3 independent primaries):
-# redsync; PostgreSQL, one primary: pg-table, pg-table-expiry, pg-advisory; MariaDB,
+# instance: redis-lock, redislock, redisson-lock, redisson-fenced; Redis, redlock
+# topology (3 independent primaries): redsync, redisson-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry, pg-advisory; MariaDB,
 # one server: mariadb-getlock (the mutex workload: the session locks' default is the
 # reentrant one, whose nested acquires are no lock cycles); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
 # only those recipes).
@@ -45,7 +45,10 @@ cells=(
   "zookeeper 3.9.5 (3 servers)|curator-5.9-mutex|--zk-version 3.9.5"
   "redis single|redis-lock|--service redis --redis-topology single"
   "redis single|redislock|--service redis --redis-topology single"
+  "redis single|redisson-lock|--service redis --redis-topology single"
+  "redis single|redisson-fenced|--service redis --redis-topology single"
   "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"
+  "redis redlock (3 primaries)|redisson-redlock|--service redis --redis-topology redlock --nodes 3"
   "postgresql (primary)|pg-table|--service postgres"
   "postgresql (primary)|pg-table-expiry|--service postgres"
   "postgresql (primary)|pg-advisory|--service postgres --workload mutex"

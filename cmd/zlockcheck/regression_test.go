@@ -42,6 +42,8 @@ func TestRecordedHistories(t *testing.T) {
 		{"mutant-redis-extend-recreates-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"mutant-redis-blind-extend-renewed.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redisson-lock-watchdog-restart.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redisson-fenced-clock-jump-restart.jsonl", nil, exitInvalid, []string{"2 holders at once", "key tokens:l0: invalid", "SERVER LOST THE LOCK", "with fencing token 1"}},
+		{"redisson-redlock-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},

@@ -122,9 +122,10 @@ func TestRecordedRedisMutants(t *testing.T) {
 	for _, file := range []string{"mutant-redis-ignore-validity-cut-off.jsonl", "mutant-redis-blind-del-late-del.jsonl",
 		"mutant-redis-static-value-late-del.jsonl", "mutant-redlock-minority-race.jsonl", "mutant-redlock-no-elapsed-check-expiry-race.jsonl",
 		"mutant-redis-extend-recreates-clock-jump.jsonl", "mutant-redis-blind-extend-renewed.jsonl",
-		// Not a mutant: Redisson's RLock, whose watchdog stops renewing a key the
-		// restarted instance lost and tells the holder nothing.
-		"redisson-lock-watchdog-restart.jsonl"} {
+		// Not mutants: Redisson's locks, whose watchdog stops renewing a key the
+		// instance lost (a restart) or that ran out (a holder cut off) and tells the
+		// holder nothing.
+		"redisson-lock-watchdog-restart.jsonl", "redisson-fenced-clock-jump-restart.jsonl", "redisson-redlock-cut-off-holder.jsonl"} {
 		if f, ok := Classify(load(t, file), "l0", ttl2); !ok || f.Class != RecipeBug {
 			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
 		}
