@@ -141,6 +141,8 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// skipped by design (their reason's words).
 		settings lockservice.Settings
 		skips    map[string]string
+		// long: the same worker as another case's, run by make test-long only.
+		long bool
 	}{
 		{service: kind.Redis, recipe: "redis-lock"},
 		// Redisson's locks, through the JVM worker (the one protocol implementation of
@@ -151,9 +153,9 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// per instance: its acquires say nothing, and the lost rule cannot aim.
 		{service: kind.Redis, recipe: "redisson-lock", skips: v1Skips("lost", "sent no lost")},
 		{service: kind.Redis, recipe: "redisson-lock-lease", skips: v1Skips()},
-		{service: kind.Redis, recipe: "redisson-fenced", skips: v1Skips("lost", "sent no lost")},
+		{service: kind.Redis, recipe: "redisson-fenced", skips: v1Skips("lost", "sent no lost"), long: true},
 		{service: kind.Redis, recipe: "redisson-redlock", settings: redis.RedisSettings{Topology: redis.RedisRedlock},
-			skips: v1Skips("lost", "did not say where")},
+			skips: v1Skips("lost", "did not say where"), long: true},
 		{service: kind.Postgres, recipe: "pg-advisory"},
 		{service: kind.Postgres, recipe: "pg-table-expiry"}, // a lease in a table: lost deletes its row
 		{service: kind.Postgres, recipe: "mutant-pg-advisory-no-heartbeat", broken: "lost"},
@@ -162,6 +164,9 @@ func TestConformanceOnEveryService(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(string(c.service)+"/"+c.recipe, func(t *testing.T) {
+			if c.long {
+				testenv.Long(t, "the JVM worker's protocol is redisson-lock's; this is another Redisson lock behind it")
+			}
 			t.Parallel() // each on a private server of its own
 			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service, Settings: c.settings}
 			if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Java {

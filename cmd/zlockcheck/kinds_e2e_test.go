@@ -31,6 +31,13 @@ func requireJVM(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.ZooKeeper, testenv.JDK)
 }
 
+// requireRedisJVM skips tests that need root, namespaces, Redis and a JDK (fails
+// under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
+func requireRedisJVM(t *testing.T) {
+	t.Helper()
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.RedisServer, testenv.JDK)
+}
+
 // hasCheck reports whether results hold a check of key with verdict.
 func hasCheck(res map[string]any, key, verdict string) bool {
 	checks, _ := res["checks"].([]any)
@@ -90,6 +97,10 @@ func TestEveryKindRunsValid(t *testing.T) {
 			service: "postgres", log: "PostgreSQL 15", closed: true, parallel: true},
 		{name: "mariadb-getlock", require: requireDatabases, args: []string{"--recipe", "mariadb-getlock", "--nemesis", "client-kill,kill", "--nemesis-targets", "holder"},
 			service: "mariadb", log: "MariaDB 10.11", parallel: true},
+		// Redisson's RLock through the JVM worker (Maven Central, the cache); alone,
+		// for its five JVMs. Its lock is a hash the harness reads by its field.
+		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},
+			service: "redis", settings: `"topology": "single"`, log: "Redisson 3.52.0 (Maven Central)", files: redisFiles},
 		// Curator's current release on ZooKeeper's, both from Maven Central (make setup
 		// fetched them into the cache); alone, for its five JVM workers.
 		{name: "curator-5.9-on-zookeeper-3.9.5", require: requireJVM,
