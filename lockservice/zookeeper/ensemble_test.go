@@ -75,26 +75,35 @@ func TestEnsembleFromZKHome(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := net.Destroy(); err != nil {
-			t.Error(err)
-		}
-	}()
-	e, err := StartEnsemble(ctx, net, EnsembleConfig{Nodes: 3, Dir: t.TempDir(), ZKHome: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Stop()
+	e := startTestEnsemble(t, EnsembleConfig{Nodes: 3, Dir: t.TempDir(), ZKHome: home})
 	if v := e.Version(ctx); !strings.HasPrefix(v, "3.") {
 		t.Errorf("version %q", v)
 	}
 	if _, err := (&EnsembleConfig{ZKHome: t.TempDir()}).classpath(context.Background(), localFiles{}); err == nil {
 		t.Error("an empty --zk-home was accepted")
 	}
+}
+
+// startTestEnsemble starts cfg's ensemble in a network of its own; the test's
+// cleanup stops it and removes the network.
+func startTestEnsemble(t *testing.T, cfg EnsembleConfig) *Ensemble {
+	t.Helper()
+	ctx := context.Background()
+	net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := net.Destroy(); err != nil {
+			t.Error(err)
+		}
+	})
+	e, err := StartEnsemble(ctx, net, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
 }
 
 // TestEnsembleFromRelease starts a 3-server ensemble of every release --zk-version
@@ -106,20 +115,7 @@ func TestEnsembleFromRelease(t *testing.T) {
 	ctx := context.Background()
 	for _, v := range Releases() {
 		t.Run(v, func(t *testing.T) {
-			net, err := netns.Create(ctx, "t"+netns.RandomID()[:4])
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := net.Destroy(); err != nil {
-					t.Error(err)
-				}
-			}()
-			e, err := StartEnsemble(ctx, net, EnsembleConfig{Nodes: 3, Dir: t.TempDir(), Release: v, CacheDir: os.Getenv("ZLC_CACHE_DIR")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Stop()
+			e := startTestEnsemble(t, EnsembleConfig{Nodes: 3, Dir: t.TempDir(), Release: v, CacheDir: os.Getenv("ZLC_CACHE_DIR")})
 			if got := e.Version(ctx); !strings.HasPrefix(got, v+"-") {
 				t.Errorf("the servers of release %s say they run %q", v, got)
 			}
