@@ -63,6 +63,9 @@ func TestConformanceOnTheSimulator(t *testing.T) {
 			continue // the Go recipes run in the simulator's wire mode itself (package zksim)
 		}
 		t.Run(w.name, func(t *testing.T) {
+			if w.name == "curator-5.9-mutex" {
+				testenv.Long(t, "Curator 5.9 keeps every rule on a real ZooKeeper in make test; here, the simulator with its client too")
+			}
 			t.Parallel() // each rule's lock path is its own
 			checkConforms(t, w.name, w.argv, server)
 		})
@@ -143,6 +146,8 @@ func TestConformanceOnEveryService(t *testing.T) {
 		skips    map[string]string
 		// long: the same worker as another case's, run by make test-long only.
 		long bool
+		// sessionTimeout is sent in init (0: the default); the rules' waits scale with it.
+		sessionTimeout time.Duration
 	}{
 		{service: kind.Redis, recipe: "redis-lock"},
 		// Redisson's locks, through the JVM worker (the one protocol implementation of
@@ -151,8 +156,8 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// their holder nothing when the lock is gone (the lost rule says so and
 		// skips); the lease's worker reports its lease's end. RedLock's fields differ
 		// per instance: its acquires say nothing, and the lost rule cannot aim.
-		{service: kind.Redis, recipe: "redisson-lock", skips: v1Skips("lost", "sent no lost")},
-		{service: kind.Redis, recipe: "redisson-lock-lease", skips: v1Skips()},
+		{service: kind.Redis, recipe: "redisson-lock", skips: v1Skips("lost", "sent no lost"), sessionTimeout: 2 * time.Second},
+		{service: kind.Redis, recipe: "redisson-lock-lease", skips: v1Skips(), long: true},
 		{service: kind.Redis, recipe: "redisson-fenced", skips: v1Skips("lost", "sent no lost"), long: true},
 		{service: kind.Redis, recipe: "redisson-redlock", settings: redis.RedisSettings{Topology: redis.RedisRedlock},
 			skips: v1Skips("lost", "did not say where"), long: true},
@@ -168,7 +173,7 @@ func TestConformanceOnEveryService(t *testing.T) {
 				testenv.Long(t, "the JVM worker's protocol is redisson-lock's; this is another Redisson lock behind it")
 			}
 			t.Parallel() // each on a private server of its own
-			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service, Settings: c.settings}
+			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service, Settings: c.settings, SessionTimeout: c.sessionTimeout}
 			if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Java {
 				cfg.Argv = javaArgv(t, r)
 			}

@@ -33,7 +33,7 @@ func TestRunFileErrorsNameFileLineAndField(t *testing.T) {
 		{"suite not a mapping", "suite: gozk\n", `:1: field "suite": want a mapping`},
 		{"suite unknown list", "suite:\n  recipe: [gozk]\n", `:2: field "suite.recipe": unknown`},
 		{"unknown recipe", "time: 5s\nrecipe: curator\n", `:2: field "recipe": unknown recipe "curator"`},
-		{"suite unknown recipe", "suite:\n  recipes:\n    - gozk\n    - kazoo\n", `:4: field "suite.recipes": unknown recipe "kazoo" (want exec or one of curator-mutex`},
+		{"suite unknown recipe", "suite:\n  recipes:\n    - gozk\n    - kazoo\n", `:4: field "suite.recipes": unknown recipe "kazoo" (want exec or one of curator-5.9-mutex`},
 		{"suite bad seed", "suite:\n  seeds: [1, x]\n", `:2: field "suite.seeds": want non-zero integers, got "x"`},
 		{"not a mapping", "- recipe\n", `:1: want a mapping`},
 		{"yaml syntax", "recipe: [gozk\n", `yaml: line`},
