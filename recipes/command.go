@@ -36,7 +36,8 @@ type CommandEnv struct {
 // Command returns the command line of one worker of the recipe. For a Java or Python
 // recipe it first checks that what the worker needs is installed (the error names the
 // Debian packages to install) and unpacks the worker into env.CacheDir, compiling the
-// Curator worker on first use.
+// Java workers on first use (against Debian's Curator, or against a library release
+// fetched from Maven Central into the cache: Library.Maven).
 func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 	if err := r.Runtime.check(env, r.Library.Maven != ""); err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
