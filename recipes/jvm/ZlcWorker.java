@@ -313,22 +313,24 @@ public final class ZlcWorker {
     }
 
     static Map<String, Object> ok() {
-        Map<String, Object> r = new LinkedHashMap<>();
-        r.put("type", "ok");
-        return r;
+        return reply("ok", null);
     }
 
     static Map<String, Object> fail(String error) {
-        Map<String, Object> r = new LinkedHashMap<>();
-        r.put("type", "fail");
-        r.put("error", error);
-        return r;
+        return reply("fail", error);
     }
 
     static Map<String, Object> info(String error) {
+        return reply("info", error);
+    }
+
+    /** A reply of type, with its error when there is one. */
+    static Map<String, Object> reply(String type, String error) {
         Map<String, Object> r = new LinkedHashMap<>();
-        r.put("type", "info");
-        r.put("error", error);
+        r.put("type", type);
+        if (error != null) {
+            r.put("error", error);
+        }
         return r;
     }
 
@@ -429,6 +431,22 @@ public final class ZlcWorker {
             }
         }
 
+        /** After a member or element: true at close, false at a comma, else bad JSON. */
+        boolean closes(char close) throws ProtocolError {
+            ws();
+            if (i >= s.length()) {
+                throw bad();
+            }
+            char d = s.charAt(i++);
+            if (d == close) {
+                return true;
+            }
+            if (d != ',') {
+                throw bad();
+            }
+            return false;
+        }
+
         ProtocolError bad() {
             return new ProtocolError("bad JSON at byte " + i);
         }
@@ -458,16 +476,8 @@ public final class ZlcWorker {
                     }
                     ws();
                     m.put(k, value());
-                    ws();
-                    if (i >= s.length()) {
-                        throw bad();
-                    }
-                    char d = s.charAt(i++);
-                    if (d == '}') {
+                    if (closes('}')) {
                         return m;
-                    }
-                    if (d != ',') {
-                        throw bad();
                     }
                 }
             }
@@ -482,16 +492,8 @@ public final class ZlcWorker {
                 while (true) {
                     ws();
                     l.add(value());
-                    ws();
-                    if (i >= s.length()) {
-                        throw bad();
-                    }
-                    char d = s.charAt(i++);
-                    if (d == ']') {
+                    if (closes(']')) {
                         return l;
-                    }
-                    if (d != ',') {
-                        throw bad();
                     }
                 }
             }
