@@ -130,6 +130,7 @@ func Catalog() []Entry {
 	}
 	list = append(list, redisEntries()...)
 	list = append(list, redissonEntries()...)
+	list = append(list, springEntries()...)
 	list = append(list, dbEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
@@ -178,6 +179,26 @@ func redissonEntries() []Entry {
 			"Redisson's RFencedLock, tryLockAndGetToken(wait) with the watchdog: a fencing token on every acquire; learns a lost lock at unlock"),
 		e("redisson-redlock", mutex, true,
 			"Redisson's RedissonRedLock (deprecated, still shipped) over one RedissonClient per independent primary, tryLock(wait) with the watchdog on each; cannot fence"),
+	}
+}
+
+// springEntries are Spring Integration's lock registries
+// (recipes/jvm/ZlcSpringWorker.java).
+func springEntries() []Entry {
+	lib := Library{Name: "Spring Integration", Maven: "spring-integration-7.1.2"}
+	e := func(name string, service kind.Name, doc string) Entry {
+		return Entry{Name: name, Runtime: Java, Worker: "ZlcSpringWorker", Library: lib, Service: service,
+			Kinds: []workloads.Kind{workloads.Mutex}, Doc: doc}
+	}
+	return []Entry{
+		e("spring-jdbc-postgres", kind.Postgres,
+			"Spring Integration's JdbcLockRegistry (DefaultLockRepository, table ZLC_INT_LOCK, HikariCP) on PostgreSQL, tryLock(wait) / unlock(), the TTL as expireAfter, no renewal; lost when the TTL runs out; cannot fence"),
+		e("spring-jdbc-mariadb", kind.MariaDB,
+			"Spring Integration's JdbcLockRegistry on one MariaDB server, as spring-jdbc-postgres"),
+		e("spring-redis-lock", kind.Redis,
+			"Spring Integration's RedisLockRegistry (spin lock, Lettuce) on the first instance, tryLock(wait) / unlock(), the TTL as expireAfter, no renewal; lost when the TTL runs out; cannot fence"),
+		e("spring-redis-lock-renewed", kind.Redis,
+			"spring-redis-lock with a renewal task scheduler renewing the lock every third of the TTL; it tells a holder nothing when a renewal finds the lock gone: it learns at unlock; cannot fence"),
 	}
 }
 

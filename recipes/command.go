@@ -134,11 +134,11 @@ func jvmWorker(ctx context.Context, env CommandEnv, release, main, recipe string
 		return nil, err
 	}
 	lib := filepath.Join(libDir, "lib")
-	u, err := unpack(env.CacheDir, "workers-"+filepath.Base(libDir), jvm.Sources(), func(tmp string) error {
+	u, err := unpack(env.CacheDir, "workers-"+filepath.Base(libDir)+"-"+main, jvm.Sources(), func(tmp string) error {
 		if env.Log != nil {
-			fmt.Fprintf(env.Log, "compiling the JVM workers for %s into %s\n", release, env.CacheDir)
+			fmt.Fprintf(env.Log, "compiling the JVM worker %s for %s into %s\n", main, release, env.CacheDir)
 		}
-		return jvm.Compile(ctx, tmp, lib)
+		return jvm.Compile(ctx, tmp, lib, main)
 	})
 	if err != nil {
 		return nil, err

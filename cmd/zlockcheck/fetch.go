@@ -13,7 +13,8 @@ import (
 
 // fetchCmd fetches what runs may take from Maven Central into the cache: the
 // ZooKeeper releases of --zk-version and the Java workers' libraries (make setup runs
-// it; a second call downloads nothing).
+// it; a second call downloads nothing), and removes from the cache what no pinned
+// release uses any more (maven.Sweep).
 func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("fetch", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -31,6 +32,13 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		return exitError, err
 	}
 	if err := jvm.FetchAll(ctx, cfg); err != nil {
+		return exitError, err
+	}
+	removed, err := maven.Sweep(dir, zookeeper.ReleasesManifest(), jvm.Manifest())
+	for _, r := range removed {
+		fmt.Fprintf(stderr, "removed %s from the cache: no release pinned today uses it\n", r)
+	}
+	if err != nil {
 		return exitError, err
 	}
 	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central\n", dir)

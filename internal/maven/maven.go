@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -122,10 +124,89 @@ func Fetch(ctx context.Context, cfg Config, m Manifest, profile string) (string,
 }
 
 // profileDir is where the cache keeps m's profile: its name says the manifest, the
-// profile and a hash of the manifest, so a changed pin is fetched again.
+// profile and a hash of what decides its jars (profileKey), so a changed pin is
+// fetched again, and adding or changing another profile fetches nothing.
 func profileDir(cacheDir string, m Manifest, profile string) string {
-	sum := sha256.Sum256(m.POM)
+	sum := sha256.Sum256(profileKey(m.POM, profile))
 	return filepath.Join(cacheDir, fmt.Sprintf("%s-%s-%s", m.Name, profile, hex.EncodeToString(sum[:])[:16]))
+}
+
+// profileKey is what decides a profile's jars: the pom outside its <profiles> (the
+// dependencies every profile shares) and the profile's own element. A pom whose
+// profiles cannot be told apart is keyed whole.
+func profileKey(pom []byte, profile string) []byte {
+	start, end := bytes.Index(pom, []byte("<profiles>")), bytes.LastIndex(pom, []byte("</profiles>"))
+	if start < 0 || end < start {
+		return pom
+	}
+	key := slices.Concat(pom[:start], pom[end:])
+	rest := pom[start:end]
+	for {
+		i := bytes.Index(rest, []byte("<profile>"))
+		if i < 0 {
+			return pom
+		}
+		j := bytes.Index(rest[i:], []byte("</profile>"))
+		if j < 0 {
+			return pom
+		}
+		element := rest[i : i+j]
+		if bytes.Contains(element, []byte("<id>"+profile+"</id>")) {
+			return append(key, element...)
+		}
+		rest = rest[i+j:]
+	}
+}
+
+// Sweep removes from the cache what the manifests ms no longer name: a profile's
+// directory (NAME-PROFILE-HASH) that is not the one Fetch would use today (a pin
+// changed, a profile went), and every directory built from one (whose name holds it,
+// e.g. a worker compiled against its jars). It returns the names it removed. A
+// directory of a manifest not in ms is left alone.
+func Sweep(cacheDir string, ms ...Manifest) ([]string, error) {
+	entries, err := os.ReadDir(cacheDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	current := map[string]bool{}
+	for _, m := range ms {
+		ids, err := m.Profiles()
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			current[filepath.Base(profileDir(cacheDir, m, id))] = true
+		}
+	}
+	var stale []string
+	for _, e := range entries {
+		for _, m := range ms {
+			if e.IsDir() && profileDirName(m.Name).MatchString(e.Name()) && !current[e.Name()] {
+				stale = append(stale, e.Name())
+			}
+		}
+	}
+	var removed []string
+	for _, e := range entries {
+		for _, s := range stale {
+			if n := e.Name(); n == s || strings.HasSuffix(n, "-"+s) || strings.Contains(n, "-"+s+"-") {
+				if err := os.RemoveAll(filepath.Join(cacheDir, n)); err != nil {
+					return removed, err
+				}
+				removed = append(removed, n)
+				break
+			}
+		}
+	}
+	return removed, nil
+}
+
+// profileDirName matches the names of manifest name's profile directories.
+func profileDirName(name string) *regexp.Regexp {
+	return regexp.MustCompile("^" + regexp.QuoteMeta(name) + "-.+-[0-9a-f]{16}$")
 }
 
 // copyDependencies runs Maven on m's pom (written into tmp) to copy profile's runtime

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -81,4 +82,70 @@ func fetchedDir(t *testing.T, cache string, m Manifest, profile string) string {
 		t.Fatalf("cache already holds %v", matches)
 	}
 	return profileDir(cache, m, profile)
+}
+
+// TestProfileKey: a profile's directory changes with its own pins and with what every
+// profile shares, not with another profile's.
+func TestProfileKey(t *testing.T) {
+	cache := "/cache"
+	m := Manifest{Name: "t", POM: []byte(testPOM)}
+	a, b := profileDir(cache, m, "a-1.0"), profileDir(cache, m, "b-2.0")
+	for _, tc := range []struct {
+		what         string
+		pom          string
+		sameA, sameB bool
+	}{
+		{"a profile added", strings.Replace(testPOM, "</profiles>", "<profile><id>c-3.0</id></profile></profiles>", 1), true, true},
+		{"b's pins changed", strings.Replace(testPOM, "<id>b-2.0</id>", "<id>b-2.0</id><dependencies/>", 1), true, false},
+		{"a shared dependency changed", strings.Replace(testPOM, "<modelVersion>4.0.0", "<dependencies/><modelVersion>4.0.0", 1), false, false},
+	} {
+		c := Manifest{Name: "t", POM: []byte(tc.pom)}
+		if got := profileDir(cache, c, "a-1.0") == a; got != tc.sameA {
+			t.Errorf("%s: a-1.0's directory kept = %v, want %v", tc.what, got, tc.sameA)
+		}
+		if got := profileDir(cache, c, "b-2.0") == b; got != tc.sameB {
+			t.Errorf("%s: b-2.0's directory kept = %v, want %v", tc.what, got, tc.sameB)
+		}
+	}
+}
+
+// TestSweep: the directories of a changed pin or a gone profile go, with what was
+// built from them; today's, another manifest's and anything else stay.
+func TestSweep(t *testing.T) {
+	cache := t.TempDir()
+	old := Manifest{Name: "t", POM: []byte(testPOM)}
+	now := Manifest{Name: "t", POM: []byte(strings.Replace(testPOM, "<profile><id>b-2.0</id></profile>", "", 1))}
+	now.POM = []byte(strings.Replace(string(now.POM), "<id>a-1.0</id>", "<id>a-1.0</id><dependencies/>", 1))
+	staleA, goneB := filepath.Base(profileDir(cache, old, "a-1.0")), filepath.Base(profileDir(cache, old, "b-2.0"))
+	keepA := filepath.Base(profileDir(cache, now, "a-1.0"))
+	other := filepath.Base(profileDir(cache, Manifest{Name: "u", POM: []byte(testPOM)}, "a-1.0"))
+	dirs := []string{staleA, goneB, keepA, other, "workers-" + staleA + "-Main-0123", "workers-" + keepA + "-Main-0123", "m2", "t-notes"}
+	for _, d := range dirs {
+		if err := os.MkdirAll(filepath.Join(cache, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := Sweep(cache, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{staleA, goneB, "workers-" + staleA + "-Main-0123"}
+	slices.Sort(removed)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Errorf("Sweep removed %v, want %v", removed, want)
+	}
+	left, _ := os.ReadDir(cache)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	keep := []string{keepA, other, "workers-" + keepA + "-Main-0123", "m2", "t-notes"}
+	slices.Sort(keep)
+	if !slices.Equal(names, keep) {
+		t.Errorf("left %v, want %v", names, keep)
+	}
+	if removed, err := Sweep(filepath.Join(cache, "none"), now); err != nil || len(removed) != 0 {
+		t.Errorf("Sweep of a missing cache = %v, %v; want nothing", removed, err)
+	}
 }

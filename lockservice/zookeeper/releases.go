@@ -13,12 +13,12 @@ import (
 //go:embed releases/pom.xml
 var releasesPOM []byte
 
-// releases is the manifest of releases/pom.xml.
-func releases() maven.Manifest { return maven.Manifest{Name: "zookeeper", POM: releasesPOM} }
+// ReleasesManifest is the manifest of releases/pom.xml.
+func ReleasesManifest() maven.Manifest { return maven.Manifest{Name: "zookeeper", POM: releasesPOM} }
 
 // Releases are the versions --zk-version takes, oldest first.
 func Releases() []string {
-	ids, err := releases().Profiles()
+	ids, err := ReleasesManifest().Profiles()
 	if err != nil {
 		panic("lockservice/zookeeper: releases/pom.xml: " + err.Error()) // embedded; a test reads it
 	}
@@ -29,7 +29,7 @@ func Releases() []string {
 // downloads nothing.
 func FetchReleases(ctx context.Context, cfg maven.Config) error {
 	for _, v := range Releases() {
-		if _, err := maven.Fetch(ctx, cfg, releases(), v); err != nil {
+		if _, err := maven.Fetch(ctx, cfg, ReleasesManifest(), v); err != nil {
 			return err
 		}
 	}
@@ -43,5 +43,5 @@ func fetchRelease(ctx context.Context, v, cacheDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return maven.Fetch(ctx, maven.Config{CacheDir: dir}, releases(), v)
+	return maven.Fetch(ctx, maven.Config{CacheDir: dir}, ReleasesManifest(), v)
 }

@@ -1,9 +1,9 @@
 // Package jvm carries the JVM workers of libraries fetched from Maven Central inside
 // the zlockcheck binary: the build manifest (pom.xml: one profile per library
 // release), the one implementation of the worker protocol they share (ZlcWorker.java)
-// and a worker per library (ZlcRedissonWorker.java). Package recipes fetches a
-// profile's jars (internal/maven), compiles the workers against them (Compile) and
-// runs one (Argv); `zlockcheck fetch` fetches every profile.
+// and a worker per library (ZlcRedissonWorker.java, ZlcSpringWorker.java). Package
+// recipes fetches a profile's jars (internal/maven), compiles a worker against them
+// (Compile) and runs it (Argv); `zlockcheck fetch` fetches every profile.
 package jvm
 
 import (
@@ -11,6 +11,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 
@@ -26,12 +27,17 @@ var sources embed.FS
 // Sources are the workers' Java sources, which Compile builds together.
 func Sources() fs.FS { return sources }
 
-// Compile compiles the sources in dir (an unpacked copy of Sources) against lib's jars
-// into dir/build.
-func Compile(ctx context.Context, dir, lib string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.java"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("the JVM workers: no sources in %s", dir)
+// Compile compiles worker main (ZlcRedissonWorker) and the protocol it speaks, of the
+// sources in dir (an unpacked copy of Sources), against lib's jars into dir/build:
+// each worker compiles against its own library's jars only.
+func Compile(ctx context.Context, dir, lib, main string) error {
+	var files []string
+	for _, name := range []string{"ZlcWorker.java", main + ".java"} {
+		f := filepath.Join(dir, name)
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("the JVM workers: no %s in %s", name, dir)
+		}
+		files = append(files, f)
 	}
 	// --release 17: class files for any JRE >= 17. -classfile: some libraries' jars
 	// name annotation classes they do not ship (a warning about their jars).
