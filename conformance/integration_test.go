@@ -161,6 +161,12 @@ func TestConformanceOnEveryService(t *testing.T) {
 		{service: kind.Redis, recipe: "redisson-fenced", skips: v1Skips("lost", "sent no lost"), long: true},
 		{service: kind.Redis, recipe: "redisson-redlock", settings: redis.RedisSettings{Topology: redis.RedisRedlock},
 			skips: v1Skips("lost", "did not say where"), long: true},
+		// Spring Integration's registries, through the same JVM worker: the leased
+		// ones report the TTL's end; the renewed one tells its holder nothing.
+		{service: kind.Redis, recipe: "spring-redis-lock", skips: v1Skips(), long: true},
+		{service: kind.Redis, recipe: "spring-redis-lock-renewed", skips: v1Skips("lost", "sent no lost"), long: true},
+		{service: kind.Postgres, recipe: "spring-jdbc-postgres", skips: v1Skips("lost", "did not say where"), long: true},
+		{service: kind.MariaDB, recipe: "spring-jdbc-mariadb", skips: v1Skips("lost", "did not say where"), long: true},
 		{service: kind.Postgres, recipe: "pg-advisory"},
 		{service: kind.Postgres, recipe: "pg-table-expiry"}, // a lease in a table: lost deletes its row
 		{service: kind.Postgres, recipe: "mutant-pg-advisory-no-heartbeat", broken: "lost"},
@@ -170,7 +176,7 @@ func TestConformanceOnEveryService(t *testing.T) {
 	for _, c := range cases {
 		t.Run(string(c.service)+"/"+c.recipe, func(t *testing.T) {
 			if c.long {
-				testenv.Long(t, "the JVM worker's protocol is redisson-lock's; this is another Redisson lock behind it")
+				testenv.Long(t, "the JVM worker's protocol is redisson-lock's; this is another library's lock behind it")
 			}
 			t.Parallel() // each on a private server of its own
 			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service, Settings: c.settings, SessionTimeout: c.sessionTimeout}
