@@ -165,18 +165,18 @@ func curatorRelease(list []Entry, l Library) []Entry {
 // redissonEntries are Redisson's locks (recipes/jvm/ZlcRedissonWorker.java).
 func redissonEntries() []Entry {
 	lib := Library{Name: "Redisson", Maven: "redisson-3.52.0"}
-	mutex := []workloads.Kind{workloads.Mutex}
+	mutex, counter := []workloads.Kind{workloads.Mutex}, []workloads.Kind{workloads.Mutex, workloads.Counter}
 	e := func(name string, kinds []workloads.Kind, redlock bool, doc string) Entry {
 		return Entry{Name: name, Runtime: Java, Worker: "ZlcRedissonWorker", Library: lib, Service: kind.Redis,
 			Kinds: kinds, RedLock: redlock, Doc: doc}
 	}
 	return []Entry{
-		e("redisson-lock", []workloads.Kind{workloads.Mutex, workloads.Reentrant}, false,
+		e("redisson-lock", []workloads.Kind{workloads.Mutex, workloads.Reentrant, workloads.Counter}, false,
 			"Redisson's RLock, tryLock(wait) with the watchdog renewing it (lockWatchdogTimeout the TTL); Redisson tells a holder nothing when a renewal finds the lock gone: it learns at unlock; cannot fence"),
-		e("redisson-lock-lease", mutex, false,
+		e("redisson-lock-lease", counter, false,
 			"Redisson's RLock, tryLock(wait, lease) with the TTL as the lease and no watchdog; lost when the lease runs out; cannot fence"),
-		e("redisson-fenced", mutex, false,
-			"Redisson's RFencedLock, tryLockAndGetToken(wait) with the watchdog: a fencing token on every acquire; learns a lost lock at unlock"),
+		e("redisson-fenced", counter, false,
+			"Redisson's RFencedLock, tryLockAndGetToken(wait) with the watchdog: a fencing token on every acquire, which the fenced counter checks; learns a lost lock at unlock"),
 		e("redisson-redlock", mutex, true,
 			"Redisson's RedissonRedLock (deprecated, still shipped) over one RedissonClient per independent primary, tryLock(wait) with the watchdog on each; cannot fence"),
 	}

@@ -4,11 +4,13 @@
 // Usage: java -cp BUILD:LIB/* ZlcRedissonWorker RECIPE
 //
 //   redisson-lock         RLock, tryLock(wait) with no lease: the watchdog renews the
-//                         lock every third of lockWatchdogTimeout; kinds mutex, reentrant
+//                         lock every third of lockWatchdogTimeout; kinds mutex,
+//                         reentrant, counter
 //   redisson-lock-lease   RLock, tryLock(wait, lease): no watchdog, the lock expires
-//                         after the lease; kind mutex
+//                         after the lease; kinds mutex, counter
 //   redisson-fenced       RFencedLock, tryLockAndGetToken(wait): the watchdog's lock,
-//                         with a fencing token on every acquire; kind mutex
+//                         with a fencing token on every acquire; kinds mutex, counter
+//                         (fenced or not)
 //   redisson-redlock      RedissonRedLock over one RLock per independent instance
 //                         (deprecated by Redisson, still shipped), tryLock(wait) with
 //                         the watchdog on each; kind mutex
@@ -31,6 +33,11 @@
 // - redisson-lock-lease: the caller knows its lease. The worker reports "lost" when
 //   the lease has run out since the moment before tryLock was called (the validity
 //   the caller can compute), unless it released first.
+// The counter workload's counter is a string key on the lock's instance (init's
+// counter_path), read and written through Redisson's RScript. Fenced (redisson-fenced
+// only), it is Kleppmann's fenced storage, as the Go Redis recipes' (recipes/
+// redis_counter.go): the highest token seen is kept in COUNTER:fence, and a read or
+// write with a lower token is refused (fail "fenced: ...").
 // An acquire's ok says where the lock lives: the lock's hash (its name, init's path)
 // and its field, Redisson's lock name for this client and thread (id:threadId), which
 // the harness reads as the key's value (docs/protocol.md). RedLock's fields differ per
@@ -49,12 +56,30 @@ import org.redisson.Redisson;
 import org.redisson.RedissonRedLock;
 import org.redisson.api.RFencedLock;
 import org.redisson.api.RLock;
+import org.redisson.api.RScript;
 import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
 
-public final class ZlcRedissonWorker implements ZlcWorker.Recipe {
+public final class ZlcRedissonWorker implements ZlcWorker.Recipe, ZlcWorker.Counter {
 
     static final List<String> RECIPES = List.of("redisson-lock", "redisson-lock-lease", "redisson-fenced", "redisson-redlock");
+
+    /**
+     * The fenced read: KEYS[1] the counter, KEYS[2] its highest token seen, ARGV[1] the
+     * hold's token; the counter's value, or the error FENCED for an older token.
+     */
+    static final String FENCED_READ = "local seen = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+            + "if tonumber(ARGV[1]) < seen then return redis.error_reply('FENCED token ' .. ARGV[1] .. ' is older than ' .. seen) end\n"
+            + "redis.call('SET', KEYS[2], ARGV[1])\n"
+            + "return redis.call('GET', KEYS[1])";
+
+    /** The fenced write: as FENCED_READ, then sets KEYS[1] to ARGV[2]. */
+    static final String FENCED_WRITE = "local seen = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+            + "if tonumber(ARGV[1]) < seen then return redis.error_reply('FENCED token ' .. ARGV[1] .. ' is older than ' .. seen) end\n"
+            + "redis.call('SET', KEYS[2], ARGV[1])\n"
+            + "redis.call('SET', KEYS[1], ARGV[2])\n"
+            + "return 1";
 
     public static void main(String[] args) {
         if (args.length != 1 || !RECIPES.contains(args[0])) {
@@ -75,6 +100,9 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe {
     long leaseMs;
     int depth;
     ScheduledFuture<?> leaseEnd;
+    String counter;
+    boolean fenced;
+    Long token;
 
     ZlcRedissonWorker(String recipe) {
         this.recipe = recipe;
@@ -83,13 +111,19 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe {
     @Override
     @SuppressWarnings("deprecation") // RedissonRedLock: deprecated, and what teams still run
     public void init(ZlcWorker.Init init, ZlcWorker.Events events) throws Exception {
-        boolean reentrant = init.kind.equals("reentrant") && recipe.equals("redisson-lock");
-        if (!init.kind.equals("mutex") && !reentrant) {
-            throw new ZlcWorker.Refused(recipe + " speaks the mutex workload" + (recipe.equals("redisson-lock") ? " and the reentrant one" : "") + ", not " + init.kind);
+        List<String> kinds = switch (recipe) {
+            case "redisson-lock" -> List.of("mutex", "reentrant", "counter");
+            case "redisson-redlock" -> List.of("mutex");
+            default -> List.of("mutex", "counter");
+        };
+        if (!kinds.contains(init.kind)) {
+            throw new ZlcWorker.Refused(recipe + " speaks the " + String.join(", ", kinds) + " workloads, not " + init.kind);
         }
-        if (init.fenced) {
-            throw new ZlcWorker.Refused(recipe + " cannot fence: the fenced counter is not written for Redisson yet");
+        if (init.fenced && !recipe.equals("redisson-fenced")) {
+            throw new ZlcWorker.Refused(recipe + " cannot fence: it has no token (redisson-fenced has)");
         }
+        this.counter = init.counterPath;
+        this.fenced = init.fenced;
         this.events = events;
         this.leaseMs = init.sessionTimeoutMs;
         List<String> addrs = recipe.equals("redisson-redlock") ? init.connect : List.of(String.join(",", init.connect));
@@ -142,7 +176,7 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe {
             leaseEnd = null;
         }
         long before = System.nanoTime();
-        Long token = null;
+        token = null;
         boolean ok;
         switch (recipe) {
             case "redisson-fenced":
@@ -192,6 +226,42 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe {
         } catch (IllegalMonitorStateException e) {
             depth = 0; // every level went with the lock
             throw new ZlcWorker.NotHeld("unlock: " + e.getMessage());
+        }
+    }
+
+    @Override
+    public long read() throws Exception {
+        RScript script = clients.get(0).getScript(StringCodec.INSTANCE);
+        Object v;
+        if (fenced) {
+            v = fencedEval(script, FENCED_READ, RScript.ReturnType.VALUE);
+        } else {
+            v = clients.get(0).getBucket(counter, StringCodec.INSTANCE).get();
+        }
+        return v == null ? 0 : Long.parseLong(v.toString());
+    }
+
+    @Override
+    public void write(long value) throws Exception {
+        if (fenced) {
+            fencedEval(clients.get(0).getScript(StringCodec.INSTANCE), FENCED_WRITE, RScript.ReturnType.INTEGER, String.valueOf(value));
+        } else {
+            clients.get(0).getBucket(counter, StringCodec.INSTANCE).set(String.valueOf(value));
+        }
+    }
+
+    /** Runs a fenced script with the hold's token: Fenced when the counter saw a newer one. */
+    Object fencedEval(RScript script, String lua, RScript.ReturnType type, String... more) throws ZlcWorker.Fenced {
+        List<Object> args = new ArrayList<>();
+        args.add(String.valueOf(token));
+        args.addAll(List.of(more));
+        try {
+            return script.eval(RScript.Mode.READ_WRITE, lua, type, List.of(counter, counter + ":fence"), args.toArray());
+        } catch (RuntimeException e) {
+            if (String.valueOf(e.getMessage()).contains("FENCED")) {
+                throw new ZlcWorker.Fenced(e.getMessage());
+            }
+            throw e;
         }
     }
 

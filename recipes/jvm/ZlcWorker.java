@@ -19,6 +19,13 @@
 //   release  Recipe.release: ok; fail "not held" when the recipe says it held
 //            nothing (NotHeld: a lease that ran out before the release); info on any
 //            other error.
+//   read     Counter.read (the counter workload, while holding): ok with the value;
+//            fail "fenced: ..." when the fenced read was refused (Fenced); info on
+//            any other error.
+//   write    Counter.write(value): ok; fail "fenced: ..." when the fenced write
+//            committed nothing; any other error is retried for init's
+//            write_retry_ms, 100 ms apart (the write's outcome is unknown, and
+//            writing the same value again is harmless), then answers info.
 //   close    Recipe.close (bounded to 1.5 s), then ok and exit 0. EOF on stdin does the
 //            same without a reply; a request still running 1 s after EOF is
 //            abandoned.
@@ -62,6 +69,18 @@ public final class ZlcWorker {
         void close() throws Exception;
     }
 
+    /**
+     * The counter workload's resource, kept by a Recipe that speaks the counter kind:
+     * called only while it holds the lock.
+     */
+    public interface Counter {
+        /** The counter's value (0 when it was never written). */
+        long read() throws Exception;
+
+        /** Sets the counter to value; throws Fenced when the fenced write committed nothing. */
+        void write(long value) throws Exception;
+    }
+
     /** What init says: the fields every service's init has (docs/protocol.md). */
     public static final class Init {
         /** The servers' addresses, host:port,... (Redis: the first is the primary). */
@@ -75,6 +94,10 @@ public final class ZlcWorker {
         public final long permits;
         /** fenced: the counter workload writes only while its lock holds. */
         public final boolean fenced;
+        /** The counter workload's counter (a key, a node), or null. */
+        public final String counterPath;
+        /** How long a write of unknown outcome is retried (the counter workload). */
+        public final long writeRetryMs;
 
         Init(Map<String, Object> req) throws ProtocolError {
             connect = List.of(str(req, "connect").split(","));
@@ -83,6 +106,8 @@ public final class ZlcWorker {
             kind = str(req, "kind");
             permits = req.containsKey("permits") ? num(req, "permits") : 1;
             fenced = Boolean.TRUE.equals(req.get("fenced"));
+            counterPath = req.containsKey("counter_path") ? str(req, "counter_path") : null;
+            writeRetryMs = req.containsKey("write_retry_ms") ? num(req, "write_retry_ms") : 8000;
         }
     }
 
@@ -109,6 +134,15 @@ public final class ZlcWorker {
         private static final long serialVersionUID = 1L;
 
         public Refused(String why) {
+            super(why);
+        }
+    }
+
+    /** A fenced read or write was refused: it answers fail "fenced: ...". */
+    public static final class Fenced extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        public Fenced(String why) {
             super(why);
         }
     }
@@ -140,6 +174,7 @@ public final class ZlcWorker {
     final Object shutdownLock = new Object();
     volatile boolean busy;
     boolean initialized;
+    long writeRetryMs;
 
     private ZlcWorker(Recipe recipe, PrintStream proto, Logger log) {
         this.recipe = recipe;
@@ -257,6 +292,7 @@ public final class ZlcWorker {
                 }
                 Init init = new Init(req);
                 initialized = true;
+                writeRetryMs = init.writeRetryMs;
                 reply(id, call(() -> {
                     recipe.init(init, this::lost);
                     return ok();
@@ -285,11 +321,54 @@ public final class ZlcWorker {
                     return ok();
                 }));
                 return;
+            case "read":
+                Counter rc = counter(op);
+                reply(id, call(() -> {
+                    Map<String, Object> r = ok();
+                    r.put("value", rc.read());
+                    return r;
+                }));
+                return;
+            case "write":
+                Counter wc = counter(op);
+                long value = num(req, "value");
+                reply(id, call(() -> {
+                    writeRetrying(wc, value);
+                    return ok();
+                }));
+                return;
             case "close":
                 shutdown(0, id);
                 return;
             default:
                 throw new ProtocolError("unknown op " + op);
+        }
+    }
+
+    /** The recipe's counter: a read or write to a recipe with none is out of the protocol. */
+    Counter counter(String op) throws ProtocolError {
+        if (!(recipe instanceof Counter)) {
+            throw new ProtocolError(op + ": the recipe has no counter workload");
+        }
+        return (Counter) recipe;
+    }
+
+    /** Writes value, again every 100 ms while it fails other than Fenced, for writeRetryMs. */
+    void writeRetrying(Counter c, long value) throws Exception {
+        long end = System.nanoTime() + writeRetryMs * 1_000_000L;
+        while (true) {
+            try {
+                c.write(value);
+                return;
+            } catch (Fenced e) {
+                throw e;
+            } catch (Exception e) {
+                if (System.nanoTime() >= end) {
+                    throw e;
+                }
+                log.info("write of unknown outcome, again in 100 ms: {}", e.toString());
+                Thread.sleep(100);
+            }
         }
     }
 
@@ -303,6 +382,8 @@ public final class ZlcWorker {
             return body.run();
         } catch (Refused e) {
             return fail(e.getMessage());
+        } catch (Fenced e) {
+            return fail("fenced: " + e.getMessage());
         } catch (NotHeld e) {
             log.info("release: {}", e.getMessage());
             return fail("not held");
