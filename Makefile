@@ -164,7 +164,7 @@ bench-cpu: build
 
 # ZooKeeper's, Redis's and the databases' recipes side by side, each against its
 # service's plain client loop, 5 and 20 workers at --hold-max 1ms (bench/services.sh,
-# about 28 minutes; issues 25 and 26).
+# about 35 minutes; issues 25, 26 and 39).
 bench-services: build
 	bash bench/services.sh
 

@@ -15,7 +15,8 @@ func TestCatalog(t *testing.T) {
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
-		"redis-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync,zlc-mutex," +
+		"redis-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
+		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
 		"mutant-no-recheck,mutant-off-by-one," +
@@ -55,6 +56,11 @@ func TestCatalog(t *testing.T) {
 			wantService = kind.Postgres
 		case strings.HasPrefix(r.Name, "mariadb-") || strings.HasPrefix(r.Name, "mutant-mariadb-"):
 			wantService = kind.MariaDB
+		case strings.HasPrefix(r.Name, "spring-"): // spring-<registry>-<service>, or spring-redis-*
+			wantService = map[string]kind.Name{"spring-jdbc-postgres": kind.Postgres, "spring-jdbc-mariadb": kind.MariaDB}[r.Name]
+			if strings.HasPrefix(r.Name, "spring-redis-") {
+				wantService = kind.Redis
+			}
 		}
 		if wantRedLock := r.Name == "redsync" || r.Name == "redisson-redlock" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
 			t.Errorf("%s: RedLock = %v, want %v", r.Name, r.RedLock, wantRedLock)
@@ -78,8 +84,9 @@ func TestPackages(t *testing.T) {
 		"kazoo-rwlock":  "python3 python3-kazoo",
 		"curator-mutex": "default-jdk-headless libcurator-recipes-java libslf4j-java",
 		// Curator 5.9 comes from Maven Central: the JDK and Maven from Debian.
-		"curator-5.9-mutex": "default-jdk-headless maven",
-		"redisson-lock":     "default-jdk-headless maven",
+		"curator-5.9-mutex":    "default-jdk-headless maven",
+		"redisson-lock":        "default-jdk-headless maven",
+		"spring-jdbc-postgres": "default-jdk-headless maven",
 	} {
 		r, err := Find(name)
 		if err != nil {

@@ -31,6 +31,12 @@ func requireJVM(t *testing.T) {
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.ZooKeeper, testenv.JDK)
 }
 
+// requireDatabasesJVM skips tests that need what requireDatabases does and a JDK.
+func requireDatabasesJVM(t *testing.T) {
+	t.Helper()
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.NFTables, testenv.PostgreSQL, testenv.MariaDB, testenv.JDK)
+}
+
 // requireRedisJVM skips tests that need root, namespaces, Redis and a JDK (fails
 // under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
 func requireRedisJVM(t *testing.T) {
@@ -104,6 +110,10 @@ func TestEveryKindRunsValid(t *testing.T) {
 		// for its five JVMs. Its lock is a hash the harness reads by its field.
 		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},
 			service: "redis", settings: `"topology": "single"`, log: "Redisson 3.52.0 (Maven Central)", files: redisFiles, long: true},
+		// Spring Integration's JDBC registry through the JVM worker, on PostgreSQL
+		// (its table ZLC_INT_LOCK made by the workers, gone with the servers).
+		{name: "spring-jdbc-postgres", require: requireDatabasesJVM, args: []string{"--recipe", "spring-jdbc-postgres", "--nemesis", "client-kill", "--nemesis-targets", "holder"},
+			service: "postgres", log: "Spring Integration 7.1.2 (Maven Central)", long: true},
 		// Curator's current release on ZooKeeper's, both from Maven Central (make setup
 		// fetched them into the cache); alone, for its five JVM workers. A minority
 		// killed at a time: after all three servers killed at once, a Curator client
