@@ -151,22 +151,22 @@ func TestConformanceOnEveryService(t *testing.T) {
 	}{
 		{service: kind.Redis, recipe: "redis-lock"},
 		// Redisson's locks, through the JVM worker (the one protocol implementation of
-		// recipes/jvm: v1, so the cycle rules skip), compiled as a run compiles it, in
+		// recipes/jvm, v2), compiled as a run compiles it, in
 		// the cache (make setup fetched Redisson there). The watchdog's locks tell
 		// their holder nothing when the lock is gone (the lost rule says so and
 		// skips); the lease's worker reports its lease's end. RedLock's fields differ
 		// per instance: its acquires say nothing, and the lost rule cannot aim.
-		{service: kind.Redis, recipe: "redisson-lock", skips: v1Skips("lost", "sent no lost"), sessionTimeout: 2 * time.Second},
-		{service: kind.Redis, recipe: "redisson-lock-lease", skips: v1Skips(), long: true},
-		{service: kind.Redis, recipe: "redisson-fenced", skips: v1Skips("lost", "sent no lost"), long: true},
+		{service: kind.Redis, recipe: "redisson-lock", skips: neverTold, sessionTimeout: 2 * time.Second},
+		{service: kind.Redis, recipe: "redisson-lock-lease", long: true},
+		{service: kind.Redis, recipe: "redisson-fenced", skips: neverTold, long: true},
 		{service: kind.Redis, recipe: "redisson-redlock", settings: redis.RedisSettings{Topology: redis.RedisRedlock},
-			skips: v1Skips("lost", "did not say where"), long: true},
+			skips: noPlace, long: true},
 		// Spring Integration's registries, through the same JVM worker: the leased
 		// ones report the TTL's end; the renewed one tells its holder nothing.
-		{service: kind.Redis, recipe: "spring-redis-lock", skips: v1Skips(), long: true},
-		{service: kind.Redis, recipe: "spring-redis-lock-renewed", skips: v1Skips("lost", "sent no lost"), long: true},
-		{service: kind.Postgres, recipe: "spring-jdbc-postgres", skips: v1Skips("lost", "did not say where"), long: true},
-		{service: kind.MariaDB, recipe: "spring-jdbc-mariadb", skips: v1Skips("lost", "did not say where"), long: true},
+		{service: kind.Redis, recipe: "spring-redis-lock", long: true},
+		{service: kind.Redis, recipe: "spring-redis-lock-renewed", skips: neverTold, long: true},
+		{service: kind.Postgres, recipe: "spring-jdbc-postgres", skips: noPlace, long: true},
+		{service: kind.MariaDB, recipe: "spring-jdbc-mariadb", skips: noPlace, long: true},
 		{service: kind.Postgres, recipe: "pg-advisory"},
 		{service: kind.Postgres, recipe: "pg-table-expiry"}, // a lease in a table: lost deletes its row
 		{service: kind.Postgres, recipe: "mutant-pg-advisory-no-heartbeat", broken: "lost"},
@@ -210,15 +210,13 @@ func TestConformanceOnEveryService(t *testing.T) {
 	}
 }
 
-// v1Skips are the rules a protocol v1 worker skips (the cycles), and the rule and
-// reason given.
-func v1Skips(ruleReason ...string) map[string]string {
-	m := map[string]string{"cycle": "protocol v1", "cycle-lost": "protocol v1"}
-	for i := 0; i+1 < len(ruleReason); i += 2 {
-		m[ruleReason[i]] = ruleReason[i+1]
-	}
-	return m
-}
+// The rules a JVM worker (protocol v2) skips, by design, and the reason's words: a
+// lock whose library never tells its holder that it is gone (neverTold), or whose
+// acquires do not say where it lives (noPlace), is not held to the lost rules.
+var (
+	neverTold = map[string]string{"lost": "sent no lost", "cycle-lost": "sent no lost"}
+	noPlace   = map[string]string{"lost": "did not say where", "cycle-lost": "did not say where"}
+)
 
 // javaArgv is the command line of a Java recipe's worker as a run builds it, in the
 // user's cache ($ZLC_CACHE_DIR or ~/.cache/zlockcheck, where make setup fetched its

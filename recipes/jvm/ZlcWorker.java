@@ -1,4 +1,4 @@
-// ZlcWorker: the worker protocol (v1, docs/protocol.md) for the JVM workers of recipes/jvm,
+// ZlcWorker: the worker protocol (v2 and v1, docs/protocol.md) for the JVM workers of recipes/jvm,
 // one implementation every such worker shares: a worker is a main class that hands
 // serve() a Recipe (its library behind four calls) and ZlcWorker does the rest.
 //
@@ -11,8 +11,8 @@
 //   init     Recipe.init with the request's fields: ok, or fail when the recipe refuses
 //            the configuration (Refused: a kind it does not speak, fencing it cannot
 //            do), or info (any other error: the servers may be unreachable for now).
-//            The harness's offer of protocol 2 or 3 is declined by saying nothing: it
-//            then speaks v1.
+//            The harness's offer of protocol 2 or 3 is answered "protocol":2 on an
+//            ok: the harness then speaks v2 (clock and cycle below, and v1's requests).
 //   acquire  Recipe.acquire(timeout_ms): ok (with the token and the lock's place when
 //            the recipe gives them), fail "timeout" when it returned null, info on
 //            any other error.
@@ -26,6 +26,14 @@
 //            committed nothing; any other error is retried for init's
 //            write_retry_ms, 100 ms apart (the write's outcome is unknown, and
 //            writing the same value again is harmless), then answers info.
+//   clock    (v2) ok with mono_ns, System.nanoTime().
+//   cycle    (v2) acquire depth times (as acquire), hold hold_us, release as often as
+//            acquired, reporting each step on the cycle's id as it happens (an invoke
+//            report written before the call, an outcome report after it, each
+//            stamped mono_ns), then the reply ok. It ends early after the first
+//            acquire's fail, any info, or a failed release; a nested acquire that
+//            fails ends the acquiring (the levels held are held and released); a lost
+//            event while holding with nothing in flight ends it with no release.
 //   close    Recipe.close (bounded to 1.5 s), then ok and exit 0. EOF on stdin does the
 //            same without a reply; a request still running 1 s after EOF is
 //            abandoned.
@@ -34,7 +42,9 @@
 //
 // Events: a Recipe reports "lost" (Events.lost) when its library tells it the lock is
 // gone, from any thread; ZlcWorker writes it at once (the harness ignores an event
-// while a request is in flight and reads it as the hold's end otherwise).
+// while a request is in flight and reads it as the hold's end otherwise). Lost events
+// and a cycle's step reports are written under one lock (state), so that the order
+// the harness reads is the order in which the worker decided.
 
 import java.io.BufferedOutputStream;
 import java.io.BufferedReader;
@@ -175,6 +185,11 @@ public final class ZlcWorker {
     volatile boolean busy;
     boolean initialized;
     long writeRetryMs;
+    /** The protocol version init agreed: 2 when the harness offered 2 or more. */
+    long protocol = 1;
+    /** Orders lost events with cycle step reports; lostSeq counts the lost events. */
+    final Object state = new Object();
+    long lostSeq;
 
     private ZlcWorker(Recipe recipe, PrintStream proto, Logger log) {
         this.recipe = recipe;
@@ -293,27 +308,34 @@ public final class ZlcWorker {
                 Init init = new Init(req);
                 initialized = true;
                 writeRetryMs = init.writeRetryMs;
+                boolean offered = req.get("protocol") instanceof Long v && v >= 2;
                 reply(id, call(() -> {
                     recipe.init(init, this::lost);
-                    return ok();
+                    Map<String, Object> r = ok();
+                    if (offered) {
+                        protocol = 2;
+                        r.put("protocol", 2L);
+                    }
+                    return r;
                 }));
                 return;
             case "acquire":
                 long timeout = num(req, "timeout_ms");
-                reply(id, call(() -> {
-                    Acquired a = recipe.acquire(timeout);
-                    if (a == null) {
-                        return fail("timeout");
-                    }
+                reply(id, call(() -> acquire(timeout)));
+                return;
+            case "clock":
+            case "cycle":
+                if (protocol < 2) {
+                    throw new ProtocolError(op + " is protocol v2, and init agreed v1");
+                }
+                if (op.equals("clock")) {
                     Map<String, Object> r = ok();
-                    if (a.token != null) {
-                        r.put("token", a.token);
-                    }
-                    if (a.lock != null) {
-                        r.put("lock", a.lock);
-                    }
-                    return r;
-                }));
+                    r.put("mono_ns", System.nanoTime());
+                    reply(id, r);
+                } else {
+                    cycle(id, num(req, "timeout_ms"), optNum(req, "hold_us", 0), Math.max(optNum(req, "depth", 1), 1));
+                    reply(id, ok());
+                }
                 return;
             case "release":
                 reply(id, call(() -> {
@@ -343,6 +365,105 @@ public final class ZlcWorker {
             default:
                 throw new ProtocolError("unknown op " + op);
         }
+    }
+
+    /** Recipe.acquire as a reply: ok with its token and place, or fail "timeout". */
+    Map<String, Object> acquire(long timeoutMs) throws Exception {
+        Acquired a = recipe.acquire(timeoutMs);
+        if (a == null) {
+            return fail("timeout");
+        }
+        Map<String, Object> r = ok();
+        if (a.token != null) {
+            r.put("token", a.token);
+        }
+        if (a.lock != null) {
+            r.put("lock", a.lock);
+        }
+        return r;
+    }
+
+    /** Runs a cycle request (v2): see the header. */
+    void cycle(long id, long timeoutMs, long holdUs, long depth) {
+        long held = 0;
+        long seq;
+        while (true) {
+            step(id, "acquire", null);
+            Map<String, Object> r = call(() -> acquire(timeoutMs));
+            synchronized (state) {
+                step(id, "acquire", r);
+                seq = lostSeq;
+            }
+            if (r.get("type").equals("ok")) {
+                if (++held < depth) {
+                    continue;
+                }
+                break;
+            }
+            if (r.get("type").equals("info") || held == 0) {
+                return;
+            }
+            break; // a nested acquire failed: hold and release the levels held
+        }
+        if (!holdUnlessLost(Math.max(holdUs, 0) * 1000L, seq)) {
+            return;
+        }
+        for (; held > 0; held--) {
+            synchronized (state) {
+                if (lostSeq != seq) {
+                    return;
+                }
+                step(id, "release", null);
+            }
+            Map<String, Object> r = call(() -> {
+                recipe.release();
+                return ok();
+            });
+            synchronized (state) {
+                step(id, "release", r);
+                seq = lostSeq;
+            }
+            if (!r.get("type").equals("ok")) {
+                return;
+            }
+        }
+    }
+
+    /** Writes a step report of cycle id: op f invoked (outcome null) or ended as outcome says. */
+    void step(long id, String f, Map<String, Object> outcome) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("id", id);
+        line.put("step", outcome == null ? "invoke" : outcome.get("type"));
+        line.put("f", f);
+        line.put("mono_ns", System.nanoTime());
+        if (outcome != null) {
+            for (Map.Entry<String, Object> e : outcome.entrySet()) {
+                if (!e.getKey().equals("type")) {
+                    line.put(e.getKey(), e.getValue());
+                }
+            }
+        }
+        emit(Json.write(line));
+    }
+
+    /** Holds for ns unless a lost event is written (lostSeq moves past seq): false then. */
+    boolean holdUnlessLost(long ns, long seq) {
+        long end = System.nanoTime() + ns;
+        synchronized (state) {
+            for (long left; lostSeq == seq && (left = end - System.nanoTime()) >= 2_000_000L; ) {
+                try {
+                    state.wait(left / 1_000_000L - 1); // whole milliseconds: park the rest below
+                } catch (InterruptedException ignored) {
+                }
+            }
+            if (lostSeq != seq) {
+                return false;
+            }
+        }
+        for (long left; (left = end - System.nanoTime()) > 0; ) {
+            java.util.concurrent.locks.LockSupport.parkNanos(left);
+        }
+        return true;
     }
 
     /** The recipe's counter: a read or write to a recipe with none is out of the protocol. */
@@ -426,7 +547,11 @@ public final class ZlcWorker {
         Map<String, Object> ev = new LinkedHashMap<>();
         ev.put("event", "lost");
         ev.put("error", why);
-        emit(Json.write(ev));
+        synchronized (state) {
+            emit(Json.write(ev));
+            lostSeq++;
+            state.notifyAll();
+        }
     }
 
     void emit(String line) {
@@ -473,6 +598,11 @@ public final class ZlcWorker {
             throw new ProtocolError("field " + k + ": want a string");
         }
         return (String) v;
+    }
+
+    /** Field k, an integer, or def when it is absent. */
+    static long optNum(Map<String, Object> m, String k, long def) throws ProtocolError {
+        return m.containsKey(k) ? num(m, k) : def;
     }
 
     static long num(Map<String, Object> m, String k) throws ProtocolError {
