@@ -144,15 +144,19 @@ func findMissedWakeup(h histories.History) (histories.Op, bool) {
 }
 
 // blockedCause is why the lock stayed blocked, when the history says
-// (cause.ClassifyBlocked over the lock's entries), else nil.
+// (cause.ClassifyBlocked over the lock's entries), or why workers could not be started
+// (cause.ClassifyStarved), else nil.
 func blockedCause(h histories.History, v histories.Liveness) *cause.Finding {
 	for _, op := range h {
 		if !op.Process.Nemesis && op.F == histories.FAcquire {
 			if f, ok := cause.ClassifyBlocked(h, op.Key, v.Children); ok {
 				return &f
 			}
-			return nil // the lock's key: its first acquire's
+			break // the lock's key: its first acquire's
 		}
+	}
+	if f, ok := cause.ClassifyStarved(h, v.Finals); ok {
+		return &f
 	}
 	return nil
 }

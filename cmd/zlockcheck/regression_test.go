@@ -45,7 +45,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"redisson-fenced-clock-jump-restart.jsonl", nil, exitInvalid, []string{"2 holders at once", "key tokens:l0: invalid", "SERVER LOST THE LOCK", "with fencing token 1"}},
 		{"redisson-redlock-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"spring-redis-lock-renewed-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
-		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "Too many connections"}},
+		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},

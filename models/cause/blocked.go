@@ -41,6 +41,66 @@ func ClassifyBlocked(h histories.History, key string, entries []histories.LockCh
 	return Finding{}, false
 }
 
+// ClassifyStarved says why workers could not even be started after the faults healed
+// (the liveness verdict's final cycles that answered histories.FinalNoWorker), when
+// the history can: the last start failed because the server refused a connection at
+// its limit (the error's words: "too many connections", "too many clients", "max
+// number of clients"), and clients had vanished with their hosts during the run. A
+// server keeps a vanished client's connections until its TCP keepalive gives up
+// (the fault's record says when: kept_until), so every client that vanished keeps its
+// whole connection pool open, and enough of them use up the server's limit:
+// Configuration. Anything else: ok is false.
+func ClassifyStarved(h histories.History, finals []histories.FinalCycle) (Finding, bool) {
+	var starved *histories.FinalCycle
+	for i, c := range finals {
+		if c.Reply == histories.FinalNoWorker && atLimit(c.Error) {
+			starved = &finals[i]
+			break
+		}
+	}
+	if starved == nil {
+		return Finding{}, false
+	}
+	var vanished []fault
+	for _, x := range faults(h) {
+		if x.class == "client-vanish" && x.keptUntil != "" {
+			vanished = append(vanished, x)
+		}
+	}
+	if len(vanished) == 0 {
+		return Finding{}, false
+	}
+	last := vanished[len(vanished)-1]
+	f := Finding{Class: Configuration, Holder: -1, Next: -1, At: last.start}
+	f.Why = fmt.Sprintf("no worker of slot %d could be started: the server refused its connections at its limit (%s); %d clients vanished with their hosts during the run, the last at %s, and the server keeps a vanished client's connections, its whole pool, until its TCP keepalive gives up on them",
+		starved.Slot, brief(limitWords(starved.Error)), len(vanished), at(last.start))
+	f.Fix = "a server keepalive that gives up on a vanished client sooner (" + last.keptUntil + "), a connection limit above what the clients' pools open, or smaller pools"
+	return f, true
+}
+
+// limitPhrases are how servers word a connection refused at their limit (MariaDB's
+// and MySQL's "Too many connections", PostgreSQL's "sorry, too many clients already",
+// Redis's "max number of clients reached").
+var limitPhrases = []string{"too many connections", "too many clients", "max number of clients"}
+
+// atLimit reports whether err says a server refused a connection at its limit.
+func atLimit(err string) bool {
+	return limitWords(err) != ""
+}
+
+// limitWords is the part of err from the limit's phrase to the next parenthesis ("" when
+// it has none).
+func limitWords(err string) string {
+	lower := strings.ToLower(err)
+	for _, p := range limitPhrases {
+		if i := strings.Index(lower, p); i >= 0 {
+			words, _, _ := strings.Cut(err[i:], " (")
+			return words
+		}
+	}
+	return ""
+}
+
 // releaseLostInFailover: process p's last release of key was acknowledged during a
 // failover that promoted a standby which never saw it.
 func releaseLostInFailover(h histories.History, key string, p int, faults []fault) (Finding, bool) {

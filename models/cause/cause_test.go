@@ -1,6 +1,7 @@
 package cause
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -307,6 +308,58 @@ func TestClassifyBlockedByAGoneOwner(t *testing.T) {
 		case c.want == Configuration && !strings.Contains(f.Fix, setting):
 			t.Errorf("%s: the fix does not name the setting: %q", c.name, f.Fix)
 		}
+	}
+}
+
+// TestClassifyStarved: a slot that could start no worker because the server refused
+// connections at its limit, after clients vanished whose connections the server keeps,
+// is configuration, naming the keepalive the fault recorded; the recorded run
+// (spring-jdbc-mariadb-vanished-pools.jsonl) is one. Another start error, no vanished
+// client, a vanish where no connection is kept, or every slot started: not classed.
+func TestClassifyStarved(t *testing.T) {
+	const setting = "MariaDB's tcp_keepalive_time (now 0)"
+	vanish := func(value string) histories.History {
+		return histories.History{acq(1, histories.Invoke, 0), acq(1, histories.OK, s), nem("start", 2*s, value), nem("stop", 2*s, value)}
+	}
+	kept := vanish(`{"fault":"client-vanish","process":1,"kept_until":"` + setting + `"}`)
+	starved := func(err string) []histories.FinalCycle {
+		return []histories.FinalCycle{{Slot: 1, Reply: "ok"}, {Slot: 2, Reply: histories.FinalNoWorker, Error: err}}
+	}
+	const mariadb = "worker slot 2: 5 workers in a row failed to start; last: init: info: (conn=9) Too many connections (see w2.log)"
+	cases := []struct {
+		name   string
+		h      histories.History
+		finals []histories.FinalCycle
+		want   bool
+	}{
+		{"MariaDB's words", kept, starved(mariadb), true},
+		{"PostgreSQL's words", kept, starved("init: info: FATAL: sorry, too many clients already (SQLSTATE 53300)"), true},
+		{"Redis's words", kept, starved("init: info: ERR max number of clients reached"), true},
+		{"another start error", kept, starved("init: info: connection refused"), false},
+		{"no client vanished", vanish(`{"fault":"client-kill","process":1}`), starved(mariadb), false},
+		{"vanished where nothing is kept", vanish(`{"fault":"client-vanish","process":1}`), starved(mariadb), false},
+		{"every slot started", kept, []histories.FinalCycle{{Slot: 1, Reply: "ok"}, {Slot: 2, Reply: "fail", Error: "timeout"}}, false},
+	}
+	for _, c := range cases {
+		f, ok := ClassifyStarved(c.h, c.finals)
+		switch {
+		case ok != c.want:
+			t.Errorf("%s: classed %v (%+v), want %v", c.name, ok, f, c.want)
+		case ok && (f.Class != Configuration || !strings.Contains(f.Fix, setting) || !strings.Contains(f.Why, "slot 2")):
+			t.Errorf("%s: %+v, want configuration naming slot 2 and the setting", c.name, f)
+		}
+	}
+	h := load(t, "spring-jdbc-mariadb-vanished-pools.jsonl")
+	var v histories.Liveness
+	for _, op := range h {
+		if op.F == histories.FLiveness {
+			if err := json.Unmarshal(op.Value, &v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if f, ok := ClassifyStarved(h, v.Finals); !ok || f.Class != Configuration || !strings.Contains(f.Why, "Too many connections") {
+		t.Errorf("the recorded run: %+v (found %v), want configuration, too many connections", f, ok)
 	}
 }
 
