@@ -44,6 +44,8 @@ func TestRecordedHistories(t *testing.T) {
 		{"redisson-lock-watchdog-restart.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redisson-fenced-clock-jump-restart.jsonl", nil, exitInvalid, []string{"2 holders at once", "key tokens:l0: invalid", "SERVER LOST THE LOCK", "with fencing token 1"}},
 		{"redisson-redlock-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redisson-fenced-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
+		{"redisson-fenced-counter-fenced-client-pause-valid.jsonl", nil, exitValid, []string{"VALID", "advisory", "2 holders at once"}},
 		{"spring-redis-lock-renewed-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
