@@ -192,7 +192,7 @@ func springEntries() []Entry {
 	}
 	return []Entry{
 		e("spring-jdbc-postgres", kind.Postgres,
-			"Spring Integration's JdbcLockRegistry (DefaultLockRepository, table ZLC_INT_LOCK, HikariCP) on PostgreSQL, tryLock(wait) / unlock(), the TTL as expireAfter, no renewal; lost when the TTL runs out; cannot fence"),
+			"Spring Integration's JdbcLockRegistry (DefaultLockRepository, table zlc_int_LOCK, HikariCP) on PostgreSQL, tryLock(wait) / unlock(), the TTL as expireAfter, no renewal; lost when the TTL runs out; cannot fence"),
 		e("spring-jdbc-mariadb", kind.MariaDB,
 			"Spring Integration's JdbcLockRegistry on one MariaDB server, as spring-jdbc-postgres"),
 		e("spring-redis-lock", kind.Redis,

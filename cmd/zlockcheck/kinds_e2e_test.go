@@ -111,7 +111,7 @@ func TestEveryKindRunsValid(t *testing.T) {
 		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},
 			service: "redis", settings: `"topology": "single"`, log: "Redisson 3.52.0 (Maven Central)", files: redisFiles, long: true},
 		// Spring Integration's JDBC registry through the JVM worker, on PostgreSQL
-		// (its table ZLC_INT_LOCK made by the workers, gone with the servers).
+		// (its table zlc_int_LOCK made by the workers, gone with the servers).
 		{name: "spring-jdbc-postgres", require: requireDatabasesJVM, args: []string{"--recipe", "spring-jdbc-postgres", "--nemesis", "client-kill", "--nemesis-targets", "holder"},
 			service: "postgres", log: "Spring Integration 7.1.2 (Maven Central)", long: true},
 		// Curator's current release on ZooKeeper's, both from Maven Central (make setup

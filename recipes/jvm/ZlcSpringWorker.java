@@ -17,7 +17,7 @@
 // default but three:
 // - the TTL (JdbcLockRegistry's expireAfter, 10 s by default; RedisLockRegistry's, 60 s)
 //   is init's session_timeout_ms, the TTL every lease recipe of a run uses;
-// - the lock table's prefix is ZLC_INT_ (ZLC_INT_LOCK; Spring's is INT_), so that what
+// - the lock table's prefix is zlc_int_ (zlc_int_LOCK; Spring's is INT_), so that what
 //   the run makes carries the tool's prefix. The worker creates the table from the
 //   schema script Spring Integration ships (the INT_LOCK statement of
 //   schema-postgresql.sql or schema-mysql.sql), as spring.integration.jdbc.
@@ -35,7 +35,7 @@
 // - spring-redis-lock-renewed: a renewal that finds the key gone or another's stops
 //   the renewals and tells no one; the worker sends no "lost" event (as redisson-lock).
 // An acquire's ok of the Redis recipes says where the lock lives (its key); the JDBC
-// recipes' say nothing (the harness does not read ZLC_INT_LOCK).
+// recipes' say nothing (the harness does not read zlc_int_LOCK).
 
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -66,7 +66,7 @@ public final class ZlcSpringWorker implements ZlcWorker.Recipe {
     static final List<String> RECIPES = List.of("spring-jdbc-postgres", "spring-jdbc-mariadb", "spring-redis-lock", "spring-redis-lock-renewed");
 
     /** The lock table's prefix: Spring's INT_ with the tool's own before it. */
-    static final String PREFIX = "ZLC_INT_";
+    static final String PREFIX = "zlc_int_";
 
     /** RedisLockRegistry's registry key: the lock's key is REGISTRY:PATH. */
     static final String REGISTRY = "zlc-spring";
