@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zlockcheck/zlockcheck/internal/maven"
+	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/recipes"
+	"github.com/zlockcheck/zlockcheck/recipes/jvm"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -219,5 +222,12 @@ func TestFetch(t *testing.T) {
 	errb.Reset()
 	if code := realMain([]string{"run", "--zk-version", "3.4.6", "--time", "1s"}, &out, &errb); code != exitError || !strings.Contains(errb.String(), `zk-version: want one of 3.8.6, 3.9.5`) {
 		t.Errorf("run --zk-version 3.4.6: exit %d, %s", code, errb.String())
+	}
+	// What fetch fetches is pinned to the jar: each manifest's lock file lists the
+	// jars of every profile, with their hashes.
+	for _, m := range []maven.Manifest{zookeeper.ReleasesManifest(), jvm.Manifest()} {
+		if err := m.CheckLock(); err != nil {
+			t.Error(err)
+		}
 	}
 }

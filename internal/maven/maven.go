@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,13 @@ type Manifest struct {
 	Name string
 	// POM is the pom.xml's content.
 	POM []byte
+	// Lock is the manifest's lock file (LockFile names it): the SHA-256 of every jar
+	// each profile's fetch copies, one "PROFILE JAR SHA256" a line ('#' starts a
+	// comment). Fetch refuses jars that differ from it, or a profile it does not list,
+	// as pip's --require-hashes does. nil: not verified (tests only).
+	Lock []byte
+	// LockFile is the lock file's path in the checkout, for errors.
+	LockFile string
 }
 
 // Profiles are the ids of the manifest's profiles, in its order.
@@ -112,6 +120,9 @@ func Fetch(ctx context.Context, cfg Config, m Manifest, profile string) (string,
 		return "", err
 	}
 	if err := copyDependencies(ctx, cfg, m, profile, tmp); err != nil {
+		return "", err
+	}
+	if err := m.verify(profile, filepath.Join(tmp, "lib")); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
@@ -207,6 +218,108 @@ func Sweep(cacheDir string, ms ...Manifest) ([]string, error) {
 // profileDirName matches the names of manifest name's profile directories.
 func profileDirName(name string) *regexp.Regexp {
 	return regexp.MustCompile("^" + regexp.QuoteMeta(name) + "-.+-[0-9a-f]{16}$")
+}
+
+// lockLines parses the lock file: profile -> jar -> its sha256 and line number.
+func (m Manifest) lockLines() (map[string]map[string]lockEntry, error) {
+	out := map[string]map[string]lockEntry{}
+	for i, line := range strings.Split(string(m.Lock), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 3 || len(f[2]) != 64 {
+			return nil, fmt.Errorf("%s:%d: want PROFILE JAR SHA256, got %q", m.LockFile, i+1, line)
+		}
+		if out[f[0]] == nil {
+			out[f[0]] = map[string]lockEntry{}
+		}
+		out[f[0]][f[1]] = lockEntry{sum: f[2], line: i + 1}
+	}
+	return out, nil
+}
+
+// lockEntry is one jar's line of a lock file.
+type lockEntry struct {
+	sum  string
+	line int
+}
+
+// CheckLock reports a lock file that does not parse, or that lists no jar of one of
+// the manifest's profiles (such a profile's fetch would be refused).
+func (m Manifest) CheckLock() error {
+	ids, err := m.Profiles()
+	if err != nil {
+		return err
+	}
+	lines, err := m.lockLines()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if len(lines[id]) == 0 {
+			return fmt.Errorf("%s lists no jar of %s %s", m.LockFile, m.Name, id)
+		}
+	}
+	return nil
+}
+
+// verify checks the jars in lib against the lock file's lines for profile: the same
+// names, each with its hash. A profile the lock file does not list is refused with the
+// lines to add.
+func (m Manifest) verify(profile, lib string) error {
+	if m.Lock == nil {
+		return nil
+	}
+	lines, err := m.lockLines()
+	if err != nil {
+		return err
+	}
+	want := lines[profile]
+	got, err := jarHashes(lib)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", m.Name, profile, err)
+	}
+	if len(want) == 0 {
+		var add []string
+		for _, jar := range slices.Sorted(maps.Keys(got)) {
+			add = append(add, profile+" "+jar+" "+got[jar])
+		}
+		return fmt.Errorf("%s %s: %s lists no jar of the profile; after checking them, add:\n%s", m.Name, profile, m.LockFile, strings.Join(add, "\n"))
+	}
+	for _, jar := range slices.Sorted(maps.Keys(got)) {
+		switch w, ok := want[jar]; {
+		case !ok:
+			return fmt.Errorf("%s %s: Maven copied %s, which %s does not list for the profile (sha256 %s)", m.Name, profile, jar, m.LockFile, got[jar])
+		case w.sum != got[jar]:
+			return fmt.Errorf("%s:%d: %s has sha256 %s, the lock file says %s: refused", m.LockFile, w.line, jar, got[jar], w.sum)
+		}
+	}
+	for _, jar := range slices.Sorted(maps.Keys(want)) {
+		if _, ok := got[jar]; !ok {
+			return fmt.Errorf("%s:%d: %s was not copied by Maven for %s", m.LockFile, want[jar].line, jar, profile)
+		}
+	}
+	return nil
+}
+
+// jarHashes is the SHA-256 (hex) of every .jar in dir, by file name.
+func jarHashes(dir string) (map[string]string, error) {
+	jars, err := filepath.Glob(filepath.Join(dir, "*.jar"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, j := range jars {
+		data, err := os.ReadFile(j)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		out[filepath.Base(j)] = hex.EncodeToString(sum[:])
+	}
+	return out, nil
 }
 
 // copyDependencies runs Maven on m's pom (written into tmp) to copy profile's runtime

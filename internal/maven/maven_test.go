@@ -149,3 +149,43 @@ func TestSweep(t *testing.T) {
 		t.Errorf("Sweep of a missing cache = %v, %v; want nothing", removed, err)
 	}
 }
+
+// TestVerify: the jars a fetch copied must be the lock file's, name for name and hash
+// for hash; a profile it does not list is refused with the lines to add; a broken
+// line names the file and line.
+func TestVerify(t *testing.T) {
+	lib := t.TempDir()
+	for name, content := range map[string]string{"a.jar": "A", "b.jar": "B"} {
+		if err := os.WriteFile(filepath.Join(lib, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hashes, err := jarHashes(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(profile, jar, sum string) string { return profile + " " + jar + " " + sum + "\n" }
+	good := "# comment\n" + line("a-1.0", "a.jar", hashes["a.jar"]) + line("a-1.0", "b.jar", hashes["b.jar"]) + line("b-2.0", "c.jar", hashes["a.jar"])
+	for _, c := range []struct {
+		name, lock, want string // want: a piece of the error ("": none)
+	}{
+		{"as locked", good, ""},
+		{"another hash", strings.Replace(good, hashes["b.jar"], hashes["a.jar"], 1), "t.lock:3: b.jar has sha256 " + hashes["b.jar"]},
+		{"a jar not listed", "# comment\n" + line("a-1.0", "a.jar", hashes["a.jar"]), "Maven copied b.jar, which t.lock does not list"},
+		{"a listed jar missing", good + line("a-1.0", "d.jar", hashes["a.jar"]), "t.lock:5: d.jar was not copied"},
+		{"a profile not listed", line("b-2.0", "c.jar", hashes["a.jar"]), "t.lock lists no jar of the profile; after checking them, add:\na-1.0 a.jar " + hashes["a.jar"]},
+		{"a broken line", good + "a-1.0 a.jar\n", "t.lock:5: want PROFILE JAR SHA256"},
+	} {
+		m := Manifest{Name: "t", POM: []byte(testPOM), Lock: []byte(c.lock), LockFile: "t.lock"}
+		err := m.verify("a-1.0", lib)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	if err := (Manifest{Name: "t", POM: []byte(testPOM)}).verify("a-1.0", lib); err != nil {
+		t.Errorf("a manifest without a lock: %v", err)
+	}
+}

@@ -13,8 +13,15 @@ import (
 //go:embed releases/pom.xml
 var releasesPOM []byte
 
-// ReleasesManifest is the manifest of releases/pom.xml.
-func ReleasesManifest() maven.Manifest { return maven.Manifest{Name: "zookeeper", POM: releasesPOM} }
+// releasesLock is the SHA-256 of every jar of each release (maven.Manifest.Lock).
+//
+//go:embed releases/pom.lock
+var releasesLock []byte
+
+// ReleasesManifest is the manifest of releases/pom.xml, with its lock file.
+func ReleasesManifest() maven.Manifest {
+	return maven.Manifest{Name: "zookeeper", POM: releasesPOM, Lock: releasesLock, LockFile: "lockservice/zookeeper/releases/pom.lock"}
+}
 
 // Releases are the versions --zk-version takes, oldest first.
 func Releases() []string {

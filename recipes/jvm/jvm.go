@@ -21,6 +21,11 @@ import (
 //go:embed pom.xml
 var pom []byte
 
+// lock is the SHA-256 of every jar of each profile (maven.Manifest.Lock).
+//
+//go:embed pom.lock
+var lock []byte
+
 //go:embed *.java
 var sources embed.FS
 
@@ -59,9 +64,11 @@ func Argv(dir, lib, main, recipe string) []string {
 		"-cp", filepath.Join(dir, "build") + ":" + filepath.Join(lib, "*"), main, recipe}
 }
 
-// Manifest is pom.xml: the library releases the Java workers can run, one profile
-// each (its id, e.g. "curator-5.9.0", is what recipes.Library.Maven names).
-func Manifest() maven.Manifest { return maven.Manifest{Name: "jvm", POM: pom} }
+// Manifest is pom.xml, with its lock file pom.lock: the library releases the Java
+// workers can run, one profile each (its id, e.g. "curator-5.9.0", is what recipes.Library.Maven names).
+func Manifest() maven.Manifest {
+	return maven.Manifest{Name: "jvm", POM: pom, Lock: lock, LockFile: "recipes/jvm/pom.lock"}
+}
 
 // Fetch is the directory of profile's jars (DIR/lib/*.jar), fetched on first use.
 func Fetch(ctx context.Context, cfg maven.Config, profile string) (string, error) {
