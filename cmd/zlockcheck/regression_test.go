@@ -46,6 +46,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"redisson-redlock-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redisson-fenced-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
 		{"redisson-fenced-counter-fenced-client-pause-valid.jsonl", nil, exitValid, []string{"VALID", "advisory", "2 holders at once"}},
+		{"redisson-lock-lease-failover-grant-in-flight.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"spring-redis-lock-renewed-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},

@@ -119,6 +119,8 @@ type Finding struct {
 type hold struct {
 	process    int
 	start, end int64
+	// invoke is when the acquire that granted the hold was invoked.
+	invoke int64
 }
 
 // fault is one nemesis fault: its class, target process, shape, and when it started
@@ -226,6 +228,13 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 				return f
 			}
 		}
+	}
+	if x, found := grantLostInFailover(faults, a, b); found {
+		f.Class, f.Holder, f.Next = ServerLost, b.process, a.process
+		f.Why = fmt.Sprintf("process %d's acquire, invoked at %s, was in flight through a failover (from %s to %s) that promoted %s: its grant was written on the old primary, which then resynced from %s without it, and was acknowledged at %s, after the key was gone; process %d was granted on the resynced primary at %s",
+			b.process, at(b.invoke), at(x.start), at(x.stop), x.promoted, x.promoted, at(b.start), a.process, at(a.start))
+		f.Fix = failoverFix(x)
+		return f
 	}
 	if x, loss, found := serverFault(faults, a, b, p.LostBound()); found {
 		if learned(h, a, lost, lostAt, loss, p) {
@@ -386,6 +395,7 @@ func holds(h histories.History, key string) []hold {
 	open := map[int]int{} // process -> index in out of its open hold
 	depth := map[int]int{}
 	released := map[int]int64{}    // process -> its last release invoke on key
+	invoked := map[int]int64{}     // process -> its last acquire invoke on key
 	last := map[int]histories.Op{} // process -> its last op, any key
 	for _, op := range h {
 		if !op.Process.Nemesis {
@@ -396,10 +406,12 @@ func holds(h histories.History, key string) []hold {
 		}
 		p := op.Process.ID
 		switch {
+		case op.F == histories.FAcquire && op.Type == histories.Invoke:
+			invoked[p] = op.Time
 		case op.F == histories.FAcquire && op.Type == histories.OK:
 			if depth[p]++; depth[p] == 1 {
 				open[p] = len(out)
-				out = append(out, hold{process: p, start: op.Time, end: math.MaxInt64})
+				out = append(out, hold{process: p, start: op.Time, end: math.MaxInt64, invoke: invoked[p]})
 			}
 		case op.F == histories.FRelease && op.Type == histories.Invoke && depth[p] > 0:
 			released[p] = op.Time

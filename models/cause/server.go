@@ -58,6 +58,21 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 	return fault{}, 0, false
 }
 
+// grantLostInFailover finds the failover that lost b's grant before b heard of it: b's
+// acquire was invoked before the failover ended and answered after it, and a was
+// granted only after it ended, on the resynced primary. b's grant was written on the
+// old primary during the split and acknowledged (its reply held back, by a WAIT after
+// the write, say) after the resync had dropped it, so the two grants arrive together
+// and neither holder could know: the servers lost b's grant, not a's.
+func grantLostInFailover(faults []fault, a, b hold) (fault, bool) {
+	for _, x := range faults {
+		if x.class == "failover" && b.invoke < x.stop && x.stop <= a.start && x.stop <= b.start && (x.holder < 0 || x.holder == b.process) {
+			return x, true
+		}
+	}
+	return fault{}, false
+}
+
 // failoverFix is the setting that keeps a failover from losing acknowledged writes:
 // on a database standby (its record names the replication), synchronous
 // replication; on Redis, WAIT.

@@ -115,6 +115,30 @@ func TestRecordedRedisFaults(t *testing.T) {
 	}
 }
 
+// TestGrantInFlightThroughAFailover: Redisson's lease lock (a WAIT after each write
+// holds the reply back) had an acquire in flight through a failover: its grant,
+// written on the old primary during the split, was acknowledged after the resync had
+// dropped it, together with another's grant on the resynced primary. The servers lost
+// the in-flight grant (testdata/histories/redisson-lock-lease-failover-grant-in-flight.jsonl),
+// not a recipe bug; without the failover the same overlap is one.
+func TestGrantInFlightThroughAFailover(t *testing.T) {
+	ttl4 := Params{SessionTimeout: 4 * time.Second, Lease: true}
+	h := load(t, "redisson-lock-lease-failover-grant-in-flight.jsonl")
+	f, ok := Classify(h, "l0", ttl4)
+	if !ok || f.Class != ServerLost || f.Holder != 0 || f.Next != 1 || !strings.Contains(f.Why, "in flight through a failover") {
+		t.Errorf("recorded: %+v (found %v), want the servers' loss of process 0's grant", f, ok)
+	}
+	var noFailover histories.History
+	for _, op := range h {
+		if !op.Process.Nemesis {
+			noFailover = append(noFailover, op)
+		}
+	}
+	if f, ok := Classify(noFailover, "l0", ttl4); !ok || f.Class != RecipeBug {
+		t.Errorf("without the failover: %+v (found %v), want a recipe bug", f, ok)
+	}
+}
+
 // TestRecordedRedisMutants: explore's findings on the Redis mutants
 // (testdata/histories/README.md, 2 s TTL) are recipe bugs, not honest overlaps.
 func TestRecordedRedisMutants(t *testing.T) {
