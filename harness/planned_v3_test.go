@@ -301,3 +301,58 @@ func TestV3LostDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
 		t.Fatalf("history %q, want %q", got, want)
 	}
 }
+
+// TestV3KillDuringANestedAcquireEndsTheOuterHold: a re-entrant worker that a fault
+// kills while a nested acquire is in flight held its outer level until the kill: the
+// nested acquire holds nothing (a fail: the worker is dead) and the outer release is
+// recorded as invoked at the kill, of unknown outcome. Else the nested acquire's info
+// would keep the dead worker holding for ever, and the next grant to another would
+// read as an overlap (seen: TestEveryKindRunsValid/mariadb-getlock, a holder killed as
+// its nested GET_LOCK was asked). A worker that dies of itself keeps the info.
+func TestV3KillDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		killed bool
+		want   string
+	}{
+		{"killed by a fault", true, "invoke acquire, ok acquire, invoke acquire, fail acquire, invoke release, info release"},
+		{"died of itself", false, "invoke acquire, ok acquire, invoke acquire, info acquire"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var killedAt int64
+			s := newV3Session(t, func(f *fakeV2, req workloads.Request) {
+				if req.Depth < 2 {
+					t.Errorf("want a nested cycle, got depth %d", req.Depth)
+					return
+				}
+				f.completion(req.ID, workloads.StepOK, workloads.OpAcquire, f.mono())
+				time.Sleep(5 * time.Millisecond) // the nested acquire is asked
+				if c.killed {
+					killedAt = f.s.r.rec.now()
+					f.s.w.killedAt.Store(killedAt)
+				}
+				time.Sleep(5 * time.Millisecond) // the harness sees the death later
+				f.out.CloseWithError(errors.New("fake: worker gone"))
+			})
+			if err := s.syncClock(); err != nil {
+				t.Fatal(err)
+			}
+			wl := s.r.cfg.Workload
+			wl.Kind, wl.MaxDepth, wl.HoldMin, wl.HoldMax = workloads.Reentrant, 2, time.Second, time.Second
+			var cyc *workloads.Cycle
+			for seed := uint64(1); seed < 100; seed++ { // a seed whose cycle nests
+				if cyc = wl.NewCycle(rand.New(rand.NewPCG(seed, 2)), 0); func() bool { plan, _ := cyc.Plan(); return plan.Depth == 2 }() {
+					break
+				}
+			}
+			s.runCycle(cyc, func(workloads.Step) time.Duration { return 5 * time.Second })
+			h := loadHistory(t, s)
+			if got := opsString(h); got != c.want {
+				t.Fatalf("history %q, want %q", got, c.want)
+			}
+			if c.killed && h[4].Time > killedAt {
+				t.Errorf("outer release invoked at %d, after the kill at %d", h[4].Time, killedAt)
+			}
+		})
+	}
+}

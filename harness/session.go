@@ -220,7 +220,20 @@ func (s *session) lose(m workloads.Message, at int64) {
 // that came first: a database frees a dead session's locks at once).
 func (s *session) crash(openOp string, why error) {
 	s.dead = true
-	if openOp != "" {
+	killed := s.w.killedAt.Load()
+	nested := openOp == histories.FAcquire && s.step.Key == s.key && s.cycle != nil && s.cycle.State() == workloads.Holding
+	switch {
+	case nested && killed != 0:
+		// A fault killed the worker while it held and asked for a nested level: the
+		// nested acquire can leave nothing held by a dead worker, and the outer level
+		// ends below, at the kill. (Recorded info, it would keep the outer level held
+		// for ever: a process acts no more after an info completion, so no release
+		// could follow it, and the next grant to another would read as an overlap.)
+		op := s.op(histories.Fail, openOp)
+		op.Error = "the worker was killed with this nested acquire in flight: " + why.Error()
+		s.env.rec.recordAt(op, killed)
+		openOp = ""
+	case openOp != "":
 		op := s.op(histories.Info, openOp)
 		op.Error = why.Error()
 		s.env.rec.record(op)
@@ -233,7 +246,7 @@ func (s *session) crash(openOp string, why error) {
 		if end := s.w.holdEnd.Load(); end != 0 {
 			at = min(at, end)
 		}
-		if killed := s.w.killedAt.Load(); killed != 0 {
+		if killed != 0 {
 			at = min(at, killed) // a dead process holds nothing
 		}
 		s.env.rec.recordAt(s.lockOp(histories.Invoke, histories.FRelease), at)
