@@ -273,17 +273,7 @@ func TestV3LostDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		f.completion(req.ID, workloads.ReplyInfo, workloads.OpAcquire, inv) // the worker's cycle ends here
 	})
-	if err := s.syncClock(); err != nil {
-		t.Fatal(err)
-	}
-	wl := s.r.cfg.Workload
-	wl.Kind, wl.MaxDepth, wl.HoldMin, wl.HoldMax = workloads.Reentrant, 2, time.Millisecond, time.Millisecond
-	var c *workloads.Cycle
-	for seed := uint64(1); seed < 100; seed++ { // a seed whose cycle nests
-		if c = wl.NewCycle(rand.New(rand.NewPCG(seed, 2)), 0); func() bool { plan, _ := c.Plan(); return plan.Depth == 2 }() {
-			break
-		}
-	}
+	c := nestedCycle(t, s, time.Millisecond)
 	done := make(chan struct{})
 	go func() {
 		s.runCycle(c, func(workloads.Step) time.Duration { return 5 * time.Second })
@@ -334,17 +324,7 @@ func TestV3KillDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
 				time.Sleep(5 * time.Millisecond) // the harness sees the death later
 				f.out.CloseWithError(errors.New("fake: worker gone"))
 			})
-			if err := s.syncClock(); err != nil {
-				t.Fatal(err)
-			}
-			wl := s.r.cfg.Workload
-			wl.Kind, wl.MaxDepth, wl.HoldMin, wl.HoldMax = workloads.Reentrant, 2, time.Second, time.Second
-			var cyc *workloads.Cycle
-			for seed := uint64(1); seed < 100; seed++ { // a seed whose cycle nests
-				if cyc = wl.NewCycle(rand.New(rand.NewPCG(seed, 2)), 0); func() bool { plan, _ := cyc.Plan(); return plan.Depth == 2 }() {
-					break
-				}
-			}
+			cyc := nestedCycle(t, s, time.Second)
 			s.runCycle(cyc, func(workloads.Step) time.Duration { return 5 * time.Second })
 			h := loadHistory(t, s)
 			if got := opsString(h); got != c.want {
@@ -355,4 +335,23 @@ func TestV3KillDuringANestedAcquireEndsTheOuterHold(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nestedCycle syncs s's clock and returns a re-entrant cycle of s's workload that
+// nests two levels and holds for hold.
+func nestedCycle(t *testing.T, s *plannedRun, hold time.Duration) *workloads.Cycle {
+	t.Helper()
+	if err := s.syncClock(); err != nil {
+		t.Fatal(err)
+	}
+	wl := s.r.cfg.Workload
+	wl.Kind, wl.MaxDepth, wl.HoldMin, wl.HoldMax = workloads.Reentrant, 2, hold, hold
+	for seed := uint64(1); seed < 100; seed++ {
+		c := wl.NewCycle(rand.New(rand.NewPCG(seed, 2)), 0)
+		if plan, _ := c.Plan(); plan.Depth == 2 {
+			return c
+		}
+	}
+	t.Fatal("no seed below 100 gives a cycle that nests")
+	return nil
 }
