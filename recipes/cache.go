@@ -19,14 +19,15 @@ type unpacked struct {
 	Fresh bool
 }
 
-// unpack makes sure cacheDir/<name>-<hash of files> holds files (their *.sh
-// executable) and what build made of them, and returns that directory. The first use
+// unpack makes sure cacheDir/<name>-<hash of files> holds files, every tree of them
+// merged into one directory (their *.sh executable), and what build made of them, and
+// returns that directory. The first use
 // unpacks and builds into a temporary directory beside it and renames that into place,
 // so a directory that exists is complete: processes that start at once each build, the
 // first rename wins and the others discard their copy. build may be nil; it gets the
 // temporary directory, whose path is not the final one.
-func unpack(cacheDir, name string, files fs.FS, build func(dir string) error) (unpacked, error) {
-	sum, err := contentHash(files)
+func unpack(cacheDir, name string, build func(dir string) error, files ...fs.FS) (unpacked, error) {
+	sum, err := contentHash(files...)
 	if err != nil {
 		return unpacked{}, fmt.Errorf("%s worker: %w", name, err)
 	}
@@ -46,8 +47,10 @@ func unpack(cacheDir, name string, files fs.FS, build func(dir string) error) (u
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
-	if err := writeFiles(files, tmp); err != nil {
-		return unpacked{}, fmt.Errorf("%s worker: unpack into %s: %w", name, tmp, err)
+	for _, f := range files {
+		if err := writeFiles(f, tmp); err != nil {
+			return unpacked{}, fmt.Errorf("%s worker: unpack into %s: %w", name, tmp, err)
+		}
 	}
 	if build != nil {
 		if err := build(tmp); err != nil {
@@ -63,23 +66,26 @@ func unpack(cacheDir, name string, files fs.FS, build func(dir string) error) (u
 	return unpacked{Dir: dir, Fresh: true}, nil
 }
 
-// contentHash is a hex SHA-256 of files' names and contents, in walk (lexical) order.
-func contentHash(files fs.FS) (string, error) {
+// contentHash is a hex SHA-256 of the trees' file names and contents, each tree in
+// walk (lexical) order, the trees in the order given.
+func contentHash(trees ...fs.FS) (string, error) {
 	h := sha256.New()
-	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := fs.ReadFile(files, p)
+	for _, files := range trees {
+		err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := fs.ReadFile(files, p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s\x00%d\x00", p, len(data))
+			h.Write(data)
+			return nil
+		})
 		if err != nil {
-			return err
+			return "", err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00", p, len(data))
-		h.Write(data)
-		return nil
-	})
-	if err != nil {
-		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32], nil
 }

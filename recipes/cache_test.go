@@ -27,7 +27,7 @@ func TestUnpackNamesItsDirectoryByContent(t *testing.T) {
 		builds++
 		return os.WriteFile(filepath.Join(dir, "built"), nil, 0o644)
 	}
-	first, err := unpack(cache, "w", files, build)
+	first, err := unpack(cache, "w", build, files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +44,13 @@ func TestUnpackNamesItsDirectoryByContent(t *testing.T) {
 		t.Errorf("what build made is missing: %v", err)
 	}
 
-	again, err := unpack(cache, "w", files, build)
+	again, err := unpack(cache, "w", build, files)
 	if err != nil || again.Dir != first.Dir || again.Fresh || builds != 1 {
 		t.Errorf("second unpack = %+v, %v after %d builds; want the same directory, not fresh, one build", again, err, builds)
 	}
 
 	files["w.py"] = &fstest.MapFile{Data: []byte("print(2)\n")}
-	changed, err := unpack(cache, "w", files, build)
+	changed, err := unpack(cache, "w", build, files)
 	if err != nil || changed.Dir == first.Dir || !changed.Fresh {
 		t.Errorf("unpack of changed files = %+v, %v; want a new directory", changed, err)
 	}
@@ -72,7 +72,7 @@ func TestUnpackConcurrently(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			start.Wait()
-			u, err := unpack(cache, "w", files, func(dir string) error {
+			u, err := unpack(cache, "w", func(dir string) error {
 				builds.Add(1)
 				// A slow build with several files, so that the others overlap it.
 				for j := range 50 {
@@ -81,7 +81,7 @@ func TestUnpackConcurrently(t *testing.T) {
 					}
 				}
 				return nil
-			})
+			}, files)
 			if err != nil {
 				t.Error(err)
 				return
@@ -119,7 +119,7 @@ func TestUnpackConcurrently(t *testing.T) {
 func TestUnpackFailedBuildLeavesNothing(t *testing.T) {
 	cache := t.TempDir()
 	boom := errors.New("boom")
-	_, err := unpack(cache, "w", fstest.MapFS{"w.py": {Data: []byte("x")}}, func(string) error { return boom })
+	_, err := unpack(cache, "w", func(string) error { return boom }, fstest.MapFS{"w.py": {Data: []byte("x")}})
 	if !errors.Is(err, boom) {
 		t.Errorf("unpack = %v, want the build's error", err)
 	}

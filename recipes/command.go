@@ -58,7 +58,7 @@ func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 		if env.CacheDir == "" {
 			return nil, errNoCacheDir
 		}
-		u, err := unpack(env.CacheDir, "kazoo", kazoo.Files(), nil)
+		u, err := unpack(env.CacheDir, "kazoo", nil, kazoo.Files())
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,9 @@ func curatorWorker(ctx context.Context, env CommandEnv, release string) (string,
 		}
 		return nil
 	}
-	u, err := unpack(env.CacheDir, name, curator.Files(), func(tmp string) error {
+	// The scripts and the Java sources (the worker and the protocol it shares with the
+	// other JVM workers) side by side, as build.sh looks for them.
+	u, err := unpack(env.CacheDir, name, func(tmp string) error {
 		if lib != "" {
 			if err := os.Symlink(lib, filepath.Join(tmp, "lib")); err != nil {
 				return fmt.Errorf("the Curator worker: %w", err)
@@ -108,7 +110,7 @@ func curatorWorker(ctx context.Context, env CommandEnv, release string) (string,
 		}
 		fmt.Fprintf(logw, "compiling the Curator worker into %s\n", env.CacheDir)
 		return script(tmp, "build.sh", "ZLC_NO_CDS=1")
-	})
+	}, curator.Files(), jvm.Sources())
 	if err != nil {
 		return "", err
 	}
@@ -134,12 +136,12 @@ func jvmWorker(ctx context.Context, env CommandEnv, release, main, recipe string
 		return nil, err
 	}
 	lib := filepath.Join(libDir, "lib")
-	u, err := unpack(env.CacheDir, "workers-"+filepath.Base(libDir)+"-"+main, jvm.Sources(), func(tmp string) error {
+	u, err := unpack(env.CacheDir, "workers-"+filepath.Base(libDir)+"-"+main, func(tmp string) error {
 		if env.Log != nil {
 			fmt.Fprintf(env.Log, "compiling the JVM worker %s for %s into %s\n", main, release, env.CacheDir)
 		}
 		return jvm.Compile(ctx, tmp, lib, main)
-	})
+	}, jvm.Sources())
 	if err != nil {
 		return nil, err
 	}

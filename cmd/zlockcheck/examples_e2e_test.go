@@ -61,6 +61,9 @@ func TestExampleWorkersUnderFaults(t *testing.T) {
 	t.Parallel() // beside the other side-by-side runs: each in a network of its own
 	for _, w := range workers {
 		t.Run(w.name, func(t *testing.T) {
+			if w.name == "ioredis" || w.name == "node-postgres" {
+				testenv.Long(t, "the JavaScript twin of a Python example worker under the same faults; make test keeps redis-py and psycopg under them, and every example worker's conformance")
+			}
 			t.Parallel()
 			store := keptIfFailed(t)
 			args := []string{"run", "--service", w.service, "--recipe", "exec", "--worker-cmd", strings.Join(w.argv, " "),

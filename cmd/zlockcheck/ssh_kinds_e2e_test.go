@@ -67,6 +67,9 @@ func TestSSHRunsEveryKind(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.name == "mariadb/mariadb-getlock" {
+				testenv.Long(t, "a third server on SSH nodes under kill; make test keeps Redis and PostgreSQL there, and mariadb-getlock under kill in namespaces (TestEveryKindRunsValid)")
+			}
 			testenv.RequireIntegration(t, append([]testenv.Requirement{testenv.Root, testenv.IPRoute2, testenv.NFTables}, c.needs...)...)
 			nodes := testnodes.StartT(t, c.nodes)
 			// The node directory's parents must let a database's own account in.

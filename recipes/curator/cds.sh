@@ -18,7 +18,7 @@ tmp=$out/.cds.$$
 rm -rf "$tmp"
 mkdir "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-(cd "$out" && jar cf "$tmp/zlc-curator.jar" ZlcCuratorWorker*.class)
+(cd "$out" && jar cf "$tmp/zlc-curator.jar" ZlcCuratorWorker*.class ZlcWorker*.class)
 mv -f "$tmp/zlc-curator.jar" "$out/zlc-curator.jar"
 jcp=$("$here/classpath.sh" "$out/zlc-curator.jar")
 printf '%s\n' \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs one Curator worker (speaking worker protocol v1 on stdin/stdout):
+# Runs one Curator worker (the worker protocol, v2 and v1, on stdin/stdout: ZlcWorker.java):
 #
 #   recipes/curator/run.sh OUTDIR RECIPE
 #

@@ -170,7 +170,7 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe, ZlcWorker.Coun
     }
 
     @Override
-    public ZlcWorker.Acquired acquire(long timeoutMs) throws Exception {
+    public ZlcWorker.Acquired acquire(long timeoutMs, String mode) throws Exception {
         if (leaseEnd != null && leaseEnd.isDone()) {
             depth = 0; // the lease ran out and was reported lost: nothing is held
             leaseEnd = null;

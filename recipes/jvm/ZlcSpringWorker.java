@@ -261,7 +261,7 @@ public final class ZlcSpringWorker implements ZlcWorker.Recipe {
     }
 
     @Override
-    public ZlcWorker.Acquired acquire(long timeoutMs) throws Exception {
+    public ZlcWorker.Acquired acquire(long timeoutMs, String mode) throws Exception {
         if (held && leaseEnd != null && leaseEnd.isDone()) {
             // The TTL ran out and was reported lost; the application's finally block
             // would unlock: clear the registry's local hold (its entry may be another's).

@@ -1,6 +1,8 @@
 // ZlcWorker: the worker protocol (v2 and v1, docs/protocol.md) for the JVM workers of recipes/jvm,
 // one implementation every such worker shares: a worker is a main class that hands
-// serve() a Recipe (its library behind four calls) and ZlcWorker does the rest.
+// serve() a Recipe (its library behind four calls) and ZlcWorker does the rest. The
+// workers: ZlcCuratorWorker (Curator, Debian's and Maven Central's), ZlcRedissonWorker,
+// ZlcSpringWorker.
 //
 // stdin carries the harness's requests, stdout only protocol lines (replies and
 // events, one JSON object a line), stderr every log line (slf4j-simple, as each
@@ -11,21 +13,27 @@
 //   init     Recipe.init with the request's fields: ok, or fail when the recipe refuses
 //            the configuration (Refused: a kind it does not speak, fencing it cannot
 //            do), or info (any other error: the servers may be unreachable for now).
+//            After a fail or info, init may be sent again; after an ok it may not.
 //            The harness's offer of protocol 2 or 3 is answered "protocol":2 on an
 //            ok: the harness then speaks v2 (clock and cycle below, and v1's requests).
-//   acquire  Recipe.acquire(timeout_ms): ok (with the token and the lock's place when
-//            the recipe gives them), fail "timeout" when it returned null, info on
-//            any other error.
-//   release  Recipe.release: ok; fail "not held" when the recipe says it held
-//            nothing (NotHeld: a lease that ran out before the release); info on any
-//            other error.
+//            Events the recipe reports during init (its first session) are written
+//            after init's ok, and dropped when init did not succeed.
+//   acquire  Recipe.acquire(timeout_ms, mode): ok (with the token and the lock's place
+//            when the recipe gives them), fail "timeout" when it returned null, fail
+//            when it refused (Refused: an acquire it cannot make, certainly without
+//            effect), info on any other error.
+//   release  Recipe.release: ok; fail "not held: ..." when the recipe says it held
+//            nothing (NotHeld: a lease that ran out before the release, a lock node
+//            gone); info on any other error.
 //   read     Counter.read (the counter workload, while holding): ok with the value;
 //            fail "fenced: ..." when the fenced read was refused (Fenced); info on
 //            any other error.
 //   write    Counter.write(value): ok; fail "fenced: ..." when the fenced write
-//            committed nothing; any other error is retried for init's
-//            write_retry_ms, 100 ms apart (the write's outcome is unknown, and
-//            writing the same value again is harmless), then answers info.
+//            committed nothing (Fenced), fail when it was refused (Refused); any other
+//            error is retried for init's write_retry_ms, 100 ms apart (the write's
+//            outcome is unknown, and writing the same value again is harmless), then
+//            answers info. A fail after such a retry answers info too: an earlier
+//            attempt may have been applied.
 //   clock    (v2) ok with mono_ns, System.nanoTime().
 //   cycle    (v2) acquire depth times (as acquire), hold hold_us, release as often as
 //            acquired, reporting each step on the cycle's id as it happens (an invoke
@@ -35,13 +43,18 @@
 //            fails ends the acquiring (the levels held are held and released); a lost
 //            event while holding with nothing in flight ends it with no release.
 //   close    Recipe.close (bounded to 1.5 s), then ok and exit 0. EOF on stdin does the
-//            same without a reply; a request still running 1 s after EOF is
-//            abandoned.
-// A line that is not a JSON object, an unknown op, an op before init or a second init:
-// exit 1 without a reply (the harness never sends one; conformance's bad-request rule).
+//            same without a reply; a request still running 200 ms after EOF is
+//            abandoned (as the Go workers cancel it: nobody is left to read its reply).
+// In every request, NotHeld answers fail "not held: ...", Refused fail with its
+// message, Unknown info with its message (an outcome the recipe cannot know), and any
+// other exception info.
+// A line that is not a JSON object, an unknown op, an op before an init that succeeded
+// or an init after one: exit 1 without a reply (the harness never sends one;
+// conformance's bad-request rule).
 //
 // Events: a Recipe reports "lost" (Events.lost) when its library tells it the lock is
-// gone, from any thread; ZlcWorker writes it at once (the harness ignores an event
+// gone, and "session" (Events.session) when it has a new server-side session, from any
+// thread; ZlcWorker writes each at once (the harness ignores an event
 // while a request is in flight and reads it as the hold's end otherwise). Lost events
 // and a cycle's step reports are written under one lock (state), so that the order
 // the harness reads is the order in which the worker decided.
@@ -69,8 +82,11 @@ public final class ZlcWorker {
         /** Connects as init says; throws Refused when the configuration is not one it runs. */
         void init(Init init, Events events) throws Exception;
 
-        /** Acquires within timeoutMs: what it took, or null when the time ran out. */
-        Acquired acquire(long timeoutMs) throws Exception;
+        /**
+         * Acquires within timeoutMs (0: no limit) in mode (the rwlock kind's "read" or
+         * "write", else null): what it took, or null when the time ran out.
+         */
+        Acquired acquire(long timeoutMs, String mode) throws Exception;
 
         /** Releases the innermost hold; throws NotHeld when there was none any more. */
         void release() throws Exception;
@@ -108,6 +124,8 @@ public final class ZlcWorker {
         public final String counterPath;
         /** How long a write of unknown outcome is retried (the counter workload). */
         public final long writeRetryMs;
+        /** The worker's number in the run (for its log lines). */
+        public final long worker;
 
         Init(Map<String, Object> req) throws ProtocolError {
             connect = List.of(str(req, "connect").split(","));
@@ -118,6 +136,7 @@ public final class ZlcWorker {
             fenced = Boolean.TRUE.equals(req.get("fenced"));
             counterPath = req.containsKey("counter_path") ? str(req, "counter_path") : null;
             writeRetryMs = req.containsKey("write_retry_ms") ? num(req, "write_retry_ms") : 8000;
+            worker = optNum(req, "worker", 0);
         }
     }
 
@@ -137,13 +156,31 @@ public final class ZlcWorker {
     public interface Events {
         /** The lock is gone (the library said so): one "lost" event. */
         void lost(String why);
+
+        /**
+         * A new server-side session (docs/protocol.md: a ZooKeeper session's hex id
+         * "0x..." and its password in base64, which may be null): one "session" event.
+         */
+        void session(String id, String passwd);
     }
 
-    /** init's configuration is not one the recipe runs: init answers fail. */
+    /**
+     * A request refused, certainly without effect: it answers fail with why (init: a
+     * configuration the recipe does not run; acquire: one it cannot make).
+     */
     public static final class Refused extends Exception {
         private static final long serialVersionUID = 1L;
 
         public Refused(String why) {
+            super(why);
+        }
+    }
+
+    /** A request whose outcome the recipe cannot know: it answers info with why. */
+    public static final class Unknown extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        public Unknown(String why) {
             super(why);
         }
     }
@@ -157,7 +194,7 @@ public final class ZlcWorker {
         }
     }
 
-    /** A release found nothing held (a lease ran out): release answers fail "not held". */
+    /** Nothing was held (a lease ran out, a lock node gone): the request answers fail "not held: why". */
     public static final class NotHeld extends Exception {
         private static final long serialVersionUID = 1L;
 
@@ -183,7 +220,11 @@ public final class ZlcWorker {
     final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
     final Object shutdownLock = new Object();
     volatile boolean busy;
+    /** An init has been tried (close then closes the recipe); initialized: one succeeded. */
+    volatile boolean initTried;
     boolean initialized;
+    /** The events reported while init runs, written after its ok; null otherwise (under proto). */
+    java.util.List<String> deferred;
     long writeRetryMs;
     /** The protocol version init agreed: 2 when the harness offered 2 or more. */
     long protocol = 1;
@@ -275,18 +316,19 @@ public final class ZlcWorker {
         }
         lines.add(EOF);
         // The main thread answers the requests read before EOF, then closes; one still
-        // running a second after EOF is abandoned: nobody is left to read its reply.
-        for (int ticks = 0; ; ticks++) {
+        // running 200 ms after EOF is abandoned: nobody is left to read its reply.
+        for (int ticks = 0; ; ) {
             try {
                 Thread.sleep(50);
             } catch (InterruptedException ignored) {
             }
-            if (lines.peek() == null) {
+            String head = lines.peek();
+            if (head == null) {
                 return; // the main thread took EOF
             }
-            if (!busy) {
+            if (head != EOF || !busy) {
                 ticks = 0;
-            } else if (ticks >= 20) {
+            } else if (++ticks >= 4) {
                 log.info("stdin closed while a request runs; closing");
                 shutdown(0, null);
             }
@@ -297,31 +339,21 @@ public final class ZlcWorker {
         Map<String, Object> req = Json.parse(line);
         long id = num(req, "id");
         String op = str(req, "op");
-        if (!initialized && !op.equals("init")) {
-            throw new ProtocolError(op + " before init");
+        if (!initialized && !op.equals("init") && !op.equals("close")) {
+            throw new ProtocolError(op + " before an init that succeeded");
         }
+        long t0 = System.nanoTime();
         switch (op) {
             case "init":
                 if (initialized) {
-                    throw new ProtocolError("a second init");
+                    throw new ProtocolError("init after an init that succeeded");
                 }
-                Init init = new Init(req);
-                initialized = true;
-                writeRetryMs = init.writeRetryMs;
-                boolean offered = req.get("protocol") instanceof Long v && v >= 2;
-                reply(id, call(() -> {
-                    recipe.init(init, this::lost);
-                    Map<String, Object> r = ok();
-                    if (offered) {
-                        protocol = 2;
-                        r.put("protocol", 2L);
-                    }
-                    return r;
-                }));
+                init(id, req);
                 return;
             case "acquire":
                 long timeout = num(req, "timeout_ms");
-                reply(id, call(() -> acquire(timeout)));
+                String mode = req.containsKey("mode") ? str(req, "mode") : null;
+                logged(id, op + (mode != null ? " " + mode : ""), t0, call(() -> acquire(timeout, mode)));
                 return;
             case "clock":
             case "cycle":
@@ -333,19 +365,20 @@ public final class ZlcWorker {
                     r.put("mono_ns", System.nanoTime());
                     reply(id, r);
                 } else {
-                    cycle(id, num(req, "timeout_ms"), optNum(req, "hold_us", 0), Math.max(optNum(req, "depth", 1), 1));
+                    String cmode = req.containsKey("mode") ? str(req, "mode") : null;
+                    cycle(id, num(req, "timeout_ms"), cmode, optNum(req, "hold_us", 0), Math.max(optNum(req, "depth", 1), 1));
                     reply(id, ok());
                 }
                 return;
             case "release":
-                reply(id, call(() -> {
+                logged(id, op, t0, call(() -> {
                     recipe.release();
                     return ok();
                 }));
                 return;
             case "read":
                 Counter rc = counter(op);
-                reply(id, call(() -> {
+                logged(id, op, t0, call(() -> {
                     Map<String, Object> r = ok();
                     r.put("value", rc.read());
                     return r;
@@ -354,7 +387,7 @@ public final class ZlcWorker {
             case "write":
                 Counter wc = counter(op);
                 long value = num(req, "value");
-                reply(id, call(() -> {
+                logged(id, op + " " + value, t0, call(() -> {
                     writeRetrying(wc, value);
                     return ok();
                 }));
@@ -367,9 +400,56 @@ public final class ZlcWorker {
         }
     }
 
+    /**
+     * Runs init: the recipe's events meanwhile are held back, written after an ok
+     * reply (the harness reads a session as the init's), dropped otherwise.
+     */
+    void init(long id, Map<String, Object> req) throws ProtocolError {
+        Init init = new Init(req);
+        writeRetryMs = init.writeRetryMs;
+        boolean offered = req.get("protocol") instanceof Long v && v >= 2;
+        synchronized (proto) {
+            deferred = new java.util.ArrayList<>();
+        }
+        initTried = true;
+        long t0 = System.nanoTime();
+        Map<String, Object> r = call(() -> {
+            recipe.init(init, events);
+            Map<String, Object> ok = ok();
+            if (offered) {
+                ok.put("protocol", 2L);
+            }
+            return ok;
+        });
+        boolean succeeded = r.get("type").equals("ok");
+        if (succeeded) {
+            initialized = true;
+            protocol = offered ? 2 : 1;
+        }
+        log.info("request {}: init -> {}{} (protocol v{}, {} ms)", id, r.get("type"),
+                r.containsKey("error") ? " (" + r.get("error") + ")" : "", protocol, (System.nanoTime() - t0) / 1_000_000);
+        synchronized (proto) {
+            reply(id, r);
+            java.util.List<String> held = deferred;
+            deferred = null;
+            if (succeeded) {
+                held.forEach(this::emit);
+            }
+        }
+    }
+
+    /** Logs request id's outcome (what it was, and how long it took) and writes it. */
+    void logged(long id, String what, long t0, Map<String, Object> r) {
+        log.info("request {}: {} -> {}{}{} ({} ms)", id, what, r.get("type"),
+                r.containsKey("error") ? " (" + r.get("error") + ")" : "",
+                r.containsKey("token") ? " token " + r.get("token") : r.containsKey("value") ? " value " + r.get("value") : "",
+                (System.nanoTime() - t0) / 1_000_000);
+        reply(id, r);
+    }
+
     /** Recipe.acquire as a reply: ok with its token and place, or fail "timeout". */
-    Map<String, Object> acquire(long timeoutMs) throws Exception {
-        Acquired a = recipe.acquire(timeoutMs);
+    Map<String, Object> acquire(long timeoutMs, String mode) throws Exception {
+        Acquired a = recipe.acquire(timeoutMs, mode);
         if (a == null) {
             return fail("timeout");
         }
@@ -384,12 +464,12 @@ public final class ZlcWorker {
     }
 
     /** Runs a cycle request (v2): see the header. */
-    void cycle(long id, long timeoutMs, long holdUs, long depth) {
+    void cycle(long id, long timeoutMs, String mode, long holdUs, long depth) {
         long held = 0;
         long seq;
         while (true) {
             step(id, "acquire", null);
-            Map<String, Object> r = call(() -> acquire(timeoutMs));
+            Map<String, Object> r = call(() -> acquire(timeoutMs, mode));
             synchronized (state) {
                 step(id, "acquire", r);
                 seq = lostSeq;
@@ -474,17 +554,26 @@ public final class ZlcWorker {
         return (Counter) recipe;
     }
 
-    /** Writes value, again every 100 ms while it fails other than Fenced, for writeRetryMs. */
+    /**
+     * Writes value, again every 100 ms while its outcome is unknown (any error but a
+     * refusal), for writeRetryMs. A refusal after such a retry is Unknown: an earlier
+     * attempt may have been applied.
+     */
     void writeRetrying(Counter c, long value) throws Exception {
         long end = System.nanoTime() + writeRetryMs * 1_000_000L;
-        while (true) {
+        for (int attempt = 0; ; attempt++) {
             try {
                 c.write(value);
                 return;
-            } catch (Fenced e) {
-                throw e;
+            } catch (Fenced | Refused | NotHeld e) {
+                if (attempt == 0) {
+                    throw e;
+                }
+                String what = e instanceof Fenced ? "fenced: " + e.getMessage()
+                        : e instanceof NotHeld ? "not held: " + e.getMessage() : e.getMessage();
+                throw new Unknown(what + " (after " + attempt + " attempts whose outcome is unknown)");
             } catch (Exception e) {
-                if (System.nanoTime() >= end) {
+                if (System.nanoTime() + 100_000_000L >= end) {
                     throw e;
                 }
                 log.info("write of unknown outcome, again in 100 ms: {}", e.toString());
@@ -497,7 +586,7 @@ public final class ZlcWorker {
         Map<String, Object> run() throws Exception;
     }
 
-    /** Runs body: its reply, fail for a refusal or a release of nothing, else info. */
+    /** Runs body: its reply, fail for a refusal or nothing held, else info. */
     Map<String, Object> call(Body body) {
         try {
             return body.run();
@@ -506,8 +595,9 @@ public final class ZlcWorker {
         } catch (Fenced e) {
             return fail("fenced: " + e.getMessage());
         } catch (NotHeld e) {
-            log.info("release: {}", e.getMessage());
-            return fail("not held");
+            return fail("not held: " + e.getMessage());
+        } catch (Unknown e) {
+            return info(e.getMessage());
         } catch (Exception e) {
             log.warn("request failed", e);
             return info(e.toString());
@@ -543,14 +633,42 @@ public final class ZlcWorker {
         emit(Json.write(line));
     }
 
-    void lost(String why) {
-        Map<String, Object> ev = new LinkedHashMap<>();
-        ev.put("event", "lost");
-        ev.put("error", why);
-        synchronized (state) {
-            emit(Json.write(ev));
-            lostSeq++;
-            state.notifyAll();
+    /** What the recipe reports, written as events. */
+    final Events events = new Events() {
+        @Override
+        public void lost(String why) {
+            Map<String, Object> ev = new LinkedHashMap<>();
+            ev.put("event", "lost");
+            ev.put("error", why);
+            log.warn("lost: {}", why);
+            synchronized (state) {
+                event(Json.write(ev));
+                lostSeq++;
+                state.notifyAll();
+            }
+        }
+
+        @Override
+        public void session(String id, String passwd) {
+            Map<String, Object> ev = new LinkedHashMap<>();
+            ev.put("event", "session");
+            ev.put("session_id", id);
+            if (passwd != null) {
+                ev.put("passwd", passwd);
+            }
+            log.info("session {}", id);
+            event(Json.write(ev));
+        }
+    };
+
+    /** Writes an event line, or holds it back while init runs. */
+    void event(String line) {
+        synchronized (proto) {
+            if (deferred != null) {
+                deferred.add(line);
+            } else {
+                emit(line);
+            }
         }
     }
 
@@ -559,6 +677,9 @@ public final class ZlcWorker {
             proto.print(line);
             proto.print('\n');
             proto.flush();
+            if (proto.checkError()) {
+                log.warn("writing to stdout failed"); // the harness is gone; stdin sees EOF too
+            }
         }
     }
 
@@ -567,7 +688,7 @@ public final class ZlcWorker {
         synchronized (shutdownLock) {
             Thread t = new Thread(() -> {
                 try {
-                    if (initialized) {
+                    if (initTried) {
                         recipe.close();
                     }
                 } catch (Throwable e) {

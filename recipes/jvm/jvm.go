@@ -1,9 +1,11 @@
-// Package jvm carries the JVM workers of libraries fetched from Maven Central inside
-// the zlockcheck binary: the build manifest (pom.xml: one profile per library
-// release), the one implementation of the worker protocol they share (ZlcWorker.java)
-// and a worker per library (ZlcRedissonWorker.java, ZlcSpringWorker.java). Package
-// recipes fetches a profile's jars (internal/maven), compiles a worker against them
-// (Compile) and runs it (Argv); `zlockcheck fetch` fetches every profile.
+// Package jvm carries the JVM workers inside the zlockcheck binary: the build
+// manifest of the libraries fetched from Maven Central (pom.xml: one profile per
+// library release), the one implementation of the worker protocol every JVM worker
+// shares (ZlcWorker.java) and a worker per library (ZlcCuratorWorker.java,
+// ZlcRedissonWorker.java, ZlcSpringWorker.java). Package recipes fetches a profile's
+// jars (internal/maven), compiles a worker against them (Compile) and runs it (Argv);
+// the Curator worker is built by recipes/curator's scripts instead, against Debian's
+// Curator or a release's jars. `zlockcheck fetch` fetches every profile.
 package jvm
 
 import (
