@@ -81,6 +81,7 @@ vet:
 # test-long's (below; docs/tests.md#long-tests-make-test-long).
 test: build vet
 	/usr/bin/python3 recipes/kazoo/test_kazoo_worker.py
+	/usr/bin/python3 recipes/python/test_zlcworker.py
 	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) bash recipes/curator/test.sh
 	ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 25m ./...
 

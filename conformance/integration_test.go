@@ -167,6 +167,10 @@ func TestConformanceOnEveryService(t *testing.T) {
 		{service: kind.Redis, recipe: "spring-redis-lock-renewed", skips: neverTold, long: true},
 		{service: kind.Postgres, recipe: "spring-jdbc-postgres", skips: noPlace, long: true},
 		{service: kind.MariaDB, recipe: "spring-jdbc-mariadb", skips: noPlace, long: true},
+		// redis-py's Lock, through the Python workers' protocol (recipes/python,
+		// v2), in the virtual environment a run makes (make setup made it): it
+		// reports its TTL's end.
+		{service: kind.Redis, recipe: "redis-py-lock"},
 		{service: kind.Postgres, recipe: "pg-advisory"},
 		{service: kind.Postgres, recipe: "pg-table-expiry"}, // a lease in a table: lost deletes its row
 		{service: kind.Postgres, recipe: "mutant-pg-advisory-no-heartbeat", broken: "lost"},
@@ -180,7 +184,7 @@ func TestConformanceOnEveryService(t *testing.T) {
 			}
 			t.Parallel() // each on a private server of its own
 			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service, Settings: c.settings, SessionTimeout: c.sessionTimeout}
-			if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Java {
+			if r, err := recipes.Find(c.recipe); err == nil && r.Runtime != recipes.InProcess {
 				cfg.Argv = javaArgv(t, r)
 			}
 			if c.broken != "" {
@@ -218,9 +222,9 @@ var (
 	noPlace   = map[string]string{"lost": "did not say where", "cycle-lost": "did not say where"}
 )
 
-// javaArgv is the command line of a Java recipe's worker as a run builds it, in the
-// user's cache ($ZLC_CACHE_DIR or ~/.cache/zlockcheck, where make setup fetched its
-// library).
+// javaArgv is the command line of a Java or Python recipe's worker as a run builds
+// it, in the user's cache ($ZLC_CACHE_DIR or ~/.cache/zlockcheck, where make setup
+// fetched its library).
 func javaArgv(t *testing.T, r recipes.Entry) []string {
 	t.Helper()
 	cache, err := maven.CacheDir(os.Getenv("ZLC_CACHE_DIR"))

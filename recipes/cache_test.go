@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
 )
 
@@ -224,7 +225,7 @@ func TestKazooCommandUnpacksTheWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(argv) != 3 || argv[0] != python || !strings.HasPrefix(argv[1], cache+"/kazoo-") || argv[2] != "kazoo-lock" {
+	if len(argv) != 3 || argv[0] != pypi.Python || !strings.HasPrefix(argv[1], cache+"/kazoo-") || argv[2] != "kazoo-lock" {
 		t.Fatalf("Command = %q", argv)
 	}
 	got, err := os.ReadFile(argv[1])

@@ -20,12 +20,13 @@ const (
 	// InProcess recipes are Go code in this module, served by `zlockcheck worker
 	// --recipe NAME` (Serve) in a process of the zlockcheck binary itself.
 	InProcess Runtime = "go"
-	// Java recipes run in ZlcCuratorWorker (package recipes/curator), compiled with
-	// javac on first use against Debian's Curator jars, or against a release fetched
-	// from Maven Central (Library.Maven).
+	// Java recipes run in a worker of recipes/jvm, compiled with javac on first use:
+	// ZlcCuratorWorker against Debian's Curator jars (by recipes/curator's scripts),
+	// or a worker against a release fetched from Maven Central (Library.Maven).
 	Java Runtime = "java"
 	// Python recipes run in kazoo_worker.py (package recipes/kazoo) on Debian's
-	// /usr/bin/python3 with python3-kazoo.
+	// /usr/bin/python3 with python3-kazoo, or, for a library from PyPI
+	// (Library.PyPI), in a worker of recipes/python in a virtual environment.
 	Python Runtime = "python"
 )
 
@@ -38,7 +39,15 @@ type Library struct {
 	Debian string
 	Module string
 	Maven  string
+	// PyPI is the requirement a Python recipe's library is pinned at in
+	// recipes/python/requirements.txt, e.g. "redis==8.1.0" (its worker runs in the
+	// virtual environment made of that file).
+	PyPI string
 }
+
+// fetched reports whether the library comes from a registry into the cache (Maven
+// Central, PyPI), not from a Debian package or this module.
+func (l Library) fetched() bool { return l.Maven != "" || l.PyPI != "" }
 
 // Entry is one recipe of the catalogue.
 type Entry struct {
@@ -76,7 +85,7 @@ type Entry struct {
 	Base string
 	// Worker is a Java recipe's worker: the main class of one of recipes/jvm's
 	// workers, compiled against Library.Maven's jars ("": the Curator worker of
-	// recipes/curator).
+	// recipes/curator); or a Python recipe's of PyPI: the script of recipes/python.
 	Worker string
 }
 
@@ -131,6 +140,7 @@ func Catalog() []Entry {
 	list = append(list, redisEntries()...)
 	list = append(list, redissonEntries()...)
 	list = append(list, springEntries()...)
+	list = append(list, pythonEntries()...)
 	list = append(list, dbEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
@@ -179,6 +189,15 @@ func redissonEntries() []Entry {
 			"Redisson's RFencedLock, tryLockAndGetToken(wait) with the watchdog: a fencing token on every acquire, which the fenced counter checks; learns a lost lock at unlock"),
 		e("redisson-redlock", mutex, true,
 			"Redisson's RedissonRedLock (deprecated, still shipped) over one RedissonClient per independent primary, tryLock(wait) with the watchdog on each; cannot fence"),
+	}
+}
+
+// pythonEntries are the Python libraries from PyPI (recipes/python).
+func pythonEntries() []Entry {
+	return []Entry{
+		{Name: "redis-py-lock", Runtime: Python, Worker: "redis_py_worker.py", Service: kind.Redis,
+			Library: Library{Name: "redis-py", PyPI: "redis==8.1.0"}, Kinds: []workloads.Kind{workloads.Mutex},
+			Doc: "redis-py's Lock (client.lock(name, timeout=TTL), acquire(blocking_timeout)) with the client's defaults; no renewal; lost when the TTL runs out since before the acquire; cannot fence"},
 	}
 }
 
@@ -313,6 +332,9 @@ func (r Entry) Version() string {
 	l := r.Library
 	if l.Maven != "" {
 		return l.Name + " " + l.Maven[strings.LastIndex(l.Maven, "-")+1:] + " (Maven Central)"
+	}
+	if l.PyPI != "" {
+		return l.Name + " " + l.PyPI[strings.Index(l.PyPI, "==")+2:] + " (PyPI)"
 	}
 	if l.Debian != "" {
 		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", l.Debian).Output()

@@ -1,10 +1,12 @@
 package recipes
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
@@ -15,7 +17,7 @@ func TestCatalog(t *testing.T) {
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
-		"redis-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
+		"redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
@@ -87,6 +89,8 @@ func TestPackages(t *testing.T) {
 		"curator-5.9-mutex":    "default-jdk-headless maven",
 		"redisson-lock":        "default-jdk-headless maven",
 		"spring-jdbc-postgres": "default-jdk-headless maven",
+		// redis-py comes from PyPI into a virtual environment: Debian's venv module.
+		"redis-py-lock": "python3 python3-venv",
 	} {
 		r, err := Find(name)
 		if err != nil {
@@ -132,4 +136,36 @@ func kindNames(ks []workloads.Kind) []string {
 		out = append(out, string(k))
 	}
 	return out
+}
+
+// TestPythonRecipesArePinned: every Python recipe of PyPI names its library as
+// recipes/python/requirements.txt pins it (its version is what a run records), and
+// its worker is a script the package carries.
+func TestPythonRecipesArePinned(t *testing.T) {
+	req := string(pyworkers.Requirements().Text)
+	if err := pyworkers.Requirements().Check(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range Catalog() {
+		if r.Library.PyPI == "" {
+			continue
+		}
+		n++
+		if r.Runtime != Python {
+			t.Errorf("%s: runtime %s, want python", r.Name, r.Runtime)
+		}
+		if !strings.Contains(req, "\n"+r.Library.PyPI+" ") {
+			t.Errorf("%s: %s is not pinned in recipes/python/requirements.txt", r.Name, r.Library.PyPI)
+		}
+		if _, err := fs.Stat(pyworkers.Files(), r.Worker); err != nil {
+			t.Errorf("%s: worker %q: %v", r.Name, r.Worker, err)
+		}
+		if v := r.Version(); !strings.HasSuffix(v, strings.SplitN(r.Library.PyPI, "==", 2)[1]+" (PyPI)") {
+			t.Errorf("%s: Version() = %q", r.Name, v)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Python recipe of PyPI in the catalogue")
+	}
 }

@@ -11,14 +11,12 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/internal/maven"
+	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/recipes/curator"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
 	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
+	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
-
-// python is the interpreter of the Kazoo worker: Debian's, which has python3-kazoo (a
-// pyenv or venv python3 earlier on the PATH usually has not).
-const python = "/usr/bin/python3"
 
 // CommandEnv is what building a worker command line needs from the caller.
 type CommandEnv struct {
@@ -39,7 +37,7 @@ type CommandEnv struct {
 // Java workers on first use (against Debian's Curator, or against a library release
 // fetched from Maven Central into the cache: Library.Maven).
 func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
-	if err := r.Runtime.check(env, r.Library.Maven != ""); err != nil {
+	if err := r.Runtime.check(env, r.Library.fetched()); err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
 	}
 	switch r.Runtime {
@@ -58,11 +56,16 @@ func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 		if env.CacheDir == "" {
 			return nil, errNoCacheDir
 		}
+		if r.Library.PyPI != "" {
+			return pythonWorker(ctx, env, r.Worker, r.WorkerRecipe())
+		}
 		u, err := unpack(env.CacheDir, "kazoo", nil, kazoo.Files())
 		if err != nil {
 			return nil, err
 		}
-		return []string{python, filepath.Join(u.Dir, "kazoo_worker.py"), r.Name}, nil
+		// Debian's python3, which has python3-kazoo (a pyenv or venv python3 earlier on
+		// the PATH usually has not).
+		return []string{pypi.Python, filepath.Join(u.Dir, "kazoo_worker.py"), r.Name}, nil
 	}
 	return nil, fmt.Errorf("recipe %s: unknown runtime %q", r.Name, r.Runtime)
 }
@@ -148,6 +151,22 @@ func jvmWorker(ctx context.Context, env CommandEnv, release, main, recipe string
 	return jvm.Argv(u.Dir, lib, main, recipe), nil
 }
 
+// pythonWorker is the command line of one worker of recipes/python (script worker,
+// told recipe): the environment with the pinned libraries is made in the cache and
+// the scripts unpacked there, each once; the worker runs on the environment's
+// interpreter.
+func pythonWorker(ctx context.Context, env CommandEnv, worker, recipe string) ([]string, error) {
+	venv, err := pypi.Venv(ctx, pypi.Config{CacheDir: env.CacheDir, Log: env.Log}, pyworkers.Requirements())
+	if err != nil {
+		return nil, err
+	}
+	u, err := unpack(env.CacheDir, "python-workers", nil, pyworkers.Files())
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(venv, "bin", "python"), filepath.Join(u.Dir, worker), recipe}, nil
+}
+
 // need is one thing a worker runtime needs from the machine and the Debian package
 // that provides it.
 type need struct {
@@ -158,8 +177,10 @@ type need struct {
 }
 
 // needs lists what the runtime's workers need, in the order they are checked; a
-// Java worker of a release from Maven Central (maven) needs Maven, not Debian's jars.
-func (rt Runtime) needs(maven bool) []need {
+// worker of libraries fetched from a registry (fetched) needs what fetches them, not
+// Debian's packages of them: a Java worker of a release from Maven Central needs
+// Maven, a Python worker of PyPI's libraries Debian's venv module.
+func (rt Runtime) needs(fetched bool) []need {
 	switch rt {
 	case Java:
 		list := []need{
@@ -167,7 +188,7 @@ func (rt Runtime) needs(maven bool) []need {
 			{command: "javac", pkg: "default-jdk-headless"},
 			{command: "jar", pkg: "default-jdk-headless"},
 		}
-		if maven {
+		if fetched {
 			// The release's jars come from Maven Central (recipes/jvm/pom.xml), fetched
 			// into the cache by make setup or on first use.
 			return append(list, need{command: "mvn", pkg: "maven"})
@@ -184,7 +205,12 @@ func (rt Runtime) needs(maven bool) []need {
 		}
 		return list
 	case Python:
-		return []need{{file: python, pkg: "python3"}, {module: "kazoo", pkg: "python3-kazoo"}}
+		if fetched {
+			// The libraries come from PyPI (recipes/python/requirements.txt), installed
+			// into a virtual environment in the cache by make setup or on first use.
+			return []need{{file: pypi.Python, pkg: "python3"}, {module: "ensurepip", pkg: "python3-venv"}}
+		}
+		return []need{{file: pypi.Python, pkg: "python3"}, {module: "kazoo", pkg: "python3-kazoo"}}
 	}
 	return nil
 }
@@ -193,7 +219,7 @@ func (rt Runtime) needs(maven bool) []need {
 // none for an InProcess recipe.
 func (r Entry) Packages() []string {
 	var pkgs []string
-	for _, n := range r.Runtime.needs(r.Library.Maven != "") {
+	for _, n := range r.Runtime.needs(r.Library.fetched()) {
 		if !slices.Contains(pkgs, n.pkg) {
 			pkgs = append(pkgs, n.pkg)
 		}
@@ -203,13 +229,13 @@ func (r Entry) Packages() []string {
 
 // check reports what the runtime needs and is missing, as one error that says which
 // Debian packages to install (maven: as needs).
-func (rt Runtime) check(env CommandEnv, maven bool) error {
+func (rt Runtime) check(env CommandEnv, fetched bool) error {
 	javaDir := env.JavaDir
 	if javaDir == "" {
 		javaDir = "/usr/share/java"
 	}
 	var missing, pkgs []string
-	for _, n := range rt.needs(maven) {
+	for _, n := range rt.needs(fetched) {
 		var what string
 		switch {
 		case n.command != "":
@@ -225,8 +251,8 @@ func (rt Runtime) check(env CommandEnv, maven bool) error {
 				what = f
 			}
 		case n.module != "":
-			if slices.Contains(pkgs, "python3") || exec.Command(python, "-c", "import "+n.module).Run() != nil {
-				what = "the Python module " + n.module + " (for " + python + ")"
+			if slices.Contains(pkgs, "python3") || exec.Command(pypi.Python, "-c", "import "+n.module).Run() != nil {
+				what = "the Python module " + n.module + " (for " + pypi.Python + ")"
 			}
 		}
 		if what == "" {
@@ -241,5 +267,8 @@ func (rt Runtime) check(env CommandEnv, maven bool) error {
 		return nil
 	}
 	worker := map[Runtime]string{Java: "the Curator worker (Java)", Python: "the Kazoo worker (Python)"}[rt]
+	if fetched {
+		worker = map[Runtime]string{Java: "the JVM workers (Maven Central)", Python: "the Python workers (PyPI)"}[rt]
+	}
 	return fmt.Errorf("%s needs %s: apt-get install %s", worker, strings.Join(missing, ", "), strings.Join(pkgs, " "))
 }

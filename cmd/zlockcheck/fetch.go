@@ -7,14 +7,17 @@ import (
 	"os"
 
 	"github.com/zlockcheck/zlockcheck/internal/maven"
+	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
+	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
 
-// fetchCmd fetches what runs may take from Maven Central into the cache: the
-// ZooKeeper releases of --zk-version and the Java workers' libraries (make setup runs
+// fetchCmd fetches what runs may take from the registries into the cache: from Maven
+// Central the ZooKeeper releases of --zk-version and the Java workers' libraries, from
+// PyPI the Python workers' libraries into their virtual environment (make setup runs
 // it; a second call downloads nothing), and removes from the cache what no pinned
-// release uses any more (maven.Sweep).
+// release uses any more (maven.Sweep, pypi.Sweep).
 func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("fetch", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -34,13 +37,22 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err := jvm.FetchAll(ctx, cfg); err != nil {
 		return exitError, err
 	}
+	pcfg := pypi.Config{CacheDir: dir, Log: stderr}
+	if _, err := pypi.Venv(ctx, pcfg, pyworkers.Requirements()); err != nil {
+		return exitError, err
+	}
 	removed, err := maven.Sweep(dir, zookeeper.ReleasesManifest(), jvm.Manifest())
+	if err == nil {
+		var venvs []string
+		venvs, err = pypi.Sweep(pcfg, pyworkers.Requirements())
+		removed = append(removed, venvs...)
+	}
 	for _, r := range removed {
 		fmt.Fprintf(stderr, "removed %s from the cache: no release pinned today uses it\n", r)
 	}
 	if err != nil {
 		return exitError, err
 	}
-	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central\n", dir)
+	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central, Python workers' libraries from PyPI\n", dir)
 	return 0, nil
 }

@@ -106,6 +106,10 @@ func TestEveryKindRunsValid(t *testing.T) {
 			service: "postgres", log: "PostgreSQL 15", closed: true, parallel: true},
 		{name: "mariadb-getlock", require: requireDatabases, args: []string{"--recipe", "mariadb-getlock", "--nemesis", "client-kill,kill", "--nemesis-targets", "holder"},
 			service: "mariadb", log: "MariaDB 10.11", parallel: true},
+		// redis-py's Lock through the Python workers' protocol, in the virtual
+		// environment of PyPI's pins (the cache).
+		{name: "redis-py-lock", require: requireRedis, args: []string{"--service", "redis", "--recipe", "redis-py-lock"},
+			service: "redis", settings: `"topology": "single"`, log: "redis-py 8.1.0 (PyPI)", files: redisFiles, parallel: true},
 		// Redisson's RLock through the JVM worker (Maven Central, the cache); alone,
 		// for its five JVMs. Its lock is a hash the harness reads by its field.
 		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},

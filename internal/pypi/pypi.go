@@ -1,0 +1,166 @@
+// Package pypi installs pinned Python libraries from PyPI into zlockcheck's cache: a
+// requirements file (carried in the binary), every line pinned with its hashes, is
+// installed with pip --require-hashes into a virtual environment of Debian's python3
+// of its own. It owns the cache's layout for them:
+//
+//	CACHE/pip/                 pip's download cache
+//	CACHE/NAME-venv-HASH/      the virtual environment (HASH: of the requirements)
+//
+// A directory that exists is complete (it is renamed into place once installed), so
+// a second call, by make setup or a run, downloads nothing and runs no pip.
+package pypi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Python is the interpreter the environments are made of: Debian's, whose venv module
+// python3-venv provides.
+const Python = "/usr/bin/python3"
+
+// Config says where environments go and what to tell the user.
+type Config struct {
+	// CacheDir is zlockcheck's cache directory (maven.CacheDir).
+	CacheDir string
+	// Log receives a line when an environment is made (nil: none).
+	Log io.Writer
+	// Python is the interpreter to make it with ("": Python).
+	Python string
+}
+
+// Requirements is a requirements file: every requirement pinned (==) with its
+// hashes, as pip's --require-hashes takes it.
+type Requirements struct {
+	// Name says what the environment is for, in errors and in its directory
+	// (e.g. "python").
+	Name string
+	// Text is the file's content.
+	Text []byte
+	// File is its path in the checkout, for errors.
+	File string
+}
+
+// Check refuses a requirement that is not pinned with == and a hash, naming the
+// file, line and requirement: pip would refuse it too, later and less clearly.
+func (r Requirements) Check() error {
+	lines := strings.Split(string(r.Text), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := strings.TrimSpace(lines[i])
+		start := i + 1
+		for strings.HasSuffix(line, "\\") && i+1 < len(lines) {
+			i++
+			line = strings.TrimSpace(strings.TrimSuffix(line, "\\")) + " " + strings.TrimSpace(lines[i])
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if !strings.Contains(fields[0], "==") {
+			return fmt.Errorf("%s:%d: requirement %s: not pinned with ==", r.File, start, fields[0])
+		}
+		if !strings.Contains(line, "--hash=sha256:") {
+			return fmt.Errorf("%s:%d: requirement %s: no --hash=sha256:", r.File, start, fields[0])
+		}
+	}
+	return nil
+}
+
+// Dir is where the environment of r lives in cfg's cache, whether made or not.
+func Dir(cfg Config, r Requirements) string {
+	sum := sha256.Sum256(r.Text)
+	return filepath.Join(cfg.CacheDir, r.Name+"-venv-"+hex.EncodeToString(sum[:])[:16])
+}
+
+// ErrNoVenv is returned when the interpreter cannot make a virtual environment.
+var ErrNoVenv = errors.New("python3 cannot make a virtual environment: apt-get install python3-venv, or run make setup")
+
+// Venv makes sure the virtual environment of r exists in the cache, with r installed,
+// and returns its directory (its interpreter is DIR/bin/python). The first call
+// makes it in a temporary directory beside it and renames that into place; one that
+// finds it there runs nothing.
+func Venv(ctx context.Context, cfg Config, r Requirements) (string, error) {
+	if cfg.CacheDir == "" {
+		return "", errors.New("no cache directory for the Python workers' libraries (set ZLC_CACHE_DIR)")
+	}
+	dir := Dir(cfg, r)
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	if err := r.Check(); err != nil {
+		return "", err
+	}
+	python := cfg.Python
+	if python == "" {
+		python = Python
+	}
+	if _, err := os.Stat(python); err != nil {
+		return "", fmt.Errorf("%s libraries: %s is missing: apt-get install python3 python3-venv", r.Name, python)
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(cfg.CacheDir, "."+r.Name+"-venv-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // nothing left once renamed
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if cfg.Log != nil {
+		fmt.Fprintf(cfg.Log, "installing the %s workers' libraries from PyPI into %s\n", r.Name, cfg.CacheDir)
+	}
+	if out, err := exec.CommandContext(ctx, python, "-m", "venv", tmp).CombinedOutput(); err != nil {
+		if bytes.Contains(out, []byte("ensurepip")) || bytes.Contains(out, []byte("No module named venv")) {
+			return "", fmt.Errorf("%s libraries: %w", r.Name, ErrNoVenv)
+		}
+		return "", fmt.Errorf("%s libraries: %s -m venv: %w\n%s", r.Name, python, err, out)
+	}
+	req := filepath.Join(tmp, "zlc-requirements.txt")
+	if err := os.WriteFile(req, r.Text, 0o644); err != nil {
+		return "", err
+	}
+	pip := exec.CommandContext(ctx, filepath.Join(tmp, "bin", "python"), "-m", "pip", "install", "--quiet",
+		"--disable-pip-version-check", "--no-input", "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", req)
+	pip.Env = append(os.Environ(), "PIP_CACHE_DIR="+filepath.Join(cfg.CacheDir, "pip"))
+	if out, err := pip.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s libraries: pip install -r %s: %w\n%s", r.Name, r.File, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(dir); serr == nil {
+			return dir, nil // another process got there first
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+// Sweep removes the environments of name in the cache other than keep's (a pin that
+// changed leaves its old environment behind), and returns what it removed.
+func Sweep(cfg Config, keep Requirements) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(cfg.CacheDir, keep.Name+"-venv-*"))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, m := range matches {
+		if m == Dir(cfg, keep) {
+			continue
+		}
+		if err := os.RemoveAll(m); err != nil {
+			return removed, err
+		}
+		removed = append(removed, m)
+	}
+	return removed, nil
+}

@@ -1,0 +1,31 @@
+// Package python carries the Python workers of libraries installed from PyPI inside
+// the zlockcheck binary: their pinned requirements (requirements.txt, every line with
+// its hash), the one implementation of the worker protocol they share (zlcworker.py)
+// and a worker per library (redis_py_worker.py). Package recipes installs the
+// requirements into a virtual environment in the cache (internal/pypi), unpacks the
+// scripts there and runs a worker with the environment's interpreter;
+// `zlockcheck fetch` makes the environment beforehand.
+package python
+
+import (
+	"embed"
+	"io/fs"
+
+	"github.com/zlockcheck/zlockcheck/internal/pypi"
+)
+
+//go:embed requirements.txt
+var requirements []byte
+
+// The workers and the protocol module; the tests stay in the checkout.
+//
+//go:embed zlcworker.py redis_py_worker.py
+var files embed.FS
+
+// Files are the workers' scripts, which run side by side (each imports zlcworker).
+func Files() fs.FS { return files }
+
+// Requirements are the libraries the workers import, pinned with their hashes.
+func Requirements() pypi.Requirements {
+	return pypi.Requirements{Name: "python", Text: requirements, File: "recipes/python/requirements.txt"}
+}

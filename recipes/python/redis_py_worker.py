@@ -1,0 +1,121 @@
+"""redis-py's Lock as a zlockcheck worker, on the protocol of zlcworker.py.
+
+Usage: VENV/bin/python redis_py_worker.py redis-py-lock
+
+redis-py (pinned in requirements.txt) is used as its documentation tells users to: one
+``redis.Redis`` client per process with the client's defaults (a connection pool; no
+socket timeout, so a request to a server that stopped answering waits until the
+harness gives up on it; the default ``Retry``, which sends a command again, a
+``SET NX`` included, after a connection error or a timeout), and the lock as
+``client.lock(name, timeout=TTL)``:
+
+- acquire: ``lock.acquire(blocking=True, blocking_timeout=T)``: ``SET name token NX
+  PX ttl``, polled every ``sleep`` (redis-py's default, 0.1 s) until it is taken or T
+  has passed; False is fail "timeout". T = 0 waits as long as it takes.
+- release: ``lock.release()``, a Lua compare-and-delete. ``LockNotOwnedError`` (the
+  key is gone or holds another's token) answers fail "not held".
+- The TTL is init's ``session_timeout_ms``, as for every lease recipe of a run.
+  redis-py does not renew it (no watchdog: ``extend`` and ``reacquire`` are there for
+  a caller that calls them).
+
+What redis-py tells a holder: nothing. It has no callback and no renewal; what the
+caller can know is the lease it asked for. The worker reports "lost" when the TTL has
+run out since the moment before ``acquire`` was called (the validity the caller can
+compute), unless it released first. Its token is a random value, not a fencing token,
+so an acquire carries none; it says where the lock lives: the key (the lock's name,
+init's path) and the token written.
+
+The client talks to init's first address: the only instance, or the primary of the
+replicas topology (a failover does not move it, as a client configured with the
+primary's address is not moved). redis-py's Lock is no RedLock.
+"""
+
+import os
+import sys
+import threading
+import time
+
+import redis
+from redis.exceptions import LockError, LockNotOwnedError
+
+import zlcworker
+
+RECIPES = ("redis-py-lock",)
+
+
+class RedisPyLock:
+    def __init__(self):
+        self.client = None
+        self.lock = None
+        self.ttl_s = 0
+        self.path = ""
+        self.events = None
+        self.mu = threading.Lock()
+        self.lease = None  # the timer that reports the lease's end, while held
+        self.last_loss = ""  # why the last hold ended without a release
+
+    def init(self, init, events):
+        if init.kind != "mutex":
+            raise zlcworker.Refused("redis-py-lock speaks the mutex workload, not " + init.kind)
+        if init.fenced:
+            raise zlcworker.Refused("redis-py-lock cannot fence: its token is a random value")
+        host, _, port = init.connect[0].rpartition(":")
+        if not host or not port.isdigit():
+            raise zlcworker.Refused("init: connect %r is not host:port" % init.connect[0])
+        self.events = events
+        self.ttl_s = init.session_timeout_ms / 1000
+        self.path = init.path
+        # The password of a server the user runs comes from $REDISCLI_AUTH (zlockcheck
+        # run --connect), as for every Redis worker.
+        self.client = redis.Redis(host=host, port=int(port), password=os.environ.get("REDISCLI_AUTH") or None)
+        self.client.ping()  # a server that is not there yet: info, and the harness tries again
+
+    def acquire(self, timeout_ms, mode):
+        lock = self.client.lock(self.path, timeout=self.ttl_s)
+        begun = time.monotonic()
+        taken = lock.acquire(blocking=True, blocking_timeout=timeout_ms / 1000 if timeout_ms > 0 else None)
+        if not taken:
+            return None
+        timer = threading.Timer(max(0.0, begun + self.ttl_s - time.monotonic()), self.expired, args=(lock,))
+        timer.daemon = True
+        with self.mu:
+            self.lock, self.lease, self.last_loss = lock, timer, ""
+        timer.start()
+        return zlcworker.Acquired(lock={"keys": [self.path], "value": lock.local.token.decode()})
+
+    def expired(self, lock):
+        with self.mu:
+            if self.lock is not lock:
+                return
+            self.lock, self.lease = None, None
+            self.last_loss = "its TTL ran out"
+        self.events.lost("the lock's TTL ran out since before the acquire (redis-py does not renew it)")
+
+    def release(self):
+        with self.mu:
+            lock, timer = self.lock, self.lease
+            self.lock, self.lease = None, None
+        if timer is not None:
+            timer.cancel()
+        if lock is None:
+            raise zlcworker.NotHeld(self.last_loss or "nothing held")
+        try:
+            lock.release()
+        except LockNotOwnedError as e:
+            raise zlcworker.NotHeld(str(e))
+        except LockError as e:
+            raise zlcworker.NotHeld(str(e))
+
+    def close(self):
+        if self.client is not None:
+            self.client.close()
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in RECIPES:
+        zlcworker.usage("usage: redis_py_worker.py RECIPE (one of %s)" % ", ".join(RECIPES))
+    zlcworker.serve(RedisPyLock())
+
+
+if __name__ == "__main__":
+    main()
