@@ -82,7 +82,7 @@ vet:
 test: build vet
 	/usr/bin/python3 recipes/kazoo/test_kazoo_worker.py
 	/usr/bin/python3 recipes/python/test_zlcworker.py
-	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) bash recipes/curator/test.sh
+	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) ZLC_STRESS_SECONDS=10 bash recipes/curator/test.sh
 	ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 25m ./...
 
 # The tests make test leaves out to stay within CI's budget (about 20 minutes of its

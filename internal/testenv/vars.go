@@ -50,7 +50,7 @@ func Vars() []Var {
 		{"ZLC_REDIS_MUTANTS", "all: the Redis explore e2e test runs every Redis mutant and correct recipe (default: a short set)", "cmd/zlockcheck/proofs_e2e_test.go, make mutants-redis"},
 		{RequireIntegrationVar, "set: an integration test whose requirements are missing fails instead of skipping", "internal/testenv (every integration test), make test"},
 		{"ZLC_SERVICES_LOCKED", "set by bench/services.sh when it re-runs itself under flock ZLC_LOCK (it then takes no lock again)", "bench/services.sh"},
-		{"ZLC_STRESS_SECONDS", "how long each of the Curator worker's harness-like runs lasts (default 15)", "recipes/curator/test.sh"},
+		{"ZLC_STRESS_SECONDS", "how long each of the Curator worker's harness-like runs lasts (default 15; make test: 10)", "recipes/curator/test.sh"},
 		{"ZLC_TEST_KEEP", "1: keep the standalone server's and the Curator suite's temporary directories", "scripts/with-zk.sh, recipes/curator/test.sh"},
 		{"ZLC_TEST_PLACE", "set by TestBadLockPlaceIsAClearError: the lock place its proxy worker puts on every acquire's ok", "cmd/zlockcheck/testdata/breaking_proxy.py"},
 		{ZKConnectVar, "set by scripts/with-zk.sh: the standalone ZooKeeper's host:port", "recipe tests (internal/testenv), recipes/curator/test.sh"},

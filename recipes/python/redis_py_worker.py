@@ -3,15 +3,21 @@
 Usage: VENV/bin/python redis_py_worker.py redis-py-lock
 
 redis-py (pinned in requirements.txt) is used as its documentation tells users to: one
-``redis.Redis`` client per process with the client's defaults (a connection pool; no
-socket timeout, so a request to a server that stopped answering waits until the
-harness gives up on it; the default ``Retry``, which sends a command again, a
-``SET NX`` included, after a connection error or a timeout), and the lock as
-``client.lock(name, timeout=TTL)``:
+``redis.Redis`` client per process with the client's defaults, which redis-py 8
+changed (a connection pool; 5 s socket and connect timeouts; a ``Retry`` of 10 more
+attempts, 10 ms to 1 s apart with jitter, on a connection error or a timeout,
+which sends a command again, a ``SET NX`` included: a ``SET NX`` that took the lock
+and whose reply was lost is sent again, finds the key, its own, and answers nil, so
+the acquire polls on and times out while its key holds the lock until its TTL), and
+the lock as ``client.lock(name, timeout=TTL)``:
 
 - acquire: ``lock.acquire(blocking=True, blocking_timeout=T)``: ``SET name token NX
-  PX ttl``, polled every ``sleep`` (redis-py's default, 0.1 s) until it is taken or T
-  has passed; False is fail "timeout". T = 0 waits as long as it takes.
+  PX ttl``, polled every ``sleep`` (redis-py's default, 0.1 s) until it is taken or
+  its next try would come after T; False is fail "timeout". redis-py so gives up as
+  much as one sleep before T: the worker then waits out the rest of T and tries once
+  more (``acquire(blocking=False)``), so that its fail means T passed, as the
+  protocol says (zlockcheck conformance's timeout rules). T = 0 waits as long as it
+  takes.
 - release: ``lock.release()``, a Lua compare-and-delete. ``LockNotOwnedError`` (the
   key is gone or holds another's token) answers fail "not held".
 - The TTL is init's ``session_timeout_ms``, as for every lease recipe of a run.
@@ -75,7 +81,16 @@ class RedisPyLock:
         begun = time.monotonic()
         taken = lock.acquire(blocking=True, blocking_timeout=timeout_ms / 1000 if timeout_ms > 0 else None)
         if not taken:
-            return None
+            # redis-py gives up as soon as its next try would come after the timeout,
+            # up to one sleep (0.1 s) before it: wait out the rest and try once more,
+            # so that fail "timeout" means the timeout passed, as the protocol says.
+            rest = begun + timeout_ms / 1000 - time.monotonic()
+            if rest <= 0:
+                return None
+            time.sleep(rest)
+            begun = time.monotonic()
+            if not lock.acquire(blocking=False):
+                return None
         timer = threading.Timer(max(0.0, begun + self.ttl_s - time.monotonic()), self.expired, args=(lock,))
         timer.daemon = True
         with self.mu:
