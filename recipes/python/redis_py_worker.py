@@ -11,13 +11,13 @@ and whose reply was lost is sent again, finds the key, its own, and answers nil,
 the acquire polls on and times out while its key holds the lock until its TTL), and
 the lock as ``client.lock(name, timeout=TTL)``:
 
-- acquire: ``lock.acquire(blocking=True, blocking_timeout=T)``: ``SET name token NX
-  PX ttl``, polled every ``sleep`` (redis-py's default, 0.1 s) until it is taken or
-  its next try would come after T; False is fail "timeout". redis-py so gives up as
-  much as one sleep before T: the worker then waits out the rest of T and tries once
-  more (``acquire(blocking=False)``), so that its fail means T passed, as the
-  protocol says (zlockcheck conformance's timeout rules). T = 0 waits as long as it
-  takes.
+- acquire: ``lock.acquire(blocking=False)`` (one ``SET name token NX PX ttl``) every
+  ``sleep`` (redis-py's default, 0.1 s) until it is taken or the timeout T has passed
+  (T = 0: as long as it takes): redis-py's own polling, ``acquire(blocking=True,
+  blocking_timeout=T)``, made by the worker, so that the validity starts at the try
+  that won, not at the call (redis-py's loop would also give up as much as one sleep
+  before T). A grant whose reply came after its validity ran out is released and
+  polled on, as the Go Redis recipes do.
 - release: ``lock.release()``, a Lua compare-and-delete. ``LockNotOwnedError`` (the
   key is gone or holds another's token) answers fail "not held".
 - The TTL is init's ``session_timeout_ms``, as for every lease recipe of a run.
@@ -25,9 +25,9 @@ the lock as ``client.lock(name, timeout=TTL)``:
   a caller that calls them).
 
 What redis-py tells a holder: nothing. It has no callback and no renewal; what the
-caller can know is the lease it asked for. The worker reports "lost" when the TTL has
-run out since the moment before ``acquire`` was called (the validity the caller can
-compute), unless it released first. Its token is a random value, not a fencing token,
+caller can know is the lease it asked for. The worker reports "lost" when the lock's
+validity has run out (the TTL less 1% and 2 ms for clock drift, from the moment before
+the SET that took it), unless it released first. Its token is a random value, not a fencing token,
 so an acquire carries none; it says where the lock lives: the key (the lock's name,
 init's path) and the token written.
 
@@ -36,6 +36,7 @@ replicas topology (a failover does not move it, as a client configured with the
 primary's address is not moved). redis-py's Lock is no RedLock.
 """
 
+import logging
 import os
 import sys
 import threading
@@ -45,6 +46,8 @@ import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
 import zlcworker
+
+log = logging.getLogger("zlc.redis-py")
 
 RECIPES = ("redis-py-lock",)
 
@@ -70,6 +73,8 @@ class RedisPyLock:
             raise zlcworker.Refused("init: connect %r is not host:port" % init.connect[0])
         self.events = events
         self.ttl_s = init.session_timeout_ms / 1000
+        # The validity's margin for clock drift, as the Go Redis recipes' (1% + 2 ms).
+        self.drift_s = self.ttl_s / 100 + 0.002
         self.path = init.path
         # The password of a server the user runs comes from $REDISCLI_AUTH (zlockcheck
         # run --connect), as for every Redis worker.
@@ -77,21 +82,27 @@ class RedisPyLock:
         self.client.ping()  # a server that is not there yet: info, and the harness tries again
 
     def acquire(self, timeout_ms, mode):
+        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
         lock = self.client.lock(self.path, timeout=self.ttl_s)
-        begun = time.monotonic()
-        taken = lock.acquire(blocking=True, blocking_timeout=timeout_ms / 1000 if timeout_ms > 0 else None)
-        if not taken:
-            # redis-py gives up as soon as its next try would come after the timeout,
-            # up to one sleep (0.1 s) before it: wait out the rest and try once more,
-            # so that fail "timeout" means the timeout passed, as the protocol says.
-            rest = begun + timeout_ms / 1000 - time.monotonic()
-            if rest <= 0:
-                return None
-            time.sleep(rest)
+        while True:
             begun = time.monotonic()
-            if not lock.acquire(blocking=False):
+            if lock.acquire(blocking=False):
+                until = begun + self.ttl_s - self.drift_s
+                if time.monotonic() < until:
+                    break
+                # The reply came after the validity ran out: the lock is not the
+                # caller's to trust. Give it back (if it is still ours) and poll on.
+                log.info("acquired, but the reply came after the lock's validity ran out: released")
+                try:
+                    lock.release()
+                except LockError:
+                    pass
+                lock = self.client.lock(self.path, timeout=self.ttl_s)
+            if deadline is not None and time.monotonic() >= deadline:
                 return None
-        timer = threading.Timer(max(0.0, begun + self.ttl_s - time.monotonic()), self.expired, args=(lock,))
+            pause = lock.sleep if deadline is None else min(lock.sleep, max(0.0, deadline - time.monotonic()))
+            time.sleep(pause)
+        timer = threading.Timer(max(0.0, until - time.monotonic()), self.expired, args=(lock,))
         timer.daemon = True
         with self.mu:
             self.lock, self.lease, self.last_loss = lock, timer, ""

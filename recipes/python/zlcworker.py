@@ -43,6 +43,11 @@ How each request is answered:
 - close: ``close()`` (bounded to 1.5 s), then ok and exit 0. EOF on stdin does the
   same without a reply; a request still running 200 ms after EOF is abandoned.
 
+Events the recipe reports while a request other than a cycle runs (a lease that ran
+out as its acquire returned) are written right after the request's reply: the
+harness ignores an event while a request is in flight, and reads one after an
+acquire's ok as that hold's end.
+
 In every request ``NotHeld`` answers fail "not held: ...", ``Refused`` fail with its
 message, ``Fenced`` fail "fenced: ...", ``Unknown`` info with its message, and any
 other exception info. A line that is not a JSON object, an unknown op, an op before an
@@ -247,16 +252,16 @@ class _Worker:
             self.init(rid, req)
         elif op == "acquire":
             timeout, mode = _num(req, "timeout_ms"), _mode(req)
-            self.logged(rid, "acquire", t0, self.call(lambda: self.acquire(timeout, mode)))
+            self.request(rid, "acquire", t0, lambda: self.acquire(timeout, mode))
         elif op == "release":
-            self.logged(rid, op, t0, self.call(self.release))
+            self.request(rid, op, t0, self.release)
         elif op == "read":
             self.counter(op)
-            self.logged(rid, op, t0, self.call(lambda: {"type": "ok", "value": self.recipe.read()}))
+            self.request(rid, op, t0, lambda: {"type": "ok", "value": self.recipe.read()})
         elif op == "write":
             self.counter(op)
             value = _num(req, "value")
-            self.logged(rid, "write %d" % value, t0, self.call(lambda: self.write_retrying(value)))
+            self.request(rid, "write %d" % value, t0, lambda: self.write_retrying(value))
         elif op in ("clock", "cycle"):
             if self.protocol < 2:
                 raise ProtocolError(op + " is protocol v2, and init agreed v1")
@@ -297,6 +302,17 @@ class _Worker:
         if ok:
             for ev in held:
                 self.emit(ev)
+
+    def request(self, rid, what, t0, body):
+        """Runs a plain request: events the recipe reports meanwhile come after its reply."""
+        with self.out_mu:
+            self.deferred = []
+        r = self.call(body)
+        self.logged(rid, what, t0, r)
+        with self.out_mu:
+            held, self.deferred = self.deferred, None
+        for ev in held:
+            self.emit(ev)
 
     def logged(self, rid, what, t0, r):
         extra = ""
