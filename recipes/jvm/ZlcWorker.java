@@ -54,8 +54,9 @@
 //
 // Events: a Recipe reports "lost" (Events.lost) when its library tells it the lock is
 // gone, and "session" (Events.session) when it has a new server-side session, from any
-// thread; ZlcWorker writes each at once (the harness ignores an event
-// while a request is in flight and reads it as the hold's end otherwise). Lost events
+// thread; ZlcWorker writes each at once, or, while a request other than a cycle runs,
+// right after its reply (the harness ignores an event while a request is in flight
+// and reads it as the hold's end otherwise). Lost events
 // and a cycle's step reports are written under one lock (state), so that the order
 // the harness reads is the order in which the worker decided.
 
@@ -353,7 +354,7 @@ public final class ZlcWorker {
             case "acquire":
                 long timeout = num(req, "timeout_ms");
                 String mode = req.containsKey("mode") ? str(req, "mode") : null;
-                logged(id, op + (mode != null ? " " + mode : ""), t0, call(() -> acquire(timeout, mode)));
+                request(id, op + (mode != null ? " " + mode : ""), t0, () -> acquire(timeout, mode));
                 return;
             case "clock":
             case "cycle":
@@ -371,26 +372,26 @@ public final class ZlcWorker {
                 }
                 return;
             case "release":
-                logged(id, op, t0, call(() -> {
+                request(id, op, t0, () -> {
                     recipe.release();
                     return ok();
-                }));
+                });
                 return;
             case "read":
                 Counter rc = counter(op);
-                logged(id, op, t0, call(() -> {
+                request(id, op, t0, () -> {
                     Map<String, Object> r = ok();
                     r.put("value", rc.read());
                     return r;
-                }));
+                });
                 return;
             case "write":
                 Counter wc = counter(op);
                 long value = num(req, "value");
-                logged(id, op + " " + value, t0, call(() -> {
+                request(id, op + " " + value, t0, () -> {
                     writeRetrying(wc, value);
                     return ok();
-                }));
+                });
                 return;
             case "close":
                 shutdown(0, id);
@@ -436,6 +437,26 @@ public final class ZlcWorker {
                 held.forEach(this::emit);
             }
         }
+    }
+
+    /**
+     * Runs a plain request (not init or cycle) and writes its reply; events the recipe
+     * reports meanwhile (a lease that ran out as its acquire returned) are written right
+     * after the reply, where the harness reads them (it ignores an event while a
+     * request is in flight, and reads one after an acquire's ok as that hold's end).
+     */
+    void request(long id, String what, long t0, Body body) {
+        synchronized (proto) {
+            deferred = new java.util.ArrayList<>();
+        }
+        Map<String, Object> r = call(body);
+        logged(id, what, t0, r);
+        java.util.List<String> held;
+        synchronized (proto) {
+            held = deferred;
+            deferred = null;
+        }
+        held.forEach(this::emit);
     }
 
     /** Logs request id's outcome (what it was, and how long it took) and writes it. */
