@@ -46,6 +46,7 @@ cells=(
   "zookeeper 3.9.5 (3 servers)|curator-5.9-mutex|--zk-version 3.9.5"
   "redis single|redis-lock|--service redis --redis-topology single"
   "redis single|redislock|--service redis --redis-topology single"
+  "redis single|redis-py-lock|--service redis --redis-topology single"
   "redis single|redisson-lock|--service redis --redis-topology single"
   "redis single|redisson-fenced|--service redis --redis-topology single"
   "redis single|spring-redis-lock|--service redis --redis-topology single"
