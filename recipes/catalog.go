@@ -197,7 +197,10 @@ func pythonEntries() []Entry {
 	return []Entry{
 		{Name: "redis-py-lock", Runtime: Python, Worker: "redis_py_worker.py", Service: kind.Redis,
 			Library: Library{Name: "redis-py", PyPI: "redis==8.1.0"}, Kinds: []workloads.Kind{workloads.Mutex},
-			Doc: "redis-py's Lock (client.lock(name, timeout=TTL), acquire(blocking_timeout)) with the client's defaults; no renewal; lost when the TTL runs out since before the acquire; cannot fence"},
+			Doc: "redis-py's Lock (client.lock(name, timeout=TTL)) with the client's defaults, polled at its own pace; no renewal; lost when its validity runs out; cannot fence"},
+		{Name: "python-redis-lock", Runtime: Python, Worker: "python_redis_lock_worker.py", Service: kind.Redis,
+			Library: Library{Name: "python-redis-lock", PyPI: "python-redis-lock==4.0.1"}, Kinds: []workloads.Kind{workloads.Mutex},
+			Doc: "python-redis-lock's Lock with auto_renewal (a thread renews the key every 2/3 of its expiry) over redis-py; tells a holder nothing when a renewal finds the key gone: it learns at release; cannot fence"},
 	}
 }
 

@@ -17,7 +17,7 @@ func TestCatalog(t *testing.T) {
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
-		"redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
+		"python-redis-lock,redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
@@ -50,7 +50,7 @@ func TestCatalog(t *testing.T) {
 		if r.Library.Name == "" {
 			t.Errorf("%s: no library named", r.Name)
 		}
-		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") ||
+		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") || strings.HasPrefix(r.Name, "python-redis-") ||
 			strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
 		wantService := map[bool]kind.Name{true: kind.Redis, false: ""}[redisName]
 		switch {

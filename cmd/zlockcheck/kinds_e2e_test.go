@@ -110,6 +110,8 @@ func TestEveryKindRunsValid(t *testing.T) {
 		// environment of PyPI's pins (the cache).
 		{name: "redis-py-lock", require: requireRedis, args: []string{"--service", "redis", "--recipe", "redis-py-lock"},
 			service: "redis", settings: `"topology": "single"`, log: "redis-py 8.1.0 (PyPI)", files: redisFiles, parallel: true},
+		{name: "python-redis-lock", require: requireRedis, args: []string{"--service", "redis", "--recipe", "python-redis-lock"},
+			service: "redis", settings: `"topology": "single"`, log: "python-redis-lock 4.0.1 (PyPI)", files: redisFiles, long: true},
 		// Redisson's RLock through the JVM worker (Maven Central, the cache); alone,
 		// for its five JVMs. Its lock is a hash the harness reads by its field.
 		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},
@@ -132,7 +134,7 @@ func TestEveryKindRunsValid(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.require(t)
 			if c.long {
-				testenv.Long(t, c.name+" runs five JVM workers; make test keeps its worker's conformance")
+				testenv.Long(t, c.name+" runs another library behind a worker protocol make test runs end to end (redis-py-lock's, or the JVM workers' conformance)")
 			}
 			if c.parallel {
 				t.Parallel()

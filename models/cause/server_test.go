@@ -152,7 +152,9 @@ func TestRecordedRedisMutants(t *testing.T) {
 		"redisson-lock-watchdog-restart.jsonl", "redisson-fenced-clock-jump-restart.jsonl", "redisson-redlock-cut-off-holder.jsonl",
 		// Nor Spring Integration's RedisLockRegistry with its renewal scheduler, whose
 		// renewal stops as quietly.
-		"spring-redis-lock-renewed-clock-jump.jsonl"} {
+		"spring-redis-lock-renewed-clock-jump.jsonl",
+		// Nor python-redis-lock's renewal thread, which ends on the key's loss.
+		"python-redis-lock-renewal-clock-jump.jsonl"} {
 		if f, ok := Classify(load(t, file), "l0", ttl2); !ok || f.Class != RecipeBug {
 			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
 		}
