@@ -47,6 +47,7 @@ cells=(
   "redis single|redis-lock|--service redis --redis-topology single"
   "redis single|redislock|--service redis --redis-topology single"
   "redis single|redis-py-lock|--service redis --redis-topology single"
+  "redis single|python-redis-lock|--service redis --redis-topology single"
   "redis single|redisson-lock|--service redis --redis-topology single"
   "redis single|redisson-fenced|--service redis --redis-topology single"
   "redis single|spring-redis-lock|--service redis --redis-topology single"
