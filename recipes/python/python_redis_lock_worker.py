@@ -27,19 +27,14 @@ lock object still believes it holds. The holder learns at ``release``, which rai
 lock keeps its holder in the dark. No token: the id is a random value.
 """
 
-import logging
 import math
-import os
-import sys
 
-import redis
 import redis_lock
 
+import redisclient
 import zlcworker
 
 RECIPES = ("python-redis-lock",)
-
-log = logging.getLogger("zlc.python-redis-lock")
 
 
 class PythonRedisLock:
@@ -50,19 +45,9 @@ class PythonRedisLock:
         self.path = ""
 
     def init(self, init, events):
-        if init.kind != "mutex":
-            raise zlcworker.Refused("python-redis-lock speaks the mutex workload, not " + init.kind)
-        if init.fenced:
-            raise zlcworker.Refused("python-redis-lock cannot fence: its id is a random value")
-        host, _, port = init.connect[0].rpartition(":")
-        if not host or not port.isdigit():
-            raise zlcworker.Refused("init: connect %r is not host:port" % init.connect[0])
+        self.client = redisclient.mutex_client("python-redis-lock", init, "id")
         self.expire = max(1, math.ceil(init.session_timeout_ms / 1000))
         self.path = init.path
-        # The password of a server the user runs comes from $REDISCLI_AUTH (zlockcheck
-        # run --connect), as for every Redis worker.
-        self.client = redis.Redis(host=host, port=int(port), password=os.environ.get("REDISCLI_AUTH") or None)
-        self.client.ping()  # a server that is not there yet: info, and the harness tries again
 
     def acquire(self, timeout_ms, mode):
         lock = redis_lock.Lock(self.client, self.path, expire=self.expire, auto_renewal=True)
@@ -86,11 +71,5 @@ class PythonRedisLock:
             self.client.close()
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in RECIPES:
-        zlcworker.usage("usage: python_redis_lock_worker.py RECIPE (one of %s)" % ", ".join(RECIPES))
-    zlcworker.serve(PythonRedisLock())
-
-
 if __name__ == "__main__":
-    main()
+    zlcworker.main(RECIPES, PythonRedisLock)

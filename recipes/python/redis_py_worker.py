@@ -37,14 +37,12 @@ primary's address is not moved). redis-py's Lock is no RedLock.
 """
 
 import logging
-import os
-import sys
 import threading
 import time
 
-import redis
 from redis.exceptions import LockError, LockNotOwnedError
 
+import redisclient
 import zlcworker
 
 log = logging.getLogger("zlc.redis-py")
@@ -64,22 +62,12 @@ class RedisPyLock:
         self.last_loss = ""  # why the last hold ended without a release
 
     def init(self, init, events):
-        if init.kind != "mutex":
-            raise zlcworker.Refused("redis-py-lock speaks the mutex workload, not " + init.kind)
-        if init.fenced:
-            raise zlcworker.Refused("redis-py-lock cannot fence: its token is a random value")
-        host, _, port = init.connect[0].rpartition(":")
-        if not host or not port.isdigit():
-            raise zlcworker.Refused("init: connect %r is not host:port" % init.connect[0])
+        self.client = redisclient.mutex_client("redis-py-lock", init, "token")
         self.events = events
         self.ttl_s = init.session_timeout_ms / 1000
         # The validity's margin for clock drift, as the Go Redis recipes' (1% + 2 ms).
         self.drift_s = self.ttl_s / 100 + 0.002
         self.path = init.path
-        # The password of a server the user runs comes from $REDISCLI_AUTH (zlockcheck
-        # run --connect), as for every Redis worker.
-        self.client = redis.Redis(host=host, port=int(port), password=os.environ.get("REDISCLI_AUTH") or None)
-        self.client.ping()  # a server that is not there yet: info, and the harness tries again
 
     def acquire(self, timeout_ms, mode):
         deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
@@ -137,11 +125,5 @@ class RedisPyLock:
             self.client.close()
 
 
-def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in RECIPES:
-        zlcworker.usage("usage: redis_py_worker.py RECIPE (one of %s)" % ", ".join(RECIPES))
-    zlcworker.serve(RedisPyLock())
-
-
 if __name__ == "__main__":
-    main()
+    zlcworker.main(RECIPES, RedisPyLock)

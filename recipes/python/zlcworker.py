@@ -474,8 +474,11 @@ def serve(recipe):
     _Worker(recipe, out).run()
 
 
-def usage(line):
-    """Prints the usage line and exits 2 (a script's bad arguments)."""
-    print(line, file=sys.stderr)
-    sys.stderr.flush()
-    os._exit(2)
+def main(recipes, make):
+    """A worker script's main: serves make() when its one argument is one of recipes,
+    else prints its usage and exits 2."""
+    if len(sys.argv) != 2 or sys.argv[1] not in recipes:
+        print("usage: %s RECIPE (one of %s)" % (os.path.basename(sys.argv[0]), ", ".join(recipes)), file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(2)
+    serve(make())
