@@ -71,7 +71,13 @@ func (r *Redis) addInstance(ctx context.Context, id int) (*lockservice.Member, e
 	if err != nil {
 		return nil, err
 	}
-	in := &lockservice.Member{ID: id, Port: redisPort, Dir: filepath.Join(r.cfg.Dir, ns.Name)}
+	// Absolute: Redis reads its configuration in order, and its dir directive
+	// changes its working directory before the logfile and pidfile lines are read.
+	dir, err := filepath.Abs(filepath.Join(r.cfg.Dir, ns.Name))
+	if err != nil {
+		return nil, err
+	}
+	in := &lockservice.Member{ID: id, Port: redisPort, Dir: dir}
 	f := redisFiles{Conf: filepath.Join(in.Dir, "redis.conf"), Log: filepath.Join(in.Dir, "server.log"),
 		Pid: filepath.Join(in.Dir, "redis.pid"), Data: filepath.Join(in.Dir, "data")}
 	in.Conf, in.Log = f.Conf, f.Log
