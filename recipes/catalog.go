@@ -201,6 +201,12 @@ func pythonEntries() []Entry {
 		{Name: "python-redis-lock", Runtime: Python, Worker: "python_redis_lock_worker.py", Service: kind.Redis,
 			Library: Library{Name: "python-redis-lock", PyPI: "python-redis-lock==4.0.1"}, Kinds: []workloads.Kind{workloads.Mutex},
 			Doc: "python-redis-lock's Lock with auto_renewal (a thread renews the key every 2/3 of its expiry) over redis-py; tells a holder nothing when a renewal finds the key gone: it learns at release; cannot fence"},
+		{Name: "pottery-redlock", Runtime: Python, Worker: "pottery_worker.py", Service: kind.Redis, RedLock: true,
+			Library: Library{Name: "pottery", PyPI: "pottery==3.0.1"}, Kinds: []workloads.Kind{workloads.Mutex},
+			Doc: "pottery's Redlock over one redis-py client per independent primary (auto_release_time the TTL), polled at its own pace; no renewal; lost when its validity runs out; cannot fence"},
+		{Name: "pals-lock", Runtime: Python, Worker: "pals_worker.py", Service: kind.Postgres, SessionLock: true,
+			Library: Library{Name: "pals", PyPI: "pals==0.4.0"}, Kinds: []workloads.Kind{workloads.Mutex, workloads.RWLock},
+			Doc: "pals's Locker / Lock (pg_advisory_lock on a pooled SQLAlchemy connection, lock_timeout for timed acquires; shared for readers); tells a holder nothing when its session ends: it learns at release; cannot fence"},
 	}
 }
 

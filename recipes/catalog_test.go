@@ -16,8 +16,8 @@ func TestCatalog(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
-		"mariadb-getlock,pg-advisory,pg-table,pg-table-expiry," +
-		"python-redis-lock,redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
+		"mariadb-getlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
+		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
@@ -50,11 +50,11 @@ func TestCatalog(t *testing.T) {
 		if r.Library.Name == "" {
 			t.Errorf("%s: no library named", r.Name)
 		}
-		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") || strings.HasPrefix(r.Name, "python-redis-") ||
+		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") || strings.HasPrefix(r.Name, "python-redis-") || strings.HasPrefix(r.Name, "pottery-") ||
 			strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
 		wantService := map[bool]kind.Name{true: kind.Redis, false: ""}[redisName]
 		switch {
-		case strings.HasPrefix(r.Name, "pg-") || strings.HasPrefix(r.Name, "mutant-pg-"):
+		case strings.HasPrefix(r.Name, "pg-") || strings.HasPrefix(r.Name, "mutant-pg-") || strings.HasPrefix(r.Name, "pals-"):
 			wantService = kind.Postgres
 		case strings.HasPrefix(r.Name, "mariadb-") || strings.HasPrefix(r.Name, "mutant-mariadb-"):
 			wantService = kind.MariaDB
@@ -64,7 +64,7 @@ func TestCatalog(t *testing.T) {
 				wantService = kind.Redis
 			}
 		}
-		if wantRedLock := r.Name == "redsync" || r.Name == "redisson-redlock" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
+		if wantRedLock := r.Name == "redsync" || r.Name == "redisson-redlock" || r.Name == "pottery-redlock" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
 			t.Errorf("%s: RedLock = %v, want %v", r.Name, r.RedLock, wantRedLock)
 		}
 		if r.Service != wantService {

@@ -112,6 +112,10 @@ func TestEveryKindRunsValid(t *testing.T) {
 			service: "redis", settings: `"topology": "single"`, log: "redis-py 8.1.0 (PyPI)", files: redisFiles, parallel: true},
 		{name: "python-redis-lock", require: requireRedis, args: []string{"--service", "redis", "--recipe", "python-redis-lock"},
 			service: "redis", settings: `"topology": "single"`, log: "python-redis-lock 4.0.1 (PyPI)", files: redisFiles, long: true},
+		{name: "pottery-redlock", require: requireRedis, args: []string{"--recipe", "pottery-redlock", "--nemesis", "kill", "--nemesis-targets", "minority"},
+			service: "redis", settings: `"topology": "redlock"`, log: "pottery 3.0.1 (PyPI)", files: append(redisFiles, "servers/s3/redis.conf"), long: true},
+		{name: "pals-lock", require: requireDatabases, args: []string{"--recipe", "pals-lock", "--workload", "rwlock", "--nemesis", "reply-loss"},
+			service: "postgres", log: "pals 0.4.0 (PyPI)", long: true},
 		// Redisson's RLock through the JVM worker (Maven Central, the cache); alone,
 		// for its five JVMs. Its lock is a hash the harness reads by its field.
 		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},

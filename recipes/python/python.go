@@ -1,8 +1,9 @@
 // Package python carries the Python workers of libraries installed from PyPI inside
 // the zlockcheck binary: their pinned requirements (requirements.txt, every line with
 // its hash), the one implementation of the worker protocol they share (zlcworker.py)
-// and a worker per library (redis_py_worker.py, python_redis_lock_worker.py, their
-// Redis client made in one place: redisclient.py). Package recipes installs the
+// and a worker per library (redis_py_worker.py, python_redis_lock_worker.py,
+// pottery_worker.py, pals_worker.py; the Redis workers' client and lease made in one
+// place: redisclient.py). Package recipes installs the
 // requirements into a virtual environment in the cache (internal/pypi), unpacks the
 // scripts there and runs a worker with the environment's interpreter;
 // `zlockcheck fetch` makes the environment beforehand.
@@ -20,7 +21,7 @@ var requirements []byte
 
 // The workers and the protocol module; the tests stay in the checkout.
 //
-//go:embed zlcworker.py redisclient.py redis_py_worker.py python_redis_lock_worker.py
+//go:embed zlcworker.py redisclient.py redis_py_worker.py python_redis_lock_worker.py pottery_worker.py pals_worker.py
 var files embed.FS
 
 // Files are the workers' scripts, which run side by side (each imports zlcworker).

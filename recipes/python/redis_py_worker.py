@@ -36,89 +36,48 @@ replicas topology (a failover does not move it, as a client configured with the
 primary's address is not moved). redis-py's Lock is no RedLock.
 """
 
-import logging
-import threading
-import time
-
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError
 
 import redisclient
 import zlcworker
 
-log = logging.getLogger("zlc.redis-py")
-
 RECIPES = ("redis-py-lock",)
 
 
-class RedisPyLock:
+class RedisPyLock(redisclient.Leased):
+    name = "redis-py"
+
     def __init__(self):
+        super().__init__()
         self.client = None
-        self.lock = None
-        self.ttl_s = 0
-        self.path = ""
-        self.events = None
-        self.mu = threading.Lock()
-        self.lease = None  # the timer that reports the lease's end, while held
-        self.last_loss = ""  # why the last hold ended without a release
 
     def init(self, init, events):
         self.client = redisclient.mutex_client("redis-py-lock", init, "token")
-        self.events = events
-        self.ttl_s = init.session_timeout_ms / 1000
-        # The validity's margin for clock drift, as the Go Redis recipes' (1% + 2 ms).
-        self.drift_s = self.ttl_s / 100 + 0.002
-        self.path = init.path
+        self.start(init, events)
 
-    def acquire(self, timeout_ms, mode):
-        deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
-        lock = self.client.lock(self.path, timeout=self.ttl_s)
-        while True:
-            begun = time.monotonic()
-            if lock.acquire(blocking=False):
-                until = begun + self.ttl_s - self.drift_s
-                if time.monotonic() < until:
-                    break
-                # The reply came after the validity ran out: the lock is not the
-                # caller's to trust. Give it back (if it is still ours) and poll on.
-                log.info("acquired, but the reply came after the lock's validity ran out: released")
-                try:
-                    lock.release()
-                except LockError:
-                    pass
-                lock = self.client.lock(self.path, timeout=self.ttl_s)
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            pause = lock.sleep if deadline is None else min(lock.sleep, max(0.0, deadline - time.monotonic()))
-            time.sleep(pause)
-        timer = threading.Timer(max(0.0, until - time.monotonic()), self.expired, args=(lock,))
-        timer.daemon = True
-        with self.mu:
-            self.lock, self.lease, self.last_loss = lock, timer, ""
-        timer.start()
-        return zlcworker.Acquired(lock={"keys": [self.path], "value": lock.local.token.decode()})
+    def new_lock(self):
+        return self.client.lock(self.path, timeout=self.ttl_s)
 
-    def expired(self, lock):
-        with self.mu:
-            if self.lock is not lock:
-                return
-            self.lock, self.lease = None, None
-            self.last_loss = "its TTL ran out"
-        self.events.lost("the lock's TTL ran out since before the acquire (redis-py does not renew it)")
+    def try_acquire(self, lock):
+        return lock.acquire(blocking=False)
 
-    def release(self):
-        with self.mu:
-            lock, timer = self.lock, self.lease
-            self.lock, self.lease = None, None
-        if timer is not None:
-            timer.cancel()
-        if lock is None:
-            raise zlcworker.NotHeld(self.last_loss or "nothing held")
+    def pause(self, lock):
+        return lock.sleep
+
+    def give_back(self, lock):
         try:
             lock.release()
-        except LockNotOwnedError as e:
+        except LockError:
+            pass
+
+    def unlock(self, lock):
+        try:
+            lock.release()
+        except LockError as e:  # LockNotOwnedError among them
             raise zlcworker.NotHeld(str(e))
-        except LockError as e:
-            raise zlcworker.NotHeld(str(e))
+
+    def place(self, lock):
+        return {"keys": [self.path], "value": lock.local.token.decode()}
 
     def close(self):
         if self.client is not None:
