@@ -80,7 +80,7 @@ vet:
 # (CI's budget is 30): near-duplicates and long variants skip here and are make
 # test-long's (below; docs/tests.md#long-tests-make-test-long).
 test: build vet
-	/usr/bin/python3 recipes/kazoo/test_kazoo_worker.py
+	/usr/bin/python3 recipes/python/test_kazoo_worker.py
 	/usr/bin/python3 recipes/python/test_zlcworker.py
 	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) ZLC_STRESS_SECONDS=10 bash recipes/curator/test.sh
 	ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 25m ./...

@@ -106,7 +106,7 @@ func realWorkers(t *testing.T, dir string) []realWorker {
 		{"gozk", []string{bin, "worker", "--recipe", "gozk"}},
 		{"curator-mutex", []string{filepath.Join(root, "recipes/curator/run.sh"), curator, "curator-mutex"}},
 		{"curator-5.9-mutex", curator59},
-		{"kazoo-lock", []string{"/usr/bin/python3", filepath.Join(root, "recipes/kazoo/kazoo_worker.py"), "kazoo-lock"}},
+		{"kazoo-lock", []string{"/usr/bin/python3", filepath.Join(root, "recipes/python/kazoo_worker.py"), "kazoo-lock"}},
 	}
 }
 

@@ -281,7 +281,7 @@ func (e *propEnv) recipe(t *testing.T, name string, info infoPolicy) propRecipe 
 		rec.Argv = []string{filepath.Join(e.root, "recipes/curator/run.sh"), out, name}
 	case strings.HasPrefix(name, "kazoo-"):
 		testenv.RequireIntegration(t, testenv.Kazoo)
-		rec.Argv = []string{"/usr/bin/python3", filepath.Join(e.root, "recipes/kazoo/kazoo_worker.py"), name}
+		rec.Argv = []string{"/usr/bin/python3", filepath.Join(e.root, "recipes/python/kazoo_worker.py"), name}
 	default:
 		if e.bin == "" {
 			bin := filepath.Join(e.dir, "zlockcheck")

@@ -14,7 +14,7 @@ import (
 	"testing/fstest"
 
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
-	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
+	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
 
 func TestUnpackNamesItsDirectoryByContent(t *testing.T) {
@@ -225,14 +225,14 @@ func TestKazooCommandUnpacksTheWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(argv) != 3 || argv[0] != pypi.Python || !strings.HasPrefix(argv[1], cache+"/kazoo-") || argv[2] != "kazoo-lock" {
+	if len(argv) != 3 || argv[0] != pypi.Python || !strings.HasPrefix(argv[1], cache+"/python-workers-") || argv[2] != "kazoo-lock" {
 		t.Fatalf("Command = %q", argv)
 	}
 	got, err := os.ReadFile(argv[1])
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := fs.ReadFile(kazoo.Files(), "kazoo_worker.py")
+	want, _ := fs.ReadFile(pyworkers.Files(), "kazoo_worker.py")
 	if string(got) != string(want) {
 		t.Error("the unpacked worker differs from the embedded one")
 	}

@@ -24,9 +24,9 @@ const (
 	// ZlcCuratorWorker against Debian's Curator jars (by recipes/curator's scripts),
 	// or a worker against a release fetched from Maven Central (Library.Maven).
 	Java Runtime = "java"
-	// Python recipes run in kazoo_worker.py (package recipes/kazoo) on Debian's
-	// /usr/bin/python3 with python3-kazoo, or, for a library from PyPI
-	// (Library.PyPI), in a worker of recipes/python in a virtual environment.
+	// Python recipes run in a worker of recipes/python (Entry.Worker): Kazoo's on
+	// Debian's /usr/bin/python3 with python3-kazoo, or, for a library from PyPI
+	// (Library.PyPI), in a virtual environment of recipes/python's requirements.
 	Python Runtime = "python"
 )
 
@@ -85,7 +85,7 @@ type Entry struct {
 	Base string
 	// Worker is a Java recipe's worker: the main class of one of recipes/jvm's
 	// workers, compiled against Library.Maven's jars ("": the Curator worker of
-	// recipes/curator); or a Python recipe's of PyPI: the script of recipes/python.
+	// recipes/curator); or a Python recipe's: its script in recipes/python.
 	Worker string
 }
 
@@ -122,17 +122,18 @@ func Catalog() []Entry {
 		{Name: "curator-reentrant", Runtime: Java, Library: curator,
 			Kinds: []workloads.Kind{workloads.Reentrant, workloads.Mutex},
 			Doc:   "Curator's InterProcessMutex acquired twice, released twice"},
-		{Name: "kazoo-lock", Runtime: Python, Library: kazoo,
+		{Name: "kazoo-lock", Runtime: Python, Worker: "kazoo_worker.py", Library: kazoo,
 			Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
 			Doc:   "Kazoo's Lock; SUSPENDED or LOST while holding reports lost"},
-		{Name: "kazoo-semaphore", Runtime: Python, Library: kazoo,
+		{Name: "kazoo-semaphore", Runtime: Python, Worker: "kazoo_worker.py", Library: kazoo,
 			Kinds: []workloads.Kind{workloads.Semaphore},
 			Doc:   "Kazoo's Semaphore"},
-		{Name: "kazoo-rwlock", Runtime: Python, Library: kazoo,
+		{Name: "kazoo-rwlock", Runtime: Python, Worker: "kazoo_worker.py", Library: kazoo,
 			Kinds: []workloads.Kind{workloads.RWLock},
 			Doc:   "Kazoo's ReadLock / WriteLock"},
 	}
 	list = append(list, curatorRelease(list, Library{Name: "Curator", Maven: "curator-5.9.0"})...)
+	list = append(list, kazooRelease(list, Library{Name: "Kazoo", PyPI: "kazoo==2.11.0"})...)
 	for _, m := range append(zlcmutex.Mutants(), zlcmutex.MutantHerd) {
 		list = append(list, Entry{Name: m.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
@@ -167,6 +168,25 @@ func curatorRelease(list []Entry, l Library) []Entry {
 		e.Base, e.Library = e.Name, l
 		e.Name = "curator-" + short + strings.TrimPrefix(e.Name, "curator")
 		e.Doc = strings.Replace(e.Doc, "Curator's", "Curator "+version+"'s", 1)
+		out = append(out, e)
+	}
+	return out
+}
+
+// kazooRelease is the Kazoo recipes of list again with library l, a release from
+// PyPI: kazoo-lock becomes kazoo-2.11-lock (Kazoo 2.11.0), the same worker in the
+// virtual environment of recipes/python's requirements.
+func kazooRelease(list []Entry, l Library) []Entry {
+	version := strings.TrimPrefix(l.PyPI, "kazoo==")
+	short := version[:strings.LastIndex(version, ".")]
+	var out []Entry
+	for _, e := range list {
+		if e.Library.Debian != "python3-kazoo" {
+			continue
+		}
+		e.Base, e.Library = e.Name, l
+		e.Name = "kazoo-" + short + strings.TrimPrefix(e.Name, "kazoo")
+		e.Doc = strings.Replace(e.Doc, "Kazoo's", "Kazoo "+version+"'s", 1)
 		out = append(out, e)
 	}
 	return out

@@ -15,7 +15,7 @@ func TestCatalog(t *testing.T) {
 	for _, r := range Catalog() {
 		names = append(names, r.Name)
 	}
-	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
+	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
 		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
@@ -125,6 +125,34 @@ func TestCuratorRelease(t *testing.T) {
 			t.Errorf("%s: Version() = %q", name, got)
 		}
 		if strings.Join(kindNames(r.Kinds), ",") != strings.Join(kindNames(b.Kinds), ",") || !strings.Contains(r.Doc, "Curator 5.9.0's") {
+			t.Errorf("%s: kinds %v doc %q, want %s's kinds and the release in the doc", name, r.Kinds, r.Doc, base)
+		}
+	}
+}
+
+// TestKazooRelease: each Kazoo recipe again with the release from PyPI, the same
+// worker script, told the recipe it is a release of, in the virtual environment.
+func TestKazooRelease(t *testing.T) {
+	for _, base := range []string{"kazoo-lock", "kazoo-semaphore", "kazoo-rwlock"} {
+		b, err := Find(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "kazoo-2.11" + strings.TrimPrefix(base, "kazoo")
+		r, err := Find(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.WorkerRecipe() != base || b.WorkerRecipe() != base || r.Worker != "kazoo_worker.py" || b.Worker != r.Worker {
+			t.Errorf("%s tells %s %q, %s tells %s %q; want %s", name, r.Worker, r.WorkerRecipe(), base, b.Worker, b.WorkerRecipe(), base)
+		}
+		if r.Library.PyPI != "kazoo==2.11.0" || r.Library.Debian != "" || r.Runtime != Python {
+			t.Errorf("%s: library %+v, runtime %s", name, r.Library, r.Runtime)
+		}
+		if got := r.Version(); got != "Kazoo 2.11.0 (PyPI)" {
+			t.Errorf("%s: Version() = %q", name, got)
+		}
+		if strings.Join(kindNames(r.Kinds), ",") != strings.Join(kindNames(b.Kinds), ",") || !strings.Contains(r.Doc, "Kazoo 2.11.0's") {
 			t.Errorf("%s: kinds %v doc %q, want %s's kinds and the release in the doc", name, r.Kinds, r.Doc, base)
 		}
 	}

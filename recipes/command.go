@@ -14,7 +14,6 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/recipes/curator"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
-	"github.com/zlockcheck/zlockcheck/recipes/kazoo"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
 
@@ -59,13 +58,13 @@ func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 		if r.Library.PyPI != "" {
 			return pythonWorker(ctx, env, r.Worker, r.WorkerRecipe())
 		}
-		u, err := unpack(env.CacheDir, "kazoo", nil, kazoo.Files())
+		u, err := unpack(env.CacheDir, "python-workers", nil, pyworkers.Files())
 		if err != nil {
 			return nil, err
 		}
 		// Debian's python3, which has python3-kazoo (a pyenv or venv python3 earlier on
 		// the PATH usually has not).
-		return []string{pypi.Python, filepath.Join(u.Dir, "kazoo_worker.py"), r.Name}, nil
+		return []string{pypi.Python, filepath.Join(u.Dir, r.Worker), r.WorkerRecipe()}, nil
 	}
 	return nil, fmt.Errorf("recipe %s: unknown runtime %q", r.Name, r.Runtime)
 }

@@ -1,12 +1,13 @@
-// Package python carries the Python workers of libraries installed from PyPI inside
-// the zlockcheck binary: their pinned requirements (requirements.txt, every line with
-// its hash), the one implementation of the worker protocol they share (zlcworker.py)
-// and a worker per library (redis_py_worker.py, python_redis_lock_worker.py,
+// Package python carries the Python workers inside the zlockcheck binary: the pinned
+// requirements of the libraries from PyPI (requirements.txt, every line with its
+// hash), the one implementation of the worker protocol they share (zlcworker.py) and a
+// worker per library (redis_py_worker.py, python_redis_lock_worker.py,
 // pottery_worker.py, pals_worker.py; the Redis workers' client and lease made in one
-// place: redisclient.py). Package recipes installs the
-// requirements into a virtual environment in the cache (internal/pypi), unpacks the
-// scripts there and runs a worker with the environment's interpreter;
-// `zlockcheck fetch` makes the environment beforehand.
+// place: redisclient.py), and the Kazoo worker (kazoo_worker.py), which runs both
+// Debian's Kazoo (python3-kazoo, on /usr/bin/python3) and the current release from
+// PyPI. Package recipes unpacks the scripts into the cache and runs a worker with
+// Debian's interpreter or with that of a virtual environment of the requirements in
+// the cache (internal/pypi); `zlockcheck fetch` makes the environment beforehand.
 package python
 
 import (
@@ -21,7 +22,7 @@ var requirements []byte
 
 // The workers and the protocol module; the tests stay in the checkout.
 //
-//go:embed zlcworker.py redisclient.py redis_py_worker.py python_redis_lock_worker.py pottery_worker.py pals_worker.py
+//go:embed zlcworker.py redisclient.py redis_py_worker.py python_redis_lock_worker.py pottery_worker.py pals_worker.py kazoo_worker.py
 var files embed.FS
 
 // Files are the workers' scripts, which run side by side (each imports zlcworker).

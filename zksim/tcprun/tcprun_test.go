@@ -22,7 +22,7 @@ func workerArgv(t *testing.T, recipe string) []string {
 	switch recipe {
 	case "kazoo-lock":
 		testenv.RequireIntegration(t, testenv.Kazoo)
-		return []string{"/usr/bin/python3", filepath.Join(root, "recipes/kazoo/kazoo_worker.py"), recipe}
+		return []string{"/usr/bin/python3", filepath.Join(root, "recipes/python/kazoo_worker.py"), recipe}
 	case "curator-mutex":
 		testenv.RequireIntegration(t, testenv.JDK, testenv.Curator)
 		dir := filepath.Join(t.TempDir(), "curator")

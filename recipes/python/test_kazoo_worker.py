@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Tests of kazoo_worker.py against a real standalone ZooKeeper on 127.0.0.1.
 
-Run:  /usr/bin/python3 recipes/kazoo/test_kazoo_worker.py [-v]
-(or /usr/bin/python3 -m unittest discover -s recipes/kazoo -v)
+Run:  /usr/bin/python3 recipes/python/test_kazoo_worker.py [-v]
+(or /usr/bin/python3 -m unittest discover -s recipes/python -p "test_kazoo*" -v)
 
 Standard library only. The test starts its own ZooKeeper (Debian's
 /usr/share/java/zookeeper.jar, tickTime 200, a free port on 127.0.0.1, a temporary
@@ -73,7 +73,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "kazoo_worker.py")
-PYTHON = "/usr/bin/python3"  # Debian's python3-kazoo lives there
+# Debian's python3-kazoo lives there; $ZLC_KAZOO_PYTHON names another interpreter
+# (the Python workers' virtual environment, for Kazoo 2.11 from PyPI).
+PYTHON = os.environ.get("ZLC_KAZOO_PYTHON") or "/usr/bin/python3"
 ZK_CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 HOST = "127.0.0.1"
 SESSION_MS = 4000  # the maximum this server allows: 20 ticks of 200 ms

@@ -4,7 +4,7 @@
 Usage (always Debian's system Python, which has python3-kazoo; a pyenv or venv
 ``python3`` earlier on the PATH usually has no kazoo)::
 
-    /usr/bin/python3 recipes/kazoo/kazoo_worker.py RECIPE
+    /usr/bin/python3 recipes/python/kazoo_worker.py RECIPE
 
 RECIPE is one of
 
@@ -15,7 +15,7 @@ RECIPE is one of
   by the acquire's ``mode``; init kind ``rwlock``.
 
 With zlockcheck: ``zlockcheck run --recipe exec --worker-cmd
-"/usr/bin/python3 /work/main/recipes/kazoo/kazoo_worker.py kazoo-lock"``.
+"/usr/bin/python3 /work/main/recipes/python/kazoo_worker.py kazoo-lock"``.
 
 Requests come one per line on stdin and are answered one at a time, in the main
 thread; replies and events go to stdout, one JSON object per line, each written and
