@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ZooKeeper, Redis and database locks side by side (make bench-services, or
-# bench/services.sh; issues 25, 26 and 39; about 35 minutes for its 22 rows at 5 and 20 workers, estimated from 28 for 18): one run of TIME (default 20s) per service, recipe and
+# bench/services.sh; issues 25, 26 and 39; about 45 minutes for its 27 rows at 5 and 20 workers, estimated from 28 for 18): one run of TIME (default 20s) per service, recipe and
 # worker count, 1 ms holds (--hold-max 1ms), no faults, no final phase, each with
 # --baseline (after a 10 s warm-up of the plain loop, the plain client loop of that
 # service on the same servers: go-zookeeper's zk.Lock loop on ZooKeeper, whatever the
@@ -8,12 +8,12 @@
 # topology; pg_advisory_lock / pg_advisory_unlock on PostgreSQL and GET_LOCK /
 # RELEASE_LOCK on MariaDB, each goroutine its own connection, whatever the recipe).
 # Rows: ZooKeeper (3 servers: Debian's 3.8.0) gozk, zlc-mutex, curator-mutex, kazoo-lock,
-# curator-5.9-mutex; ZooKeeper 3.9.5 from Maven Central (--zk-version) gozk,
+# curator-5.9-mutex, kazoo-2.11-lock; ZooKeeper 3.9.5 from Maven Central (--zk-version) gozk,
 # curator-mutex, curator-5.9-mutex; Redis, one
-# instance: redis-lock, redislock, redisson-lock, redisson-fenced, spring-redis-lock,
+# instance: redis-lock, redislock, redis-py-lock, python-redis-lock, redisson-lock, redisson-fenced, spring-redis-lock,
 # spring-redis-lock-renewed; Redis, redlock topology (3 independent primaries): redsync,
-# redisson-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry, pg-advisory,
-# spring-jdbc-postgres; MariaDB, one server: mariadb-getlock, spring-jdbc-mariadb (the mutex workload: the session locks' default is the
+# redisson-redlock, pottery-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry,
+# pg-advisory, pals-lock, spring-jdbc-postgres; MariaDB, one server: mariadb-getlock, spring-jdbc-mariadb (the mutex workload: the session locks' default is the
 # reentrant one, whose nested acquires are no lock cycles); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
 # only those recipes).
 # Prints one markdown table: harness steady cycles/s (results.json
@@ -41,6 +41,7 @@ cells=(
   "zookeeper (3 servers)|curator-mutex|"
   "zookeeper (3 servers)|kazoo-lock|"
   "zookeeper (3 servers)|curator-5.9-mutex|"
+  "zookeeper (3 servers)|kazoo-2.11-lock|"
   "zookeeper 3.9.5 (3 servers)|gozk|--zk-version 3.9.5"
   "zookeeper 3.9.5 (3 servers)|curator-mutex|--zk-version 3.9.5"
   "zookeeper 3.9.5 (3 servers)|curator-5.9-mutex|--zk-version 3.9.5"
@@ -54,9 +55,11 @@ cells=(
   "redis single|spring-redis-lock-renewed|--service redis --redis-topology single"
   "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"
   "redis redlock (3 primaries)|redisson-redlock|--service redis --redis-topology redlock --nodes 3"
+  "redis redlock (3 primaries)|pottery-redlock|--service redis --redis-topology redlock --nodes 3"
   "postgresql (primary)|pg-table|--service postgres"
   "postgresql (primary)|pg-table-expiry|--service postgres"
   "postgresql (primary)|pg-advisory|--service postgres --workload mutex"
+  "postgresql (primary)|pals-lock|--service postgres --workload mutex"
   "postgresql (primary)|spring-jdbc-postgres|--service postgres"
   "mariadb (1 server)|mariadb-getlock|--service mariadb --workload mutex"
   "mariadb (1 server)|spring-jdbc-mariadb|--service mariadb"
