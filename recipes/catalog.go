@@ -45,6 +45,18 @@ type Library struct {
 	PyPI string
 }
 
+// release is the version a library fetched from a registry is pinned at ("5.9.0",
+// "2.11.0"); "" for the others.
+func (l Library) release() string {
+	switch {
+	case l.Maven != "":
+		return l.Maven[strings.LastIndex(l.Maven, "-")+1:]
+	case l.PyPI != "":
+		return l.PyPI[strings.Index(l.PyPI, "==")+2:]
+	}
+	return ""
+}
+
 // fetched reports whether the library comes from a registry into the cache (Maven
 // Central, PyPI), not from a Debian package or this module.
 func (l Library) fetched() bool { return l.Maven != "" || l.PyPI != "" }
@@ -132,8 +144,8 @@ func Catalog() []Entry {
 			Kinds: []workloads.Kind{workloads.RWLock},
 			Doc:   "Kazoo's ReadLock / WriteLock"},
 	}
-	list = append(list, curatorRelease(list, Library{Name: "Curator", Maven: "curator-5.9.0"})...)
-	list = append(list, kazooRelease(list, Library{Name: "Kazoo", PyPI: "kazoo==2.11.0"})...)
+	list = append(list, releaseOf(list, Library{Name: "Curator", Maven: "curator-5.9.0"})...)
+	list = append(list, releaseOf(list, Library{Name: "Kazoo", PyPI: "kazoo==2.11.0"})...)
 	for _, m := range append(zlcmutex.Mutants(), zlcmutex.MutantHerd) {
 		list = append(list, Entry{Name: m.String(), Runtime: InProcess, Kinds: goKinds, Library: zlc,
 			Mutant: true, New: NewZLC(m), Doc: m.Description()})
@@ -155,38 +167,22 @@ func Catalog() []Entry {
 	return list
 }
 
-// curatorRelease is the Curator recipes of list again with library l, a release from
-// Maven Central: curator-mutex becomes curator-5.9-mutex (Curator 5.9.0).
-func curatorRelease(list []Entry, l Library) []Entry {
-	version := strings.TrimPrefix(l.Maven, "curator-")
+// releaseOf is the recipes of list on Debian's package of l's library (the same
+// Library.Name) again with l, a release from a registry: curator-mutex becomes
+// curator-5.9-mutex (Curator 5.9.0 from Maven Central), kazoo-lock kazoo-2.11-lock
+// (Kazoo 2.11.0 from PyPI); the same worker, told the recipe it is a release of.
+func releaseOf(list []Entry, l Library) []Entry {
+	version := l.release()
 	short := version[:strings.LastIndex(version, ".")]
+	prefix := strings.ToLower(l.Name)
 	var out []Entry
 	for _, e := range list {
-		if e.Library.Debian != "libcurator-recipes-java" {
+		if e.Library.Name != l.Name || e.Library.Debian == "" {
 			continue
 		}
 		e.Base, e.Library = e.Name, l
-		e.Name = "curator-" + short + strings.TrimPrefix(e.Name, "curator")
-		e.Doc = strings.Replace(e.Doc, "Curator's", "Curator "+version+"'s", 1)
-		out = append(out, e)
-	}
-	return out
-}
-
-// kazooRelease is the Kazoo recipes of list again with library l, a release from
-// PyPI: kazoo-lock becomes kazoo-2.11-lock (Kazoo 2.11.0), the same worker in the
-// virtual environment of recipes/python's requirements.
-func kazooRelease(list []Entry, l Library) []Entry {
-	version := strings.TrimPrefix(l.PyPI, "kazoo==")
-	short := version[:strings.LastIndex(version, ".")]
-	var out []Entry
-	for _, e := range list {
-		if e.Library.Debian != "python3-kazoo" {
-			continue
-		}
-		e.Base, e.Library = e.Name, l
-		e.Name = "kazoo-" + short + strings.TrimPrefix(e.Name, "kazoo")
-		e.Doc = strings.Replace(e.Doc, "Kazoo's", "Kazoo "+version+"'s", 1)
+		e.Name = prefix + "-" + short + strings.TrimPrefix(e.Name, prefix)
+		e.Doc = strings.Replace(e.Doc, l.Name+"'s", l.Name+" "+version+"'s", 1)
 		out = append(out, e)
 	}
 	return out
@@ -360,10 +356,10 @@ func (r Entry) Supports(k workloads.Kind) bool { return slices.Contains(r.Kinds,
 func (r Entry) Version() string {
 	l := r.Library
 	if l.Maven != "" {
-		return l.Name + " " + l.Maven[strings.LastIndex(l.Maven, "-")+1:] + " (Maven Central)"
+		return l.Name + " " + l.release() + " (Maven Central)"
 	}
 	if l.PyPI != "" {
-		return l.Name + " " + l.PyPI[strings.Index(l.PyPI, "==")+2:] + " (PyPI)"
+		return l.Name + " " + l.release() + " (PyPI)"
 	}
 	if l.Debian != "" {
 		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", l.Debian).Output()

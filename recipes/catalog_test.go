@@ -102,58 +102,46 @@ func TestPackages(t *testing.T) {
 	}
 }
 
-// TestCuratorRelease: each Curator recipe again with the release from Maven Central,
-// its worker told the recipe it is a release of, its version the release's.
-func TestCuratorRelease(t *testing.T) {
-	for _, base := range []string{"curator-mutex", "curator-semaphore", "curator-rwlock", "curator-reentrant"} {
-		b, err := Find(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := "curator-5.9" + strings.TrimPrefix(base, "curator")
-		r, err := Find(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.WorkerRecipe() != base || b.WorkerRecipe() != base {
-			t.Errorf("%s tells its worker %q, %s tells %q; want %s", name, r.WorkerRecipe(), base, b.WorkerRecipe(), base)
-		}
-		if r.Library.Maven != "curator-5.9.0" || r.Library.Debian != "" || r.Runtime != Java {
-			t.Errorf("%s: library %+v, runtime %s", name, r.Library, r.Runtime)
-		}
-		if got := r.Version(); got != "Curator 5.9.0 (Maven Central)" {
-			t.Errorf("%s: Version() = %q", name, got)
-		}
-		if strings.Join(kindNames(r.Kinds), ",") != strings.Join(kindNames(b.Kinds), ",") || !strings.Contains(r.Doc, "Curator 5.9.0's") {
-			t.Errorf("%s: kinds %v doc %q, want %s's kinds and the release in the doc", name, r.Kinds, r.Doc, base)
-		}
-	}
-}
-
-// TestKazooRelease: each Kazoo recipe again with the release from PyPI, the same
-// worker script, told the recipe it is a release of, in the virtual environment.
-func TestKazooRelease(t *testing.T) {
-	for _, base := range []string{"kazoo-lock", "kazoo-semaphore", "kazoo-rwlock"} {
-		b, err := Find(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := "kazoo-2.11" + strings.TrimPrefix(base, "kazoo")
-		r, err := Find(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.WorkerRecipe() != base || b.WorkerRecipe() != base || r.Worker != "kazoo_worker.py" || b.Worker != r.Worker {
-			t.Errorf("%s tells %s %q, %s tells %s %q; want %s", name, r.Worker, r.WorkerRecipe(), base, b.Worker, b.WorkerRecipe(), base)
-		}
-		if r.Library.PyPI != "kazoo==2.11.0" || r.Library.Debian != "" || r.Runtime != Python {
-			t.Errorf("%s: library %+v, runtime %s", name, r.Library, r.Runtime)
-		}
-		if got := r.Version(); got != "Kazoo 2.11.0 (PyPI)" {
-			t.Errorf("%s: Version() = %q", name, got)
-		}
-		if strings.Join(kindNames(r.Kinds), ",") != strings.Join(kindNames(b.Kinds), ",") || !strings.Contains(r.Doc, "Kazoo 2.11.0's") {
-			t.Errorf("%s: kinds %v doc %q, want %s's kinds and the release in the doc", name, r.Kinds, r.Doc, base)
+// TestReleases: each Curator and Kazoo recipe again with the release from Maven
+// Central or PyPI, the same worker told the recipe it is a release of, its version
+// the release's.
+func TestReleases(t *testing.T) {
+	for _, c := range []struct {
+		bases   []string
+		prefix  string // the release's recipes: prefix + the base's name less its family
+		family  string
+		lib     Library
+		worker  string
+		runtime Runtime
+		version string
+	}{
+		{[]string{"curator-mutex", "curator-semaphore", "curator-rwlock", "curator-reentrant"}, "curator-5.9", "curator",
+			Library{Name: "Curator", Maven: "curator-5.9.0"}, "", Java, "Curator 5.9.0 (Maven Central)"},
+		{[]string{"kazoo-lock", "kazoo-semaphore", "kazoo-rwlock"}, "kazoo-2.11", "kazoo",
+			Library{Name: "Kazoo", PyPI: "kazoo==2.11.0"}, "kazoo_worker.py", Python, "Kazoo 2.11.0 (PyPI)"},
+	} {
+		for _, base := range c.bases {
+			b, err := Find(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := c.prefix + strings.TrimPrefix(base, c.family)
+			r, err := Find(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.WorkerRecipe() != base || b.WorkerRecipe() != base || r.Worker != c.worker || b.Worker != r.Worker {
+				t.Errorf("%s tells %q %q, %s tells %q %q; want %s", name, r.Worker, r.WorkerRecipe(), base, b.Worker, b.WorkerRecipe(), base)
+			}
+			if r.Library != c.lib || r.Runtime != c.runtime {
+				t.Errorf("%s: library %+v, runtime %s", name, r.Library, r.Runtime)
+			}
+			if got := r.Version(); got != c.version {
+				t.Errorf("%s: Version() = %q, want %q", name, got, c.version)
+			}
+			if strings.Join(kindNames(r.Kinds), ",") != strings.Join(kindNames(b.Kinds), ",") || !strings.Contains(r.Doc, strings.Fields(c.version)[0]+" "+strings.Fields(c.version)[1]+"'s") {
+				t.Errorf("%s: kinds %v doc %q, want %s's kinds and the release in the doc", name, r.Kinds, r.Doc, base)
+			}
 		}
 	}
 }
