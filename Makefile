@@ -91,7 +91,7 @@ test: build vet
 # message that names this target (internal/testenv.Long; the list and why each moved:
 # docs/tests.md#long-tests). ZLC_LONG=1 runs them; LONG_TESTS names their top-level
 # tests (their other subtests, which make test runs too, run again).
-LONG_TESTS := TestZlcMutexSurvivesTheExposures|TestConformanceOfRealWorkers|TestAnExecSessionLockKilledIsNotARecipeBug|TestSSHRunServerFaultsValid|TestHerdFlagsOnlyTheMutant|TestConnectToAnExistingEnsemble|TestServerFaultsRaiseNoFalseAlarm|TestCuratorAndKazooSmoke|TestGoZKOrphanSchedules|TestVanishedHolderKeepsADatabaseLock|TestExampleWorkersUnderFaults|TestSSHRunsEveryKind|TestEveryKindRunsValid|TestConformanceOnEveryService
+LONG_TESTS := TestZlcMutexSurvivesTheExposures|TestConformanceOfRealWorkers|TestConformanceOnTheSimulator|TestAnExecSessionLockKilledIsNotARecipeBug|TestSSHRunServerFaultsValid|TestHerdFlagsOnlyTheMutant|TestConnectToAnExistingEnsemble|TestServerFaultsRaiseNoFalseAlarm|TestCuratorAndKazooSmoke|TestGoZKOrphanSchedules|TestVanishedHolderKeepsADatabaseLock|TestExampleWorkersUnderFaults|TestSSHRunsEveryKind|TestEveryKindRunsValid|TestConformanceOnEveryService
 test-long: build
 	@log=$$(mktemp); ZLC_LONG=1 ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 60m -v \
 	  -run '^($(LONG_TESTS))$$' ./... > $$log 2>&1; rc=$$?; \
