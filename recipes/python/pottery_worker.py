@@ -57,6 +57,7 @@ class PotteryRedlock(redisclient.Leased):
                 "(run it with --redis-topology redlock)" % len(clients))
         self.clients = clients
         self.start(init, events)
+        self.resend_window = redisclient.resend_window(clients[0])
 
     def new_lock(self):
         return Redlock(key=self.path, masters=set(self.clients), auto_release_time=self.ttl_s)

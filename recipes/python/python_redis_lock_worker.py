@@ -28,6 +28,7 @@ lock keeps its holder in the dark. No token: the id is a random value.
 """
 
 import math
+import time
 
 import redis_lock
 
@@ -61,9 +62,12 @@ class PythonRedisLock:
         lock, self.lock = self.lock, None
         if lock is None:
             raise zlcworker.NotHeld("nothing held")
+        began = time.monotonic()
         try:
             lock.release()
         except redis_lock.NotAcquired as e:
+            if redisclient.released_by_resend(began, redisclient.resend_window(self.client)):
+                raise redisclient.unknown_release(began, e)
             raise zlcworker.NotHeld(str(e))
 
     def close(self):

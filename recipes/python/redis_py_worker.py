@@ -54,6 +54,7 @@ class RedisPyLock(redisclient.Leased):
     def init(self, init, events):
         self.client = redisclient.mutex_client("redis-py-lock", init, "token")
         self.start(init, events)
+        self.resend_window = redisclient.resend_window(self.client)
 
     def new_lock(self):
         return self.client.lock(self.path, timeout=self.ttl_s)

@@ -58,6 +58,28 @@ def mutex_client(recipe, init, token):
     return clients[0]
 
 
+def resend_window(client):
+    """How long a command of client may wait before redis-py's default Retry sends it
+    again: its socket timeout (redis-py 8: 5 s), or None when it has none."""
+    return client.connection_pool.connection_kwargs.get("socket_timeout")
+
+
+def released_by_resend(began, window):
+    """Whether a release that found no lock of its own, begun at began (monotonic),
+    may have been sent twice: it took at least the client's socket timeout, after
+    which redis-py's default Retry sends the script again. The first send may then
+    have released the lock, and the second found nothing: its "not owned" is no
+    proof of anything, so the worker answers Unknown."""
+    return window is not None and time.monotonic() - began >= window
+
+
+def unknown_release(began, why):
+    """The Unknown a release whose "not owned" may be its own re-send's answers."""
+    return zlcworker.Unknown(
+        "release: %s after %.1fs, past redis-py's socket timeout: its Retry sent the script "
+        "again, and the first send may have released the lock" % (why, time.monotonic() - began))
+
+
 class Leased:
     """A recipe whose lock is a lease of init's session timeout, which its library
     neither renews nor watches: the caller knows only the lease it asked for.
@@ -70,7 +92,9 @@ class Leased:
     (``give_back(lock)``) and polled on. While held, a timer reports "lost" when the
     validity runs out, unless release came first. Subclasses give ``new_lock()``,
     ``try_acquire``, ``pause``, ``give_back``, ``unlock(lock)`` (raising NotHeld or
-    Unknown) and ``place(lock)`` (the acquire's "lock" object), and set ``self.name``.
+    Unknown) and ``place(lock)`` (the acquire's "lock" object), and set ``self.name``
+    and ``self.resend_window`` (resend_window of their client). A release that found
+    no lock of its own after that window answers Unknown (released_by_resend).
     """
 
     name = "leased"
@@ -84,6 +108,7 @@ class Leased:
         self.ttl_s = 0.0
         self.drift_s = 0.0
         self.path = ""
+        self.resend_window = None
 
     def start(self, init, events):
         """Keeps what every Leased recipe takes from init."""
@@ -135,4 +160,10 @@ class Leased:
             timer.cancel()
         if lock is None:
             raise zlcworker.NotHeld(self.last_loss or "nothing held")
-        self.unlock(lock)
+        began = time.monotonic()
+        try:
+            self.unlock(lock)
+        except zlcworker.NotHeld as e:
+            if released_by_resend(began, self.resend_window):
+                raise unknown_release(began, e)
+            raise
