@@ -178,6 +178,12 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// (docs/recipes.md#python-libraries-from-pypi).
 		// The waiter's timeout in the close rule is 6 s with a 4 s session timeout.
 		{service: kind.Redis, recipe: "python-redis-lock", broken: "close", sessionTimeout: 4 * time.Second, long: true},
+		// The Node workers of npm's libraries (recipes/node, v2), with the node_modules
+		// npm ci made in the cache (make setup made it): redis-semaphore's Mutex
+		// reports its onLockLost; @sesamecare-oss/redlock its Lock's expiration, on
+		// RedLock's three independent instances.
+		{service: kind.Redis, recipe: "redis-semaphore-mutex"},
+		{service: kind.Redis, recipe: "node-redlock", settings: redis.RedisSettings{Topology: redis.RedisRedlock}, long: true},
 		{service: kind.Postgres, recipe: "pg-advisory"},
 		{service: kind.Postgres, recipe: "pg-table-expiry"}, // a lease in a table: lost deletes its row
 		{service: kind.Postgres, recipe: "mutant-pg-advisory-no-heartbeat", broken: "lost"},
@@ -190,6 +196,9 @@ func TestConformanceOnEveryService(t *testing.T) {
 				why := "the JVM worker's protocol is redisson-lock's; this is another library's lock behind it"
 				if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Python {
 					why = "the Python workers' protocol is redis-py-lock's; this is another library's lock behind it"
+				}
+				if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Node {
+					why = "the Node workers' protocol is redis-semaphore-mutex's; this is another library's lock behind it"
 				}
 				testenv.Long(t, why)
 			}
@@ -233,7 +242,7 @@ var (
 	noPlace   = map[string]string{"lost": "did not say where", "cycle-lost": "did not say where"}
 )
 
-// javaArgv is the command line of a Java or Python recipe's worker as a run builds
+// javaArgv is the command line of a Java, Python or Node recipe's worker as a run builds
 // it, in the user's cache ($ZLC_CACHE_DIR or ~/.cache/zlockcheck, where make setup
 // fetched its library).
 func javaArgv(t *testing.T, r recipes.Entry) []string {
