@@ -24,6 +24,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/zlockcheck/zlockcheck/internal/cachedir"
 )
 
 // Config says where installs go, what to tell the user and which programs to use.
@@ -139,8 +141,8 @@ func Program(cfg Config, name string) (string, error) {
 // Install makes sure the install of l exists in the cache and returns its directory
 // (its node_modules/ holds the libraries). The first call writes the two files into a
 // temporary directory beside it, runs `npm ci --ignore-scripts` there (no package's
-// install scripts run) and renames it into place; a failure leaves nothing. One that
-// finds it there runs nothing.
+// install scripts run) and renames it into place (cachedir.Put); a failure leaves
+// nothing. One that finds it there runs nothing.
 func Install(ctx context.Context, cfg Config, l Lock) (string, error) {
 	if cfg.CacheDir == "" {
 		return "", errors.New("no cache directory for the Node workers' libraries (set ZLC_CACHE_DIR)")
@@ -159,37 +161,26 @@ func Install(ctx context.Context, cfg Config, l Lock) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s libraries: %w", l.Name, err)
 	}
-	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(cfg.CacheDir, "."+l.Name+"-npm-*.tmp")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "package.json"), l.Package, 0o644); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "package-lock.json"), l.PackageLock, 0o644); err != nil {
-		return "", err
-	}
-	if cfg.Log != nil {
-		fmt.Fprintf(cfg.Log, "installing the %s workers' libraries from the npm registry into %s\n", l.Name, cfg.CacheDir)
-	}
-	cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tmp
-	// npm's own download cache in zlockcheck's; no update check.
-	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(cfg.CacheDir, "npm"), "npm_config_update_notifier=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s libraries: npm ci of %s: %w\n%s", l.Name, filepath.Join(l.Dir, "package-lock.json"), err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return dir, nil // another process got there first
+	_, err = cachedir.Put(dir, "."+l.Name+"-npm-*.tmp", func(tmp string) error {
+		if err := os.WriteFile(filepath.Join(tmp, "package.json"), l.Package, 0o644); err != nil {
+			return err
 		}
+		if err := os.WriteFile(filepath.Join(tmp, "package-lock.json"), l.PackageLock, 0o644); err != nil {
+			return err
+		}
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "installing the %s workers' libraries from the npm registry into %s\n", l.Name, cfg.CacheDir)
+		}
+		cmd := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = tmp
+		// npm's own download cache in zlockcheck's; no update check.
+		cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(cfg.CacheDir, "npm"), "npm_config_update_notifier=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s libraries: npm ci of %s: %w\n%s", l.Name, filepath.Join(l.Dir, "package-lock.json"), err, out)
+		}
+		return nil
+	})
+	if err != nil {
 		return "", err
 	}
 	return dir, nil
@@ -198,19 +189,5 @@ func Install(ctx context.Context, cfg Config, l Lock) (string, error) {
 // Sweep removes the installs of keep.Name in the cache other than keep's (a pin that
 // changed leaves its old install behind), and returns what it removed.
 func Sweep(cfg Config, keep Lock) ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(cfg.CacheDir, keep.Name+"-npm-*"))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	for _, m := range matches {
-		if m == Dir(cfg, keep) {
-			continue
-		}
-		if err := os.RemoveAll(m); err != nil {
-			return removed, err
-		}
-		removed = append(removed, m)
-	}
-	return removed, nil
+	return cachedir.Sweep(filepath.Join(cfg.CacheDir, keep.Name+"-npm-*"), Dir(cfg, keep))
 }
