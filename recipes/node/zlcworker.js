@@ -72,6 +72,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
+const util = require('node:util');
 
 /** A request refused, certainly without effect: answered fail with its message. */
 class Refused extends Error {}
@@ -493,7 +494,7 @@ class Worker {
  * protocol lines reach file descriptor 1.
  */
 function serve(recipe) {
-  const toStderr = (...args) => process.stderr.write(args.map((a) => (typeof a === 'string' ? a : require('node:util').inspect(a))).join(' ') + '\n');
+  const toStderr = (...args) => process.stderr.write(args.map((a) => (typeof a === 'string' ? a : util.inspect(a))).join(' ') + '\n');
   console.log = console.info = console.debug = console.warn = console.error = toStderr;
   process.stdout.write = (chunk, encoding, cb) => process.stderr.write(chunk, encoding, cb);
   return new Worker(recipe, 1).run();
