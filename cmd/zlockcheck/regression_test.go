@@ -50,6 +50,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"spring-redis-lock-renewed-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"python-redis-lock-renewal-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redis-semaphore-mutex-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redis-semaphore-mutex-client-pause-release-unchecked.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"node-redlock-split-votes-no-faults.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "did not acquire within the final bound"}},
 		{"python-redis-lock-vanished-holder-blpop.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "worker died or did not answer"}},
 		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},

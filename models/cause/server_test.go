@@ -162,4 +162,12 @@ func TestRecordedRedisMutants(t *testing.T) {
 			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
 		}
 	}
+	// redis-semaphore's release, which does not read its compare-and-delete's answer,
+	// after a pause past the TTL (the matrix's run: a 4 s TTL; a lease, whose checked
+	// release would have told).
+	for _, file := range []string{"redis-semaphore-mutex-client-pause-release-unchecked.jsonl"} {
+		if f, ok := Classify(load(t, file), "l0", Params{SessionTimeout: 4 * time.Second, Lease: true}); !ok || f.Class != RecipeBug {
+			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
+		}
+	}
 }
