@@ -82,6 +82,7 @@ vet:
 test: build vet
 	/usr/bin/python3 recipes/python/test_kazoo_worker.py
 	/usr/bin/python3 recipes/python/test_zlcworker.py
+	node recipes/node/test_zlcworker.js
 	ZLC_CHECK_BIN=$(CURDIR)/$(BIN) ZLC_STRESS_SECONDS=10 bash recipes/curator/test.sh
 	ZLC_REQUIRE_INTEGRATION=1 bash scripts/with-zk.sh $(GO) test -count=1 -p 1 -timeout 25m ./...
 

@@ -10,9 +10,9 @@
 # Rows: ZooKeeper (3 servers: Debian's 3.8.0) gozk, zlc-mutex, curator-mutex, kazoo-lock,
 # curator-5.9-mutex, kazoo-2.11-lock; ZooKeeper 3.9.5 from Maven Central (--zk-version) gozk,
 # curator-mutex, curator-5.9-mutex; Redis, one
-# instance: redis-lock, redislock, redis-py-lock, python-redis-lock, redisson-lock, redisson-fenced, spring-redis-lock,
+# instance: redis-lock, redislock, redis-py-lock, python-redis-lock, redis-semaphore-mutex, redisson-lock, redisson-fenced, spring-redis-lock,
 # spring-redis-lock-renewed; Redis, redlock topology (3 independent primaries): redsync,
-# redisson-redlock, pottery-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry,
+# redisson-redlock, pottery-redlock, node-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry,
 # pg-advisory, pals-lock, spring-jdbc-postgres; MariaDB, one server: mariadb-getlock, spring-jdbc-mariadb (the mutex workload: the session locks' default is the
 # reentrant one, whose nested acquires are no lock cycles); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
 # only those recipes).
@@ -48,6 +48,7 @@ cells=(
   "redis single|redis-lock|--service redis --redis-topology single"
   "redis single|redislock|--service redis --redis-topology single"
   "redis single|redis-py-lock|--service redis --redis-topology single"
+  "redis single|redis-semaphore-mutex|--service redis --redis-topology single"
   "redis single|python-redis-lock|--service redis --redis-topology single"
   "redis single|redisson-lock|--service redis --redis-topology single"
   "redis single|redisson-fenced|--service redis --redis-topology single"
@@ -56,6 +57,7 @@ cells=(
   "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"
   "redis redlock (3 primaries)|redisson-redlock|--service redis --redis-topology redlock --nodes 3"
   "redis redlock (3 primaries)|pottery-redlock|--service redis --redis-topology redlock --nodes 3"
+  "redis redlock (3 primaries)|node-redlock|--service redis --redis-topology redlock --nodes 3"
   "postgresql (primary)|pg-table|--service postgres"
   "postgresql (primary)|pg-table-expiry|--service postgres"
   "postgresql (primary)|pg-advisory|--service postgres --workload mutex"

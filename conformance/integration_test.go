@@ -197,6 +197,12 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// breaks the lost rules, as the Go recipe without its heartbeat does, and
 		// keeps every other.
 		{service: kind.Postgres, recipe: "pals-lock", broken: "lost,cycle-lost", allRules: true, long: true},
+		// The Node workers of npm's libraries (recipes/node, v2), with the node_modules
+		// npm ci made in the cache (make setup made it): redis-semaphore's Mutex
+		// reports its onLockLost; @sesamecare-oss/redlock its Lock's expiration, on
+		// RedLock's three independent instances.
+		{service: kind.Redis, recipe: "redis-semaphore-mutex"},
+		{service: kind.Redis, recipe: "node-redlock", settings: redis.RedisSettings{Topology: redis.RedisRedlock}, long: true},
 		{service: kind.Postgres, recipe: "pg-advisory"},
 		{service: kind.Postgres, recipe: "pg-table-expiry"}, // a lease in a table: lost deletes its row
 		{service: kind.Postgres, recipe: "mutant-pg-advisory-no-heartbeat", broken: "lost"},
@@ -209,6 +215,9 @@ func TestConformanceOnEveryService(t *testing.T) {
 				why := "the JVM worker's protocol is redisson-lock's; this is another library's lock behind it"
 				if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Python {
 					why = "the Python workers' protocol is redis-py-lock's; this is another library's lock behind it"
+				}
+				if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Node {
+					why = "the Node workers' protocol is redis-semaphore-mutex's; this is another library's lock behind it"
 				}
 				testenv.Long(t, why)
 			}
@@ -256,7 +265,7 @@ var (
 	noPlace   = map[string]string{"lost": "did not say where", "cycle-lost": "did not say where"}
 )
 
-// workerArgv is the command line of a Java or Python recipe's worker as a run builds
+// workerArgv is the command line of a Java, Python or Node recipe's worker as a run builds
 // it, in the user's cache ($ZLC_CACHE_DIR or ~/.cache/zlockcheck, where make setup
 // fetched its library).
 func workerArgv(t *testing.T, r recipes.Entry) []string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/zlockcheck/zlockcheck/internal/npm"
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
+	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
 
@@ -263,5 +266,66 @@ func TestCuratorCommandBuildsTheWorker(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(argv[1], f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestNodeCommandUsesTheInstall: a Node recipe's command line runs node on its worker,
+// unpacked beside a link to the node_modules of the install its pins name; an install
+// already there (made here by hand) is used as it is, with no npm run.
+func TestNodeCommandUsesTheInstall(t *testing.T) {
+	if err := Node.check(CommandEnv{}, true); err != nil {
+		t.Skip(err)
+	}
+	cache := t.TempDir()
+	install := npm.Dir(npm.Config{CacheDir: cache}, nodeworkers.Lock())
+	if err := os.MkdirAll(filepath.Join(install, "node_modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Find("redis-semaphore-mutex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, err := r.Command(context.Background(), CommandEnv{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, _ := exec.LookPath("node")
+	if len(argv) != 3 || argv[0] != node || !strings.HasPrefix(argv[1], cache+"/node-workers-") ||
+		filepath.Base(argv[1]) != "redis_semaphore_worker.js" || argv[2] != "redis-semaphore-mutex" {
+		t.Fatalf("Command = %q", argv)
+	}
+	if link, err := os.Readlink(filepath.Join(filepath.Dir(argv[1]), "node_modules")); err != nil || link != filepath.Join(install, "node_modules") {
+		t.Errorf("node_modules links to %q (%v), want %s", link, err, filepath.Join(install, "node_modules"))
+	}
+	for _, f := range []string{"zlcworker.js", "redisclient.js", "redlock_worker.js"} {
+		got, err := os.ReadFile(filepath.Join(filepath.Dir(argv[1]), f))
+		want, _ := fs.ReadFile(nodeworkers.Files(), f)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: the unpacked script differs from the embedded one (%v)", f, err)
+		}
+	}
+}
+
+// TestMissingNodeSaysWhatToInstall: on a machine without node and npm a Node recipe's
+// command is an error that names them and the package to install, and leaves nothing
+// in the cache.
+func TestMissingNodeSaysWhatToInstall(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	cache := t.TempDir()
+	r, err := Find("node-redlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Command(context.Background(), CommandEnv{CacheDir: cache})
+	if err == nil {
+		t.Fatal("Command() without node: no error")
+	}
+	for _, want := range []string{"recipe node-redlock", "the Node workers (npm)", "node (not on $PATH)", "npm (not on $PATH)", "apt-get install nodejs"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+		t.Errorf("left in the cache: %v", entries)
 	}
 }

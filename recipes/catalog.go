@@ -28,6 +28,9 @@ const (
 	// Debian's /usr/bin/python3 with python3-kazoo, or, for a library from PyPI
 	// (Library.PyPI), in a virtual environment of recipes/python's requirements.
 	Python Runtime = "python"
+	// Node recipes run in a worker of recipes/node on the machine's node, with the
+	// libraries of Library.Npm installed from the npm registry into the cache.
+	Node Runtime = "node"
 )
 
 // Library names the library a recipe tests, for the record of a run: its version is
@@ -43,6 +46,10 @@ type Library struct {
 	// recipes/python/requirements.txt, e.g. "redis==8.1.0" (its worker runs in the
 	// virtual environment made of that file).
 	PyPI string
+	// Npm is the package a Node recipe's library is pinned at in recipes/node's
+	// package.json and package-lock.json, name@version, e.g. "redis-semaphore@5.8.0"
+	// (its worker runs with the node_modules npm ci made of them).
+	Npm string
 }
 
 // release is the version a library fetched from a registry is pinned at ("5.9.0",
@@ -58,8 +65,8 @@ func (l Library) release() string {
 }
 
 // fetched reports whether the library comes from a registry into the cache (Maven
-// Central, PyPI), not from a Debian package or this module.
-func (l Library) fetched() bool { return l.Maven != "" || l.PyPI != "" }
+// Central, PyPI, npm), not from a Debian package or this module.
+func (l Library) fetched() bool { return l.Maven != "" || l.PyPI != "" || l.Npm != "" }
 
 // Entry is one recipe of the catalogue.
 type Entry struct {
@@ -97,7 +104,8 @@ type Entry struct {
 	Base string
 	// Worker is a Java recipe's worker: the main class of one of recipes/jvm's
 	// workers, compiled against Library.Maven's jars ("": the Curator worker of
-	// recipes/curator); or a Python recipe's: its script in recipes/python.
+	// recipes/curator); or a Python recipe's: its script in recipes/python; or a
+	// Node recipe's: its script in recipes/node.
 	Worker string
 }
 
@@ -154,6 +162,7 @@ func Catalog() []Entry {
 	list = append(list, redissonEntries()...)
 	list = append(list, springEntries()...)
 	list = append(list, pythonEntries()...)
+	list = append(list, nodeEntries()...)
 	list = append(list, dbEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
@@ -223,6 +232,19 @@ func pythonEntries() []Entry {
 		{Name: "pals-lock", Runtime: Python, Worker: "pals_worker.py", Service: kind.Postgres, SessionLock: true,
 			Library: Library{Name: "pals", PyPI: "pals==0.4.0"}, Kinds: []workloads.Kind{workloads.Mutex, workloads.RWLock},
 			Doc: "pals's Locker / Lock (pg_advisory_lock on a pooled SQLAlchemy connection, lock_timeout for timed acquires; shared for readers); tells a holder nothing when its session ends: it learns at release; cannot fence"},
+	}
+}
+
+// nodeEntries are the Node libraries from the npm registry (recipes/node).
+func nodeEntries() []Entry {
+	mutex := []workloads.Kind{workloads.Mutex}
+	return []Entry{
+		{Name: "node-redlock", Runtime: Node, Worker: "redlock_worker.js", Service: kind.Redis, RedLock: true, Kinds: mutex,
+			Library: Library{Name: "@sesamecare-oss/redlock", Npm: "@sesamecare-oss/redlock@1.4.0"},
+			Doc:     "@sesamecare-oss/redlock (the maintained redlock) over ioredis with its defaults, one client per independent primary: acquire([name], TTL) with the library's retries until the acquire timeout, release(); no extension; lost when the Lock's expiration passes; cannot fence"},
+		{Name: "redis-semaphore-mutex", Runtime: Node, Worker: "redis_semaphore_worker.js", Service: kind.Redis, Kinds: mutex,
+			Library: Library{Name: "redis-semaphore", Npm: "redis-semaphore@5.8.0"},
+			Doc:     "redis-semaphore's Mutex over ioredis with its defaults on one instance: tryAcquire() with the acquire timeout, a refresh every 0.8 TTL, release(); lost when onLockLost is called (a refresh found the key gone); cannot fence"},
 	}
 }
 
@@ -360,6 +382,9 @@ func (r Entry) Version() string {
 	}
 	if l.PyPI != "" {
 		return l.Name + " " + l.release() + " (PyPI)"
+	}
+	if l.Npm != "" {
+		return l.Name + " " + l.Npm[strings.LastIndex(l.Npm, "@")+1:] + " (npm)"
 	}
 	if l.Debian != "" {
 		out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", l.Debian).Output()

@@ -1,11 +1,13 @@
 package recipes
 
 import (
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
 
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -16,8 +18,8 @@ func TestCatalog(t *testing.T) {
 		names = append(names, r.Name)
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
-		"mariadb-getlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
-		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
+		"mariadb-getlock,node-redlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
+		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redis-semaphore-mutex,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
 		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
@@ -51,7 +53,7 @@ func TestCatalog(t *testing.T) {
 			t.Errorf("%s: no library named", r.Name)
 		}
 		redisName := strings.HasPrefix(r.Name, "redis") || strings.HasPrefix(r.Name, "redsync") || strings.HasPrefix(r.Name, "python-redis-") || strings.HasPrefix(r.Name, "pottery-") ||
-			strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
+			r.Name == "node-redlock" || strings.HasPrefix(r.Name, "mutant-redis-") || strings.HasPrefix(r.Name, "mutant-redlock-")
 		wantService := map[bool]kind.Name{true: kind.Redis, false: ""}[redisName]
 		switch {
 		case strings.HasPrefix(r.Name, "pg-") || strings.HasPrefix(r.Name, "mutant-pg-") || strings.HasPrefix(r.Name, "pals-"):
@@ -64,7 +66,7 @@ func TestCatalog(t *testing.T) {
 				wantService = kind.Redis
 			}
 		}
-		if wantRedLock := r.Name == "redsync" || r.Name == "redisson-redlock" || r.Name == "pottery-redlock" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
+		if wantRedLock := r.Name == "redsync" || r.Name == "redisson-redlock" || r.Name == "pottery-redlock" || r.Name == "node-redlock" || strings.HasPrefix(r.Name, "mutant-redlock-"); r.RedLock != wantRedLock {
 			t.Errorf("%s: RedLock = %v, want %v", r.Name, r.RedLock, wantRedLock)
 		}
 		if r.Service != wantService {
@@ -91,6 +93,8 @@ func TestPackages(t *testing.T) {
 		"spring-jdbc-postgres": "default-jdk-headless maven",
 		// redis-py comes from PyPI into a virtual environment: Debian's venv module.
 		"redis-py-lock": "python3 python3-venv",
+		// npm's libraries come with npm, which NodeSource's nodejs carries.
+		"redis-semaphore-mutex": "nodejs",
 	} {
 		r, err := Find(name)
 		if err != nil {
@@ -183,5 +187,39 @@ func TestPythonRecipesArePinned(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no Python recipe of PyPI in the catalogue")
+	}
+}
+
+// TestNodeRecipesArePinned: every Node recipe names its library as recipes/node's
+// package.json pins it, exactly, and as its lock file locks it (its version is what a
+// run records), and its worker is a script the package carries.
+func TestNodeRecipesArePinned(t *testing.T) {
+	lock := nodeworkers.Lock()
+	if err := lock.Check(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range Catalog() {
+		if r.Library.Npm == "" {
+			continue
+		}
+		n++
+		if r.Runtime != Node {
+			t.Errorf("%s: runtime %s, want node", r.Name, r.Runtime)
+		}
+		at := strings.LastIndex(r.Library.Npm, "@")
+		name, version := r.Library.Npm[:at], r.Library.Npm[at+1:]
+		if !strings.Contains(string(lock.Package), fmt.Sprintf("%q: %q", name, version)) {
+			t.Errorf("%s: %s is not pinned in recipes/node/package.json", r.Name, r.Library.Npm)
+		}
+		if _, err := fs.Stat(nodeworkers.Files(), r.Worker); err != nil {
+			t.Errorf("%s: worker %q: %v", r.Name, r.Worker, err)
+		}
+		if v := r.Version(); v != r.Library.Name+" "+version+" (npm)" {
+			t.Errorf("%s: Version() = %q", r.Name, v)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Node recipe in the catalogue")
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/internal/maven"
+	"github.com/zlockcheck/zlockcheck/internal/npm"
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/recipes/curator"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
+	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
 
@@ -30,11 +32,12 @@ type CommandEnv struct {
 	Log io.Writer
 }
 
-// Command returns the command line of one worker of the recipe. For a Java or Python
-// recipe it first checks that what the worker needs is installed (the error names the
-// Debian packages to install) and unpacks the worker into env.CacheDir, compiling the
-// Java workers on first use (against Debian's Curator, or against a library release
-// fetched from Maven Central into the cache: Library.Maven).
+// Command returns the command line of one worker of the recipe. For a Java, Python or
+// Node recipe it first checks that what the worker needs is installed (the error
+// names the Debian packages to install) and unpacks the worker into env.CacheDir,
+// compiling the Java workers on first use (against Debian's Curator, or against a
+// library release fetched from Maven Central into the cache: Library.Maven), and
+// installing a Python or Node worker's libraries from their registry on first use.
 func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 	if err := r.Runtime.check(env, r.Library.fetched()); err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", r.Name, err)
@@ -65,6 +68,11 @@ func (r Entry) Command(ctx context.Context, env CommandEnv) ([]string, error) {
 		// Debian's python3, which has python3-kazoo (a pyenv or venv python3 earlier on
 		// the PATH usually has not).
 		return []string{pypi.Python, filepath.Join(u.Dir, r.Worker), r.WorkerRecipe()}, nil
+	case Node:
+		if env.CacheDir == "" {
+			return nil, errNoCacheDir
+		}
+		return nodeWorker(ctx, env, r.Worker, r.WorkerRecipe())
 	}
 	return nil, fmt.Errorf("recipe %s: unknown runtime %q", r.Name, r.Runtime)
 }
@@ -166,6 +174,34 @@ func pythonWorker(ctx context.Context, env CommandEnv, worker, recipe string) ([
 	return []string{filepath.Join(venv, "bin", "python"), filepath.Join(u.Dir, worker), recipe}, nil
 }
 
+// nodeWorker is the command line of one worker of recipes/node (script worker, told
+// recipe): the pinned libraries are installed in the cache (npm ci) and the scripts
+// unpacked beside a link to their node_modules, each once (the scripts' directory is
+// named by the install it links to and by their content); the worker runs on the
+// machine's node.
+func nodeWorker(ctx context.Context, env CommandEnv, worker, recipe string) ([]string, error) {
+	cfg := npm.Config{CacheDir: env.CacheDir, Log: env.Log}
+	node, err := npm.Program(cfg, "node")
+	if err != nil {
+		return nil, err
+	}
+	dir, err := npm.Install(ctx, cfg, nodeworkers.Lock())
+	if err != nil {
+		return nil, err
+	}
+	modules := filepath.Join(dir, "node_modules")
+	u, err := unpack(env.CacheDir, "node-workers-"+strings.TrimPrefix(filepath.Base(dir), "node-npm-"), func(tmp string) error {
+		if err := os.Symlink(modules, filepath.Join(tmp, "node_modules")); err != nil {
+			return fmt.Errorf("the Node workers: %w", err)
+		}
+		return nil
+	}, nodeworkers.Files())
+	if err != nil {
+		return nil, err
+	}
+	return []string{node, filepath.Join(u.Dir, worker), recipe}, nil
+}
+
 // need is one thing a worker runtime needs from the machine and the Debian package
 // that provides it.
 type need struct {
@@ -210,6 +246,11 @@ func (rt Runtime) needs(fetched bool) []need {
 			return []need{{file: pypi.Python, pkg: "python3"}, {module: "ensurepip", pkg: "python3-venv"}}
 		}
 		return []need{{file: pypi.Python, pkg: "python3"}, {module: "kazoo", pkg: "python3-kazoo"}}
+	case Node:
+		// The libraries come from the npm registry (recipes/node/package-lock.json),
+		// installed into the cache by make setup or on first use; NodeSource's nodejs
+		// package (Node.js 20) carries npm, Debian's has it apart.
+		return []need{{command: "node", pkg: "nodejs"}, {command: "npm", pkg: "nodejs"}}
 	}
 	return nil
 }
@@ -267,7 +308,7 @@ func (rt Runtime) check(env CommandEnv, fetched bool) error {
 	}
 	worker := map[Runtime]string{Java: "the Curator worker (Java)", Python: "the Kazoo worker (Python)"}[rt]
 	if fetched {
-		worker = map[Runtime]string{Java: "the JVM workers (Maven Central)", Python: "the Python workers (PyPI)"}[rt]
+		worker = map[Runtime]string{Java: "the JVM workers (Maven Central)", Python: "the Python workers (PyPI)", Node: "the Node workers (npm)"}[rt]
 	}
 	return fmt.Errorf("%s needs %s: apt-get install %s", worker, strings.Join(missing, ", "), strings.Join(pkgs, " "))
 }

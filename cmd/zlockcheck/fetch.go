@@ -7,17 +7,20 @@ import (
 	"os"
 
 	"github.com/zlockcheck/zlockcheck/internal/maven"
+	"github.com/zlockcheck/zlockcheck/internal/npm"
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
+	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
 
 // fetchCmd fetches what runs may take from the registries into the cache: from Maven
 // Central the ZooKeeper releases of --zk-version and the Java workers' libraries, from
-// PyPI the Python workers' libraries into their virtual environment (make setup runs
-// it; a second call downloads nothing), and removes from the cache what no pinned
-// release uses any more (maven.Sweep, pypi.Sweep).
+// PyPI the Python workers' libraries into their virtual environment, from the npm
+// registry the Node workers' libraries (make setup runs it; a second call downloads
+// nothing), and removes from the cache what no pinned release uses any more
+// (maven.Sweep, pypi.Sweep, npm.Sweep).
 func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("fetch", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -41,11 +44,20 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if _, err := pypi.Venv(ctx, pcfg, pyworkers.Requirements()); err != nil {
 		return exitError, err
 	}
+	ncfg := npm.Config{CacheDir: dir, Log: stderr}
+	if _, err := npm.Install(ctx, ncfg, nodeworkers.Lock()); err != nil {
+		return exitError, err
+	}
 	removed, err := maven.Sweep(dir, zookeeper.ReleasesManifest(), jvm.Manifest())
 	if err == nil {
 		var venvs []string
 		venvs, err = pypi.Sweep(pcfg, pyworkers.Requirements())
 		removed = append(removed, venvs...)
+	}
+	if err == nil {
+		var installs []string
+		installs, err = npm.Sweep(ncfg, nodeworkers.Lock())
+		removed = append(removed, installs...)
 	}
 	for _, r := range removed {
 		fmt.Fprintf(stderr, "removed %s from the cache: no release pinned today uses it\n", r)
@@ -53,6 +65,6 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return exitError, err
 	}
-	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central, Python workers' libraries from PyPI\n", dir)
+	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central, Python workers' libraries from PyPI, Node workers' libraries from npm\n", dir)
 	return 0, nil
 }

@@ -116,6 +116,13 @@ func TestEveryKindRunsValid(t *testing.T) {
 			service: "redis", settings: `"topology": "redlock"`, log: "pottery 3.0.1 (PyPI)", files: append(redisFiles, "servers/s3/redis.conf"), long: true},
 		{name: "pals-lock", require: requireDatabases, args: []string{"--recipe", "pals-lock", "--workload", "rwlock", "--nemesis", "reply-loss"},
 			service: "postgres", log: "pals 0.4.0 (PyPI)", long: true},
+		// redis-semaphore's Mutex through the Node workers' protocol, with the
+		// node_modules npm ci made in the cache; @sesamecare-oss/redlock on RedLock's
+		// three independent instances behind the same protocol.
+		{name: "redis-semaphore-mutex", require: requireRedis, args: []string{"--service", "redis", "--recipe", "redis-semaphore-mutex"},
+			service: "redis", settings: `"topology": "single"`, log: "redis-semaphore 5.8.0 (npm)", files: redisFiles, parallel: true},
+		{name: "node-redlock", require: requireRedis, args: []string{"--recipe", "node-redlock"},
+			service: "redis", settings: `"topology": "redlock"`, log: "@sesamecare-oss/redlock 1.4.0 (npm)", files: append(redisFiles, "servers/s3/redis.conf"), long: true},
 		// Redisson's RLock through the JVM worker (Maven Central, the cache); alone,
 		// for its five JVMs. Its lock is a hash the harness reads by its field.
 		{name: "redisson-lock", require: requireRedisJVM, args: []string{"--service", "redis", "--recipe", "redisson-lock"},
@@ -143,7 +150,7 @@ func TestEveryKindRunsValid(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.require(t)
 			if c.long {
-				testenv.Long(t, c.name+" runs another library behind a worker protocol make test runs end to end (redis-py-lock's, or the JVM workers' conformance)")
+				testenv.Long(t, c.name+" runs another library behind a worker protocol make test runs end to end (redis-py-lock's, redis-semaphore-mutex's, or the JVM workers' conformance)")
 			}
 			if c.parallel {
 				t.Parallel()

@@ -22,6 +22,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/zlockcheck/zlockcheck/internal/cachedir"
 )
 
 // Python is the interpreter the environments are made of: Debian's, whose venv module
@@ -106,40 +108,29 @@ func Venv(ctx context.Context, cfg Config, r Requirements) (string, error) {
 	if _, err := os.Stat(python); err != nil {
 		return "", fmt.Errorf("%s libraries: %s is missing: apt-get install python3 python3-venv", r.Name, python)
 	}
-	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(cfg.CacheDir, "."+r.Name+"-venv-*.tmp")
+	_, err := cachedir.Put(dir, "."+r.Name+"-venv-*.tmp", func(tmp string) error {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "installing the %s workers' libraries from PyPI into %s\n", r.Name, cfg.CacheDir)
+		}
+		if out, err := exec.CommandContext(ctx, python, "-m", "venv", tmp).CombinedOutput(); err != nil {
+			if bytes.Contains(out, []byte("ensurepip")) || bytes.Contains(out, []byte("No module named venv")) {
+				return fmt.Errorf("%s libraries: %w", r.Name, ErrNoVenv)
+			}
+			return fmt.Errorf("%s libraries: %s -m venv: %w\n%s", r.Name, python, err, out)
+		}
+		req := filepath.Join(tmp, "zlc-requirements.txt")
+		if err := os.WriteFile(req, r.Text, 0o644); err != nil {
+			return err
+		}
+		pip := exec.CommandContext(ctx, filepath.Join(tmp, "bin", "python"), "-m", "pip", "install", "--quiet",
+			"--disable-pip-version-check", "--no-input", "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", req)
+		pip.Env = append(os.Environ(), "PIP_CACHE_DIR="+filepath.Join(cfg.CacheDir, "pip"))
+		if out, err := pip.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s libraries: pip install -r %s: %w\n%s", r.Name, r.File, err, out)
+		}
+		return nil
+	})
 	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if cfg.Log != nil {
-		fmt.Fprintf(cfg.Log, "installing the %s workers' libraries from PyPI into %s\n", r.Name, cfg.CacheDir)
-	}
-	if out, err := exec.CommandContext(ctx, python, "-m", "venv", tmp).CombinedOutput(); err != nil {
-		if bytes.Contains(out, []byte("ensurepip")) || bytes.Contains(out, []byte("No module named venv")) {
-			return "", fmt.Errorf("%s libraries: %w", r.Name, ErrNoVenv)
-		}
-		return "", fmt.Errorf("%s libraries: %s -m venv: %w\n%s", r.Name, python, err, out)
-	}
-	req := filepath.Join(tmp, "zlc-requirements.txt")
-	if err := os.WriteFile(req, r.Text, 0o644); err != nil {
-		return "", err
-	}
-	pip := exec.CommandContext(ctx, filepath.Join(tmp, "bin", "python"), "-m", "pip", "install", "--quiet",
-		"--disable-pip-version-check", "--no-input", "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", req)
-	pip.Env = append(os.Environ(), "PIP_CACHE_DIR="+filepath.Join(cfg.CacheDir, "pip"))
-	if out, err := pip.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s libraries: pip install -r %s: %w\n%s", r.Name, r.File, err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return dir, nil // another process got there first
-		}
 		return "", err
 	}
 	return dir, nil
@@ -148,19 +139,5 @@ func Venv(ctx context.Context, cfg Config, r Requirements) (string, error) {
 // Sweep removes the environments of name in the cache other than keep's (a pin that
 // changed leaves its old environment behind), and returns what it removed.
 func Sweep(cfg Config, keep Requirements) ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(cfg.CacheDir, keep.Name+"-venv-*"))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	for _, m := range matches {
-		if m == Dir(cfg, keep) {
-			continue
-		}
-		if err := os.RemoveAll(m); err != nil {
-			return removed, err
-		}
-		removed = append(removed, m)
-	}
-	return removed, nil
+	return cachedir.Sweep(filepath.Join(cfg.CacheDir, keep.Name+"-venv-*"), Dir(cfg, keep))
 }

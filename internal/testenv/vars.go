@@ -25,7 +25,7 @@ type Var struct {
 // and TestEveryVariableIsListed finds any variable the code uses that is not here).
 func Vars() []Var {
 	return []Var{
-		{"ZLC_CACHE_DIR", "where the binary unpacks and builds its embedded Java and Python workers, and keeps what `zlockcheck fetch` brings from Maven Central (the ZooKeeper releases, the JVM workers' libraries, a local Maven repository in `m2/`) (default: the user's cache directory, zlockcheck/)", "zlockcheck (recipes/cache.go, internal/maven); the e2e tests set it; the tests that run a release or a JVM worker read it (make setup fetched there)"},
+		{"ZLC_CACHE_DIR", "where the binary unpacks and builds its embedded Java, Python and Node workers, and keeps what `zlockcheck fetch` brings from Maven Central (the ZooKeeper releases, the JVM workers' libraries, a local Maven repository in `m2/`), PyPI (the Python workers' virtual environment) and npm (the Node workers' `node-npm-HASH`, npm's cache in `npm/`) (default: the user's cache directory, zlockcheck/)", "zlockcheck (recipes/cache.go, internal/maven, internal/pypi, internal/npm); the e2e tests set it; the tests that run a release or a JVM, Python or Node worker read it (make setup fetched there)"},
 		{"ZLC_CHECK_BIN", "the zlockcheck binary that checks the Curator worker's harness-like runs (default: one built from the checkout)", "recipes/curator/test.sh, make test"},
 		{"ZLC_DB_MUTANTS", "all: the database explore e2e test runs every database mutant and correct recipe (default: a short set)", "cmd/zlockcheck/proofs_e2e_test.go, make mutants-db"},
 		{"ZLC_EXPLORE", "set: run explore's control (a budget on zlc-mutex, curator-mutex and kazoo-lock must report no recipe bug)", "cmd/zlockcheck/explore_e2e_test.go, make explore"},

@@ -154,8 +154,19 @@ func TestRecordedRedisMutants(t *testing.T) {
 		// renewal stops as quietly.
 		"spring-redis-lock-renewed-clock-jump.jsonl",
 		// Nor python-redis-lock's renewal thread, which ends on the key's loss.
-		"python-redis-lock-renewal-clock-jump.jsonl"} {
+		"python-redis-lock-renewal-clock-jump.jsonl",
+		// Nor redis-semaphore's refresh, which waits for ever in ioredis's queue while
+		// its holder is cut off: onLockLost comes only with its answer.
+		"redis-semaphore-mutex-cut-off-holder.jsonl"} {
 		if f, ok := Classify(load(t, file), "l0", ttl2); !ok || f.Class != RecipeBug {
+			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
+		}
+	}
+	// redis-semaphore's release, which does not read its compare-and-delete's answer,
+	// after a pause past the TTL (the matrix's run: a 4 s TTL; a lease, whose checked
+	// release would have told).
+	for _, file := range []string{"redis-semaphore-mutex-client-pause-release-unchecked.jsonl"} {
+		if f, ok := Classify(load(t, file), "l0", Params{SessionTimeout: 4 * time.Second, Lease: true}); !ok || f.Class != RecipeBug {
 			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
 		}
 	}
