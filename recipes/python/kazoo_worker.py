@@ -104,6 +104,9 @@ answers that changed, each zlcworker's documented rule:
   exit and kills the worker after, so the longer bound never helped; the session then
   ends by expiry, as after a kill. EOF abandons a request still running 200 ms later.
 - write_retry_ms defaults to 8000 when init leaves it out (was 0).
+- A counter write being retried checks the hold at each attempt: once the hold is
+  reported lost, the write answers info (was: retried against the lock node it began
+  with, which a fenced write still checks).
 
 A loss reported while a cycle's acquire runs (between the node's check and the ok) is
 still written after the ok report and ends the cycle there: zlcworker holds a cycle's
