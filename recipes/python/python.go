@@ -3,9 +3,9 @@
 // hash), the one implementation of the worker protocol they share (zlcworker.py) and a
 // worker per library (redis_py_worker.py, python_redis_lock_worker.py,
 // pottery_worker.py, pals_worker.py; the Redis workers' client and lease made in one
-// place: redisclient.py), and the Kazoo worker (kazoo_worker.py), which runs both
-// Debian's Kazoo (python3-kazoo, on /usr/bin/python3) and the current release from
-// PyPI. Package recipes unpacks the scripts into the cache and runs a worker with
+// place: redisclient.py), and the Kazoo worker (kazoo_worker.py, on zlcworker.py
+// too), which runs both Debian's Kazoo (python3-kazoo, on /usr/bin/python3) and the
+// current release from PyPI. Package recipes unpacks the scripts into the cache and runs a worker with
 // Debian's interpreter or with that of a virtual environment of the requirements in
 // the cache (internal/pypi); `zlockcheck fetch` makes the environment beforehand.
 package python

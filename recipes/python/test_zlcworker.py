@@ -20,8 +20,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # The fake recipe: acquire's timeout_ms says what happens (1: time runs out, 2: refused,
-# 3: unknown outcome, 4: ok, then lost 50 ms later, 5: ok, lost before it returns); init's kind "refuse" is refused;
-# write fails with an unknown outcome once, then as write's value says.
+# 3: unknown outcome, 4: ok, then lost 50 ms later, 5: ok, lost before it returns, 6: the
+# recipe gives up); init's kind "refuse" is refused; write fails with an unknown outcome
+# once, then as write's value says.
 FAKE = r'''
 import sys, threading
 sys.path.insert(0, %(here)r)
@@ -44,6 +45,8 @@ class Fake:
             raise zlcworker.Refused("no such acquire")
         if timeout_ms == 3:
             raise zlcworker.Unknown("the reply was lost")
+        if timeout_ms == 6:
+            raise zlcworker.GaveUp("stuck")
         self.held += 1
         if timeout_ms == 4:
             threading.Timer(0.05, self.events.lost, args=("gone",)).start()
@@ -168,11 +171,40 @@ class ZlcWorkerTest(unittest.TestCase):
         self.assertEqual([w.line()["step"] for _ in range(2)], ["invoke", "ok"])
         self.assertEqual(w.line(), {"event": "lost", "error": "gone"})
         self.assertEqual(w.line(), {"id": rid, "type": "ok"})
+        # A loss the recipe reports while the acquire runs comes right after the ok
+        # report, where the harness reads it as that hold's end: no hold, no release.
+        start = time.monotonic()
+        rid = w.req("cycle", timeout_ms=5, hold_us=2_000_000)
+        self.assertEqual([(s["step"], s["f"]) for s in (w.line(), w.line())], [("invoke", "acquire"), ("ok", "acquire")])
+        self.assertEqual(w.line(), {"event": "lost", "error": "ran out as it was granted"})
+        self.assertEqual(w.line(), {"id": rid, "type": "ok"})
+        self.assertLess(time.monotonic() - start, 1.5, "held after the loss")
         # A first acquire that fails ends the cycle.
         rid = w.req("cycle", timeout_ms=1)
         self.assertEqual([w.line()["step"] for _ in range(2)], ["invoke", "fail"])
         self.assertEqual(w.line(), {"id": rid, "type": "ok"})
         w.p.stdin.close()  # EOF: close, exit 0
+        self.assertEqual(w.p.wait(5), 0)
+        self.assertTrue(os.path.exists(w.closed))
+
+    def test_gave_up(self):
+        w = Worker(self)
+        w.init()
+        w.line()
+        self.assertEqual(w.call("acquire", timeout_ms=6), {"id": 2, "type": "info", "error": "stuck"})
+        # From then on every request but clock and close is info, at once (a write is
+        # not retried), and the recipe is not called.
+        start = time.monotonic()
+        for op, fields in (("release", {}), ("acquire", {"timeout_ms": 10}), ("read", {}), ("write", {"value": 1})):
+            r = w.call(op, **fields)
+            self.assertEqual((r["type"], r["error"]), ("info", "gave up earlier: stuck"), (op, r))
+        self.assertLess(time.monotonic() - start, 1)
+        rid = w.req("cycle", timeout_ms=10, hold_us=1000)
+        self.assertEqual([(s["step"], s["f"], s.get("error")) for s in (w.line(), w.line())],
+                         [("invoke", "acquire", None), ("info", "acquire", "gave up earlier: stuck")])
+        self.assertEqual(w.line(), {"id": rid, "type": "ok"})
+        self.assertGreater(w.call("clock")["mono_ns"], 0)
+        self.assertEqual(w.call("close")["type"], "ok")
         self.assertEqual(w.p.wait(5), 0)
         self.assertTrue(os.path.exists(w.closed))
 

@@ -17,7 +17,8 @@ A recipe is an object with:
   ``mode`` (the rwlock kind's "read" or "write", else None); return an ``Acquired``,
   or None when the time ran out.
 - ``release()``: release the innermost hold; raise ``NotHeld`` when none was left.
-- ``close()``: end the client and its connections (called once, at close or EOF).
+- ``close()``: end the client and its connections (called once, at close or EOF;
+  it may run while a request abandoned at EOF still runs).
 - and, for the counter workload, ``read()`` (the counter's value, 0 when never
   written) and ``write(value)``, called only while holding.
 
@@ -39,7 +40,11 @@ How each request is answered:
   call, an outcome report after it, each stamped ``mono_ns``), then the reply ok. It
   ends early after the first acquire's fail, any info, or a failed release; a nested
   acquire that fails ends the acquiring (the levels held are held and released); a
-  lost event while holding with nothing in flight ends it with no release.
+  lost event while holding with nothing in flight ends it with no release. Events the
+  recipe reports while an acquire runs are written right after its outcome report, and
+  a lost one among them ends the cycle there, with no release: the harness reads it
+  after the ok as that hold's end (a lock lost as it was granted), as it reads one
+  after a plain acquire's reply.
 - close: ``close()`` (bounded to 1.5 s), then ok and exit 0. EOF on stdin does the
   same without a reply; a request still running 200 ms after EOF is abandoned.
 
@@ -50,7 +55,11 @@ acquire's ok as that hold's end.
 
 In every request ``NotHeld`` answers fail "not held: ...", ``Refused`` fail with its
 message, ``Fenced`` fail "fenced: ...", ``Unknown`` info with its message, and any
-other exception info. A line that is not a JSON object, an unknown op, an op before an
+other exception info. ``GaveUp`` (an ``Unknown``) answers info too, and from then on
+every acquire, release, read and write (a cycle's acquire included) answers info
+"gave up earlier: ..." without calling the recipe: a recipe raises it when it can
+vouch for nothing any more (a library call that never returned); clock and close are
+answered as ever. A line that is not a JSON object, an unknown op, an op before an
 init that succeeded or an init after one: exit 1 without a reply.
 
 Events: a recipe reports ``events.lost(why)`` when its library tells it (or it can
@@ -77,6 +86,11 @@ class Refused(Exception):
 
 class Unknown(Exception):
     """A request whose outcome the recipe cannot know: answered info with its message."""
+
+
+class GaveUp(Unknown):
+    """The recipe can vouch for nothing any more: this request and every later one but
+    clock and close answer info, and the recipe is not called again but for close."""
 
 
 class NotHeld(Exception):
@@ -168,19 +182,36 @@ class _Worker:
         self.protocol = 1
         self.write_retry_ms = 8000
         self.deferred = None  # under out_mu
+        self.gave_up = None  # why the recipe gave up (GaveUp): every request is info
         self.events = _Events(self)
         self.shutdown_mu = threading.Lock()
 
     # ------------------------------------------------------------ output
 
     def emit(self, obj):
-        line = json.dumps(obj, separators=(",", ":")) + "\n"
         with self.out_mu:
-            try:
-                self.out.write(line)
-                self.out.flush()
-            except OSError as e:
-                log.warning("writing to stdout failed: %s", e)
+            self.write_locked(obj)
+
+    def write_locked(self, obj):
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        try:
+            self.out.write(line)
+            self.out.flush()
+        except OSError as e:
+            log.warning("writing to stdout failed: %s", e)
+
+    def defer(self):
+        """Holds back the events the recipe reports from now until release_events."""
+        with self.out_mu:
+            self.deferred = []
+
+    def release_events(self, write=True):
+        """Writes (or, write False, drops) the events held back since defer, in order,
+        before any reported later."""
+        with self.out_mu:
+            held, self.deferred = self.deferred, None
+            for ev in held if write else ():
+                self.write_locked(ev)
 
     def event(self, obj):
         with self.out_mu:
@@ -280,8 +311,7 @@ class _Worker:
         init = Init(req)
         self.write_retry_ms = init.write_retry_ms
         offered = isinstance(req.get("protocol"), int) and req["protocol"] >= 2
-        with self.out_mu:
-            self.deferred = []
+        self.defer()
         self.init_tried = True
         t0 = time.monotonic()
 
@@ -296,23 +326,15 @@ class _Worker:
             self.protocol = 2 if offered else 1
         log.info("request %d: init -> %s%s (protocol v%d, %d ms)", rid, r["type"],
                  " (%s)" % r["error"] if "error" in r else "", self.protocol, (time.monotonic() - t0) * 1000)
-        with self.out_mu:
-            held, self.deferred = self.deferred, None
         self.reply(rid, r)
-        if ok:
-            for ev in held:
-                self.emit(ev)
+        self.release_events(ok)
 
     def request(self, rid, what, t0, body):
         """Runs a plain request: events the recipe reports meanwhile come after its reply."""
-        with self.out_mu:
-            self.deferred = []
+        self.defer()
         r = self.call(body)
         self.logged(rid, what, t0, r)
-        with self.out_mu:
-            held, self.deferred = self.deferred, None
-        for ev in held:
-            self.emit(ev)
+        self.release_events()
 
     def logged(self, rid, what, t0, r):
         extra = ""
@@ -332,6 +354,8 @@ class _Worker:
 
     def call(self, body):
         """Runs body: its reply, fail for a refusal or nothing held, else info."""
+        if self.gave_up is not None:
+            return {"type": "info", "error": "gave up earlier: " + self.gave_up}
         try:
             return body()
         except Refused as e:
@@ -340,6 +364,10 @@ class _Worker:
             return {"type": "fail", "error": "fenced: %s" % e}
         except NotHeld as e:
             return {"type": "fail", "error": "not held: %s" % e}
+        except GaveUp as e:
+            log.error("the recipe gave up: %s", e)
+            self.gave_up = str(e)
+            return {"type": "info", "error": str(e)}
         except Unknown as e:
             return {"type": "info", "error": str(e)}
         except Exception as e:
@@ -369,6 +397,8 @@ class _Worker:
             try:
                 self.recipe.write(value)
                 return {"type": "ok"}
+            except GaveUp:
+                raise
             except (Fenced, Refused, NotHeld) as e:
                 if attempt == 0:
                     raise
@@ -393,11 +423,16 @@ class _Worker:
     def cycle(self, rid, timeout_ms, mode, hold_us, depth):
         held = 0
         while True:
-            self.step(rid, "acquire", None)
-            r = self.call(lambda: self.acquire(timeout_ms, mode))
             with self.state:
-                self.step(rid, "acquire", r)
-                seq = self.lost_seq
+                if held == 0:
+                    seq = self.lost_seq  # a loss from now on ends the hold
+                elif self.lost_seq != seq:
+                    return  # lost between two levels: no more acquires, no release
+                self.step(rid, "acquire", None)
+            self.defer()
+            r = self.call(lambda: self.acquire(timeout_ms, mode))
+            self.step(rid, "acquire", r)
+            self.release_events()
             if r["type"] == "ok":
                 held += 1
                 if held < depth:
