@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/npm"
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
+	"github.com/zlockcheck/zlockcheck/recipes/curator"
+	"github.com/zlockcheck/zlockcheck/recipes/jvm"
 	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
 )
@@ -327,5 +330,70 @@ func TestMissingNodeSaysWhatToInstall(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
 		t.Errorf("left in the cache: %v", entries)
+	}
+}
+
+// TestSweepWorkers: the worker directories of other worker versions, of a family
+// gone (kazoo), or whose library install is gone are removed; today's and everything
+// else in the cache stay.
+func TestSweepWorkers(t *testing.T) {
+	cache := t.TempDir()
+	sum := func(trees ...fs.FS) string {
+		h, err := contentHash(trees...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	py, cur, jv, nd := sum(pyworkers.Files()), sum(curator.Files(), jvm.Sources()), sum(jvm.Sources()), sum(nodeworkers.Files())
+	other := strings.Repeat("0", 32)
+	mk := func(name string, links map[string]string) {
+		if err := os.MkdirAll(filepath.Join(cache, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for link, target := range links {
+			if err := os.Symlink(filepath.Join(cache, target), filepath.Join(cache, name, link)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keep := []string{"m2", "python-venv-0123456789abcdef", "jvm-r-1-0123456789abcdef", "node-npm-0123456789abcdef",
+		"zookeeper-3.8.6-0123456789abcdef", "python-workers-" + py, "curator-" + cur, "curator-jvm-r-1-0123456789abcdef-" + cur,
+		"workers-jvm-r-1-0123456789abcdef-ZlcX-" + jv, "node-workers-0123456789abcdef-" + nd}
+	gone := []string{"python-workers-" + other, "kazoo-" + other, "curator-" + other, "curator-jvm-old-0123456789abcdef-" + cur,
+		"workers-jvm-old-0123456789abcdef-ZlcX-" + jv, "workers-jvm-r-1-0123456789abcdef-ZlcX-" + other,
+		"node-workers-fedcba9876543210-" + nd}
+	for _, name := range append(append([]string{}, keep...), gone...) {
+		links := map[string]string{}
+		switch {
+		case strings.HasPrefix(name, "curator-jvm-"):
+			links["lib"] = strings.TrimSuffix(strings.TrimPrefix(name, "curator-"), "-"+cur) + "/lib"
+		case strings.HasPrefix(name, "node-workers-"):
+			links["node_modules"] = "node-npm-" + strings.Split(name, "-")[2] + "/node_modules"
+		}
+		mk(name, links)
+	}
+	for _, dir := range []string{"jvm-r-1-0123456789abcdef/lib", "node-npm-0123456789abcdef/node_modules"} {
+		if err := os.MkdirAll(filepath.Join(cache, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := SweepWorkers(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range removed {
+		got = append(got, filepath.Base(r))
+	}
+	slices.Sort(got)
+	slices.Sort(gone)
+	if !slices.Equal(got, gone) {
+		t.Errorf("SweepWorkers removed %q, want %q", got, gone)
+	}
+	for _, name := range keep {
+		if _, err := os.Stat(filepath.Join(cache, name)); err != nil {
+			t.Errorf("%s was removed: %v", name, err)
+		}
 	}
 }

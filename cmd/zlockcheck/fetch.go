@@ -10,6 +10,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/internal/npm"
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
+	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
 	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
 	pyworkers "github.com/zlockcheck/zlockcheck/recipes/python"
@@ -20,7 +21,8 @@ import (
 // PyPI the Python workers' libraries into their virtual environment, from the npm
 // registry the Node workers' libraries (make setup runs it; a second call downloads
 // nothing), and removes from the cache what no pinned release uses any more
-// (maven.Sweep, pypi.Sweep, npm.Sweep).
+// (maven.Sweep, pypi.Sweep, npm.Sweep) and the worker directories this binary would
+// not use (recipes.SweepWorkers).
 func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("fetch", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -59,8 +61,14 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		installs, err = npm.Sweep(ncfg, nodeworkers.Lock())
 		removed = append(removed, installs...)
 	}
+	if err == nil {
+		// After the installs: a worker directory whose install went goes too.
+		var workers []string
+		workers, err = recipes.SweepWorkers(dir)
+		removed = append(removed, workers...)
+	}
 	for _, r := range removed {
-		fmt.Fprintf(stderr, "removed %s from the cache: no release pinned today uses it\n", r)
+		fmt.Fprintf(stderr, "removed %s from the cache: no release pinned today, nor this binary's workers, use it\n", r)
 	}
 	if err != nil {
 		return exitError, err
