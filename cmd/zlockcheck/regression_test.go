@@ -54,6 +54,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"node-redlock-split-votes-no-faults.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "did not acquire within the final bound"}},
 		{"python-redis-lock-vanished-holder-blpop.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "worker died or did not answer"}},
 		{"pals-lock-connection-kill.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 1 held"}},
+		{"redis-py-lock-setnx-resend-own-key.jsonl", nil, exitValid, []string{"VALID"}},
 		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
