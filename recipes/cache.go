@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/zlockcheck/zlockcheck/internal/cachedir"
 	"github.com/zlockcheck/zlockcheck/recipes/curator"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
 	nodeworkers "github.com/zlockcheck/zlockcheck/recipes/node"
@@ -27,49 +28,37 @@ type unpacked struct {
 
 // unpack makes sure cacheDir/<name>-<hash of files> holds files, every tree of them
 // merged into one directory (their *.sh executable), and what build made of them, and
-// returns that directory. The first use
-// unpacks and builds into a temporary directory beside it and renames that into place,
-// so a directory that exists is complete: processes that start at once each build, the
-// first rename wins and the others discard their copy. build may be nil; it gets the
-// temporary directory, whose path is not the final one.
+// returns that directory. The first use unpacks and builds into a temporary directory
+// beside it and renames that into place (cachedir.Put), so a directory that exists is
+// complete: processes that start at once each build, the first rename wins and the
+// others discard their copy. build may be nil; it gets the temporary directory, whose
+// path is not the final one.
 func unpack(cacheDir, name string, build func(dir string) error, files ...fs.FS) (unpacked, error) {
 	sum, err := contentHash(files...)
 	if err != nil {
 		return unpacked{}, fmt.Errorf("%s worker: %w", name, err)
 	}
 	dir := filepath.Join(cacheDir, name+"-"+sum)
-	if _, err := os.Stat(dir); err == nil {
-		return unpacked{Dir: dir}, nil
+	var fillErr error // the unpack's or the build's own error, returned as it is
+	fresh, err := cachedir.Put(dir, "."+name+"-*.tmp", func(tmp string) error {
+		for _, f := range files {
+			if err := writeFiles(f, tmp); err != nil {
+				fillErr = fmt.Errorf("%s worker: unpack into %s: %w", name, tmp, err)
+				return fillErr
+			}
+		}
+		if build != nil {
+			fillErr = build(tmp)
+		}
+		return fillErr
+	})
+	if fillErr != nil {
+		return unpacked{}, fillErr
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
-	}
-	tmp, err := os.MkdirTemp(cacheDir, "."+name+"-*.tmp")
 	if err != nil {
 		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
 	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
-	// MkdirTemp makes it private; the workers may run as another user.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
-	}
-	for _, f := range files {
-		if err := writeFiles(f, tmp); err != nil {
-			return unpacked{}, fmt.Errorf("%s worker: unpack into %s: %w", name, tmp, err)
-		}
-	}
-	if build != nil {
-		if err := build(tmp); err != nil {
-			return unpacked{}, err
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return unpacked{Dir: dir}, nil // another process got there first
-		}
-		return unpacked{}, fmt.Errorf("%s worker cache: %w", name, err)
-	}
-	return unpacked{Dir: dir, Fresh: true}, nil
+	return unpacked{Dir: dir, Fresh: fresh}, nil
 }
 
 // contentHash is a hex SHA-256 of the trees' file names and contents, each tree in

@@ -3,7 +3,8 @@
 // that exists is complete (a second call finds it and does nothing), a failure leaves
 // nothing behind, and processes that race each fill their own and the first rename
 // wins. Sweep removes the ones a changed pin left behind. internal/pypi's virtual
-// environments and internal/npm's installs are made with it.
+// environments, internal/npm's installs and package recipes' unpacked workers are
+// made with it.
 package cachedir
 
 import (
