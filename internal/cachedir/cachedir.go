@@ -2,9 +2,9 @@
 // filled under a temporary name beside its own and renamed into place, so that one
 // that exists is complete (a second call finds it and does nothing), a failure leaves
 // nothing behind, and processes that race each fill their own and the first rename
-// wins. Sweep removes the ones a changed pin left behind. internal/pypi's virtual
-// environments, internal/npm's installs and package recipes' unpacked workers are
-// made with it.
+// wins. Sweep removes the ones a changed pin left behind. internal/maven's profiles,
+// internal/pypi's virtual environments, internal/npm's installs and package recipes'
+// unpacked workers are made with it.
 package cachedir
 
 import (

@@ -27,6 +27,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/zlockcheck/zlockcheck/internal/cachedir"
 )
 
 // ErrNoMaven is returned when a fetch needs Maven and there is no mvn on $PATH.
@@ -108,27 +110,18 @@ func Fetch(ctx context.Context, cfg Config, m Manifest, profile string) (string,
 	if _, err := exec.LookPath("mvn"); err != nil {
 		return "", fmt.Errorf("%s %s: %w", m.Name, profile, ErrNoMaven)
 	}
-	if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
-	}
-	tmp, err := os.MkdirTemp(cfg.CacheDir, "."+m.Name+"-*.tmp")
-	if err != nil {
-		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
-	}
-	defer os.RemoveAll(tmp) // nothing left once renamed
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return "", err
-	}
-	if err := copyDependencies(ctx, cfg, m, profile, tmp); err != nil {
-		return "", err
-	}
-	if err := m.verify(profile, filepath.Join(tmp, "lib")); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(dir); serr == nil {
-			return dir, nil // another process got there first
+	var fillErr error // the fetch's or the check's own error, returned as it is
+	_, err = cachedir.Put(dir, "."+m.Name+"-*.tmp", func(tmp string) error {
+		if fillErr = copyDependencies(ctx, cfg, m, profile, tmp); fillErr != nil {
+			return fillErr
 		}
+		fillErr = m.verify(profile, filepath.Join(tmp, "lib"))
+		return fillErr
+	})
+	if fillErr != nil {
+		return "", fillErr
+	}
+	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", m.Name, profile, err)
 	}
 	return dir, nil
