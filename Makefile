@@ -4,7 +4,7 @@
 GO        ?= go
 BIN       := bin/zlockcheck
 APT_PKGS  := zookeeper libslf4j-java default-jdk-headless maven libcurator-recipes-java python3 python3-kazoo python3-venv chromium \
-             iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel postgresql mariadb-server
+             iproute2 nftables iptables procps time openssh-server redis-server redis-tools redis-sentinel postgresql mariadb-server etcd-server
 RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 
 # `zlockcheck fetch` (in setup) fetches from Maven Central, into the cache

@@ -88,8 +88,15 @@ func workerTablePlan(ctx context.Context, c Cluster, rng *rand.Rand, class Class
 	}, nil
 }
 
+// SessionExpirer is a service that ends a worker's session itself, as its expiry
+// would (etcd revokes the lease the worker reported as its session); server is the
+// server that did it (0: not known). SessionExpire asks it first.
+type SessionExpirer interface {
+	ExpireSession(ctx context.Context, session string) (server int, err error)
+}
+
 // SessionExpire makes the servers expire one worker's session now, while the worker
-// keeps running: it attaches a connection of its own (from the harness's namespace) to
+// keeps running. On a service that is a SessionExpirer, it asks it; on ZooKeeper it attaches a connection of its own (from the harness's namespace) to
 // the worker's session with the session's id and password and sends closeSession. The
 // worker's ephemeral nodes vanish at once; the worker learns its session expired when
 // it next talks to a server. It needs the worker to have reported its session id and
@@ -117,6 +124,15 @@ func (f SessionExpire) plan(ctx context.Context, c Cluster, rng *rand.Rand) (pla
 	}
 	if cl.SessionID == "" {
 		return plan{value: v}, fmt.Errorf("worker %d did not report its session id; use client-partition", cl.Process)
+	}
+	if ex, ok := abilityOf[SessionExpirer](c); ok {
+		return plan{value: v, undo: noUndo, apply: func(ctx context.Context) error {
+			server, err := ex.ExpireSession(ctx, cl.SessionID)
+			if err == nil && server > 0 {
+				v["server"] = serverName(server)
+			}
+			return err
+		}}, nil
 	}
 	if cl.Passwd == "" {
 		return plan{value: v}, fmt.Errorf("worker %d did not report its session password; use client-partition", cl.Process)

@@ -164,6 +164,7 @@ func Catalog() []Entry {
 	list = append(list, pythonEntries()...)
 	list = append(list, nodeEntries()...)
 	list = append(list, dbEntries()...)
+	list = append(list, etcdEntries()...)
 	slices.SortStableFunc(list, func(a, b Entry) int {
 		if a.Mutant != b.Mutant {
 			if a.Mutant {
@@ -329,6 +330,17 @@ func dbEntries() []Entry {
 			e.New = NewMariaDBGetLock
 		}
 		list = append(list, e)
+	}
+	return list
+}
+
+// etcdEntries are the etcd recipes and their mutants.
+func etcdEntries() []Entry {
+	var list []Entry
+	for _, v := range etcdVariants {
+		list = append(list, Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
+			Service: kind.Etcd, Library: Library{Name: "etcd client", Module: "go.etcd.io/etcd/client/v3"},
+			Mutant: v.v > etcdUnlockRetried, New: etcdVariantOf(v.v), Doc: v.doc})
 	}
 	return list
 }

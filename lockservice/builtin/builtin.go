@@ -5,6 +5,7 @@
 package builtin
 
 import (
+	_ "github.com/zlockcheck/zlockcheck/lockservice/etcd"      // etcd
 	_ "github.com/zlockcheck/zlockcheck/lockservice/redis"     // Redis
 	_ "github.com/zlockcheck/zlockcheck/lockservice/sqldb"     // PostgreSQL and MariaDB
 	_ "github.com/zlockcheck/zlockcheck/lockservice/zookeeper" // ZooKeeper

@@ -116,6 +116,8 @@ const (
 	Postgres Name = "postgres"
 	// MariaDB is one MariaDB server, or several independent ones.
 	MariaDB Name = "mariadb"
+	// Etcd is a cluster of etcd members; a worker's session is a lease.
+	Etcd Name = "etcd"
 	// Default is the kind of a run that names none and whose recipe names none.
 	Default = ZooKeeper
 )
@@ -141,6 +143,13 @@ func init() {
 		Lacks: map[Ability]string{
 			ExpireSession: "MariaDB has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)",
 			Failover:      "MariaDB's servers here are independent (no replication): there is nothing to fail over to",
+		}})
+	// etcd's Mutex is a queue: keys under the lock's prefix, each waiter waiting for
+	// the deletion of the one created before it, the oldest granted. A session is a
+	// lease the servers expire unless its client keeps it alive.
+	Register(Kind{Name: Etcd, Title: "etcd", Queue: true, Lease: true, Nodes: 3, Abilities: ExpireSession, Places: []string{"keys"},
+		Lacks: map[Ability]string{
+			KillConnection: "etcd ends no client's connection on demand (session-expire, which revokes the worker's lease, ends what it holds)",
 		}})
 }
 

@@ -1,0 +1,144 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+)
+
+// SessionName is how a lease is written as a session: 0x<hex>, as the recipes
+// report it.
+func SessionName(lease int64) string { return fmt.Sprintf("0x%x", lease) }
+
+// prefix is where the entries of lock l live: its path and a slash, as
+// concurrency.NewMutex makes it.
+func prefix(l lockservice.Lock) string { return strings.TrimSuffix(l.Path, "/") + "/" }
+
+// OpenLock is a reader of the lock's keys over the harness's client
+// (harness.lockInspector).
+func (e *Etcd) OpenLock(ctx context.Context, _ time.Duration) (lockservice.LockReader, error) {
+	c, err := e.admin()
+	if err != nil {
+		return nil, err
+	}
+	return lockReader{c: c}, nil
+}
+
+// LiveSessions are the leases the cluster holds now (nil when it cannot say).
+func (e *Etcd) LiveSessions(ctx context.Context) map[string]bool {
+	c, err := e.admin()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
+	defer cancel()
+	resp, err := c.Leases(ctx)
+	if err != nil {
+		return nil
+	}
+	live := map[string]bool{}
+	for _, l := range resp.Leases {
+		live[SessionName(int64(l.ID))] = true
+	}
+	return live
+}
+
+// lockReader reads a lock's keys: its entries are the keys under its prefix, in
+// create-revision order, named by what follows the prefix.
+type lockReader struct{ c *clientv3.Client }
+
+var _ lockservice.LockReader = lockReader{}
+
+// Entries are the keys under the lock's prefix, oldest first (a linearizable read:
+// fresh or not).
+func (r lockReader) Entries(l lockservice.Lock, _ bool) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lockservice.OpTimeout)
+	defer cancel()
+	p := prefix(l)
+	resp, err := r.c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		out[i] = strings.TrimPrefix(string(kv.Key), p)
+	}
+	return out, nil
+}
+
+// Owner is the lease the entry is attached to (PersistentOwner for a key with none).
+func (r lockReader) Owner(l lockservice.Lock, name string) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*lockservice.OpTimeout)
+	defer cancel()
+	resp, err := r.c.Get(ctx, prefix(l)+name)
+	if err != nil {
+		return "", false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", false, nil
+	}
+	if resp.Kvs[0].Lease == 0 {
+		return lockservice.PersistentOwner, true, nil
+	}
+	return SessionName(resp.Kvs[0].Lease), true, nil
+}
+
+// Close: the reader shares the harness's client, which Close closes.
+func (lockReader) Close() {}
+
+// ExpireSession revokes the lease a worker reported as its session, as a lease's
+// expiry would end it: the servers delete every key attached to it at once
+// (nemesis.SessionExpirer). It says which member answered (0: not known).
+func (e *Etcd) ExpireSession(ctx context.Context, session string) (int, error) {
+	id, ok := lockservice.ParseSession(session)
+	if !ok {
+		return 0, fmt.Errorf("etcd: session %q is not a lease id (0x<hex>)", session)
+	}
+	c, err := e.admin()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
+	defer cancel()
+	if _, err := c.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
+		return 0, fmt.Errorf("etcd: revoke lease %s: %w", session, err)
+	}
+	return 0, nil
+}
+
+// MakeCounter puts the counter workload's key with 0 (harness.counterStore).
+func (e *Etcd) MakeCounter(ctx context.Context, _ time.Duration, path string) error {
+	c, err := e.admin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
+	defer cancel()
+	_, err = c.Put(ctx, path, "0")
+	return err
+}
+
+// ReadCounter reads the counter's key (0 when missing or empty).
+func (e *Etcd) ReadCounter(ctx context.Context, _ time.Duration, path string) (int64, error) {
+	c, err := e.admin()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
+	defer cancel()
+	resp, err := c.Get(ctx, path)
+	if err != nil || len(resp.Kvs) == 0 || len(resp.Kvs[0].Value) == 0 {
+		return 0, err
+	}
+	var v int64
+	if _, err := fmt.Sscan(string(resp.Kvs[0].Value), &v); err != nil {
+		return 0, fmt.Errorf("etcd: counter %s holds %q: %w", path, resp.Kvs[0].Value, err)
+	}
+	return v, nil
+}

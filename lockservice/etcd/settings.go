@@ -1,0 +1,97 @@
+package etcd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+)
+
+// Settings are an etcd run's own: which server release its members run.
+type Settings struct {
+	// Version is Debian (or "": Debian's etcd-server, 3.4) or one of Releases, built
+	// from the Go module proxy into the cache by zlockcheck fetch.
+	Version string `json:"etcd_version,omitempty"`
+}
+
+var _ lockservice.Settings = Settings{}
+
+func init() {
+	lockservice.RegisterSettings(lockservice.SettingsSpec{
+		Kinds: []kind.Name{kind.Etcd}, Title: "etcd settings", Zero: Settings{}, Flags: flags,
+	})
+}
+
+// flags defines the etcd settings' flags on fs.
+func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
+	version := fs.String("etcd-version", "", fmt.Sprintf("with --service etcd: the members' release: %s (Debian's etcd-server, 3.4; the default) or %s, built from the Go module proxy by make setup", Debian, strings.Join(Releases(), ", ")))
+	return func() (lockservice.Settings, error) {
+		s := Settings{Version: *version}
+		if s.Version == Debian {
+			s.Version = ""
+		}
+		if s.Version != "" {
+			if _, err := module(s.Version); err != nil {
+				return nil, fmt.Errorf("--%w", err)
+			}
+		}
+		return s, nil
+	}
+}
+
+// Defaults fills the number of members (three) when the run names none.
+func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservice.Plan) {
+	if p.SSH != nil {
+		p.Nodes = len(p.SSH.Nodes)
+	}
+	if p.Nodes == 0 {
+		p.Nodes = 3
+	}
+	return s, p
+}
+
+// Validate refuses what an etcd run cannot do (yet): a release not pinned, a cluster
+// of another size, SSH nodes and existing clusters (not yet), a plain loop as
+// processes.
+func (s Settings) Validate(p lockservice.Plan) error {
+	if s.Version != "" && s.Version != Debian {
+		if _, err := module(s.Version); err != nil {
+			return err
+		}
+	}
+	switch {
+	case p.Connect != "":
+		return errors.New("connect: an existing etcd cluster is not supported yet (issue 41): zlockcheck starts its own members")
+	case p.SSH != nil:
+		return errors.New("ssh-nodes: etcd members on SSH nodes are not supported yet (issue 41): zlockcheck starts its own members in namespaces")
+	case p.Processes:
+		return errors.New("baseline-processes: there is no plain etcd client loop yet")
+	}
+	return validateNodes(p.Nodes)
+}
+
+// Server is the members' configuration for the run (start).
+func (s Settings) Server(p lockservice.Plan, dir string) any {
+	return Config{Settings: s, Nodes: p.Nodes, Dir: dir, CacheDir: p.CacheDir}
+}
+
+// release names the members' release in the run's log and description.
+func (s Settings) release() string {
+	if s.Version == "" || s.Version == Debian {
+		return "Debian's etcd-server"
+	}
+	return "release " + s.Version
+}
+
+// Describe names the members in the run's log.
+func (s Settings) Describe(p lockservice.Plan, version string) string {
+	return fmt.Sprintf("etcd %s (%s), %d members:", version, s.release(), p.Nodes)
+}
+
+// Brief names the members in a run's description.
+func (s Settings) Brief(p lockservice.Plan) string {
+	return fmt.Sprintf("service etcd (%d members, %s)", p.Nodes, s.release())
+}

@@ -1,0 +1,46 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+)
+
+func init() {
+	lockservice.RegisterStart(kind.Etcd, start)
+	lockservice.RegisterSweep(kind.Etcd, sweep)
+}
+
+// start starts the members cfg asks for in the run's namespaces; cfg.Settings, when
+// set, is a Config.
+func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, runID string) (lockservice.Service, error) {
+	if cfg.Connect != "" || cfg.SSH != nil {
+		return nil, fmt.Errorf("etcd: existing clusters and SSH nodes are not supported yet")
+	}
+	ec, _ := cfg.Settings.(Config)
+	if ec.Dir == "" {
+		ec.Dir = cfg.Dir
+	}
+	if ec.Nodes == 0 {
+		ec.Nodes = cfg.Nodes
+	}
+	e, err := Start(ctx, network, ec, runID)
+	if e == nil {
+		return nil, err
+	}
+	return e, err
+}
+
+// sweep kills the members whose run's namespace is gone (Cleanup).
+func sweep() ([]lockservice.Leftover, error) {
+	left, err := Cleanup()
+	out := make([]lockservice.Leftover, len(left))
+	for i, l := range left {
+		out[i] = lockservice.Leftover{Kind: kind.Etcd, Short: fmt.Sprintf("etcd %d", l.Pid),
+			Line: fmt.Sprintf("killed etcd %d (%s): its run's namespace was gone", l.Pid, l.Conf)}
+	}
+	return out, err
+}

@@ -1,0 +1,421 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// etcdVariant is one of the etcd-mutex recipes: the library as its docs show it, or a
+// use of it (or a change to it) of a family etcd's issues show.
+type etcdVariant int
+
+const (
+	// etcdCorrect is concurrency.Mutex as its docs show it.
+	etcdCorrect etcdVariant = iota
+	// etcdUnlockRetried retries an Unlock whose outcome was unknown in the
+	// background, by key, while the worker goes on locking with the same session
+	// (etcd-io/etcd#22082).
+	etcdUnlockRetried
+	// etcdIgnoreDone never watches the session's Done(): a holder whose lease ended
+	// is never told.
+	etcdIgnoreDone
+	// etcdNoWait takes the lock once its key is put, without waiting for the keys
+	// created before it.
+	etcdNoWait
+	// etcdRevisionBefore takes its revision from a read before its put, and waits
+	// only for the keys created before that read.
+	etcdRevisionBefore
+)
+
+// etcdVariants are the etcd recipes of the catalogue, by name.
+var etcdVariants = []struct {
+	v    etcdVariant
+	name string
+	doc  string
+}{
+	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
+	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session: etcd-io/etcd#22082"},
+	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
+	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
+	{etcdRevisionBefore, "mutant-etcd-revision-before-put", "etcd-mutex that takes its revision from a read before its put: it does not wait for keys another session put in between"},
+}
+
+// etcdVariantOf builds the recipe of variant v.
+func etcdVariantOf(v etcdVariant) Constructor {
+	return func(ctx context.Context, cfg Config) (Recipe, error) { return newEtcdMutex(ctx, cfg, v) }
+}
+
+// NewEtcdMutex builds the etcd-mutex recipe: go.etcd.io/etcd/client/v3/concurrency's
+// Mutex, as its package documentation shows it.
+//
+// The worker has one client (every address of Config.Servers as an endpoint) and one
+// session at a time (concurrency.NewSession, whose lease's TTL is the session
+// timeout in whole seconds, at least one), reported as the session event with the
+// lease's id. Acquire makes a Mutex on the session at Config.Path and calls Lock
+// under the acquire's deadline. Lock cleans up its key when its wait fails, but not
+// when its first transaction fails; so after an error the recipe reads its key back:
+// gone, the acquire failed (a timeout when the deadline passed); still there, it
+// deletes it, and only an unknown answer to that is info. A granted lock's fencing
+// token is its key's create revision. While held, the session's Done() closing (the
+// client stopped keeping the lease alive: it expired, was revoked, or the client
+// could not renew it for a TTL) is reported as lost, and the next acquire makes a
+// new session. Release is Unlock under a few seconds' deadline: an error is info
+// (the delete may have been applied).
+func NewEtcdMutex(ctx context.Context, cfg Config) (Recipe, error) {
+	return newEtcdMutex(ctx, cfg, etcdCorrect)
+}
+
+// etcdMutex is the etcd-mutex recipe and its variants.
+type etcdMutex struct {
+	cfg     Config
+	v       etcdVariant
+	log     *log.Logger
+	client  *clientv3.Client
+	ttl     int
+	timeout time.Duration // one request's bound
+
+	mu      sync.Mutex
+	session *concurrency.Session
+	mutex   *concurrency.Mutex // the held lock (nil when none, or a variant's own key)
+	key     string             // the held lock's key; "" when none
+	rev     int64              // its create revision
+	held    uint64             // the hold's generation while held, 0 when not
+	gen     uint64
+}
+
+var (
+	_ Recipe  = (*etcdMutex)(nil)
+	_ Counter = (*etcdMutex)(nil)
+)
+
+func newEtcdMutex(ctx context.Context, cfg Config, v etcdVariant) (Recipe, error) {
+	name := etcdVariants[v].name
+	if len(cfg.Servers) == 0 {
+		return nil, Fail(fmt.Errorf("recipe %s: no etcd endpoint in connect", name))
+	}
+	if cfg.Kind != workloads.Mutex && cfg.Kind != workloads.Counter {
+		return nil, Fail(fmt.Errorf("recipe %s speaks mutex and counter, not %s", name, cfg.Kind))
+	}
+	logger := redisLogger(name, &cfg)
+	ttl := int((cfg.SessionTimeout + time.Second - 1) / time.Second)
+	r := &etcdMutex{cfg: cfg, v: v, log: logger, ttl: max(ttl, 1), timeout: max(cfg.SessionTimeout/2, time.Second)}
+	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Servers, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", name, err)
+	}
+	r.client = c
+	if _, err := r.currentSession(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// currentSession is the worker's session, a new one when there is none or the last
+// one's Done() has closed.
+func (r *etcdMutex) currentSession(ctx context.Context) (*concurrency.Session, error) {
+	r.mu.Lock()
+	s := r.session
+	r.mu.Unlock()
+	if s != nil {
+		select {
+		case <-s.Done():
+		default:
+			return s, nil
+		}
+	}
+	// The lease is granted here, under a deadline (NewSession's own grant would
+	// wait for a server as long as its context lives, which is the session's).
+	gctx, cancel := context.WithTimeout(ctx, 2*r.timeout)
+	lease, err := r.client.Grant(gctx, int64(r.ttl))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("grant the session's lease: %w", err)
+	}
+	s, err = concurrency.NewSession(r.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(r.ttl))
+	if err != nil {
+		return nil, fmt.Errorf("new session: %w", err)
+	}
+	r.mu.Lock()
+	r.session = s
+	r.mu.Unlock()
+	r.cfg.Events.Session(int64(s.Lease()), nil)
+	if r.v != etcdIgnoreDone {
+		go r.watch(s)
+	}
+	return s, nil
+}
+
+// watch reports lost when session s's Done() closes while a lock of it is held.
+func (r *etcdMutex) watch(s *concurrency.Session) {
+	<-s.Done()
+	r.mu.Lock()
+	lost := r.session == s && r.held != 0
+	if lost {
+		r.held = 0
+	}
+	r.mu.Unlock()
+	if lost {
+		r.cfg.Events.Lost("the session's lease ended (Done() closed: expired, revoked, or not renewed for a TTL)")
+	}
+}
+
+// Acquire implements Recipe.
+func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+	if req.Mode != "" {
+		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	}
+	r.mu.Lock()
+	already := r.held != 0
+	r.mu.Unlock()
+	if already {
+		return Grant{}, Fail(errors.New("already held"))
+	}
+	s, err := r.currentSession(ctx)
+	if err != nil {
+		return Grant{}, Info(err) // a lease may have been granted
+	}
+	m := concurrency.NewMutex(s, r.cfg.Path)
+	lctx, cancel := ctx, context.CancelFunc(func() {})
+	if req.Timeout > 0 {
+		lctx, cancel = context.WithTimeout(ctx, req.Timeout)
+	}
+	key, err := r.lock(lctx, s, m)
+	cancel()
+	if err != nil {
+		return Grant{}, r.lockFailed(ctx, s, key, err)
+	}
+	rev, err := r.createRevision(ctx, key)
+	if err != nil {
+		return Grant{}, Info(fmt.Errorf("locked, but reading its key back failed: %w", err))
+	}
+	r.mu.Lock()
+	r.gen++
+	r.mutex, r.key, r.rev, r.held = m, key, rev, r.gen
+	if r.v == etcdNoWait || r.v == etcdRevisionBefore {
+		r.mutex = nil // its own key, not the Mutex's
+	}
+	r.mu.Unlock()
+	select {
+	case <-s.Done():
+		if r.v != etcdIgnoreDone {
+			r.mu.Lock()
+			r.held = 0
+			r.mu.Unlock()
+			return Grant{}, Info(errors.New("locked, but the session ended meanwhile"))
+		}
+	default:
+	}
+	token, _ := json.Marshal(rev)
+	return Grant{Token: token, Lock: &workloads.LockPlace{Session: fmt.Sprintf("0x%x", int64(s.Lease())), Keys: []string{key}}}, nil
+}
+
+// lock is Mutex.Lock, or the variant's change to it; it returns the lock's key (set
+// on an error too, when the key may have been put).
+func (r *etcdMutex) lock(ctx context.Context, s *concurrency.Session, m *concurrency.Mutex) (string, error) {
+	key := r.cfg.Path + "/" + strconv.FormatInt(int64(s.Lease()), 16) // NewMutex's key of the session
+	switch r.v {
+	case etcdNoWait:
+		_, err := r.client.Put(ctx, key, "", clientv3.WithLease(s.Lease()))
+		return key, err
+	case etcdRevisionBefore:
+		return key, r.lockRevisionBefore(ctx, s, key)
+	}
+	return key, m.Lock(ctx)
+}
+
+// lockRevisionBefore is Lock with the revision read before the put: it waits only for
+// the keys created before that read.
+func (r *etcdMutex) lockRevisionBefore(ctx context.Context, s *concurrency.Session, key string) error {
+	pfx := r.cfg.Path + "/"
+	before, err := r.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	if _, err := r.client.Put(ctx, key, "", clientv3.WithLease(s.Lease())); err != nil {
+		return err
+	}
+	for {
+		resp, err := r.client.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(before.Header.Revision),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1))
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		if err := waitFor(ctx, r.client, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+			return err
+		}
+	}
+}
+
+// waitFor waits until key is deleted after revision rev.
+func waitFor(ctx context.Context, c *clientv3.Client, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w := range c.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut()) {
+		if err := w.Err(); err != nil {
+			return err
+		}
+		if len(w.Events) > 0 {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+// lockFailed is what an acquire whose Lock returned err reports: its key is read back
+// (Lock leaves it when its first transaction failed) and deleted when still there.
+func (r *etcdMutex) lockFailed(ctx context.Context, s *concurrency.Session, key string, err error) error {
+	if errors.Is(err, concurrency.ErrSessionExpired) {
+		return Fail(err) // its key is gone with its lease
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	resp, gerr := r.client.Get(cctx, key)
+	switch {
+	case gerr != nil:
+		return Info(fmt.Errorf("%v; and reading its key back failed: %w", err, gerr))
+	case len(resp.Kvs) > 0 && resp.Kvs[0].Lease == int64(s.Lease()):
+		if _, derr := r.client.Delete(cctx, key); derr != nil {
+			return Info(fmt.Errorf("%v; its key was left, and deleting it failed: %w", err, derr))
+		}
+		r.log.Printf("lock failed (%v) and left its key: deleted", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Fail(fmt.Errorf("%w: %v", ErrTimeout, err))
+	}
+	return Fail(err)
+}
+
+// createRevision is key's create revision (its fencing token); an error when the key
+// is gone.
+func (r *etcdMutex) createRevision(ctx context.Context, key string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	resp, err := r.client.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, errors.New("its key is gone")
+	}
+	return resp.Kvs[0].CreateRevision, nil
+}
+
+// Release implements Recipe.
+func (r *etcdMutex) Release(ctx context.Context) error {
+	r.mu.Lock()
+	m, key, held := r.mutex, r.key, r.held != 0
+	r.mutex, r.key, r.held = nil, "", 0
+	r.mu.Unlock()
+	if key == "" {
+		return Fail(errors.New("not held"))
+	}
+	if !held {
+		return Fail(errors.New("not held: the session's lease ended before the release"))
+	}
+	uctx, cancel := context.WithTimeout(ctx, r.timeout)
+	var err error
+	if m != nil {
+		err = m.Unlock(uctx)
+	} else {
+		_, err = r.client.Delete(uctx, key)
+	}
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if r.v == etcdUnlockRetried && m != nil {
+		go r.retryUnlock(m)
+	}
+	return Info(fmt.Errorf("unlock: %w", err))
+}
+
+// retryUnlock calls Unlock on m until it answers, as an application's retry helper
+// would (etcdUnlockRetried).
+func (r *etcdMutex) retryUnlock(m *concurrency.Mutex) {
+	for i := 0; i < 100; i++ {
+		time.Sleep(200 * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		err := m.Unlock(ctx)
+		cancel()
+		if err == nil || errors.Is(err, concurrency.ErrLockReleased) {
+			r.log.Printf("unlock retried: %v", err)
+			return
+		}
+	}
+}
+
+// Read implements Counter: the counter's key, 0 when missing.
+func (r *etcdMutex) Read(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	resp, err := r.client.Get(ctx, r.cfg.CounterPath)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 || len(resp.Kvs[0].Value) == 0 {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, Fail(fmt.Errorf("counter holds %q: %w", resp.Kvs[0].Value, err))
+	}
+	return v, nil
+}
+
+// Write implements Counter: a put, or with Config.Fenced a transaction that puts
+// only while the lock's key has the create revision it was granted with
+// (Mutex.IsOwner).
+func (r *etcdMutex) Write(ctx context.Context, v int64) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	put := clientv3.OpPut(r.cfg.CounterPath, strconv.FormatInt(v, 10))
+	if !r.cfg.Fenced {
+		_, err := r.client.Do(ctx, put)
+		return err
+	}
+	r.mu.Lock()
+	key, rev := r.key, r.rev
+	r.mu.Unlock()
+	if key == "" {
+		return Fail(errors.New("fenced write while not holding"))
+	}
+	// Mutex.IsOwner's comparison: the key still has the create revision it was granted with.
+	resp, err := r.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(put).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return Fail(ErrFenced)
+	}
+	return nil
+}
+
+// Close implements Recipe: the session is closed (its lease revoked, its keys
+// deleted), then the client.
+func (r *etcdMutex) Close() error {
+	r.mu.Lock()
+	s := r.session
+	r.mu.Unlock()
+	if s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		_, _ = r.client.Revoke(ctx, s.Lease())
+		cancel()
+	}
+	return r.client.Close()
+}
