@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -280,6 +281,17 @@ func waitFor(ctx context.Context, c *clientv3.Client, key string, rev int64) err
 // lockFailed is what an acquire whose Lock returned err reports: its key is read back
 // (Lock leaves it when its first transaction failed) and deleted when still there.
 func (r *etcdMutex) lockFailed(ctx context.Context, s *concurrency.Session, key string, err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The servers ended the lease before the client's keep-alive noticed: the
+		// next acquire makes a new session at once.
+		r.mu.Lock()
+		if r.session == s {
+			r.session = nil
+		}
+		r.mu.Unlock()
+		s.Orphan()
+		return Fail(fmt.Errorf("the session's lease is gone: %w", err))
+	}
 	if errors.Is(err, concurrency.ErrSessionExpired) {
 		return Fail(err) // its key is gone with its lease
 	}

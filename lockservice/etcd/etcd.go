@@ -142,42 +142,52 @@ func (e *Etcd) addMember(ctx context.Context, id int, bin, runID string) (*locks
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(m.Conf, memberConf(id, e.cfg.Nodes, filepath.Join(dir, "data"), runID), 0o644); err != nil {
+	urls := make([]memberURLs, e.cfg.Nodes)
+	for i := range urls {
+		urls[i] = runURLs(i + 1)
+	}
+	if err := os.WriteFile(m.Conf, memberConf(id, urls, filepath.Join(dir, "data"), "zlc-"+runID, "for run "+runID), 0o644); err != nil {
 		return nil, err
 	}
 	m.Host = lockservice.NewNSHost(id, ns, []string{bin, "--config-file", m.Conf}, m.Log)
 	return m, nil
 }
 
-// memberConf is member id's configuration file (YAML, as --config-file reads it;
-// every release from 3.4 on takes these keys) in a cluster of n.
-func memberConf(id, n int, data, runID string) []byte {
-	url := func(id, port int) string { return fmt.Sprintf("http://%s:%d", lockservice.ServerAddr(id), port) }
+// memberURLs is where a member listens: its client and peer URLs.
+type memberURLs struct{ client, peer string }
+
+// runURLs are the URLs of member id of a run, at its namespace's address.
+func runURLs(id int) memberURLs {
+	a := lockservice.ServerAddr(id)
+	return memberURLs{client: fmt.Sprintf("http://%s:%d", a, ClientPort), peer: fmt.Sprintf("http://%s:%d", a, peerPort)}
+}
+
+// memberConf is the configuration file (YAML, as --config-file reads it; every
+// release from 3.4 on takes these keys) of member id (from 1) of a cluster whose
+// members listen at urls; why says for what it was written.
+func memberConf(id int, urls []memberURLs, data, token, why string) []byte {
 	var peers []string
-	for i := 1; i <= n; i++ {
-		peers = append(peers, memberName(i)+"="+url(i, peerPort))
+	for i, u := range urls {
+		peers = append(peers, memberName(i+1)+"="+u.peer)
 	}
+	me := urls[id-1]
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %d of %d (zlockcheck wrote it for run %s)\n", confMarker, id, n, runID)
+	fmt.Fprintf(&b, "%s %d of %d (zlockcheck wrote it %s)\n", confMarker, id, len(urls), why)
 	for _, kv := range [][2]string{
 		{"name", memberName(id)},
 		{"data-dir", data},
-		{"listen-client-urls", url(id, ClientPort)},
-		{"advertise-client-urls", url(id, ClientPort)},
-		{"listen-peer-urls", url(id, peerPort)},
-		{"initial-advertise-peer-urls", url(id, peerPort)},
+		{"listen-client-urls", me.client},
+		{"advertise-client-urls", me.client},
+		{"listen-peer-urls", me.peer},
+		{"initial-advertise-peer-urls", me.peer},
 		{"initial-cluster", strings.Join(peers, ",")},
 		{"initial-cluster-state", "new"},
-		{"initial-cluster-token", "zlc-" + runID},
+		{"initial-cluster-token", token},
 		{"logger", "zap"},
-		{"log-outputs", "[stderr]"},
 	} {
-		v := kv[1]
-		if !strings.HasPrefix(v, "[") {
-			v = fmt.Sprintf("%q", v)
-		}
-		fmt.Fprintf(&b, "%s: %s\n", kv[0], v)
+		fmt.Fprintf(&b, "%s: %q\n", kv[0], kv[1])
 	}
+	b.WriteString("log-outputs: [stderr]\n")
 	return []byte(b.String())
 }
 
