@@ -42,6 +42,8 @@ const (
 	PostgreSQL
 	// MariaDB: Debian's mariadb-server (mariadbd, mariadb-install-db).
 	MariaDB
+	// Etcd: Debian's etcd-server (/usr/bin/etcd, 3.4).
+	Etcd
 	// ExampleWorkers: the example workers' libraries (make setup:
 	// build/examples-venv with redis-py and psycopg, examples/workers/node_modules
 	// with ioredis and pg) and node.
@@ -78,6 +80,7 @@ func catalogue() map[Requirement]requirement {
 		RedisServer: {"Debian's redis-server and redis-tools (redis-server)", onPath("redis-server")},
 		PostgreSQL:  {"Debian's postgresql (15)", fileExists("/usr/lib/postgresql/15/bin/postgres")},
 		MariaDB:     {"Debian's mariadb-server (mariadbd, mariadb-install-db)", func() bool { return onPath("mariadbd")() && onPath("mariadb-install-db")() }},
+		Etcd:        {"Debian's etcd-server (/usr/bin/etcd)", fileExists("/usr/bin/etcd")},
 		ExampleWorkers: {"the example workers' libraries (make setup: build/examples-venv, examples/workers/node_modules) and node",
 			func() bool { return ExampleWorkersRoot() != "" }},
 		StandaloneZK: {"a standalone ZooKeeper in " + ZKConnectVar + " (run under scripts/with-zk.sh; make test does)",

@@ -60,6 +60,8 @@ type Config struct {
 	CacheDir string
 	// StartTimeout bounds the wait until every member serves (0: 30 s).
 	StartTimeout time.Duration
+	// Binary, when set, is the server to run in place of Version's (a test's).
+	Binary string
 }
 
 // Etcd is a running etcd cluster of the tool's.
@@ -96,9 +98,11 @@ func Start(ctx context.Context, net *netns.Network, cfg Config, runID string) (*
 	if err != nil {
 		return nil, err
 	}
-	bin, err := binary(cfg.Version, cache)
-	if err != nil {
-		return nil, err
+	bin := cfg.Binary
+	if bin == "" {
+		if bin, err = binary(cfg.Version, cache); err != nil {
+			return nil, err
+		}
 	}
 	e := &Etcd{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg}
 	for id := 1; id <= cfg.Nodes; id++ {
@@ -228,9 +232,14 @@ func (e *Etcd) httpGet(ctx context.Context, m *lockservice.Member, path string, 
 	return nil
 }
 
-// serving is nil when member m says it is healthy (/health: it has a leader and
-// answers a linearizable read).
+// serving is nil when member m runs, says it is healthy (/health: it has a leader
+// and answers a linearizable read), and is who it should be: the server at its
+// address is the member of its name in a cluster of the run's size (another process
+// that answers there is not the member).
 func (e *Etcd) serving(ctx context.Context, m *lockservice.Member) error {
+	if m.Host.Pid() == 0 {
+		return errors.New("not running")
+	}
 	var h struct {
 		Health string `json:"health"`
 		Reason string `json:"reason"`
@@ -241,7 +250,35 @@ func (e *Etcd) serving(ctx context.Context, m *lockservice.Member) error {
 	if h.Health != "true" {
 		return fmt.Errorf("/health says %q %s", h.Health, h.Reason)
 	}
-	return nil
+	return e.isMember(ctx, m)
+}
+
+// isMember is nil when the server at m's address is member m of the cluster.
+func (e *Etcd) isMember(ctx context.Context, m *lockservice.Member) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientAddr()}, DialTimeout: lockservice.OpTimeout, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return e.Net.Dial(ctx, addr, lockservice.OpTimeout)
+		})}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
+	defer cancel()
+	st, err := c.Status(ctx, m.ClientAddr())
+	if err != nil {
+		return err
+	}
+	ml, err := c.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	for _, mm := range ml.Members {
+		if mm.ID == st.Header.MemberId && mm.Name == memberName(m.ID) && len(ml.Members) == len(e.Members) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the etcd at %s is not member %s of a cluster of %d (another process holds its address?)", m.ClientAddr(), memberName(m.ID), len(e.Members))
 }
 
 // WaitServing waits until every member serves. A member that exited, or the

@@ -1,0 +1,92 @@
+package etcd
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
+)
+
+func TestReleases(t *testing.T) {
+	got := Releases()
+	if !slices.Equal(got, []string{"3.5.35", "3.6.16", "3.7.3"}) {
+		t.Errorf("Releases() = %v", got)
+	}
+	for _, v := range got {
+		m, err := module(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(m.Files["go.mod"]), "go.etcd.io/etcd/server/v3 v"+v) {
+			t.Errorf("release %s: its go.mod does not pin the server at v%s:\n%s", v, v, m.Files["go.mod"])
+		}
+		if len(m.Files["go.sum"]) == 0 || !strings.Contains(string(m.Files["main.go"]), "etcdmain.Main") {
+			t.Errorf("release %s: no go.sum or no main", v)
+		}
+	}
+	if _, err := module("3.4.0"); err == nil || !strings.Contains(err.Error(), "debian or one of 3.5.35, 3.6.16, 3.7.3") {
+		t.Errorf("module(3.4.0): %v, want the list", err)
+	}
+	if compareVersions("3.10.0", "3.9.1") <= 0 {
+		t.Error("3.10.0 sorts before 3.9.1")
+	}
+}
+
+func TestMemberConf(t *testing.T) {
+	urls := []memberURLs{runURLs(1), runURLs(2), runURLs(3)}
+	conf := string(memberConf(2, urls, "/d/data", "zlc-r1", "for run r1"))
+	if !strings.HasPrefix(conf, confMarker+" 2 of 3") {
+		t.Errorf("conf does not start with the marker:\n%s", conf)
+	}
+	for _, want := range []string{
+		`name: "s2"`,
+		`listen-client-urls: "http://10.77.1.2:2379"`,
+		`initial-advertise-peer-urls: "http://10.77.1.2:2380"`,
+		`initial-cluster: "s1=http://10.77.1.1:2380,s2=http://10.77.1.2:2380,s3=http://10.77.1.3:2380"`,
+		`initial-cluster-token: "zlc-r1"`,
+		`data-dir: "/d/data"`,
+	} {
+		if !strings.Contains(conf, want+"\n") {
+			t.Errorf("conf lacks %s:\n%s", want, conf)
+		}
+	}
+}
+
+func TestSettings(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	get := flags(fs)
+	if err := fs.Parse([]string{"--etcd-version", "3.1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(); err == nil || !strings.Contains(err.Error(), "--etcd-version: want debian or one of") {
+		t.Errorf("--etcd-version 3.1.0: %v", err)
+	}
+	s, p := Settings{}.Defaults(lockservice.Plan{Kind: kind.Etcd})
+	if p.Nodes != 3 {
+		t.Errorf("default members: %d", p.Nodes)
+	}
+	for _, c := range []struct {
+		p    lockservice.Plan
+		want string
+	}{
+		{lockservice.Plan{Nodes: 2}, "1, 3 or 5 members, not 2"},
+		{lockservice.Plan{Nodes: 3, Connect: "10.0.0.1:2379"}, "connect: an existing etcd cluster"},
+		{lockservice.Plan{Nodes: 3, SSH: &lockservice.SSHConfig{}}, "ssh-nodes:"},
+		{lockservice.Plan{Nodes: 3, Processes: true}, "baseline-processes"},
+	} {
+		if err := s.Validate(c.p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", c.p, err, c.want)
+		}
+	}
+	if err := s.Validate(lockservice.Plan{Nodes: 5}); err != nil {
+		t.Error(err)
+	}
+	if b := (Settings{Version: "3.6.16"}).Brief(lockservice.Plan{Nodes: 3}); b != "service etcd (3 members, release 3.6.16)" {
+		t.Errorf("Brief = %q", b)
+	}
+}
