@@ -20,11 +20,11 @@ func TestEveryKindStarts(t *testing.T) {
 			t.Errorf("kind %s: no start registered (lockservice.RegisterStart)", k.Name)
 		}
 	}
-	if lockservice.Registered("etcd") {
-		t.Error("etcd has a start nobody registered")
+	if lockservice.Registered("consul") {
+		t.Error("consul has a start nobody registered")
 	}
-	if _, err := lockservice.Start(context.Background(), nil, lockservice.Config{Kind: "etcd"}, ""); err == nil || !strings.Contains(err.Error(), `want zookeeper, redis, postgres or mariadb, got "etcd"`) {
-		t.Errorf("Start(etcd): %v", err)
+	if _, err := lockservice.Start(context.Background(), nil, lockservice.Config{Kind: "consul"}, ""); err == nil || !strings.Contains(err.Error(), `want zookeeper, redis, postgres, mariadb or etcd, got "consul"`) {
+		t.Errorf("Start(consul): %v", err)
 	}
 }
 
@@ -64,7 +64,7 @@ func TestEverySettingsReadsBack(t *testing.T) {
 	if len(flags) == 0 {
 		t.Error("no kind's settings have flags: is builtin linked?")
 	}
-	if _, ok := lockservice.SettingsOf("etcd"); ok {
-		t.Error("etcd has settings nobody registered")
+	if _, ok := lockservice.SettingsOf("consul"); ok {
+		t.Error("consul has settings nobody registered")
 	}
 }

@@ -17,11 +17,11 @@ func TestCatalog(t *testing.T) {
 	for _, r := range Catalog() {
 		names = append(names, r.Name)
 	}
-	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
+	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,etcd-mutex,etcd-mutex-unlock-retried,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,node-redlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
 		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redis-semaphore-mutex,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
-		"mutant-delete-lowest,mutant-herd,mutant-ignore-lost," +
+		"mutant-delete-lowest,mutant-etcd-ignore-done,mutant-etcd-no-wait,mutant-etcd-revision-before-put,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
 		"mutant-no-recheck,mutant-off-by-one," +
 		"mutant-pg-advisory-no-heartbeat,mutant-pg-advisory-pool,mutant-pg-advisory-unlock-once,mutant-pg-advisory-xact-lock," +
@@ -60,6 +60,8 @@ func TestCatalog(t *testing.T) {
 			wantService = kind.Postgres
 		case strings.HasPrefix(r.Name, "mariadb-") || strings.HasPrefix(r.Name, "mutant-mariadb-"):
 			wantService = kind.MariaDB
+		case strings.HasPrefix(r.Name, "etcd-") || strings.HasPrefix(r.Name, "mutant-etcd-"):
+			wantService = kind.Etcd
 		case strings.HasPrefix(r.Name, "spring-"): // spring-<registry>-<service>, or spring-redis-*
 			wantService = map[string]kind.Name{"spring-jdbc-postgres": kind.Postgres, "spring-jdbc-mariadb": kind.MariaDB}[r.Name]
 			if strings.HasPrefix(r.Name, "spring-redis-") {

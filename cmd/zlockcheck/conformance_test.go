@@ -11,7 +11,7 @@ func TestConformanceFlags(t *testing.T) {
 		{[]string{"conformance", "--worker-cmd", "true", "--kind", "nonesuch"}, "--kind"},
 		{[]string{"conformance", "--worker-cmd", "true", "extra"}, "unexpected arguments"},
 		{[]string{"conformance", "--worker-cmd", "true", "--rules", "nonesuch"}, `no rule "nonesuch"`},
-		{[]string{"conformance", "--worker-cmd", "true", "--service", "etcd"}, `--service: want zookeeper, redis`},
+		{[]string{"conformance", "--worker-cmd", "true", "--service", "consul"}, `--service: want zookeeper, redis`},
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--observers", "2"}, "--observers: ZooKeeper settings for the Redis service: add --service zookeeper"},
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "postgres", "--zksim"}, "--zksim: the wire simulator is a ZooKeeper"},
 		{[]string{"conformance", "--worker-cmd", "true", "--service", "redis", "--redis-topology", "replicas"}, "redis topology replicas: private servers are one instance, or RedLock"},

@@ -68,7 +68,7 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		})
 	}
 	bad := map[string][]string{
-		"--service: want zookeeper, redis, postgres or mariadb": {"--service", "etcd", "--recipe", "redis-lock"},
+		"--service: want zookeeper, redis, postgres, mariadb or etcd": {"--service", "consul", "--recipe", "redis-lock"},
 		"--redis-topology: want single":                         {"--recipe", "redis-lock", "--redis-topology", "cluster"},
 		"--redis-persistence: want none":                        {"--recipe", "redis-lock", "--redis-persistence", "rdb"},
 		"is a ZooKeeper recipe":                                 {"--service", "redis", "--recipe", "gozk"},

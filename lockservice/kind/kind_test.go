@@ -6,14 +6,14 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	for _, s := range []string{"zookeeper", "redis", "postgres", "mariadb"} {
+	for _, s := range []string{"zookeeper", "redis", "postgres", "mariadb", "etcd"} {
 		if n, err := Parse(s); err != nil || string(n) != s {
 			t.Errorf("Parse(%q) = %q, %v", s, n, err)
 		}
 	}
 	for _, s := range []string{"", "mysql", "ZooKeeper"} {
 		_, err := Parse(s)
-		if err == nil || !strings.Contains(err.Error(), "want zookeeper, redis, postgres or mariadb") {
+		if err == nil || !strings.Contains(err.Error(), "want zookeeper, redis, postgres, mariadb or etcd") {
 			t.Errorf("Parse(%q): %v, want the list of kinds", s, err)
 		}
 	}
@@ -30,7 +30,8 @@ func TestOf(t *testing.T) {
 		{Redis, "Redis", false, true},
 		{Postgres, "PostgreSQL", false, true},
 		{MariaDB, "MariaDB", false, true},
-		{"etcd", "etcd", false, false}, // a run stored by a tool that knew it
+		{Etcd, "etcd", true, true},
+		{"consul", "consul", false, false}, // a run stored by a tool that knew it
 	}
 	for _, c := range cases {
 		k := Of(c.n)
@@ -38,8 +39,8 @@ func TestOf(t *testing.T) {
 			t.Errorf("Of(%q) = %+v, want title %q, queue %v, lease %v", c.n, k, c.title, c.queue, c.lease)
 		}
 	}
-	if _, ok := Lookup("etcd"); ok {
-		t.Error("Lookup(etcd): found a kind nobody registered")
+	if _, ok := Lookup("consul"); ok {
+		t.Error("Lookup(consul): found a kind nobody registered")
 	}
 }
 
