@@ -26,6 +26,11 @@ func requireDatabases(t *testing.T) {
 
 // requireJVM skips tests that need root, namespaces, ZooKeeper and a JDK (fails
 // under ZLC_REQUIRE_INTEGRATION, as requireIntegration does).
+func requireEtcd(t *testing.T) {
+	t.Helper()
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.NFTables, testenv.Etcd)
+}
+
 func requireJVM(t *testing.T) {
 	t.Helper()
 	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.ZooKeeper, testenv.JDK)
@@ -145,6 +150,15 @@ func TestEveryKindRunsValid(t *testing.T) {
 			args: []string{"--recipe", "curator-5.9-mutex", "--zk-version", "3.9.5", "--nemesis", "kill",
 				"--nemesis-targets", "minority", "--session-timeout", "4s"},
 			service: "zookeeper", settings: `"zk_version": "3.9.5"`, log: "ZooKeeper 3.9.5-", long: true},
+		// etcd's Mutex on three of Debian's members under member faults; on a
+		// release built from the Go module proxy, fenced, its leases revoked under
+		// their holders (the fenced counter holds, with the create revision as the
+		// token).
+		{name: "etcd-mutex", require: requireEtcd, args: []string{"--recipe", "etcd-mutex", "--nemesis", "kill,pause,partition"},
+			service: "etcd", log: "etcd 3.4.23 (Debian's etcd-server), 3 members", files: []string{"servers/s1/server.log", "servers/s3/etcd.conf.yml"}},
+		{name: "etcd-mutex-3.6-fenced", require: requireEtcd,
+			args:    []string{"--recipe", "etcd-mutex", "--etcd-version", "3.6.16", "--workload", "counter", "--fenced", "--nemesis", "session-expire,client-pause", "--nemesis-targets", "holder"},
+			service: "etcd", settings: `"etcd_version": "3.6.16"`, log: "etcd 3.6.16 (release 3.6.16)"},
 	}
 	for _, c := range runs {
 		t.Run(c.name, func(t *testing.T) {
