@@ -25,6 +25,9 @@ type etcdVariant int
 const (
 	// etcdCorrect is concurrency.Mutex as its docs show it.
 	etcdCorrect etcdVariant = iota
+	// etcdValidity reports lost from its own clock: at the send time of the last
+	// keep-alive the servers answered, plus the TTL.
+	etcdValidity
 	// etcdUnlockRetried retries an Unlock whose outcome was unknown in the
 	// background, by key, while the worker goes on locking with the same session
 	// (etcd-io/etcd#22082).
@@ -47,6 +50,7 @@ var etcdVariants = []struct {
 	doc  string
 }{
 	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
+	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second)"},
 	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session: etcd-io/etcd#22082"},
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
@@ -137,6 +141,7 @@ func (r *etcdMutex) currentSession(ctx context.Context) (*concurrency.Session, e
 			return s, nil
 		}
 	}
+	sent := time.Now()
 	// The lease is granted here, under a deadline (NewSession's own grant would
 	// wait for a server as long as its context lives, which is the session's).
 	gctx, cancel := context.WithTimeout(ctx, 2*r.timeout)
@@ -156,7 +161,60 @@ func (r *etcdMutex) currentSession(ctx context.Context) (*concurrency.Session, e
 	if r.v != etcdIgnoreDone {
 		go r.watch(s)
 	}
+	if r.v == etcdValidity {
+		go r.renew(s, sent.Add(time.Duration(lease.TTL)*time.Second))
+	}
 	return s, nil
+}
+
+// renew keeps session s's lease alive itself (etcdValidity), a third of the TTL
+// apart, until the session ends, and reports lost once valid (the send time of the
+// last renewal the servers answered, plus the TTL they answered) passes while held:
+// the servers may have expired the lease by then, whatever the client has heard.
+func (r *etcdMutex) renew(s *concurrency.Session, valid time.Time) {
+	every := time.Duration(r.ttl) * time.Second / 3
+	for {
+		wait := min(every, time.Until(valid))
+		select {
+		case <-s.Done():
+			return
+		case <-time.After(max(wait, 0)):
+		}
+		if !time.Now().Before(valid) {
+			r.lose(s, "its lease's validity ran out: no renewal answered within a TTL of its send")
+			return
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), valid)
+		resp, err := r.client.KeepAliveOnce(ctx, s.Lease())
+		cancel()
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			r.lose(s, "its lease is gone (a renewal found it expired or revoked)")
+			return
+		case err == nil && resp.TTL > 0:
+			valid = sent.Add(time.Duration(resp.TTL) * time.Second)
+		}
+	}
+}
+
+// lose reports lost if a lock of session s is held, and drops s: the next acquire
+// makes a new session (s's keep-alive stops; its keys go with its lease).
+func (r *etcdMutex) lose(s *concurrency.Session, why string) {
+	r.mu.Lock()
+	mine := r.session == s
+	lost := mine && r.held != 0
+	if lost {
+		r.held = 0
+	}
+	if mine {
+		r.session = nil
+	}
+	r.mu.Unlock()
+	s.Orphan()
+	if lost {
+		r.cfg.Events.Lost(why)
+	}
 }
 
 // watch reports lost when session s's Done() closes while a lock of it is held.
