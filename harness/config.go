@@ -89,8 +89,9 @@ type Config struct {
 	ServerTargets []nemesis.Target       `json:"server_targets,omitempty"`
 	ClientTargets []nemesis.ClientTarget `json:"client_targets,omitempty"`
 	Shapes        []nemesis.Shape        `json:"partition_shapes,omitempty"`
-	// ClientHold is how long a client partition or pause lasts (0: about twice the
-	// session timeout, so that the session expires; nemesis.Schedule.ClientHold).
+	// ClientHold is how long a client partition or pause (0: about twice the
+	// session timeout, so that the session expires) or a reply loss (0: 0.85 of it)
+	// lasts; nemesis.Schedule.ClientHold.
 	ClientHold time.Duration `json:"client_hold_ns,omitempty"`
 	// FinalPhase: after the workload and healing, every worker must acquire once.
 	FinalPhase bool `json:"final_phase"`

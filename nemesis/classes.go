@@ -137,8 +137,12 @@ func clientHold(s Schedule) (lo, hi time.Duration) {
 	return time.Duration(1.75 * float64(s.SessionTimeout)), time.Duration(2.25 * float64(s.SessionTimeout))
 }
 
-// replyLossHold: see ReplyLossFraction.
+// replyLossHold: see ReplyLossFraction, unless the schedule says
+// (Schedule.ClientHold).
 func replyLossHold(s Schedule) (lo, hi time.Duration) {
+	if s.ClientHold > 0 {
+		return s.ClientHold, s.ClientHold
+	}
 	d := time.Duration(ReplyLossFraction * float64(s.SessionTimeout))
 	return d, d
 }
@@ -248,8 +252,8 @@ type Setup struct {
 	Shapes        []Shape        `json:"shapes,omitempty"`
 	// Interval is the mean quiet time between faults (0: the run's).
 	Interval time.Duration `json:"interval_ns,omitempty"`
-	// ClientHold is how long a client partition or pause lasts (0: about twice the
-	// session timeout; Schedule.ClientHold).
+	// ClientHold is how long a client partition, pause or reply loss lasts (0: the
+	// class's own; Schedule.ClientHold).
 	ClientHold time.Duration `json:"client_hold_ns,omitempty"`
 }
 

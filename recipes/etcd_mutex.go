@@ -51,7 +51,7 @@ var etcdVariants = []struct {
 }{
 	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
 	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second)"},
-	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session: etcd-io/etcd#22082"},
+	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session, and takes Lock's nil as the grant (no read back): etcd-io/etcd#22082"},
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
 	{etcdRevisionBefore, "mutant-etcd-revision-before-put", "etcd-mutex that takes its revision from a read before its put: it does not wait for keys another session put in between"},
@@ -256,8 +256,13 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	if err != nil {
 		return Grant{}, r.lockFailed(ctx, s, key, err)
 	}
-	rev, err := r.createRevision(ctx, key)
-	if err != nil {
+	var rev int64
+	if r.v == etcdUnlockRetried {
+		// As an application has it: no read back; the grant's revision is the
+		// response header's (the create revision when Lock did not wait).
+		rev = m.Header().Revision
+		r.log.Printf("granted %s at revision %d", key, rev)
+	} else if rev, err = r.createRevision(ctx, key); err != nil {
 		return Grant{}, Info(fmt.Errorf("locked, but reading its key back failed: %w", err))
 	}
 	r.mu.Lock()
@@ -398,7 +403,7 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	if !held {
 		return Fail(errors.New("not held: the session's lease ended before the release"))
 	}
-	uctx, cancel := context.WithTimeout(ctx, r.timeout)
+	uctx, cancel := context.WithTimeout(ctx, r.unlockTimeout())
 	var err error
 	if m != nil {
 		err = m.Unlock(uctx)
@@ -415,16 +420,25 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	return Info(fmt.Errorf("unlock: %w", err))
 }
 
+// unlockTimeout bounds an Unlock: a request's bound, or a second for the application
+// that retries it (etcdUnlockRetried: the deadline such code gives a cleanup call).
+func (r *etcdMutex) unlockTimeout() time.Duration {
+	if r.v == etcdUnlockRetried {
+		return time.Second
+	}
+	return r.timeout
+}
+
 // retryUnlock calls Unlock on m until it answers, as an application's retry helper
 // would (etcdUnlockRetried).
 func (r *etcdMutex) retryUnlock(m *concurrency.Mutex) {
 	for i := 0; i < 100; i++ {
 		time.Sleep(200 * time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), r.unlockTimeout())
 		err := m.Unlock(ctx)
 		cancel()
 		if err == nil || errors.Is(err, concurrency.ErrLockReleased) {
-			r.log.Printf("unlock retried: %v", err)
+			r.log.Printf("unlock of %s retried: %v", m.Key(), err)
 			return
 		}
 	}

@@ -58,6 +58,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"etcd-mutex-done-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"etcd-mutex-unlock-retried-22082.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 4 held"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
 		{"mariadb-getlock-kill-at-grant.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},

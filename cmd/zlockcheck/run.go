@@ -102,7 +102,7 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.baselineProc, "baseline-processes", false, "after the workload (and --baseline's loop), time the plain loop as one OS process per worker slot, in its namespace, as the workers run (benchmarks)")
 	fs.DurationVar(&o.cfg.BaselineWarmup, "baseline-warmup", def.BaselineWarmup, "with --baseline or --baseline-processes: first run the plain loop this long, untimed, so that the servers have warmed up before either side is timed (0: none)")
 	fs.DurationVar(&o.cfg.NemesisInterval, "nemesis-interval", def.NemesisInterval, "mean quiet time between faults")
-	fs.DurationVar(&o.cfg.ClientHold, "client-hold", 0, "hold each client-partition and client-pause this long (0: about twice the session timeout, so the session expires; shorter than a session, a cut-off client drops its connection and gets its session back, what it sent meanwhile lost)")
+	fs.DurationVar(&o.cfg.ClientHold, "client-hold", 0, "hold each client-partition, client-pause and reply-loss this long (0: about twice the session timeout for the first two, so the session expires, and 0.85 of it for reply-loss; shorter than a session, a cut-off client drops its connection and gets its session back, what it sent meanwhile lost)")
 	fs.StringVar(&o.service, "service", "", "lock service the run starts: "+kind.Names()+" (default: the recipe's; zookeeper for exec); docs/redis.md, docs/databases.md")
 	fs.IntVar(&o.cfg.Nodes, "nodes", def.Nodes, "servers: ZooKeeper's voting servers, Redis instances, PostgreSQL's primary and standby, MariaDB's independent servers (default: the service's own; 3 for ZooKeeper, 1 for --redis-topology single, else 3)")
 	fs.IntVar(&o.cfg.Workers, "workers", def.Workers, "concurrent worker processes")
