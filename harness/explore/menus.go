@@ -26,7 +26,9 @@ type kindMenu struct {
 // menus lists every kind's menu; the first is also the menu of a kind with none of
 // its own (less what that kind refuses), with full rounds.
 var menus = []kindMenu{
-	{kinds: []kind.Name{kind.ZooKeeper}, firstRound: DefaultFirstRound,
+	// etcd's Mutex is a queue of keys, each waiter waiting on the one before it, and
+	// a session a lease the servers keep: ZooKeeper's menu fits it as it is.
+	{kinds: []kind.Name{kind.ZooKeeper, kind.Etcd}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return Probes(b.SessionTimeout, b.Workload.Fenced) }},
 	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return RedisProbes(b.SessionTimeout) }},
