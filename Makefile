@@ -12,7 +12,7 @@ RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 # (lockservice/zookeeper/releases/pom.xml) and the Java workers' libraries
 # (recipes/jvm/pom.xml), each once: a second setup downloads nothing.
 
-.PHONY: all setup examples-setup build run test test-long test-short vet bench chaos mutants mutants-redis mutants-db explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
+.PHONY: all setup examples-setup build run test test-long test-short vet bench chaos mutants mutants-redis mutants-db mutants-etcd explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
 
 all: build
 
@@ -132,6 +132,15 @@ mutants-db: build
 	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_DB_MUTANTS=all $(GO) test -count=1 -timeout 60m -v \
 	  -run 'TestExploreCatchesEveryServiceMutant/databases' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
 	  grep -E '^(\s*---|ok|FAIL)|caught in|round [0-9]+ \(' $$log; rm -f $$log; exit $$rc
+
+# Every etcd mutant caught by the same explore command (only --recipe differs), and
+# etcd-mutex-validity with no recipe bug under it, 3 minutes each (about 12 minutes;
+# docs/etcd.md).
+mutants-etcd: build
+	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_ETCD_MUTANTS=all $(GO) test -count=1 -timeout 60m -v \
+	  -run 'TestExploreCatchesEveryServiceMutant/etcd' ./cmd/zlockcheck/ > $$log 2>&1; rc=$$?; \
+	  grep -E '^(\s*---|ok|FAIL)|caught in|round [0-9]+ \(' $$log; rm -f $$log; exit $$rc
+
 # explore's control: the default explore command on zlc-mutex, curator-mutex and
 # kazoo-lock (a 5-minute budget each, about 16 minutes) reports no recipe bug.
 explore: build

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZooKeeper, Redis and database locks side by side (make bench-services, or
+# ZooKeeper, Redis, database and etcd locks side by side (make bench-services, or
 # bench/services.sh; issues 25, 26 and 39; about 45 minutes for its 27 rows at 5 and 20 workers, estimated from 28 for 18): one run of TIME (default 20s) per service, recipe and
 # worker count, 1 ms holds (--hold-max 1ms), no faults, no final phase, each with
 # --baseline (after a 10 s warm-up of the plain loop, the plain client loop of that
@@ -14,7 +14,9 @@
 # spring-redis-lock-renewed; Redis, redlock topology (3 independent primaries): redsync,
 # redisson-redlock, pottery-redlock, node-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry,
 # pg-advisory, pals-lock, spring-jdbc-postgres; MariaDB, one server: mariadb-getlock, spring-jdbc-mariadb (the mutex workload: the session locks' default is the
-# reentrant one, whose nested acquires are no lock cycles); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
+# reentrant one, whose nested acquires are no lock cycles); etcd, 3 members: etcd-mutex and
+# etcd-mutex-validity on Debian's 3.4.23, etcd-mutex on 3.6.16 (the plain loop:
+# concurrency.Mutex's Lock / Unlock, each goroutine its own client and session); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
 # only those recipes).
 # Prints one markdown table: harness steady cycles/s (results.json
 # steady_cycles_per_second), the harness's acquire latency p50 and p99 (each acquire
@@ -65,6 +67,9 @@ cells=(
   "postgresql (primary)|spring-jdbc-postgres|--service postgres"
   "mariadb (1 server)|mariadb-getlock|--service mariadb --workload mutex"
   "mariadb (1 server)|spring-jdbc-mariadb|--service mariadb"
+  "etcd 3.4.23 (3 members)|etcd-mutex|"
+  "etcd 3.4.23 (3 members)|etcd-mutex-validity|"
+  "etcd 3.6.16 (3 members)|etcd-mutex|--etcd-version 3.6.16"
 )
 echo "## ZooKeeper, Redis and database locks side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
 echo

@@ -77,7 +77,9 @@ func etcdVariantOf(v etcdVariant) Constructor {
 // client stopped keeping the lease alive: it expired, was revoked, or the client
 // could not renew it for a TTL) is reported as lost, and the next acquire makes a
 // new session. Release is Unlock under a few seconds' deadline: an error is info
-// (the delete may have been applied).
+// (the delete may have been applied), and the next acquire first deletes that key if
+// it still has its create revision (else Lock would take the session's key back with
+// its old revision, and the grant would repeat the last token).
 func NewEtcdMutex(ctx context.Context, cfg Config) (Recipe, error) {
 	return newEtcdMutex(ctx, cfg, etcdCorrect)
 }
@@ -96,8 +98,12 @@ type etcdMutex struct {
 	mutex   *concurrency.Mutex // the held lock (nil when none, or a variant's own key)
 	key     string             // the held lock's key; "" when none
 	rev     int64              // its create revision
-	held    uint64             // the hold's generation while held, 0 when not
-	gen     uint64
+	// stale is the key of a release whose outcome is unknown, with its create
+	// revision: the next acquire deletes it first (dropStale).
+	stale    string
+	staleRev int64
+	held     uint64 // the hold's generation while held, 0 when not
+	gen      uint64
 }
 
 var (
@@ -241,6 +247,9 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	r.mu.Unlock()
 	if already {
 		return Grant{}, Fail(errors.New("already held"))
+	}
+	if err := r.dropStale(ctx); err != nil {
+		return Grant{}, Info(fmt.Errorf("the key of the last release, whose outcome is unknown, could not be deleted: %w", err))
 	}
 	s, err := r.currentSession(ctx)
 	if err != nil {
@@ -395,6 +404,7 @@ func (r *etcdMutex) createRevision(ctx context.Context, key string) (int64, erro
 func (r *etcdMutex) Release(ctx context.Context) error {
 	r.mu.Lock()
 	m, key, held := r.mutex, r.key, r.held != 0
+	rev := r.rev
 	r.mutex, r.key, r.held = nil, "", 0
 	r.mu.Unlock()
 	if key == "" {
@@ -416,8 +426,34 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	}
 	if r.v == etcdUnlockRetried && m != nil {
 		go r.retryUnlock(m)
+	} else {
+		r.mu.Lock()
+		r.stale, r.staleRev = key, rev
+		r.mu.Unlock()
 	}
 	return Info(fmt.Errorf("unlock: %w", err))
+}
+
+// dropStale deletes the key a release left with its outcome unknown, if it still has
+// the create revision it was granted with (#22115's guard), before a new Lock: Lock
+// would otherwise take the session's key back with its old revision, and the grant
+// would repeat the last one's fencing token.
+func (r *etcdMutex) dropStale(ctx context.Context) error {
+	r.mu.Lock()
+	key, rev := r.stale, r.staleRev
+	r.mu.Unlock()
+	if key == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if _, err := r.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.stale = ""
+	r.mu.Unlock()
+	return nil
 }
 
 // unlockTimeout bounds an Unlock: a request's bound, or a second for the application
