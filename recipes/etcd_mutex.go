@@ -50,7 +50,7 @@ var etcdVariants = []struct {
 	doc  string
 }{
 	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
-	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second)"},
+	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second); revokes a lease it gave up on; gRPC keep-alives on its connections"},
 	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session, and takes Lock's nil as the grant (no read back): etcd-io/etcd#22082"},
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
@@ -122,7 +122,15 @@ func newEtcdMutex(ctx context.Context, cfg Config, v etcdVariant) (Recipe, error
 	logger := redisLogger(name, &cfg)
 	ttl := int((cfg.SessionTimeout + time.Second - 1) / time.Second)
 	r := &etcdMutex{cfg: cfg, v: v, log: logger, ttl: max(ttl, 1), timeout: max(cfg.SessionTimeout/2, time.Second)}
-	c, err := clientv3.New(clientv3.Config{Endpoints: cfg.Servers, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	ccfg := clientv3.Config{Endpoints: cfg.Servers, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if v == etcdValidity {
+		// gRPC keep-alives, as etcd's client documentation suggests for a client that
+		// must notice a dead or stalled connection: a watch (Lock's wait for its
+		// predecessor) on a connection that lost packets is moved to another member
+		// within a third of the TTL, not left to TCP's retransmission backoff.
+		ccfg.DialKeepAliveTime, ccfg.DialKeepAliveTimeout = max(time.Duration(r.ttl)*time.Second/3, time.Second), time.Second
+	}
+	c, err := clientv3.New(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", name, err)
 	}
@@ -220,6 +228,23 @@ func (r *etcdMutex) lose(s *concurrency.Session, why string) {
 	s.Orphan()
 	if lost {
 		r.cfg.Events.Lost(why)
+	}
+	go r.revoke(s.Lease())
+}
+
+// revoke ends a lease the recipe gave up on (its keys would otherwise stand in the
+// queue until the members expire it, later still if a new leader extends it), trying
+// until the members answer, for a few TTLs at most.
+func (r *etcdMutex) revoke(id clientv3.LeaseID) {
+	deadline := time.Now().Add(3 * time.Duration(r.ttl) * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		_, err := r.client.Revoke(ctx, id)
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
