@@ -72,6 +72,9 @@ type Etcd struct {
 	// log and data directory in its Dir.
 	Members []*lockservice.Member
 
+	// external: an existing cluster (ConnectExisting), not the tool's to manage.
+	external bool
+
 	mu     sync.Mutex
 	client *clientv3.Client // the harness's own, from the hub; made on first use
 }
@@ -237,7 +240,7 @@ func (e *Etcd) httpGet(ctx context.Context, m *lockservice.Member, path string, 
 // address is the member of its name in a cluster of the run's size (another process
 // that answers there is not the member).
 func (e *Etcd) serving(ctx context.Context, m *lockservice.Member) error {
-	if m.Host.Pid() == 0 {
+	if !e.external && m.Host.Pid() == 0 {
 		return errors.New("not running")
 	}
 	var h struct {
@@ -249,6 +252,9 @@ func (e *Etcd) serving(ctx context.Context, m *lockservice.Member) error {
 	}
 	if h.Health != "true" {
 		return fmt.Errorf("/health says %q %s", h.Health, h.Reason)
+	}
+	if e.external {
+		return nil // its members' names are its owners'
 	}
 	return e.isMember(ctx, m)
 }
@@ -360,7 +366,9 @@ func (e *Etcd) Close() error {
 		errs = append(errs, c.Close())
 	}
 	for _, m := range e.Members {
-		errs = append(errs, m.Host.Kill(context.Background()))
+		if !e.external {
+			errs = append(errs, m.Host.Kill(context.Background()))
+		}
 	}
 	err := errors.Join(errs...)
 	if errors.Is(err, context.Canceled) {

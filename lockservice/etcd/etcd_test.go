@@ -75,7 +75,7 @@ func TestSettings(t *testing.T) {
 		want string
 	}{
 		{lockservice.Plan{Nodes: 2}, "1, 3 or 5 members, not 2"},
-		{lockservice.Plan{Nodes: 3, Connect: "10.0.0.1:2379"}, "connect: an existing etcd cluster"},
+		{lockservice.Plan{Nodes: 3, Connect: "10.0.0.1:2379"}, "--connect names 1 etcd members, --nodes says 3"},
 		{lockservice.Plan{Nodes: 3, SSH: &lockservice.SSHConfig{}}, "ssh-nodes:"},
 		{lockservice.Plan{Nodes: 3, Processes: true}, "baseline-processes"},
 	} {
@@ -85,6 +85,12 @@ func TestSettings(t *testing.T) {
 	}
 	if err := s.Validate(lockservice.Plan{Nodes: 5}); err != nil {
 		t.Error(err)
+	}
+	if err := (Settings{Version: "3.6.16"}).Validate(lockservice.Plan{Nodes: 1, Connect: "10.0.0.1"}); err == nil || !strings.Contains(err.Error(), "etcd-version: an existing cluster") {
+		t.Errorf("a release asked of an existing cluster: %v", err)
+	}
+	if _, p := (Settings{}).Defaults(lockservice.Plan{Connect: "10.0.0.1,10.0.0.2:2381,10.0.0.3"}); p.Nodes != 3 {
+		t.Errorf("--connect's members: %d", p.Nodes)
 	}
 	if b := (Settings{Version: "3.6.16"}).Brief(lockservice.Plan{Nodes: 3}); b != "service etcd (3 members, release 3.6.16)" {
 		t.Errorf("Brief = %q", b)

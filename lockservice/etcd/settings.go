@@ -47,6 +47,11 @@ func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservic
 	if p.SSH != nil {
 		p.Nodes = len(p.SSH.Nodes)
 	}
+	if p.Connect != "" && p.Nodes == 0 {
+		if addrs, err := lockservice.ParseHostPorts(p.Connect, DefaultConnectPort); err == nil {
+			p.Nodes = len(addrs) // Validate says what is wrong with them, if anything
+		}
+	}
 	if p.Nodes == 0 {
 		p.Nodes = 3
 	}
@@ -54,17 +59,27 @@ func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservic
 }
 
 // Validate refuses what an etcd run cannot do (yet): a release not pinned, a cluster
-// of another size, SSH nodes and existing clusters (not yet), a plain loop as
-// processes.
+// of another size, SSH nodes (not yet), a release asked of an existing cluster, a
+// plain loop as processes.
 func (s Settings) Validate(p lockservice.Plan) error {
 	if s.Version != "" && s.Version != Debian {
 		if _, err := module(s.Version); err != nil {
 			return err
 		}
 	}
+	if p.Connect != "" {
+		addrs, err := lockservice.ParseHostPorts(p.Connect, DefaultConnectPort)
+		switch {
+		case err != nil:
+			return err
+		case p.Nodes != len(addrs):
+			return fmt.Errorf("nodes: --connect names %d etcd members, --nodes says %d", len(addrs), p.Nodes)
+		case s.Version != "" && s.Version != Debian:
+			return errors.New("etcd-version: an existing cluster (connect) runs the release its owners installed; --etcd-version is for the members zlockcheck starts")
+		}
+		return nil
+	}
 	switch {
-	case p.Connect != "":
-		return errors.New("connect: an existing etcd cluster is not supported yet (issue 41): zlockcheck starts its own members")
 	case p.SSH != nil:
 		return errors.New("ssh-nodes: etcd members on SSH nodes are not supported yet (issue 41): zlockcheck starts its own members in namespaces")
 	case p.Processes:
@@ -88,10 +103,16 @@ func (s Settings) release() string {
 
 // Describe names the members in the run's log.
 func (s Settings) Describe(p lockservice.Plan, version string) string {
+	if p.Connect != "" {
+		return fmt.Sprintf("existing etcd %s, %d members (not managed by zlockcheck):", version, p.Nodes)
+	}
 	return fmt.Sprintf("etcd %s (%s), %d members:", version, s.release(), p.Nodes)
 }
 
 // Brief names the members in a run's description.
 func (s Settings) Brief(p lockservice.Plan) string {
+	if p.Connect != "" {
+		return fmt.Sprintf("service etcd (an existing cluster of %d)", p.Nodes)
+	}
 	return fmt.Sprintf("service etcd (%d members, %s)", p.Nodes, s.release())
 }

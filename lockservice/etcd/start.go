@@ -17,8 +17,15 @@ func init() {
 // start starts the members cfg asks for in the run's namespaces; cfg.Settings, when
 // set, is a Config.
 func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, runID string) (lockservice.Service, error) {
-	if cfg.Connect != "" || cfg.SSH != nil {
-		return nil, fmt.Errorf("etcd: existing clusters and SSH nodes are not supported yet")
+	if cfg.Connect != "" {
+		e, err := ConnectExisting(ctx, network, cfg.Connect, cfg.ConnectTimeout)
+		if e == nil {
+			return nil, err
+		}
+		return e, err
+	}
+	if cfg.SSH != nil {
+		return nil, fmt.Errorf("etcd: members on SSH nodes are not supported yet")
 	}
 	ec, _ := cfg.Settings.(Config)
 	if ec.Dir == "" {
