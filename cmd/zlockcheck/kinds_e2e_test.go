@@ -158,7 +158,7 @@ func TestEveryKindRunsValid(t *testing.T) {
 			service: "etcd", log: "etcd 3.4.23 (Debian's etcd-server), 3 members", files: []string{"servers/s1/server.log", "servers/s3/etcd.conf.yml"}},
 		{name: "etcd-mutex-3.6-fenced", require: requireEtcd,
 			args:    []string{"--recipe", "etcd-mutex", "--etcd-version", "3.6.16", "--workload", "counter", "--fenced", "--nemesis", "session-expire,client-pause", "--nemesis-targets", "holder"},
-			service: "etcd", settings: `"etcd_version": "3.6.16"`, log: "etcd 3.6.16 (release 3.6.16)"},
+			service: "etcd", settings: `"etcd_version": "3.6.16"`, log: "etcd 3.6.16 (release 3.6.16)", long: true},
 	}
 	for _, c := range runs {
 		t.Run(c.name, func(t *testing.T) {
