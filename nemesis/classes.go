@@ -48,6 +48,9 @@ const (
 	// ClassClientVanish makes a worker's host vanish without closing its connections
 	// (ClientVanish): a database keeps its session's locks until TCP keepalive.
 	ClassClientVanish Class = "client-vanish"
+	// ClassCompaction compacts an etcd cluster's history of revisions up to now
+	// (Compaction): a waiter watching from an older revision gets ErrCompacted.
+	ClassCompaction Class = "compaction"
 )
 
 // classSpec is one fault class of the catalogue: everything the schedule knows about
@@ -105,6 +108,7 @@ func catalogue() []classSpec {
 		}, noHold, true, kind.JumpClock},
 		{ClassConnectionKill, false, func(d drawer) fault { return ConnectionKill{Target: d.clientTarget()} }, noHold, true, kind.KillConnection},
 		{ClassClientVanish, false, func(d drawer) fault { return ClientVanish{Target: d.clientTarget()} }, noHold, true, 0},
+		{ClassCompaction, true, func(d drawer) fault { return Compaction{} }, noHold, true, kind.Compact},
 	}
 }
 
@@ -274,8 +278,8 @@ func Setups() []Setup {
 // NamedSetups are the named setups of the faults a run names explicitly
 // (NamedClasses), the safety matrix's further columns when a row is a Redis or a
 // database recipe: an instance restarted at once, a failover, a clock jump, the
-// holder's connection killed by the server, and the holder's host gone without a
-// word. Their faults are instantaneous, so they come every NamedSetupInterval on
+// holder's connection killed by the server, the holder's host gone without a word,
+// and (etcd) a compaction. Their faults are instantaneous, so they come every NamedSetupInterval on
 // average. A setup whose faults a row's service or topology refuses is "n/a" there
 // (harness.Config.Validate says which).
 func NamedSetups() []Setup {
@@ -286,6 +290,7 @@ func NamedSetups() []Setup {
 		{Name: "clock-jump", Label: "an instance's clock jumped forward", Classes: []Class{ClassClockJump}, Interval: NamedSetupInterval},
 		{Name: "connection-kill", Label: "the holder's connection killed by the server", Classes: []Class{ClassConnectionKill}, ClientTargets: holder, Interval: NamedSetupInterval},
 		{Name: "client-vanish", Label: "the holder's host gone without a word", Classes: []Class{ClassClientVanish}, ClientTargets: holder, Interval: NamedSetupInterval},
+		{Name: "compaction", Label: "the history of revisions compacted while waiters wait", Classes: []Class{ClassCompaction}, Interval: NamedSetupInterval},
 	}
 }
 

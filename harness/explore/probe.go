@@ -132,6 +132,12 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 			Interval: 5 * time.Second},
 			Regimes: std("full queue", "long holds"), Aims: []string{coverage.RowServerFaultHeld}},
 	}
+	// The history of revisions compacted while waiters wait (etcd: a waiter about to
+	// watch its predecessor from a revision compaction discarded is told so, and must
+	// not leave its key behind, #9715); a service without that history drops it.
+	probes = append(probes, Probe{Setup: nemesis.Setup{Name: "history compacted under waiters",
+		Classes: []nemesis.Class{nemesis.ClassCompaction}, Interval: 500 * time.Millisecond},
+		Regimes: std("full queue", "impatient waiters"), Aims: []string{coverage.RowTimedOutQueued, coverage.RowServerFaultHeld}})
 	if fenced {
 		probes = append(probes, Probe{Setup: nemesis.Setup{Name: "paused and expired holders",
 			Classes: []nemesis.Class{nemesis.ClassClientPause, nemesis.ClassSessionExpire}, ClientTargets: holder, Interval: 2 * time.Second},

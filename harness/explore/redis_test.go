@@ -69,13 +69,22 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 	}
 }
 
-// TestZooKeeperMenuIsProbes: on ZooKeeper, Menu is Probes, every class kept.
+// TestZooKeeperMenuIsProbes: on ZooKeeper, Menu is Probes, every class kept, but the
+// compaction probe (ZooKeeper keeps no history of revisions); on etcd, every probe.
 func TestZooKeeperMenuIsProbes(t *testing.T) {
 	c := harness.Config{Recipe: "zlc-mutex", WorkerArgv: []string{"worker"}}.Defaults()
 	if err := c.Validate(); err != nil {
 		t.Fatalf("base: %v", err)
 	}
 	got, want := menuClasses(Menu(c)), menuClasses(Probes(c.SessionTimeout, false))
+	if _, ok := want["history compacted under waiters"]; !ok {
+		t.Fatal("no compaction probe in Probes")
+	}
+	delete(want, "history compacted under waiters")
+	e := harness.Config{Recipe: "etcd-mutex", WorkerArgv: []string{"worker"}}.Defaults()
+	if etcd := menuClasses(Menu(e)); len(etcd) != len(want)+1 || !slices.Equal(etcd["history compacted under waiters"], []nemesis.Class{nemesis.ClassCompaction}) {
+		t.Errorf("etcd's menu: %v", etcd)
+	}
 	if len(got) != len(want) {
 		t.Fatalf("menu %v, want %v", got, want)
 	}

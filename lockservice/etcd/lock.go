@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/nemesis"
 )
 
 // SessionName is how a lease is written as a session: 0x<hex>, as the recipes
@@ -141,4 +142,26 @@ func (e *Etcd) ReadCounter(ctx context.Context, _ time.Duration, path string) (i
 		return 0, fmt.Errorf("etcd: counter %s holds %q: %w", path, resp.Kvs[0].Value, err)
 	}
 	return v, nil
+}
+
+var _ nemesis.Compactor = (*Etcd)(nil)
+
+// Compact compacts the cluster's history up to its current revision, physically
+// (the members discard it before answering), as the compaction fault asks.
+func (e *Etcd) Compact(ctx context.Context) (int64, error) {
+	c, err := e.admin()
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
+	defer cancel()
+	resp, err := c.Get(ctx, "zlc-compaction", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("etcd: the current revision: %w", err)
+	}
+	rev := resp.Header.Revision
+	if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		return 0, fmt.Errorf("etcd: compact at revision %d: %w", rev, err)
+	}
+	return rev, nil
 }

@@ -39,6 +39,9 @@ const (
 	// JumpClock: a server's clock jumps forward as its lock expiries see it
 	// (clock-jump).
 	JumpClock
+	// Compact: the servers discard their history of revisions up to now, which
+	// watches from an older revision can no longer read (compaction).
+	Compact
 )
 
 // abilityWords says what each ability does, for the messages that refuse a fault.
@@ -47,6 +50,7 @@ var abilityWords = map[Ability]string{
 	KillConnection: "close a worker's connection from the server's side",
 	Failover:       "promote a replica or standby",
 	JumpClock:      "jump a server's clock as its lock expiries see it",
+	Compact:        "compact the servers' history of revisions",
 }
 
 // String is what the ability does, in words.
@@ -147,7 +151,7 @@ func init() {
 	// etcd's Mutex is a queue: keys under the lock's prefix, each waiter waiting for
 	// the deletion of the one created before it, the oldest granted. A session is a
 	// lease the servers expire unless its client keeps it alive.
-	Register(Kind{Name: Etcd, Title: "etcd", Queue: true, Lease: true, Nodes: 3, Abilities: ExpireSession, Places: []string{"keys"},
+	Register(Kind{Name: Etcd, Title: "etcd", Queue: true, Lease: true, Nodes: 3, Abilities: ExpireSession | Compact, Places: []string{"keys"},
 		Lacks: map[Ability]string{
 			KillConnection: "etcd ends no client's connection on demand (session-expire, which revokes the worker's lease, ends what it holds)",
 		}})
