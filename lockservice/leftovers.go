@@ -1,11 +1,14 @@
 package lockservice
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 )
@@ -73,4 +76,77 @@ func (x *NSIndex) Lookup(id NSID) (name string, ok bool, err error) {
 	}
 	name, ok = x.names[id]
 	return name, ok, nil
+}
+
+// LeftProcess is a server process the tool started that outlived its run's
+// namespace: a namespace deleted under a process keeps living, unnamed, as long as
+// its processes do.
+type LeftProcess struct {
+	Pid int
+	// Conf is the configuration the tool wrote that it runs.
+	Conf string
+}
+
+// FindLeftProcesses lists the processes that run a configuration the tool wrote
+// (own: its path, "" for any other process) and that are in none of the tool's
+// namespaces that still exist (a live run's). Conformance's private servers, which run
+// outside any namespace, are left out.
+func FindLeftProcesses(own func(pid int) string) ([]LeftProcess, error) {
+	live, err := NewNSIndex()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []LeftProcess
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// Namespace before configuration: a process that exits between the two
+		// reads then shows no namespace (skipped) rather than a dead one.
+		id := NetnsOf(pid)
+		conf := own(pid)
+		if conf == "" || id == (NSID{}) || InLiveLocal(conf) {
+			continue
+		}
+		if _, ok, err := live.Lookup(id); err != nil || ok {
+			continue
+		}
+		out = append(out, LeftProcess{Pid: pid, Conf: conf})
+	}
+	return out, nil
+}
+
+// KillLeftProcesses SIGKILLs what FindLeftProcesses listed and waits (up to 5 s) for
+// each to go; what names the server in errors ("redis-server"), same says whether a
+// pid is still such a server (its command's name: a dying process's command line and
+// working directory are gone before it is; a pid reused by another is not waited
+// for).
+func KillLeftProcesses(left []LeftProcess, what string, same func(pid int) bool) error {
+	for _, l := range left {
+		_ = syscall.Kill(l.Pid, syscall.SIGKILL)
+	}
+	var errs []error
+	deadline := time.Now().Add(5 * time.Second)
+	for _, l := range left {
+		for Running(l.Pid) && same(l.Pid) {
+			if time.Now().After(deadline) {
+				errs = append(errs, fmt.Errorf("%s %d (%s) outlived SIGKILL for 5s", what, l.Pid, l.Conf))
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CommandIs reports whether process pid's command name (/proc/PID/comm) starts with
+// prefix.
+func CommandIs(pid int, prefix string) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), prefix)
 }

@@ -102,8 +102,11 @@ type etcdMutex struct {
 	// revision: the next acquire deletes it first (dropStale).
 	stale    string
 	staleRev int64
-	held     uint64 // the hold's generation while held, 0 when not
-	gen      uint64
+	// valid is when the session's lease may have expired (etcdValidity): the send
+	// of the last renewal the members answered, plus the TTL.
+	valid time.Time
+	held  uint64 // the hold's generation while held, 0 when not
+	gen   uint64
 }
 
 var (
@@ -187,6 +190,7 @@ func (r *etcdMutex) currentSession(ctx context.Context) (*concurrency.Session, e
 // the servers may have expired the lease by then, whatever the client has heard.
 func (r *etcdMutex) renew(s *concurrency.Session, valid time.Time) {
 	every := time.Duration(r.ttl) * time.Second / 3
+	r.setValid(s, valid)
 	for {
 		wait := min(every, time.Until(valid))
 		select {
@@ -208,8 +212,26 @@ func (r *etcdMutex) renew(s *concurrency.Session, valid time.Time) {
 			return
 		case err == nil && resp.TTL > 0:
 			valid = sent.Add(time.Duration(resp.TTL) * time.Second)
+			r.setValid(s, valid)
 		}
 	}
+}
+
+// setValid records session s's validity, while it is the recipe's session.
+func (r *etcdMutex) setValid(s *concurrency.Session, valid time.Time) {
+	r.mu.Lock()
+	if r.session == s {
+		r.valid = valid
+	}
+	r.mu.Unlock()
+}
+
+// expired reports whether the session's validity has run out (etcdValidity: a
+// holder paused past it learns at its next call, before its timer fires).
+func (r *etcdMutex) expired() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.v == etcdValidity && !r.valid.IsZero() && !time.Now().Before(r.valid)
 }
 
 // lose reports lost if a lock of session s is held, and drops s: the next acquire
@@ -437,6 +459,15 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	}
 	if !held {
 		return Fail(errors.New("not held: the session's lease ended before the release"))
+	}
+	if r.expired() {
+		r.mu.Lock()
+		s := r.session
+		r.mu.Unlock()
+		if s != nil {
+			r.lose(s, "its lease's validity ran out before the release")
+		}
+		return Fail(errors.New("not held: its lease's validity ran out before the release"))
 	}
 	uctx, cancel := context.WithTimeout(ctx, r.unlockTimeout())
 	var err error

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,24 +29,9 @@ func (n *Nodes) StartEtcd(ctx context.Context, dir string) (addr string, stop fu
 		"--listen-client-urls", "http://" + a, "--advertise-client-urls", "http://" + a,
 		"--listen-peer-urls", "http://" + peer, "--initial-advertise-peer-urls", "http://" + peer,
 		"--initial-cluster", "team=http://" + peer, "--logger", "zap"}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	stop, err = startProcess(argv, filepath.Join(dir, "server.log"))
 	if err != nil {
-		return "", nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("testnodes: start etcd: %w", err)
-	}
-	stop = func() error {
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		return err
 	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{a}, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {

@@ -45,24 +45,9 @@ func (n *Nodes) StartRedisAt(ctx context.Context, dir, password string, port int
 		host, p, _ := strings.Cut(primary, ":")
 		argv = append(argv, "--replicaof", host, p)
 	}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	stop, err = startProcess(argv, filepath.Join(dir, "server.log"))
 	if err != nil {
-		return "", nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("testnodes: start redis-server: %w", err)
-	}
-	stop = func() error {
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		return err
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if pingRedis(ctx, a, password) == nil {
@@ -100,4 +85,28 @@ func pingRedis(ctx context.Context, addr, password string) error {
 		got += string(buf[:k])
 	}
 	return nil
+}
+
+// startProcess starts argv in its own process group (killed if the test's process
+// dies), its output in a new file log; stop kills the group and waits.
+func startProcess(argv []string, log string) (stop func() error, err error) {
+	logf, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() error {
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		return err
+	}, nil
 }

@@ -192,3 +192,34 @@ func TestLocalServes(t *testing.T) {
 		t.Errorf("the lease lives on: %+v, %v", ttl, err)
 	}
 }
+
+// TestCleanupKillsOnlyTheToolsLeftovers: a member whose namespace was deleted under
+// it is found by its configuration and killed; the members of a live run are left
+// alone.
+func TestCleanupKillsOnlyTheToolsLeftovers(t *testing.T) {
+	testenv.RequireIntegration(t, testenv.Root, testenv.IPRoute2, testenv.Etcd)
+	live := lockservicetest.Start(t, lockservice.Config{Kind: kind.Etcd, Nodes: 1}).Service.(*Etcd)
+	n, id := lockservicetest.Net(t)
+	e, err := Start(context.Background(), n, Config{Nodes: 1, Dir: t.TempDir()}, id)
+	if e != nil {
+		t.Cleanup(func() { _ = e.Close() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := e.Members[0]
+	pid := orphan.Host.Pid()
+	if out, err := exec.Command("ip", "netns", "delete", orphan.Host.String()).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns delete: %v: %s", err, out)
+	}
+	left, err := Cleanup()
+	if err != nil || len(left) != 1 || left[0].Pid != pid || left[0].Conf != orphan.Conf {
+		t.Fatalf("Cleanup = %+v, %v; want only the orphaned member (pid %d, %s)", left, err, pid, orphan.Conf)
+	}
+	if lockservice.Running(pid) {
+		t.Error("the orphaned member still runs")
+	}
+	if live.Members[0].Host.Pid() == 0 {
+		t.Error("Cleanup killed a live run's member")
+	}
+}

@@ -2,14 +2,10 @@ package redis
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 )
@@ -19,46 +15,15 @@ import (
 // gone while it still runs (a namespace deleted under it keeps living, unnamed, as long
 // as its processes do): CleanupRedis finds those by the configuration the tool wrote.
 
-// LeftRedis is a redis-server the tool started that still runs.
-type LeftRedis struct {
-	Pid int
-	// Conf is the redis.conf it runs (the tool's: it starts with redisMarker).
-	Conf string
-}
+// LeftRedis is a redis-server the tool started that still runs; Conf is the
+// redis.conf it runs (the tool's: it starts with redisMarker).
+type LeftRedis = lockservice.LeftProcess
 
 // FindLeftRedis lists the redis-server processes that run a configuration the tool
 // wrote (named on their command line, or the redis.conf next to their data directory,
 // their working directory) and that are in none of the tool's namespaces that still
 // exist (a live run's). Any other redis-server is not the tool's and is never listed.
-func FindLeftRedis() ([]LeftRedis, error) {
-	live, err := lockservice.NewNSIndex()
-	if err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []LeftRedis
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !isRedisServer(pid) {
-			continue
-		}
-		// Namespace before configuration: a process that exits between the two
-		// reads then shows no namespace (skipped) rather than a dead one.
-		id := lockservice.NetnsOf(pid)
-		conf := ownConf(pid)
-		if conf == "" || id == (lockservice.NSID{}) || lockservice.InLiveLocal(conf) {
-			continue // conformance's private servers run outside any namespace
-		}
-		if _, ok, err := live.Lookup(id); err != nil || ok {
-			continue
-		}
-		out = append(out, LeftRedis{Pid: pid, Conf: conf})
-	}
-	return out, nil
-}
+func FindLeftRedis() ([]LeftRedis, error) { return lockservice.FindLeftProcesses(ownRedis) }
 
 // CleanupRedis kills what FindLeftRedis lists and waits (up to 5 s) for each to go.
 // Call it after netns.CleanupAll: the namespaces that remain then are live runs'.
@@ -67,21 +32,16 @@ func CleanupRedis() ([]LeftRedis, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range left {
-		_ = syscall.Kill(l.Pid, syscall.SIGKILL)
+	return left, lockservice.KillLeftProcesses(left, "redis-server", isRedisServer)
+}
+
+// ownRedis is the tool's redis.conf that process pid runs when it is a redis-server
+// ("" otherwise).
+func ownRedis(pid int) string {
+	if !isRedisServer(pid) {
+		return ""
 	}
-	var errs []error
-	deadline := time.Now().Add(5 * time.Second)
-	for _, l := range left {
-		for lockservice.Running(l.Pid) && isRedisServer(l.Pid) {
-			if time.Now().After(deadline) {
-				errs = append(errs, fmt.Errorf("redis-server %d (%s) outlived SIGKILL for 5s", l.Pid, l.Conf))
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	return left, errors.Join(errs...)
+	return ownConf(pid)
 }
 
 // isRedisServer reports whether pid is a redis-server (its command name; Debian's
