@@ -82,19 +82,26 @@ func (l *local) serving(ctx context.Context) error {
 // Connect is the member's client address.
 func (l *local) Connect() string { return l.addr }
 
-// End revokes the lease the worker reported as its session: its keys go at once,
-// and its client learns at its next keep-alive, within the session timeout.
+// End revokes the lease that holds the worker's lock: the one its acquire named
+// (lock.session), else the one it reported last as its session. Its keys go at once,
+// and its client learns at its next keep-alive, within the session timeout. (A
+// library that grants a lease per hold, as etcd3's Lock on npm does, names it in its
+// acquire; its session event comes after the acquire's reply.)
 func (l *local) End(ctx context.Context, h lockservice.Holder) (lockservice.Ending, error) {
-	id, ok := lockservice.ParseSession(h.Session)
+	session := h.Place.Session
+	if session == "" {
+		session = h.Session
+	}
+	id, ok := lockservice.ParseSession(session)
 	if !ok {
-		return lockservice.Ending{}, lockservice.CannotEnd(fmt.Sprintf("the worker's session %q is no lease id (0x<hex>): a session event with the lease its lock's keys are attached to", h.Session))
+		return lockservice.Ending{}, lockservice.CannotEnd(fmt.Sprintf("the worker's session %q is no lease id (0x<hex>): a session event with the lease its lock's keys are attached to", session))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*lockservice.OpTimeout)
 	defer cancel()
 	if _, err := l.client.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
-		return lockservice.Ending{}, fmt.Errorf("revoke lease %s: %w", h.Session, err)
+		return lockservice.Ending{}, fmt.Errorf("revoke lease %s: %w", session, err)
 	}
-	return lockservice.Ending{Did: "revoked lease " + h.Session, MustReport: true}, nil
+	return lockservice.Ending{Did: "revoked lease " + session, MustReport: true}, nil
 }
 
 // Close stops the member and removes its files.

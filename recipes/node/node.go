@@ -3,7 +3,8 @@
 // package-lock.json npm made of it), the one implementation of the worker protocol
 // they share (zlcworker.js), their ioredis client made in one place (redisclient.js)
 // and a worker per library (redlock_worker.js for @sesamecare-oss/redlock,
-// redis_semaphore_worker.js for redis-semaphore's Mutex). Package recipes installs the
+// redis_semaphore_worker.js for redis-semaphore's Mutex, etcd3_worker.js for
+// etcd3's Lock). Package recipes installs the
 // pins with npm ci into the cache (internal/npm), unpacks the scripts there beside a
 // link to the installed node_modules, and runs a worker with node;
 // `zlockcheck fetch` installs the pins beforehand.
@@ -24,7 +25,7 @@ var packageLock []byte
 
 // The workers and the protocol module; the test stays in the checkout.
 //
-//go:embed zlcworker.js redisclient.js redlock_worker.js redis_semaphore_worker.js
+//go:embed zlcworker.js redisclient.js redlock_worker.js redis_semaphore_worker.js etcd3_worker.js
 var files embed.FS
 
 // Files are the workers' scripts, which run side by side (each requires
