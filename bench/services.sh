@@ -15,7 +15,7 @@
 # redisson-redlock, pottery-redlock, node-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry,
 # pg-advisory, pals-lock, spring-jdbc-postgres; MariaDB, one server: mariadb-getlock, spring-jdbc-mariadb (the mutex workload: the session locks' default is the
 # reentrant one, whose nested acquires are no lock cycles); etcd, 3 members: etcd-mutex and
-# etcd-mutex-validity on Debian's 3.4.23, etcd-mutex on 3.6.16 (the plain loop:
+# etcd-mutex-validity and etcd-node-lock on Debian's 3.4.23, etcd-mutex on 3.6.16 (the plain loop:
 # concurrency.Mutex's Lock / Unlock, each goroutine its own client and session); at 5 and 20 workers (WORKERS="5 20"; ONLY="gozk redsync" runs
 # only those recipes).
 # Prints one markdown table: harness steady cycles/s (results.json
@@ -70,6 +70,7 @@ cells=(
   "etcd 3.4.23 (3 members)|etcd-mutex|"
   "etcd 3.4.23 (3 members)|etcd-mutex-validity|"
   "etcd 3.6.16 (3 members)|etcd-mutex|--etcd-version 3.6.16"
+  "etcd 3.4.23 (3 members)|etcd-node-lock|"
 )
 echo "## ZooKeeper, Redis and database locks side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
 echo
