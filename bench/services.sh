@@ -72,7 +72,7 @@ cells=(
   "etcd 3.6.16 (3 members)|etcd-mutex|--etcd-version 3.6.16"
   "etcd 3.4.23 (3 members)|etcd-node-lock|"
 )
-echo "## ZooKeeper, Redis and database locks side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
+echo "## ZooKeeper, Redis, database and etcd locks side by side ($(date -u '+%F %H:%M') UTC, $(nproc) cores, one run of $time each, --hold-max 1ms, --baseline)"
 echo
 printf '| service / topology | recipe | workers | harness cycles/s (steady) | harness acquire p50 (ms) | harness acquire p99 (ms) | plain loop cycles/s | plain acquire p50 (ms) | plain acquire p99 (ms) | harness / plain | verdict |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
