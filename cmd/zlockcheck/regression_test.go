@@ -59,6 +59,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"etcd-mutex-done-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"etcd-mutex-unlock-retried-22082.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 4 held"}},
+		{"etcd-node-lock-client-pause-release-unchecked.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 3 held"}},
 		{"etcd-node-lock-lost-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 1 held"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
