@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // Running reports whether process pid exists and is no zombie (one that died but
@@ -149,4 +150,15 @@ func KillLeftProcesses(left []LeftProcess, what string, same func(pid int) bool)
 func CommandIs(pid int, prefix string) bool {
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	return err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), prefix)
+}
+
+// LeftServers is how a kind's sweep reports the server processes it killed
+// (KillLeftProcesses): what names the server ("redis-server").
+func LeftServers(k kind.Name, what string, left []LeftProcess) []Leftover {
+	out := make([]Leftover, len(left))
+	for i, l := range left {
+		out[i] = Leftover{Kind: k, Short: fmt.Sprintf("%s %d", what, l.Pid),
+			Line: fmt.Sprintf("killed %s %d (%s): its run's namespace was gone", what, l.Pid, l.Conf)}
+	}
+	return out
 }

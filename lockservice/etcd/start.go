@@ -44,10 +44,5 @@ func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, 
 // sweep kills the members whose run's namespace is gone (Cleanup).
 func sweep() ([]lockservice.Leftover, error) {
 	left, err := Cleanup()
-	out := make([]lockservice.Leftover, len(left))
-	for i, l := range left {
-		out[i] = lockservice.Leftover{Kind: kind.Etcd, Short: fmt.Sprintf("etcd %d", l.Pid),
-			Line: fmt.Sprintf("killed etcd %d (%s): its run's namespace was gone", l.Pid, l.Conf)}
-	}
-	return out, err
+	return lockservice.LeftServers(kind.Etcd, "etcd", left), err
 }

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -48,10 +47,5 @@ func init() { lockservice.RegisterSweep(kind.Redis, sweep) }
 // sweep kills the redis-servers whose run's namespace is gone (CleanupRedis).
 func sweep() ([]lockservice.Leftover, error) {
 	left, err := CleanupRedis()
-	out := make([]lockservice.Leftover, len(left))
-	for i, l := range left {
-		out[i] = lockservice.Leftover{Kind: kind.Redis, Short: fmt.Sprintf("redis-server %d", l.Pid),
-			Line: fmt.Sprintf("killed redis-server %d (%s): its run's namespace was gone", l.Pid, l.Conf)}
-	}
-	return out, err
+	return lockservice.LeftServers(kind.Redis, "redis-server", left), err
 }
