@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,10 +11,10 @@ import (
 
 // TestValidateRedisFaults: the Redis classes run on Redis (failover on the replicas
 // topology only); failover, clock-jump and connection-kill are refused on ZooKeeper,
-// restart is not.
+// restart is not; compaction (etcd's) is refused on both.
 func TestValidateRedisFaults(t *testing.T) {
 	c := redisConfig()
-	c.Nemesis = nemesis.NamedClasses()
+	c.Nemesis = slices.DeleteFunc(nemesis.NamedClasses(), func(cl nemesis.Class) bool { return cl == nemesis.ClassCompaction })
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "--redis-topology replicas") {
 		t.Errorf("failover on a single instance: %v", err)
 	}
@@ -24,9 +25,13 @@ func TestValidateRedisFaults(t *testing.T) {
 	for _, cl := range nemesis.NamedClasses() {
 		zk := Config{Recipe: "exec", WorkerArgv: []string{"w"}, Nemesis: []nemesis.Class{cl}}
 		err := zk.Defaults().Validate()
-		redisOnly := cl == nemesis.ClassFailover || cl == nemesis.ClassClockJump || cl == nemesis.ClassConnectionKill
+		redisOnly := cl == nemesis.ClassFailover || cl == nemesis.ClassClockJump || cl == nemesis.ClassConnectionKill || cl == nemesis.ClassCompaction
 		if refused := err != nil && strings.Contains(err.Error(), "ZooKeeper cannot"); refused != redisOnly {
 			t.Errorf("%s on ZooKeeper: %v", cl, err)
 		}
+	}
+	c.Nemesis = []nemesis.Class{nemesis.ClassCompaction}
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "Redis cannot") {
+		t.Errorf("compaction on Redis: %v", err)
 	}
 }

@@ -74,7 +74,7 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
 		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
 		"want zookeeper, redis, postgres": func(c *Config) {
-			c.Service = "etcd"
+			c.Service = "consul"
 		},
 	}
 	if err := redisConfig().Defaults().Validate(); err != nil {
