@@ -1,8 +1,9 @@
 // Package lockservice is the core every kind of lock service plugs into: the
 // Service a run sees (start, wait until serving, which server a client is on and
 // which leads, version, close on every exit path), the registries of how each kind's
-// servers start (RegisterStart, Register), are swept (RegisterSweep) and are set up
-// (RegisterSettings: its section of a run's configuration, its flags), and what the
+// servers start (RegisterStart, Register), are swept (RegisterSweep), are fetched
+// into the cache by make setup (RegisterFetcher) and are set up (RegisterSettings:
+// its section of a run's configuration, its flags), and what the
 // kinds share: the run network's server addresses (ServerAddr), a server of a run
 // (Member: its id, host, client port and files), a server's host in a
 // namespace (NSHost) and the wait until servers serve (WaitServing), SSH nodes
@@ -21,6 +22,9 @@
 //     existing Redis, in a topology (one instance, a primary with replicas,
 //     independent primaries for RedLock) with a persistence setting; the lock's key and clients, the counter, the plain loop,
 //     failover, clock jumps, connection kills, the sweep of instances left behind.
+//   - etcd: 1, 3 or 5 members from Debian's etcd-server or a release built from the
+//     Go module proxy, or an existing cluster (--connect); a worker's session is a
+//     lease: the lock's keys and leases, the lease revoked, compaction, the plain loop.
 //   - sqldb: PostgreSQL (a primary, optionally a streaming standby) and MariaDB
 //     (independent servers), in namespaces or on SSH nodes, made fresh in zlc-prefixed
 //     directories, or existing ones (--connect, a schema or database of the run's): their lock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,14 @@ func TestEveryKindStarts(t *testing.T) {
 		if !lockservice.Registered(k.Name) {
 			t.Errorf("kind %s: no start registered (lockservice.RegisterStart)", k.Name)
 		}
+	}
+	for _, f := range lockservice.Fetchers() {
+		if _, ok := kind.Lookup(f.Kind); !ok || f.What == "" {
+			t.Errorf("fetcher %+v: not a registered kind's, or says nothing of what it fetches", f)
+		}
+	}
+	if fs := lockservice.Fetchers(); !slices.ContainsFunc(fs, func(f lockservice.Fetcher) bool { return f.Kind == kind.Etcd }) {
+		t.Errorf("no fetcher for etcd's releases among %d", len(fs))
 	}
 	if lockservice.Registered("consul") {
 		t.Error("consul has a start nobody registered")

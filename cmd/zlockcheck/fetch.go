@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/internal/npm"
 	"github.com/zlockcheck/zlockcheck/internal/pypi"
-	"github.com/zlockcheck/zlockcheck/lockservice/etcd"
+	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/recipes/jvm"
@@ -20,8 +21,8 @@ import (
 // fetchCmd fetches what runs may take from the registries into the cache: from Maven
 // Central the ZooKeeper releases of --zk-version and the Java workers' libraries, from
 // PyPI the Python workers' libraries into their virtual environment, from the npm
-// registry the Node workers' libraries, from the Go module proxy the etcd releases of
-// --etcd-version, built (make setup runs it; a second call downloads
+// registry the Node workers' libraries, and what each kind's Fetcher brings (the etcd
+// releases of --etcd-version, built from the Go module proxy) (make setup runs it; a second call downloads
 // nothing), and removes from the cache what no pinned release uses any more
 // (maven.Sweep, pypi.Sweep, npm.Sweep) and the worker directories this binary would
 // not use (recipes.SweepWorkers).
@@ -44,8 +45,12 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err := jvm.FetchAll(ctx, cfg); err != nil {
 		return exitError, err
 	}
-	if err := etcd.BuildReleases(ctx, dir, stderr); err != nil {
-		return exitError, err
+	what := []string{"ZooKeeper releases and Java workers' libraries from Maven Central", "Python workers' libraries from PyPI", "Node workers' libraries from npm"}
+	for _, f := range lockservice.Fetchers() {
+		if err := f.Fetch(ctx, dir, stderr); err != nil {
+			return exitError, err
+		}
+		what = append(what, f.What)
 	}
 	pcfg := pypi.Config{CacheDir: dir, Log: stderr}
 	if _, err := pypi.Venv(ctx, pcfg, pyworkers.Requirements()); err != nil {
@@ -66,10 +71,12 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 		installs, err = npm.Sweep(ncfg, nodeworkers.Lock())
 		removed = append(removed, installs...)
 	}
-	if err == nil {
-		var builds []string
-		builds, err = etcd.SweepReleases(dir)
-		removed = append(removed, builds...)
+	for _, f := range lockservice.Fetchers() {
+		if err == nil {
+			var left []string
+			left, err = f.Sweep(dir)
+			removed = append(removed, left...)
+		}
 	}
 	if err == nil {
 		// After the installs: a worker directory whose install went goes too.
@@ -83,6 +90,6 @@ func fetchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) (int
 	if err != nil {
 		return exitError, err
 	}
-	fmt.Fprintf(stdout, "in %s: ZooKeeper releases and Java workers' libraries from Maven Central, Python workers' libraries from PyPI, Node workers' libraries from npm, etcd releases built from the Go module proxy\n", dir)
+	fmt.Fprintf(stdout, "in %s: %s\n", dir, strings.Join(what, ", "))
 	return 0, nil
 }

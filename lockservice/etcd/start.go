@@ -12,6 +12,8 @@ import (
 func init() {
 	lockservice.RegisterStart(kind.Etcd, start)
 	lockservice.RegisterSweep(kind.Etcd, sweep)
+	lockservice.RegisterFetcher(lockservice.Fetcher{Kind: kind.Etcd, What: "etcd releases built from the Go module proxy",
+		Fetch: BuildReleases, Sweep: SweepReleases})
 }
 
 // start starts the members cfg asks for in the run's namespaces; cfg.Settings, when
