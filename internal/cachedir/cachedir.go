@@ -10,6 +10,7 @@ package cachedir
 import (
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Put makes dir with fill, unless it exists: fill gets an empty temporary directory
@@ -44,16 +45,16 @@ func Put(dir, tmpPattern string, fill func(tmp string) error) (bool, error) {
 	return true, nil
 }
 
-// Sweep removes every path that the glob pattern matches but keep, and returns what
-// it removed.
-func Sweep(pattern, keep string) ([]string, error) {
+// Sweep removes every path that the glob pattern matches but those of keep, and
+// returns what it removed.
+func Sweep(pattern string, keep ...string) ([]string, error) {
 	matches, err := filepath.Glob(pattern)
 	if err != nil {
 		return nil, err
 	}
 	var removed []string
 	for _, m := range matches {
-		if m == keep {
+		if slices.Contains(keep, m) {
 			continue
 		}
 		if err := os.RemoveAll(m); err != nil {

@@ -122,29 +122,14 @@ func Build(ctx context.Context, cfg Config, m Module) (string, error) {
 	return bin, nil
 }
 
-// Sweep removes the cache directories of programs named like one of mods (Name's
-// prefix up to its last '-', the version) that none of mods is: the builds a
-// changed pin left behind. It returns what it removed.
+// Sweep removes the cache directories of programs named prefix-... that none of mods
+// is: the builds a changed pin left behind. It returns what it removed.
 func Sweep(cacheDir, prefix string, mods ...Module) ([]string, error) {
-	keep := map[string]bool{}
-	for _, m := range mods {
-		keep[m.Dir(cacheDir)] = true
+	keep := make([]string, len(mods))
+	for i, m := range mods {
+		keep[i] = m.Dir(cacheDir)
 	}
-	matches, err := filepath.Glob(filepath.Join(cacheDir, prefix+"-*"))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	for _, d := range matches {
-		if keep[d] {
-			continue
-		}
-		if err := os.RemoveAll(d); err != nil {
-			return removed, err
-		}
-		removed = append(removed, d)
-	}
-	return removed, nil
+	return cachedir.Sweep(filepath.Join(cacheDir, prefix+"-*"), keep...)
 }
 
 // lastLines is the last n lines of s, joined by " | ".
