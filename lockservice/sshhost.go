@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -277,4 +278,9 @@ func (h *SSHHost) Run(ctx context.Context, what, script string, idempotent bool)
 // ReadFile reads a file of the node.
 func (h *SSHHost) ReadFile(ctx context.Context, file string) ([]byte, error) {
 	return h.node.ReadFile(ctx, file)
+}
+
+// WriteFile writes data to the file name of the server's node directory (mode perm).
+func (h *SSHHost) WriteFile(ctx context.Context, name string, data []byte, perm os.FileMode) error {
+	return h.node.WriteFile(ctx, h.file(name), data, perm)
 }

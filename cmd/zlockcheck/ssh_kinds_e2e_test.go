@@ -30,6 +30,8 @@ func TestSSHRunsEveryKind(t *testing.T) {
 		honest bool
 		// conf is server id's configuration file, and what it must say on node addr.
 		conf func(id int, addr, first string) (file string, want []string)
+		// long, when set, says why the row is left to make test-long.
+		long string
 	}{
 		{
 			// RedLock's three independent instances: an instance paused or cut off
@@ -64,11 +66,23 @@ func TestSSHRunsEveryKind(t *testing.T) {
 			conf: func(id int, addr, _ string) (string, []string) {
 				return "my.cnf", []string{"bind-address = " + addr + "\n"}
 			},
+			long: "a third server on SSH nodes under kill; make test keeps Redis and PostgreSQL there, and mariadb-getlock under kill in namespaces (TestEveryKindRunsValid)",
+		},
+		{
+			// Three etcd members (Debian's, from the nodes' PATH), one killed (and
+			// restarted) at a time: the quorum stays, and the lock with it.
+			name: "etcd/etcd-mutex", nodes: 3, needs: []testenv.Requirement{testenv.Etcd},
+			args:   []string{"--service", "etcd", "--recipe", "etcd-mutex", "--nemesis", "kill", "--nemesis-targets", "one"},
+			landed: "kill",
+			conf: func(id int, addr, _ string) (string, []string) {
+				return "etcd.conf.yml", []string{`listen-client-urls: "http://` + addr + `:2379"`}
+			},
+			long: "a fourth kind on SSH nodes; make test runs etcd's members in namespaces under kill and partition (TestEveryKindRunsValid)",
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.name == "mariadb/mariadb-getlock" {
-				testenv.Long(t, "a third server on SSH nodes under kill; make test keeps Redis and PostgreSQL there, and mariadb-getlock under kill in namespaces (TestEveryKindRunsValid)")
+			if c.long != "" {
+				testenv.Long(t, c.long)
 			}
 			testenv.RequireIntegration(t, append([]testenv.Requirement{testenv.Root, testenv.IPRoute2, testenv.NFTables}, c.needs...)...)
 			nodes := testnodes.StartT(t, c.nodes)

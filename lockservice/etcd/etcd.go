@@ -74,6 +74,8 @@ type Etcd struct {
 
 	// external: an existing cluster (ConnectExisting), not the tool's to manage.
 	external bool
+	// remote holds the members on SSH nodes (StartRemote), nil in namespaces.
+	remote *lockservice.Remote
 
 	mu     sync.Mutex
 	client *clientv3.Client // the harness's own, from the hub; made on first use
@@ -164,8 +166,10 @@ func (e *Etcd) addMember(ctx context.Context, id int, bin, runID string) (*locks
 type memberURLs struct{ client, peer string }
 
 // runURLs are the URLs of member id of a run, at its namespace's address.
-func runURLs(id int) memberURLs {
-	a := lockservice.ServerAddr(id)
+func runURLs(id int) memberURLs { return addrURLs(lockservice.ServerAddr(id)) }
+
+// addrURLs are the URLs of a member listening on address a.
+func addrURLs(a netip.Addr) memberURLs {
 	return memberURLs{client: fmt.Sprintf("http://%s:%d", a, ClientPort), peer: fmt.Sprintf("http://%s:%d", a, peerPort)}
 }
 
@@ -198,6 +202,21 @@ func memberConf(id int, urls []memberURLs, data, token, why string) []byte {
 	return []byte(b.String())
 }
 
+// dial opens a TCP connection from the harness to addr: from this process's own
+// namespace to a member on an SSH node, else from the run network's hub.
+func (e *Etcd) dial(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	if e.remote != nil {
+		return lockservice.RootDial(ctx, addr, timeout)
+	}
+	return e.Net.Dial(ctx, addr, timeout)
+}
+
+// dialer is the gRPC dial option of the harness's clients: e.dial, bounded by
+// timeout.
+func (e *Etcd) dialer(timeout time.Duration) grpc.DialOption {
+	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return e.dial(ctx, addr, timeout) })
+}
+
 // Connect is every member's client address, host:2379,...
 func (e *Etcd) Connect() string { return strings.Join(lockservice.ClientAddrs(e.Members), ",") }
 
@@ -214,7 +233,7 @@ func (e *Etcd) httpGet(ctx context.Context, m *lockservice.Member, path string, 
 	defer cancel()
 	c := http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-			return e.Net.Dial(ctx, addr, lockservice.OpTimeout)
+			return e.dial(ctx, addr, lockservice.OpTimeout)
 		}}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.ClientAddr()+path, nil)
 	if err != nil {
@@ -262,9 +281,7 @@ func (e *Etcd) serving(ctx context.Context, m *lockservice.Member) error {
 // isMember is nil when the server at m's address is member m of the cluster.
 func (e *Etcd) isMember(ctx context.Context, m *lockservice.Member) error {
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientAddr()}, DialTimeout: lockservice.OpTimeout, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return e.Net.Dial(ctx, addr, lockservice.OpTimeout)
-		})}})
+		DialOptions: []grpc.DialOption{e.dialer(lockservice.OpTimeout)}})
 	if err != nil {
 		return err
 	}
@@ -326,9 +343,7 @@ func (e *Etcd) admin() (*clientv3.Client, error) {
 		Endpoints:   lockservice.ClientAddrs(e.Members),
 		DialTimeout: 2 * time.Second,
 		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return e.Net.Dial(ctx, addr, 2*time.Second)
-		})},
+		DialOptions: []grpc.DialOption{e.dialer(2 * time.Second)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd: the harness's client: %w", err)
@@ -365,8 +380,11 @@ func (e *Etcd) Close() error {
 	if c != nil {
 		errs = append(errs, c.Close())
 	}
-	for _, m := range e.Members {
-		if !e.external {
+	switch {
+	case e.remote != nil:
+		errs = append(errs, e.closeRemote())
+	case !e.external:
+		for _, m := range e.Members {
 			errs = append(errs, m.Host.Kill(context.Background()))
 		}
 	}

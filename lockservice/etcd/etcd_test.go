@@ -76,7 +76,7 @@ func TestSettings(t *testing.T) {
 	}{
 		{lockservice.Plan{Nodes: 2}, "1, 3 or 5 members, not 2"},
 		{lockservice.Plan{Nodes: 3, Connect: "10.0.0.1:2379"}, "--connect names 1 etcd members, --nodes says 3"},
-		{lockservice.Plan{Nodes: 3, SSH: &lockservice.SSHConfig{}}, "ssh-nodes:"},
+		{lockservice.Plan{Nodes: 2, SSH: &lockservice.SSHConfig{Nodes: []string{"n1", "n2"}}}, "ssh-nodes: 2 nodes: an etcd cluster here has 1, 3 or 5 members"},
 		{lockservice.Plan{Nodes: 3, Processes: true}, "baseline-processes"},
 	} {
 		if err := s.Validate(c.p); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -85,6 +85,9 @@ func TestSettings(t *testing.T) {
 	}
 	if err := s.Validate(lockservice.Plan{Nodes: 5}); err != nil {
 		t.Error(err)
+	}
+	if err := s.Validate(lockservice.Plan{Nodes: 3, SSH: &lockservice.SSHConfig{Nodes: []string{"n1", "n2", "n3"}}}); err != nil {
+		t.Errorf("three SSH nodes: %v", err)
 	}
 	if err := (Settings{Version: "3.6.16"}).Validate(lockservice.Plan{Nodes: 1, Connect: "10.0.0.1"}); err == nil || !strings.Contains(err.Error(), "etcd-version: an existing cluster") {
 		t.Errorf("a release asked of an existing cluster: %v", err)

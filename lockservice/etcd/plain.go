@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -26,9 +25,7 @@ func (e *Etcd) PlainLoops(ctx context.Context, path string, n int, d, sessionTim
 	sessions := make([]*concurrency.Session, n)
 	for i := range sessions {
 		c, err := clientv3.New(clientv3.Config{Endpoints: lockservice.ClientAddrs(e.Members), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
-			DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-				return e.Net.Dial(ctx, addr, 2*time.Second)
-			})}})
+			DialOptions: []grpc.DialOption{e.dialer(2 * time.Second)}})
 		if err != nil {
 			return b, fmt.Errorf("baseline client %d: %w", i, err)
 		}

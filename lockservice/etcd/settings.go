@@ -59,8 +59,8 @@ func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservic
 }
 
 // Validate refuses what an etcd run cannot do (yet): a release not pinned, a cluster
-// of another size, SSH nodes (not yet), a release asked of an existing cluster, a
-// plain loop as processes.
+// of another size (on SSH nodes: another number of nodes), a release asked of an
+// existing cluster, a plain loop as processes.
 func (s Settings) Validate(p lockservice.Plan) error {
 	if s.Version != "" && s.Version != Debian {
 		if _, err := module(s.Version); err != nil {
@@ -79,13 +79,15 @@ func (s Settings) Validate(p lockservice.Plan) error {
 		}
 		return nil
 	}
-	switch {
-	case p.SSH != nil:
-		return errors.New("ssh-nodes: etcd members on SSH nodes are not supported yet (issue 41): zlockcheck starts its own members in namespaces")
-	case p.Processes:
+	if p.Processes {
 		return errors.New("baseline-processes: there is no plain etcd client loop yet")
 	}
-	return validateNodes(p.Nodes)
+	if err := validateNodes(p.Nodes); err != nil && p.SSH != nil {
+		return fmt.Errorf("ssh-nodes: %d nodes: an etcd cluster here has 1, 3 or 5 members, one a node", p.Nodes)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // Server is the members' configuration for the run (start).

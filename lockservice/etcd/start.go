@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -26,9 +25,6 @@ func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, 
 		}
 		return e, err
 	}
-	if cfg.SSH != nil {
-		return nil, fmt.Errorf("etcd: members on SSH nodes are not supported yet")
-	}
 	ec, _ := cfg.Settings.(Config)
 	if ec.Dir == "" {
 		ec.Dir = cfg.Dir
@@ -36,7 +32,14 @@ func start(ctx context.Context, network *netns.Network, cfg lockservice.Config, 
 	if ec.Nodes == 0 {
 		ec.Nodes = cfg.Nodes
 	}
-	e, err := Start(ctx, network, ec, runID)
+	start := Start
+	if cfg.SSH != nil {
+		ssh := *cfg.SSH
+		start = func(ctx context.Context, network *netns.Network, ec Config, runID string) (*Etcd, error) {
+			return StartRemote(ctx, network, ec, ssh, runID)
+		}
+	}
+	e, err := start(ctx, network, ec, runID)
 	if e == nil {
 		return nil, err
 	}
