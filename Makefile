@@ -60,8 +60,16 @@ examples-setup:
 	  cp examples/workers/package-lock.json $(EXAMPLES_NODE)/zlc-installed-package-lock.json; \
 	fi
 
+# Beside bin/zlockcheck, one build of it per pinned etcd client other than its own
+# (lockservice/etcd/clients/vX: go build -modfile), which serves the Go etcd recipes of
+# a run whose members run that client's release (--etcd-client, docs/etcd.md).
 build: setup
 	$(GO) build -o $(BIN) ./cmd/zlockcheck
+	@for m in lockservice/etcd/clients/v*/client.mod; do \
+	  v=$$(basename $$(dirname $$m)); \
+	  $(GO) build -modfile=$$m -o $(BIN)-etcd-client-$$v ./cmd/zlockcheck || \
+	    { echo "$$m no longer follows go.mod: run scripts/etcd-client-pins.sh"; exit 1; }; \
+	done
 	sh recipes/curator/build.sh build/curator
 
 run: build

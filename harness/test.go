@@ -101,7 +101,7 @@ func Test(ctx context.Context, cfg Config) (TestResult, error) {
 		return t, err
 	}
 	t.Config = *sr.Config
-	if t.Results, err = sr.check(outcomeCourse(out, runErr, cfg.Recipe)); err != nil {
+	if t.Results, err = sr.check(outcomeCourse(out, runErr, cfg.Recipe, cfg.WorkerArgv)); err != nil {
 		return t, err
 	}
 	if runErr != nil && t.Results.Verdict == models.Valid {
@@ -161,9 +161,21 @@ func (c Config) Resolve(ctx context.Context) (Config, error) {
 	case !r.Supports(c.Workload.Kind):
 		return c, fmt.Errorf("recipe %s does not do the %s workload (it does %v)", r.Name, c.Workload.Kind, r.Kinds)
 	case len(c.WorkerArgv) == 0:
-		c.WorkerArgv, err = c.Worker.Command(ctx, r)
+		w := c.Worker
+		if g, ok := c.Settings.(goWorkers); ok && r.Runtime == recipes.InProcess && w.Self != "" {
+			if w.Self, err = g.GoWorker(w.Self); err != nil {
+				return c, err
+			}
+		}
+		c.WorkerArgv, err = w.Command(ctx, r)
 	}
 	return c, err
+}
+
+// goWorkers is a kind's settings that pick the build of zlockcheck serving the Go
+// recipes (etcd's --etcd-client: a build against another client library).
+type goWorkers interface {
+	GoWorker(self string) (string, error)
 }
 
 // defaultKind is the workload of a run that names none: a counter when fenced (only
@@ -317,10 +329,10 @@ func (c Config) reportConfig() report.RunConfig {
 }
 
 // outcomeCourse is how a run of recipe went, from its outcome and error, for its report.
-func outcomeCourse(out Outcome, runErr error, recipe string) report.Course {
+func outcomeCourse(out Outcome, runErr error, recipe string, argv []string) report.Course {
 	c := report.Course{
 		Interrupted: out.Interrupted, Elapsed: out.Elapsed, Service: string(out.Service), ServerVersion: out.ServerVersion,
-		RecipeVersion: recipeVersion(recipe),
+		RecipeVersion: recipeVersion(recipe, argv),
 	}
 	if runErr != nil {
 		c.SetupError = runErr.Error()
@@ -339,11 +351,15 @@ func outcomeCourse(out Outcome, runErr error, recipe string) report.Course {
 }
 
 // recipeVersion names the library a recipe tests and its installed version, for
-// results.json; "" for exec or when unknown.
-func recipeVersion(name string) string {
+// results.json; "" for exec or when unknown. argv is the worker's command line: a Go
+// recipe's library is the one its binary was built with.
+func recipeVersion(name string, argv []string) string {
 	r, err := recipes.Find(name)
 	if err != nil {
 		return ""
+	}
+	if r.Runtime == recipes.InProcess && len(argv) > 0 {
+		return r.VersionIn(argv[0])
 	}
 	return r.Version()
 }

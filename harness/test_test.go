@@ -68,11 +68,11 @@ func TestResolveCompletesTheRecipesSide(t *testing.T) {
 // CLI's tests look at it (cmd/zlockcheck).
 func TestRecipeVersionNamesTheLibrary(t *testing.T) {
 	for _, name := range []string{"zlc-mutex", "mutant-off-by-one"} {
-		if got := recipeVersion(name); !strings.HasPrefix(got, "zlockcheck ") {
+		if got := recipeVersion(name, nil); !strings.HasPrefix(got, "zlockcheck ") {
 			t.Errorf("recipeVersion(%q) = %q, want it to start with %q", name, got, "zlockcheck ")
 		}
 	}
-	if got := recipeVersion("exec"); got != "" {
+	if got := recipeVersion("exec", nil); got != "" {
 		t.Errorf("recipeVersion(exec) = %q, want empty (unknown)", got)
 	}
 }

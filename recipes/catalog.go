@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"os/exec"
 	"runtime/debug"
@@ -412,6 +413,21 @@ func (r Entry) Version() string {
 	if !ok || l.Name == "" {
 		return ""
 	}
+	return l.goVersion(bi)
+}
+
+// VersionIn is Version for a Go recipe served by binary (a build of zlockcheck,
+// maybe against another client library): the library's version it was built with.
+func (r Entry) VersionIn(binary string) string {
+	bi, err := buildinfo.ReadFile(binary)
+	if r.Runtime != InProcess || err != nil || r.Library.Name == "" {
+		return r.Version()
+	}
+	return r.Library.goVersion(bi)
+}
+
+// goVersion names the library and its version in a Go binary's build information.
+func (l Library) goVersion(bi *debug.BuildInfo) string {
 	if l.Module == "" {
 		return l.Name + " " + bi.Main.Version
 	}

@@ -529,7 +529,9 @@ func (r *etcdMutex) retryUnlock(m *concurrency.Mutex) {
 		ctx, cancel := context.WithTimeout(context.Background(), r.unlockTimeout())
 		err := m.Unlock(ctx)
 		cancel()
-		if err == nil || errors.Is(err, concurrency.ErrLockReleased) {
+		// Answered: deleted now, or released already (3.6's ErrLockReleased; 3.5
+		// deletes the released key's placeholder and says nil).
+		if err == nil || m.Key() == "\x00" {
 			r.log.Printf("unlock of %s retried: %v", m.Key(), err)
 			return
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,6 +83,10 @@ type kindRun struct {
 	// long: run by make test-long only (a JVM recipe's five JVMs; make test keeps
 	// its conformance).
 	long bool
+	// etcdClient, when set, is the etcd client whose build of zlockcheck (make
+	// build's, lockservice/etcd/clients) the run's Go workers need: the test builds
+	// it beside its binary.
+	etcdClient string
 }
 
 // TestEveryKindRunsValid: one run per kind and deployment, each under faults that
@@ -159,6 +164,11 @@ func TestEveryKindRunsValid(t *testing.T) {
 		{name: "etcd-mutex-3.6-fenced", require: requireEtcd,
 			args:    []string{"--recipe", "etcd-mutex", "--etcd-version", "3.6.16", "--workload", "counter", "--fenced", "--nemesis", "session-expire,client-pause", "--nemesis-targets", "holder"},
 			service: "etcd", settings: `"etcd_version": "3.6.16"`, log: "etcd 3.6.16 (release 3.6.16)", long: true},
+		// On release 3.5's members, its workers are a build of zlockcheck against
+		// the 3.5 client (the matching one, by default), and the report says so.
+		{name: "etcd-mutex-3.5-matching-client", require: requireEtcd,
+			args:    []string{"--recipe", "etcd-mutex", "--etcd-version", "3.5.35", "--nemesis", "kill,partition"},
+			service: "etcd", settings: `"etcd_version": "3.5.35"`, log: "etcd client v3.5.35", long: true, etcdClient: "3.5.35"},
 	}
 	for _, c := range runs {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,8 +179,22 @@ func TestEveryKindRunsValid(t *testing.T) {
 			if c.parallel {
 				t.Parallel()
 			}
+			if c.etcdClient != "" {
+				buildEtcdClient(t, c.etcdClient)
+			}
 			checkKindRun(t, c)
 		})
+	}
+}
+
+// buildEtcdClient builds zlockcheck against etcd client v beside the test's binary,
+// as make build does beside bin/zlockcheck.
+func buildEtcdClient(t *testing.T, v string) {
+	t.Helper()
+	out, err := exec.Command("go", "build", "-modfile", filepath.Join("..", "..", "lockservice", "etcd", "clients", "v"+v, "client.mod"),
+		"-o", filepath.Join(filepath.Dir(binary), "zlockcheck-etcd-client-v"+v), ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build zlockcheck against etcd client %s: %v\n%s", v, err, out)
 	}
 }
 

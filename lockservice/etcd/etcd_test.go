@@ -3,9 +3,12 @@ package etcd
 import (
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
@@ -97,5 +100,62 @@ func TestSettings(t *testing.T) {
 	}
 	if b := (Settings{Version: "3.6.16"}).Brief(lockservice.Plan{Nodes: 3}); b != "service etcd (3 members, release 3.6.16)" {
 		t.Errorf("Brief = %q", b)
+	}
+}
+
+// TestClientMatchesTheMembers: --etcd-client's default picks the pinned client of
+// the members' minor release, zlockcheck's own for Debian's 3.4 (no 3.4 client builds
+// beside it) and for a release of its own minor; GoWorker finds that client's build
+// beside the binary, and refuses one missing or older than the binary.
+func TestClientMatchesTheMembers(t *testing.T) {
+	const own = "3.6.16" // a test binary's build information has no modules
+	if got := clients(own); !slices.Equal(got, []string{"3.5.35", own, "3.7.3"}) {
+		t.Fatalf("clients(%s) = %v", own, got)
+	}
+	for _, c := range []struct {
+		s    Settings
+		want string
+	}{
+		{Settings{}, own},
+		{Settings{Version: "3.5.35"}, "3.5.35"},
+		{Settings{Version: own}, own},
+		{Settings{Version: "3.5.35", Client: own}, own},
+		{Settings{Client: "3.5.35"}, "3.5.35"},
+	} {
+		if got := c.s.client(own); got != c.want {
+			t.Errorf("%+v: client %q, want %q", c.s, got, c.want)
+		}
+	}
+	if err := (Settings{Client: "3.1.0"}).Validate(lockservice.Plan{Nodes: 3}); err == nil || !strings.Contains(err.Error(), "etcd-client: want matching or one of") {
+		t.Errorf("an unpinned client: %v", err)
+	}
+	dir := t.TempDir()
+	self := filepath.Join(dir, "zlockcheck")
+	variant := filepath.Join(dir, "zlockcheck-etcd-client-v3.5.35")
+	s := Settings{Version: "3.5.35"}
+	if err := os.WriteFile(self, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := (Settings{}).goWorker(self, own); got != self || err != nil {
+		t.Errorf("Debian's members: GoWorker = %q, %v; want zlockcheck itself", got, err)
+	}
+	if _, err := s.goWorker(self, own); err == nil || !strings.Contains(err.Error(), "run make build") {
+		t.Errorf("no build beside it: %v", err)
+	}
+	if err := os.WriteFile(variant, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(variant, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.goWorker(self, own); err == nil || !strings.Contains(err.Error(), "is older than") {
+		t.Errorf("a stale build: %v", err)
+	}
+	if err := os.Chtimes(variant, time.Now().Add(time.Minute), time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.goWorker(self, own); got != variant || err != nil {
+		t.Errorf("GoWorker = %q, %v; want %q", got, err, variant)
 	}
 }

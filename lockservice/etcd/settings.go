@@ -15,6 +15,9 @@ type Settings struct {
 	// Version is Debian (or "": Debian's etcd-server, 3.4) or one of Releases, built
 	// from the Go module proxy into the cache by zlockcheck fetch.
 	Version string `json:"etcd_version,omitempty"`
+	// Client is the etcd client version of the Go recipes' workers: one of Clients,
+	// or "" (ClientMatching): the members' minor release's, else zlockcheck's own.
+	Client string `json:"etcd_client,omitempty"`
 }
 
 var _ lockservice.Settings = Settings{}
@@ -28,8 +31,15 @@ func init() {
 // flags defines the etcd settings' flags on fs.
 func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
 	version := fs.String("etcd-version", "", fmt.Sprintf("with --service etcd: the members' release: %s (Debian's etcd-server, 3.4; the default) or %s, built from the Go module proxy by make setup", Debian, strings.Join(Releases(), ", ")))
+	client := fs.String("etcd-client", ClientMatching, fmt.Sprintf("with --service etcd: the etcd client of the Go recipes' workers: %s (the members' minor release's when one is pinned, else zlockcheck's own) or one of %s", ClientMatching, strings.Join(Clients(), ", ")))
 	return func() (lockservice.Settings, error) {
-		s := Settings{Version: *version}
+		s := Settings{Version: *version, Client: *client}
+		if s.Client == ClientMatching {
+			s.Client = ""
+		}
+		if err := validClient(s.Client); err != nil {
+			return nil, fmt.Errorf("--%w", err)
+		}
 		if s.Version == Debian {
 			s.Version = ""
 		}
@@ -58,7 +68,7 @@ func (s Settings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservic
 	return s, p
 }
 
-// Validate refuses what an etcd run cannot do (yet): a release not pinned, a cluster
+// Validate refuses what an etcd run cannot do (yet): a release or client not pinned, a cluster
 // of another size (on SSH nodes: another number of nodes), a release asked of an
 // existing cluster, a plain loop as processes.
 func (s Settings) Validate(p lockservice.Plan) error {
@@ -66,6 +76,9 @@ func (s Settings) Validate(p lockservice.Plan) error {
 		if _, err := module(s.Version); err != nil {
 			return err
 		}
+	}
+	if err := validClient(s.Client); err != nil {
+		return err
 	}
 	if p.Connect != "" {
 		addrs, err := lockservice.ParseHostPorts(p.Connect, DefaultConnectPort)
