@@ -286,27 +286,12 @@ func (r *etcdMutex) watch(s *concurrency.Session) {
 
 // Acquire implements Recipe.
 func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	if req.Mode != "" {
-		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
-	}
-	r.mu.Lock()
-	already := r.held != 0
-	r.mu.Unlock()
-	if already {
-		return Grant{}, Fail(errors.New("already held"))
-	}
-	if err := r.dropStale(ctx); err != nil {
-		return Grant{}, Info(fmt.Errorf("the key of the last release, whose outcome is unknown, could not be deleted: %w", err))
-	}
-	s, err := r.currentSession(ctx)
+	s, err := r.beginAcquire(ctx, req)
 	if err != nil {
-		return Grant{}, Info(err) // a lease may have been granted
+		return Grant{}, err
 	}
 	m := concurrency.NewMutex(s, r.cfg.Path)
-	lctx, cancel := ctx, context.CancelFunc(func() {})
-	if req.Timeout > 0 {
-		lctx, cancel = context.WithTimeout(ctx, req.Timeout)
-	}
+	lctx, cancel := acquireContext(ctx, req)
 	key, err := r.lock(lctx, s, m)
 	cancel()
 	if err != nil {
@@ -321,12 +306,50 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	} else if rev, err = r.createRevision(ctx, key); err != nil {
 		return Grant{}, Info(fmt.Errorf("locked, but reading its key back failed: %w", err))
 	}
+	if r.v == etcdNoWait || r.v == etcdRevisionBefore {
+		m = nil // its own key, not the Mutex's
+	}
+	return r.granted(s, m, key, rev)
+}
+
+// beginAcquire is what every acquire does before it waits: it refuses a mode or a
+// second hold, deletes the key of a release whose outcome was unknown (dropStale),
+// and returns the worker's session.
+func (r *etcdMutex) beginAcquire(ctx context.Context, req AcquireRequest) (*concurrency.Session, error) {
+	if req.Mode != "" {
+		return nil, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	}
+	r.mu.Lock()
+	already := r.held != 0
+	r.mu.Unlock()
+	if already {
+		return nil, Fail(errors.New("already held"))
+	}
+	if err := r.dropStale(ctx); err != nil {
+		return nil, Info(fmt.Errorf("the key of the last release, whose outcome is unknown, could not be deleted: %w", err))
+	}
+	s, err := r.currentSession(ctx)
+	if err != nil {
+		return nil, Info(err) // a lease may have been granted
+	}
+	return s, nil
+}
+
+// acquireContext is ctx bounded by the acquire's timeout, if it has one.
+func acquireContext(ctx context.Context, req AcquireRequest) (context.Context, context.CancelFunc) {
+	if req.Timeout > 0 {
+		return context.WithTimeout(ctx, req.Timeout)
+	}
+	return ctx, func() {}
+}
+
+// granted records the hold of key (create revision rev, Mutex m when the recipe
+// unlocks through it) on session s, and returns the grant: its token is rev, its
+// place the session and key. A session that ended meanwhile is info, not a grant.
+func (r *etcdMutex) granted(s *concurrency.Session, m *concurrency.Mutex, key string, rev int64) (Grant, error) {
 	r.mu.Lock()
 	r.gen++
 	r.mutex, r.key, r.rev, r.held = m, key, rev, r.gen
-	if r.v == etcdNoWait || r.v == etcdRevisionBefore {
-		r.mutex = nil // its own key, not the Mutex's
-	}
 	r.mu.Unlock()
 	select {
 	case <-s.Done():
@@ -342,10 +365,16 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	return Grant{Token: token, Lock: &workloads.LockPlace{Session: fmt.Sprintf("0x%x", int64(s.Lease())), Keys: []string{key}}}, nil
 }
 
+// sessionKey is the key of session s under the lock's prefix, as NewMutex and
+// NewElection name it: PATH/<lease in hex>.
+func (r *etcdMutex) sessionKey(s *concurrency.Session) string {
+	return r.cfg.Path + "/" + strconv.FormatInt(int64(s.Lease()), 16)
+}
+
 // lock is Mutex.Lock, or the variant's change to it; it returns the lock's key (set
 // on an error too, when the key may have been put).
 func (r *etcdMutex) lock(ctx context.Context, s *concurrency.Session, m *concurrency.Mutex) (string, error) {
-	key := r.cfg.Path + "/" + strconv.FormatInt(int64(s.Lease()), 16) // NewMutex's key of the session
+	key := r.sessionKey(s)
 	switch r.v {
 	case etcdNoWait:
 		_, err := r.client.Put(ctx, key, "", clientv3.WithLease(s.Lease()))
@@ -449,28 +478,11 @@ func (r *etcdMutex) createRevision(ctx context.Context, key string) (int64, erro
 
 // Release implements Recipe.
 func (r *etcdMutex) Release(ctx context.Context) error {
-	r.mu.Lock()
-	m, key, held := r.mutex, r.key, r.held != 0
-	rev := r.rev
-	r.mutex, r.key, r.held = nil, "", 0
-	r.mu.Unlock()
-	if key == "" {
-		return Fail(errors.New("not held"))
-	}
-	if !held {
-		return Fail(errors.New("not held: the session's lease ended before the release"))
-	}
-	if r.expired() {
-		r.mu.Lock()
-		s := r.session
-		r.mu.Unlock()
-		if s != nil {
-			r.lose(s, "its lease's validity ran out before the release")
-		}
-		return Fail(errors.New("not held: its lease's validity ran out before the release"))
+	m, key, rev, err := r.takeHold()
+	if err != nil {
+		return err
 	}
 	uctx, cancel := context.WithTimeout(ctx, r.unlockTimeout())
-	var err error
 	if m != nil {
 		err = m.Unlock(uctx)
 	} else {
@@ -483,11 +495,44 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	if r.v == etcdUnlockRetried && m != nil {
 		go r.retryUnlock(m)
 	} else {
-		r.mu.Lock()
-		r.stale, r.staleRev = key, rev
-		r.mu.Unlock()
+		r.setStale(key, rev)
 	}
 	return Info(fmt.Errorf("unlock: %w", err))
+}
+
+// takeHold ends the hold a release gives up and returns its Mutex (nil when the
+// recipe unlocks by key), key and create revision; Fail when nothing is held (none
+// was granted, the session ended, or its validity ran out).
+func (r *etcdMutex) takeHold() (*concurrency.Mutex, string, int64, error) {
+	r.mu.Lock()
+	m, key, held := r.mutex, r.key, r.held != 0
+	rev := r.rev
+	r.mutex, r.key, r.held = nil, "", 0
+	r.mu.Unlock()
+	if key == "" {
+		return nil, "", 0, Fail(errors.New("not held"))
+	}
+	if !held {
+		return nil, "", 0, Fail(errors.New("not held: the session's lease ended before the release"))
+	}
+	if r.expired() {
+		r.mu.Lock()
+		s := r.session
+		r.mu.Unlock()
+		if s != nil {
+			r.lose(s, "its lease's validity ran out before the release")
+		}
+		return nil, "", 0, Fail(errors.New("not held: its lease's validity ran out before the release"))
+	}
+	return m, key, rev, nil
+}
+
+// setStale records key, with its create revision, as a release's whose outcome is
+// unknown: the next acquire deletes it first (dropStale).
+func (r *etcdMutex) setStale(key string, rev int64) {
+	r.mu.Lock()
+	r.stale, r.staleRev = key, rev
+	r.mu.Unlock()
 }
 
 // dropStale deletes the key a release left with its outcome unknown, if it still has
