@@ -157,8 +157,10 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// skipped by design (their reason's words).
 		settings lockservice.Settings
 		skips    map[string]string
-		// long: the same worker as another case's, run by make test-long only.
+		// long: the same worker as another case's, run by make test-long only; why
+		// says whose ("": the JVM, Python or Node workers', by its runtime).
 		long bool
+		why  string
 		// sessionTimeout is sent in init (0: the default); the rules' waits scale with it.
 		sessionTimeout time.Duration
 	}{
@@ -213,6 +215,9 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// breaks the lost rules only.
 		{service: kind.Etcd, recipe: "etcd-mutex"},
 		{service: kind.Etcd, recipe: "mutant-etcd-ignore-done", broken: "lost,cycle-lost"},
+		// etcd's Election as a lock: etcd-mutex's sessions and lost watch, Campaign
+		// and Resign for Lock and Unlock.
+		{service: kind.Etcd, recipe: "etcd-election", long: true, why: "etcd-election's sessions and lost watch are etcd-mutex's; this is Campaign and Resign behind them"},
 		// etcd3's Lock (npm), through the Node workers' protocol: a revoked lease is
 		// reported when its Lease's next keep-alive is answered TTL 0.
 		{service: kind.Etcd, recipe: "etcd-node-lock"},
@@ -227,7 +232,7 @@ func TestConformanceOnEveryService(t *testing.T) {
 				if r, err := recipes.Find(c.recipe); err == nil && r.Runtime == recipes.Node {
 					why = "the Node workers' protocol is redis-semaphore-mutex's; this is another library's lock behind it"
 				}
-				testenv.Long(t, why)
+				testenv.Long(t, cmp.Or(c.why, why))
 			}
 			t.Parallel() // each on a private server of its own
 			cfg := Config{Argv: []string{bin, "worker", "--recipe", c.recipe}, Service: c.service, Settings: c.settings, SessionTimeout: c.sessionTimeout}

@@ -344,7 +344,7 @@ func etcdEntries() []Entry {
 	for _, v := range etcdVariants {
 		list = append(list, Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter},
 			Service: kind.Etcd, Library: Library{Name: "etcd client", Module: "go.etcd.io/etcd/client/v3"},
-			Mutant: v.v > etcdUnlockRetried, New: etcdVariantOf(v.v), Doc: v.doc})
+			Mutant: v.v >= etcdIgnoreDone, New: etcdVariantOf(v.v), Doc: v.doc})
 	}
 	return list
 }

@@ -18,8 +18,9 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// etcdVariant is one of the etcd-mutex recipes: the library as its docs show it, or a
-// use of it (or a change to it) of a family etcd's issues show.
+// etcdVariant is one of the etcd recipes on the client's concurrency package: Mutex
+// as its docs show it, a use of it (or a change to it) of a family etcd's issues
+// show, or Election as a leader workload (etcdCampaign).
 type etcdVariant int
 
 const (
@@ -32,6 +33,10 @@ const (
 	// background, by key, while the worker goes on locking with the same session
 	// (etcd-io/etcd#22082).
 	etcdUnlockRetried
+	// etcdCampaign is concurrency.Election as a leader workload (NewEtcdElection):
+	// etcdCorrect's sessions, lost watch and counter, Campaign and Resign for Lock
+	// and Unlock.
+	etcdCampaign
 	// etcdIgnoreDone never watches the session's Done(): a holder whose lease ended
 	// is never told.
 	etcdIgnoreDone
@@ -52,6 +57,7 @@ var etcdVariants = []struct {
 	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
 	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second); revokes a lease it gave up on; gRPC keep-alives on its connections"},
 	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session, and takes Lock's nil as the grant (no read back): etcd-io/etcd#22082"},
+	{etcdCampaign, "etcd-election", "etcd's concurrency.Election (client v3.6) as its docs show, a leadership term as a hold: Campaign under the acquire's deadline, granted once the leader read back is its key; Resign as the release; lost when the session's Done() closes while leading; the leader key's create revision (Election.Rev()) as the fencing token"},
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
 	{etcdRevisionBefore, "mutant-etcd-revision-before-put", "etcd-mutex that takes its revision from a read before its put: it does not wait for keys another session put in between"},
@@ -59,6 +65,9 @@ var etcdVariants = []struct {
 
 // etcdVariantOf builds the recipe of variant v.
 func etcdVariantOf(v etcdVariant) Constructor {
+	if v == etcdCampaign {
+		return NewEtcdElection
+	}
 	return func(ctx context.Context, cfg Config) (Recipe, error) { return newEtcdMutex(ctx, cfg, v) }
 }
 
@@ -286,27 +295,12 @@ func (r *etcdMutex) watch(s *concurrency.Session) {
 
 // Acquire implements Recipe.
 func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
-	if req.Mode != "" {
-		return Grant{}, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
-	}
-	r.mu.Lock()
-	already := r.held != 0
-	r.mu.Unlock()
-	if already {
-		return Grant{}, Fail(errors.New("already held"))
-	}
-	if err := r.dropStale(ctx); err != nil {
-		return Grant{}, Info(fmt.Errorf("the key of the last release, whose outcome is unknown, could not be deleted: %w", err))
-	}
-	s, err := r.currentSession(ctx)
+	s, err := r.beginAcquire(ctx, req)
 	if err != nil {
-		return Grant{}, Info(err) // a lease may have been granted
+		return Grant{}, err
 	}
 	m := concurrency.NewMutex(s, r.cfg.Path)
-	lctx, cancel := ctx, context.CancelFunc(func() {})
-	if req.Timeout > 0 {
-		lctx, cancel = context.WithTimeout(ctx, req.Timeout)
-	}
+	lctx, cancel := acquireContext(ctx, req)
 	key, err := r.lock(lctx, s, m)
 	cancel()
 	if err != nil {
@@ -321,12 +315,50 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	} else if rev, err = r.createRevision(ctx, key); err != nil {
 		return Grant{}, Info(fmt.Errorf("locked, but reading its key back failed: %w", err))
 	}
+	if r.v == etcdNoWait || r.v == etcdRevisionBefore {
+		m = nil // its own key, not the Mutex's
+	}
+	return r.granted(s, m, key, rev)
+}
+
+// beginAcquire is what every acquire does before it waits: it refuses a mode or a
+// second hold, deletes the key of a release whose outcome was unknown (dropStale),
+// and returns the worker's session.
+func (r *etcdMutex) beginAcquire(ctx context.Context, req AcquireRequest) (*concurrency.Session, error) {
+	if req.Mode != "" {
+		return nil, Fail(fmt.Errorf("kind mutex has no modes, got mode %q", req.Mode))
+	}
+	r.mu.Lock()
+	already := r.held != 0
+	r.mu.Unlock()
+	if already {
+		return nil, Fail(errors.New("already held"))
+	}
+	if err := r.dropStale(ctx); err != nil {
+		return nil, Info(fmt.Errorf("the key of the last release, whose outcome is unknown, could not be deleted: %w", err))
+	}
+	s, err := r.currentSession(ctx)
+	if err != nil {
+		return nil, Info(err) // a lease may have been granted
+	}
+	return s, nil
+}
+
+// acquireContext is ctx bounded by the acquire's timeout, if it has one.
+func acquireContext(ctx context.Context, req AcquireRequest) (context.Context, context.CancelFunc) {
+	if req.Timeout > 0 {
+		return context.WithTimeout(ctx, req.Timeout)
+	}
+	return ctx, func() {}
+}
+
+// granted records the hold of key (create revision rev, Mutex m when the recipe
+// unlocks through it) on session s, and returns the grant: its token is rev, its
+// place the session and key. A session that ended meanwhile is info, not a grant.
+func (r *etcdMutex) granted(s *concurrency.Session, m *concurrency.Mutex, key string, rev int64) (Grant, error) {
 	r.mu.Lock()
 	r.gen++
 	r.mutex, r.key, r.rev, r.held = m, key, rev, r.gen
-	if r.v == etcdNoWait || r.v == etcdRevisionBefore {
-		r.mutex = nil // its own key, not the Mutex's
-	}
 	r.mu.Unlock()
 	select {
 	case <-s.Done():
@@ -342,10 +374,16 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 	return Grant{Token: token, Lock: &workloads.LockPlace{Session: fmt.Sprintf("0x%x", int64(s.Lease())), Keys: []string{key}}}, nil
 }
 
+// sessionKey is the key of session s under the lock's prefix, as NewMutex and
+// NewElection name it: PATH/<lease in hex>.
+func (r *etcdMutex) sessionKey(s *concurrency.Session) string {
+	return r.cfg.Path + "/" + strconv.FormatInt(int64(s.Lease()), 16)
+}
+
 // lock is Mutex.Lock, or the variant's change to it; it returns the lock's key (set
 // on an error too, when the key may have been put).
 func (r *etcdMutex) lock(ctx context.Context, s *concurrency.Session, m *concurrency.Mutex) (string, error) {
-	key := r.cfg.Path + "/" + strconv.FormatInt(int64(s.Lease()), 16) // NewMutex's key of the session
+	key := r.sessionKey(s)
 	switch r.v {
 	case etcdNoWait:
 		_, err := r.client.Put(ctx, key, "", clientv3.WithLease(s.Lease()))
@@ -449,28 +487,11 @@ func (r *etcdMutex) createRevision(ctx context.Context, key string) (int64, erro
 
 // Release implements Recipe.
 func (r *etcdMutex) Release(ctx context.Context) error {
-	r.mu.Lock()
-	m, key, held := r.mutex, r.key, r.held != 0
-	rev := r.rev
-	r.mutex, r.key, r.held = nil, "", 0
-	r.mu.Unlock()
-	if key == "" {
-		return Fail(errors.New("not held"))
-	}
-	if !held {
-		return Fail(errors.New("not held: the session's lease ended before the release"))
-	}
-	if r.expired() {
-		r.mu.Lock()
-		s := r.session
-		r.mu.Unlock()
-		if s != nil {
-			r.lose(s, "its lease's validity ran out before the release")
-		}
-		return Fail(errors.New("not held: its lease's validity ran out before the release"))
+	m, key, rev, err := r.takeHold()
+	if err != nil {
+		return err
 	}
 	uctx, cancel := context.WithTimeout(ctx, r.unlockTimeout())
-	var err error
 	if m != nil {
 		err = m.Unlock(uctx)
 	} else {
@@ -483,11 +504,44 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	if r.v == etcdUnlockRetried && m != nil {
 		go r.retryUnlock(m)
 	} else {
-		r.mu.Lock()
-		r.stale, r.staleRev = key, rev
-		r.mu.Unlock()
+		r.setStale(key, rev)
 	}
 	return Info(fmt.Errorf("unlock: %w", err))
+}
+
+// takeHold ends the hold a release gives up and returns its Mutex (nil when the
+// recipe unlocks by key), key and create revision; Fail when nothing is held (none
+// was granted, the session ended, or its validity ran out).
+func (r *etcdMutex) takeHold() (*concurrency.Mutex, string, int64, error) {
+	r.mu.Lock()
+	m, key, held := r.mutex, r.key, r.held != 0
+	rev := r.rev
+	r.mutex, r.key, r.held = nil, "", 0
+	r.mu.Unlock()
+	if key == "" {
+		return nil, "", 0, Fail(errors.New("not held"))
+	}
+	if !held {
+		return nil, "", 0, Fail(errors.New("not held: the session's lease ended before the release"))
+	}
+	if r.expired() {
+		r.mu.Lock()
+		s := r.session
+		r.mu.Unlock()
+		if s != nil {
+			r.lose(s, "its lease's validity ran out before the release")
+		}
+		return nil, "", 0, Fail(errors.New("not held: its lease's validity ran out before the release"))
+	}
+	return m, key, rev, nil
+}
+
+// setStale records key, with its create revision, as a release's whose outcome is
+// unknown: the next acquire deletes it first (dropStale).
+func (r *etcdMutex) setStale(key string, rev int64) {
+	r.mu.Lock()
+	r.stale, r.staleRev = key, rev
+	r.mu.Unlock()
 }
 
 // dropStale deletes the key a release left with its outcome unknown, if it still has

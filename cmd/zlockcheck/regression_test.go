@@ -58,6 +58,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"spring-jdbc-mariadb-vanished-pools.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "Too many connections", "tcp_keepalive_time"}},
 		{"pg-table-failover-release-lost.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "SERVER LOST THE LOCK", "synchronous_standby_names"}},
 		{"etcd-mutex-done-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"etcd-election-done-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 0 held"}},
 		{"etcd-mutex-unlock-retried-22082.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 4 held"}},
 		{"etcd-node-lock-client-pause-release-unchecked.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 3 held"}},
 		{"etcd-node-lock-lost-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 1 held"}},

@@ -160,8 +160,8 @@ func TestRecordedRedisMutants(t *testing.T) {
 		"redis-semaphore-mutex-cut-off-holder.jsonl",
 		// Nor etcd's concurrency.Session, whose Done() counts a TTL from the last
 		// keep-alive answer, checked once a second: a cut-off holder is told after
-		// the servers expired its lease and granted another.
-		"etcd-mutex-done-late-cut-off-holder.jsonl"} {
+		// the servers expired its lease and granted another; Election's leader too.
+		"etcd-mutex-done-late-cut-off-holder.jsonl", "etcd-election-done-late-cut-off-holder.jsonl"} {
 		if f, ok := Classify(load(t, file), "l0", ttl2); !ok || f.Class != RecipeBug {
 			t.Errorf("%s: %+v (found %v), want a recipe bug", file, f, ok)
 		}
