@@ -54,10 +54,10 @@ var etcdVariants = []struct {
 	name string
 	doc  string
 }{
-	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
+	{etcdCorrect, "etcd-mutex", "etcd's concurrency.Mutex (client v3.6, or the one of the members' release: --etcd-client) as its docs show: a session (lease) per worker, Lock under the acquire's deadline, Unlock; lost when the session's Done() closes; the key's create revision as the fencing token"},
 	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second); revokes a lease it gave up on; gRPC keep-alives on its connections"},
 	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session, and takes Lock's nil as the grant (no read back): etcd-io/etcd#22082"},
-	{etcdCampaign, "etcd-election", "etcd's concurrency.Election (client v3.6) as its docs show, a leadership term as a hold: Campaign under the acquire's deadline, granted once the leader read back is its key; Resign as the release; lost when the session's Done() closes while leading; the leader key's create revision (Election.Rev()) as the fencing token"},
+	{etcdCampaign, "etcd-election", "etcd's concurrency.Election (client v3.6, or the one of the members' release: --etcd-client) as its docs show, a leadership term as a hold: Campaign under the acquire's deadline, granted once the leader read back is its key; Resign as the release; lost when the session's Done() closes while leading; the leader key's create revision (Election.Rev()) as the fencing token"},
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
 	{etcdRevisionBefore, "mutant-etcd-revision-before-put", "etcd-mutex that takes its revision from a read before its put: it does not wait for keys another session put in between"},
