@@ -169,6 +169,19 @@ func (r *Remote) collect(ctx context.Context, h *SSHHost, keep []string) error {
 	return errors.Join(errs...)
 }
 
+// StartAll starts every server, waits until wait says they all serve, and then
+// gives network the uplink the workers reach the nodes through: the end of a kind's
+// start on SSH nodes, once each server's files and command line are set.
+func (r *Remote) StartAll(ctx context.Context, network *netns.Network, wait func() error) error {
+	if err := r.Each(func(h *SSHHost) error { return h.Start(ctx) }); err != nil {
+		return err
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	return r.AddUplink(ctx, network)
+}
+
 // AddUplink gives the run's network an uplink through which the workers' namespaces
 // reach the nodes' addresses (removed with the network).
 func (r *Remote) AddUplink(ctx context.Context, network *netns.Network) error {

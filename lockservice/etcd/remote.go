@@ -69,13 +69,7 @@ func StartRemote(ctx context.Context, network *netns.Network, cfg Config, ssh lo
 	if err != nil {
 		return e, err
 	}
-	if err := remote.Each(func(h *lockservice.SSHHost) error { return h.Start(ctx) }); err != nil {
-		return e, err
-	}
-	if err := e.WaitServing(ctx, cfg.StartTimeout); err != nil {
-		return e, err
-	}
-	return e, remote.AddUplink(ctx, network)
+	return e, remote.StartAll(ctx, network, func() error { return e.WaitServing(ctx, cfg.StartTimeout) })
 }
 
 // releaseToUpload is the release binary built here that the nodes run, nil for

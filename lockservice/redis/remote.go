@@ -57,13 +57,7 @@ func StartRemoteRedis(ctx context.Context, net *netns.Network, cfg RedisConfig, 
 	if err != nil {
 		return r, err
 	}
-	if err := remote.Each(func(h *lockservice.SSHHost) error { return h.Start(ctx) }); err != nil {
-		return r, err
-	}
-	if err := r.WaitServing(ctx, cfg.StartTimeout); err != nil {
-		return r, err
-	}
-	return r, remote.AddUplink(ctx, net)
+	return r, remote.StartAll(ctx, net, func() error { return r.WaitServing(ctx, cfg.StartTimeout) })
 }
 
 // Dial opens a TCP connection from the harness to addr: from this process's own

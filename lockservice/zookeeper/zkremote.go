@@ -48,13 +48,7 @@ func StartRemoteEnsemble(ctx context.Context, network *netns.Network, cfg Ensemb
 	}); err != nil {
 		return e, err
 	}
-	if err := r.Each(func(h *lockservice.SSHHost) error { return h.Start(ctx) }); err != nil {
-		return e, err
-	}
-	if err := e.WaitServing(ctx, cfg.StartTimeout); err != nil {
-		return e, err
-	}
-	return e, r.AddUplink(ctx, network)
+	return e, r.StartAll(ctx, network, func() error { return e.WaitServing(ctx, cfg.StartTimeout) })
 }
 
 // prepareRemote installs ZooKeeper on h's node when apt is set, checks the install,
