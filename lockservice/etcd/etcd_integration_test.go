@@ -18,6 +18,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/lockservicetest"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // TestClusterServesAndShowsItsLock starts three of Debian's members, and reads a lock
@@ -64,6 +65,19 @@ func TestClusterServesAndShowsItsLock(t *testing.T) {
 	}
 	if owner, ok, err := r.Owner(lock, want[1]); err != nil || !ok || owner != SessionName(int64(leases[1])) {
 		t.Errorf("Owner = %q, %v, %v", owner, ok, err)
+	}
+	// A library's own key outside the lock's prefix (Python etcd3's /locks/NAME) is
+	// read when a worker's place names it.
+	own := "/locks/zlc/l0/lock"
+	if _, err := c.Put(ctx, own, "", clientv3.WithLease(leases[1])); err != nil {
+		t.Fatal(err)
+	}
+	placed := lockservice.Lock{Path: "/zlc/l0", Places: []workloads.LockPlace{{Keys: []string{own}}}}
+	if entries, err := r.Entries(placed, true); err != nil || strings.Join(entries, ",") != strings.Join(append(want, own), ",") {
+		t.Errorf("with a place: Entries = %v, %v; want %v", entries, err, append(want, own))
+	}
+	if owner, ok, err := r.Owner(placed, own); err != nil || !ok || owner != SessionName(int64(leases[1])) {
+		t.Errorf("Owner of the place's key = %q, %v, %v", owner, ok, err)
 	}
 	lockservicetest.CheckLive(t, e.LiveSessions(ctx), SessionName(int64(leases[0])), SessionName(int64(leases[1])))
 	if _, err := e.ExpireSession(ctx, SessionName(int64(leases[0]))); err != nil {

@@ -1,11 +1,14 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -49,14 +52,15 @@ func (e *Etcd) LiveSessions(ctx context.Context) map[string]bool {
 	return live
 }
 
-// lockReader reads a lock's keys: its entries are the keys under its prefix, in
-// create-revision order, named by what follows the prefix.
+// lockReader reads a lock's keys: its entries are the keys under its prefix, and
+// the keys the workers' places name outside it (a library that keeps its own prefix,
+// as Python's etcd3 puts /locks/NAME: lockservice.Lock.Places), in create-revision
+// order, named by what follows the prefix (an outside key by itself).
 type lockReader struct{ c *clientv3.Client }
 
 var _ lockservice.LockReader = lockReader{}
 
-// Entries are the keys under the lock's prefix, oldest first (a linearizable read:
-// fresh or not).
+// Entries are the lock's keys, oldest first (linearizable reads: fresh or not).
 func (r lockReader) Entries(l lockservice.Lock, _ bool) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*lockservice.OpTimeout)
 	defer cancel()
@@ -66,18 +70,50 @@ func (r lockReader) Entries(l lockservice.Lock, _ bool) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
+	kvs := resp.Kvs
+	for _, key := range outsideKeys(l) {
+		resp, err := r.c.Get(ctx, key, clientv3.WithKeysOnly())
+		if err != nil {
+			return nil, err
+		}
+		kvs = append(kvs, resp.Kvs...)
+	}
+	slices.SortStableFunc(kvs, func(a, b *mvccpb.KeyValue) int { return cmp.Compare(a.CreateRevision, b.CreateRevision) })
+	out := make([]string, len(kvs))
+	for i, kv := range kvs {
 		out[i] = strings.TrimPrefix(string(kv.Key), p)
 	}
 	return out, nil
+}
+
+// outsideKeys are the keys the workers' places name that are not under the lock's
+// prefix, once each.
+func outsideKeys(l lockservice.Lock) []string {
+	var out []string
+	for _, pl := range l.Places {
+		for _, k := range pl.Keys {
+			if !strings.HasPrefix(k, prefix(l)) && !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// key is the key of the lock's entry name: an outside key a place names is its own
+// name, any other is under the prefix.
+func key(l lockservice.Lock, name string) string {
+	if slices.Contains(outsideKeys(l), name) {
+		return name
+	}
+	return prefix(l) + name
 }
 
 // Owner is the lease the entry is attached to (PersistentOwner for a key with none).
 func (r lockReader) Owner(l lockservice.Lock, name string) (string, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*lockservice.OpTimeout)
 	defer cancel()
-	resp, err := r.c.Get(ctx, prefix(l)+name)
+	resp, err := r.c.Get(ctx, key(l, name))
 	if err != nil {
 		return "", false, err
 	}
