@@ -234,6 +234,9 @@ func pythonEntries() []Entry {
 		{Name: "pals-lock", Runtime: Python, Worker: "pals_worker.py", Service: kind.Postgres, SessionLock: true,
 			Library: Library{Name: "pals", PyPI: "pals==0.4.0"}, Kinds: []workloads.Kind{workloads.Mutex, workloads.RWLock},
 			Doc: "pals's Locker / Lock (pg_advisory_lock on a pooled SQLAlchemy connection, lock_timeout for timed acquires; shared for readers); tells a holder nothing when its session ends: it learns at release; cannot fence"},
+		{Name: "etcd-python-lock", Runtime: Python, Worker: "etcd3_worker.py", Service: kind.Etcd,
+			Library: Library{Name: "etcd3", PyPI: "etcd3==0.12.0"}, Kinds: []workloads.Kind{workloads.Mutex},
+			Doc: "Python etcd3's Lock (client.lock(name, ttl=TTL).acquire(timeout), release(); one member per client): a key /locks/NAME on a lease of its own per try, which the library never renews: the worker calls refresh() every third of the TTL while holding; lost when a refresh answers TTL 0 (a refresh that fails tells nothing); the key's create revision as the token"},
 	}
 }
 

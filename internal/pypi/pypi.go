@@ -1,7 +1,10 @@
 // Package pypi installs pinned Python libraries from PyPI into zlockcheck's cache: a
 // requirements file (carried in the binary), every line pinned with its hashes, is
 // installed with pip --require-hashes into a virtual environment of Debian's python3
-// of its own. It owns the cache's layout for them:
+// of its own: wheels only, but for a library PyPI has no wheel of, which the file
+// names with --no-binary and pip builds from its pinned sdist with the build tools
+// of a second file, pinned alike (Requirements.Build). It owns the cache's layout
+// for them:
 //
 //	CACHE/pip/                 pip's download cache
 //	CACHE/NAME-venv-HASH/      the virtual environment (HASH: of the requirements)
@@ -50,12 +53,39 @@ type Requirements struct {
 	Text []byte
 	// File is its path in the checkout, for errors.
 	File string
+	// Build is a requirements file of the tools that build the sdists Text asks for
+	// (a "--no-binary NAME" line: PyPI has no wheel of NAME), e.g. setuptools,
+	// pinned with hashes as Text is; nil when Text names wheels only. It is installed
+	// first, and Text then with pip's --no-build-isolation, so that the sdists are
+	// built with these tools (pip's own isolated build would fetch its tools
+	// unpinned, with no hash checked).
+	Build []byte
+	// BuildFile is Build's path in the checkout, for errors.
+	BuildFile string
 }
 
 // Check refuses a requirement that is not pinned with == and a hash, naming the
-// file, line and requirement: pip would refuse it too, later and less clearly.
+// file, line and requirement: pip would refuse it too, later and less clearly. An
+// option line is refused but "--no-binary NAME", which needs Build.
 func (r Requirements) Check() error {
-	lines := strings.Split(string(r.Text), "\n")
+	sdists, err := check(r.File, r.Text, true)
+	if err != nil {
+		return err
+	}
+	if sdists && len(r.Build) == 0 {
+		return fmt.Errorf("%s: --no-binary asks for an sdist to be built, and no build requirements pin the tools", r.File)
+	}
+	if len(r.Build) > 0 {
+		_, err = check(r.BuildFile, r.Build, false)
+	}
+	return err
+}
+
+// check checks one file (sdists: whether it may have --no-binary lines) and reports
+// whether it has any.
+func check(file string, text []byte, sdists bool) (bool, error) {
+	lines := strings.Split(string(text), "\n")
+	noBinary := false
 	for i := 0; i < len(lines); i++ {
 		line := strings.TrimSpace(lines[i])
 		start := i + 1
@@ -67,19 +97,30 @@ func (r Requirements) Check() error {
 			continue
 		}
 		fields := strings.Fields(line)
+		if strings.HasPrefix(fields[0], "-") {
+			if !sdists || fields[0] != "--no-binary" || len(fields) != 2 || strings.HasPrefix(fields[1], ":") {
+				return false, fmt.Errorf("%s:%d: %s: the only option line taken is --no-binary NAME", file, start, line)
+			}
+			noBinary = true
+			continue
+		}
 		if !strings.Contains(fields[0], "==") {
-			return fmt.Errorf("%s:%d: requirement %s: not pinned with ==", r.File, start, fields[0])
+			return false, fmt.Errorf("%s:%d: requirement %s: not pinned with ==", file, start, fields[0])
 		}
 		if !strings.Contains(line, "--hash=sha256:") {
-			return fmt.Errorf("%s:%d: requirement %s: no --hash=sha256:", r.File, start, fields[0])
+			return false, fmt.Errorf("%s:%d: requirement %s: no --hash=sha256:", file, start, fields[0])
 		}
 	}
-	return nil
+	return noBinary, nil
 }
 
 // Dir is where the environment of r lives in cfg's cache, whether made or not.
 func Dir(cfg Config, r Requirements) string {
-	sum := sha256.Sum256(r.Text)
+	text := r.Text
+	if len(r.Build) > 0 {
+		text = append(append(append([]byte{}, r.Build...), "\x00"...), r.Text...)
+	}
+	sum := sha256.Sum256(text)
 	return filepath.Join(cfg.CacheDir, r.Name+"-venv-"+hex.EncodeToString(sum[:])[:16])
 }
 
@@ -118,15 +159,16 @@ func Venv(ctx context.Context, cfg Config, r Requirements) (string, error) {
 			}
 			return fmt.Errorf("%s libraries: %s -m venv: %w\n%s", r.Name, python, err, out)
 		}
-		req := filepath.Join(tmp, "zlc-requirements.txt")
-		if err := os.WriteFile(req, r.Text, 0o644); err != nil {
-			return err
+		python := filepath.Join(tmp, "bin", "python")
+		var sdists []string
+		if len(r.Build) > 0 {
+			if err := install(ctx, cfg, python, r.BuildFile, filepath.Join(tmp, "zlc-build-requirements.txt"), r.Build); err != nil {
+				return fmt.Errorf("%s libraries: %w", r.Name, err)
+			}
+			sdists = []string{"--no-build-isolation", "--use-pep517"}
 		}
-		pip := exec.CommandContext(ctx, filepath.Join(tmp, "bin", "python"), "-m", "pip", "install", "--quiet",
-			"--disable-pip-version-check", "--no-input", "--require-hashes", "--no-deps", "--only-binary=:all:", "-r", req)
-		pip.Env = append(os.Environ(), "PIP_CACHE_DIR="+filepath.Join(cfg.CacheDir, "pip"))
-		if out, err := pip.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s libraries: pip install -r %s: %w\n%s", r.Name, r.File, err, out)
+		if err := install(ctx, cfg, python, r.File, filepath.Join(tmp, "zlc-requirements.txt"), r.Text, sdists...); err != nil {
+			return fmt.Errorf("%s libraries: %w", r.Name, err)
 		}
 		return nil
 	})
@@ -134,6 +176,23 @@ func Venv(ctx context.Context, cfg Config, r Requirements) (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// install writes text to req and has the environment's pip install it: every
+// requirement pinned with its hashes, none of their dependencies (the file pins
+// them), wheels only but for the file's --no-binary lines.
+func install(ctx context.Context, cfg Config, python, file, req string, text []byte, extra ...string) error {
+	if err := os.WriteFile(req, text, 0o644); err != nil {
+		return err
+	}
+	args := append([]string{"-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
+		"--require-hashes", "--no-deps", "--only-binary=:all:"}, extra...)
+	pip := exec.CommandContext(ctx, python, append(args, "-r", req)...)
+	pip.Env = append(os.Environ(), "PIP_CACHE_DIR="+filepath.Join(cfg.CacheDir, "pip"))
+	if out, err := pip.CombinedOutput(); err != nil {
+		return fmt.Errorf("pip install -r %s: %w\n%s", file, err, out)
+	}
+	return nil
 }
 
 // Sweep removes the environments of name in the cache other than keep's (a pin that

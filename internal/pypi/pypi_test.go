@@ -19,9 +19,24 @@ func TestCheck(t *testing.T) {
 		{"unpinned", "# c\nredis>=8 \\\n    --hash=sha256:ab\n", "req.txt:2: requirement redis>=8: not pinned with =="},
 		{"no hash", "redis==8.1.0\n\nx==1 --hash=sha256:cd\n", "req.txt:1: requirement redis==8.1.0: no --hash=sha256:"},
 		{"after a continuation", "a==1 \\\n  --hash=sha256:ab\nb==2\n", "req.txt:3: requirement b==2: no --hash"},
+		{"an sdist", "--no-binary etcd3\netcd3==0.12.0 --hash=sha256:ab\n", ""},
+		{"an sdist without build tools", "--no-binary etcd3\netcd3==0.12.0 --hash=sha256:ab\n", "req.txt: --no-binary asks for an sdist to be built, and no build requirements"},
+		{"another option", "--index-url https://example.com\nx==1 --hash=sha256:cd\n", "req.txt:1: --index-url https://example.com: the only option line taken is --no-binary NAME"},
+		{"every sdist", "--no-binary :all:\nx==1 --hash=sha256:cd\n", "the only option line taken is --no-binary NAME"},
+		{"an unpinned build tool", "x==1 --hash=sha256:cd\n", "build.txt:1: requirement setuptools: not pinned"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := Requirements{Name: "py", Text: []byte(c.text), File: "req.txt"}.Check()
+			r := Requirements{Name: "py", Text: []byte(c.text), File: "req.txt",
+				Build: []byte("setuptools==84.2.1 --hash=sha256:ef\n"), BuildFile: "build.txt"}
+			switch c.name {
+			case "an sdist without build tools":
+				r.Build = nil
+			case "an unpinned build tool":
+				r.Build = []byte("setuptools --hash=sha256:ef\n")
+			case "pinned", "unpinned", "no hash", "after a continuation":
+				r.Build = nil
+			}
+			err := r.Check()
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("Check() = %v, want nil", err)
@@ -94,5 +109,19 @@ func TestVenvErrors(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(cache); len(entries) != 0 {
 		t.Errorf("left in the cache: %v", entries)
+	}
+}
+
+// TestBuildToolsAreOfTheEnvironment: the same requirements with other build tools are
+// another environment.
+func TestBuildToolsAreOfTheEnvironment(t *testing.T) {
+	cfg := Config{CacheDir: "/cache"}
+	r := Requirements{Name: "py", Text: []byte("x==1 --hash=sha256:cd\n")}
+	withTools := r
+	withTools.Build = []byte("setuptools==84.2.1 --hash=sha256:ef\n")
+	other := withTools
+	other.Build = []byte("setuptools==84.2.0 --hash=sha256:01\n")
+	if Dir(cfg, r) == Dir(cfg, withTools) || Dir(cfg, withTools) == Dir(cfg, other) {
+		t.Fatalf("Dir: %s, %s, %s; want three", Dir(cfg, r), Dir(cfg, withTools), Dir(cfg, other))
 	}
 }

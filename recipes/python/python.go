@@ -2,7 +2,7 @@
 // requirements of the libraries from PyPI (requirements.txt, every line with its
 // hash), the one implementation of the worker protocol they share (zlcworker.py) and a
 // worker per library (redis_py_worker.py, python_redis_lock_worker.py,
-// pottery_worker.py, pals_worker.py; the Redis workers' client and lease made in one
+// pottery_worker.py, pals_worker.py, etcd3_worker.py; the Redis workers' client and lease made in one
 // place: redisclient.py), and the Kazoo worker (kazoo_worker.py, on zlcworker.py
 // too), which runs both Debian's Kazoo (python3-kazoo, on /usr/bin/python3) and the
 // current release from PyPI. Package recipes unpacks the scripts into the cache and runs a worker with
@@ -20,9 +20,14 @@ import (
 //go:embed requirements.txt
 var requirements []byte
 
+// The tools that build the sdists requirements.txt names with --no-binary.
+//
+//go:embed build-requirements.txt
+var buildRequirements []byte
+
 // The workers and the protocol module; the tests stay in the checkout.
 //
-//go:embed zlcworker.py redisclient.py redis_py_worker.py python_redis_lock_worker.py pottery_worker.py pals_worker.py kazoo_worker.py
+//go:embed zlcworker.py redisclient.py redis_py_worker.py python_redis_lock_worker.py pottery_worker.py pals_worker.py etcd3_worker.py kazoo_worker.py
 var files embed.FS
 
 // Files are the workers' scripts, which run side by side (each imports zlcworker).
@@ -30,5 +35,6 @@ func Files() fs.FS { return files }
 
 // Requirements are the libraries the workers import, pinned with their hashes.
 func Requirements() pypi.Requirements {
-	return pypi.Requirements{Name: "python", Text: requirements, File: "recipes/python/requirements.txt"}
+	return pypi.Requirements{Name: "python", Text: requirements, File: "recipes/python/requirements.txt",
+		Build: buildRequirements, BuildFile: "recipes/python/build-requirements.txt"}
 }
