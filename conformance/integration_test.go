@@ -221,6 +221,9 @@ func TestConformanceOnEveryService(t *testing.T) {
 		// etcd3's Lock (npm), through the Node workers' protocol: a revoked lease is
 		// reported when its Lease's next keep-alive is answered TTL 0.
 		{service: kind.Etcd, recipe: "etcd-node-lock"},
+		// Python etcd3's Lock, through the Python workers' protocol: a revoked lease is
+		// reported when the holder's next refresh() is answered TTL 0.
+		{service: kind.Etcd, recipe: "etcd-python-lock", long: true},
 	}
 	for _, c := range cases {
 		t.Run(string(c.service)+"/"+c.recipe, func(t *testing.T) {

@@ -161,6 +161,10 @@ func TestEveryKindRunsValid(t *testing.T) {
 		// token).
 		{name: "etcd-mutex", require: requireEtcd, args: []string{"--recipe", "etcd-mutex", "--nemesis", "kill,pause,partition"},
 			service: "etcd", log: "etcd 3.4.23 (Debian's etcd-server), 3 members", files: []string{"servers/s1/server.log", "servers/s3/etcd.conf.yml"}},
+		// Python etcd3's Lock through the Python workers' protocol, in the virtual
+		// environment of PyPI's pins (its sdist built there), under member faults.
+		{name: "etcd-python-lock", require: requireEtcd, args: []string{"--recipe", "etcd-python-lock", "--nemesis", "kill,pause,partition"},
+			service: "etcd", log: "etcd3 0.12.0 (PyPI)", long: true},
 		{name: "etcd-mutex-3.6-fenced", require: requireEtcd,
 			args:    []string{"--recipe", "etcd-mutex", "--etcd-version", "3.6.16", "--workload", "counter", "--fenced", "--nemesis", "session-expire,client-pause", "--nemesis-targets", "holder"},
 			service: "etcd", settings: `"etcd_version": "3.6.16"`, log: "etcd 3.6.16 (release 3.6.16)", long: true},
