@@ -35,6 +35,10 @@ What the library does (etcd3/locks.py):
   for a TTL. The worker then calls ``release()`` (a compare on the uuid and a delete:
   it removes the key only if it is this Lock's) and goes on trying, with a new Lock,
   until T; when that release fails too, it answers info (the key is left to its TTL).
+  A watch stream that breaks during the wait raises AttributeError (the library
+  takes the stream's error for a response); once the client has watched, its watch
+  thread reopens the stream with no backoff while its member is down (a core's worth
+  of CPU for as long).
 - release: one transaction, delete the key if its value is the Lock's uuid. False (the
   key is gone: the lease expired or was revoked, or holds another's uuid) answers fail
   "not held"; an error, info. The lease is not revoked: it outlives the key by up to a
