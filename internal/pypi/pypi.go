@@ -108,7 +108,7 @@ func check(file string, text []byte, sdists bool) (bool, error) {
 			return false, fmt.Errorf("%s:%d: requirement %s: not pinned with ==", file, start, fields[0])
 		}
 		if !strings.Contains(line, "--hash=sha256:") {
-			return false, fmt.Errorf("%s:%d: requirement %s: has no --hash=sha256 pin", file, start, fields[0])
+			return false, fmt.Errorf("%s:%d: requirement %s: no --hash=sha256 pin", file, start, fields[0])
 		}
 	}
 	return noBinary, nil

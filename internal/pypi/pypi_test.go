@@ -17,7 +17,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"pinned", "# c\nredis==8.1.0 \\\n    --hash=sha256:ab\nx==1 --hash=sha256:cd\n", ""},
 		{"unpinned", "# c\nredis>=8 \\\n    --hash=sha256:ab\n", "req.txt:2: requirement redis>=8: not pinned with =="},
-		{"no hash", "redis==8.1.0\n\nx==1 --hash=sha256:cd\n", "req.txt:1: requirement redis==8.1.0: has no --hash=sha256 pin"},
+		{"no hash", "redis==8.1.0\n\nx==1 --hash=sha256:cd\n", "req.txt:1: requirement redis==8.1.0: no --hash=sha256 pin"},
 		{"after a continuation", "a==1 \\\n  --hash=sha256:ab\nb==2\n", "req.txt:3: requirement b==2: no --hash"},
 		{"an sdist", "--no-binary etcd3\netcd3==0.12.0 --hash=sha256:ab\n", ""},
 		{"an sdist without build tools", "--no-binary etcd3\netcd3==0.12.0 --hash=sha256:ab\n", "req.txt: --no-binary asks for an sdist to be built, and no build requirements"},
