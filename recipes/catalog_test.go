@@ -17,7 +17,7 @@ func TestCatalog(t *testing.T) {
 	for _, r := range Catalog() {
 		names = append(names, r.Name)
 	}
-	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,etcd-election,etcd-mutex,etcd-mutex-unlock-retried,etcd-mutex-validity,etcd-node-lock,etcd-python-lock,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
+	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,etcd-election,etcd-mutex,etcd-mutex-trylock,etcd-mutex-unlock-retried,etcd-mutex-validity,etcd-node-lock,etcd-python-lock,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,node-redlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
 		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redis-semaphore-mutex,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +

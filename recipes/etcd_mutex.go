@@ -37,6 +37,9 @@ const (
 	// etcdCorrect's sessions, lost watch and counter, Campaign and Resign for Lock
 	// and Unlock.
 	etcdCampaign
+	// etcdTryLock polls TryLock until the acquire's deadline instead of queueing in
+	// Lock.
+	etcdTryLock
 	// etcdIgnoreDone never watches the session's Done(): a holder whose lease ended
 	// is never told.
 	etcdIgnoreDone
@@ -58,6 +61,7 @@ var etcdVariants = []struct {
 	{etcdValidity, "etcd-mutex-validity", "etcd-mutex that also keeps its own account of the lease: it renews it itself every third of the TTL and reports lost once the TTL has passed since the send of the last renewal the servers answered, before the session's Done() (which counts from the answer, checked once a second); revokes a lease it gave up on; gRPC keep-alives on its connections"},
 	{etcdUnlockRetried, "etcd-mutex-unlock-retried", "etcd-mutex whose application retries an Unlock that failed (outcome unknown) in the background until it answers, as a retry helper would, while it locks again on the same session, and takes Lock's nil as the grant (no read back): etcd-io/etcd#22082"},
 	{etcdCampaign, "etcd-election", "etcd's concurrency.Election (client v3.6, or the one of the members' release: --etcd-client) as its docs show, a leadership term as a hold: Campaign under the acquire's deadline, granted once the leader read back is its key; Resign as the release; lost when the session's Done() closes while leading; the leader key's create revision (Election.Rev()) as the fencing token"},
+	{etcdTryLock, "etcd-mutex-trylock", "etcd-mutex whose acquire does not queue: it calls TryLock (client v3.5 and later) every 100 ms until the acquire's deadline, as an application that must not wait in line does; TryLock puts its key and, finding an older one, deletes it again (ErrLocked)"},
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
 	{etcdRevisionBefore, "mutant-etcd-revision-before-put", "etcd-mutex that takes its revision from a read before its put: it does not wait for keys another session put in between"},
@@ -390,8 +394,29 @@ func (r *etcdMutex) lock(ctx context.Context, s *concurrency.Session, m *concurr
 		return key, err
 	case etcdRevisionBefore:
 		return key, r.lockRevisionBefore(ctx, s, key)
+	case etcdTryLock:
+		return key, tryLockUntil(ctx, m)
 	}
 	return key, m.Lock(ctx)
+}
+
+// tryLockPoll is how long etcd-mutex-trylock waits between two TryLocks.
+const tryLockPoll = 100 * time.Millisecond
+
+// tryLockUntil calls m.TryLock until it takes the lock, fails otherwise than by
+// ErrLocked (its key may then be left: the caller reads it back), or ctx ends.
+func tryLockUntil(ctx context.Context, m *concurrency.Mutex) error {
+	for {
+		err := m.TryLock(ctx)
+		if !errors.Is(err, concurrency.ErrLocked) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(tryLockPoll):
+		}
+	}
 }
 
 // lockRevisionBefore is Lock with the revision read before the put: it waits only for
