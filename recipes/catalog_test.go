@@ -21,7 +21,7 @@ func TestCatalog(t *testing.T) {
 		"mariadb-getlock,node-redlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
 		"pottery-redlock,python-redis-lock,redis-lock,redis-py-lock,redis-semaphore-mutex,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
-		"mutant-delete-lowest,mutant-etcd-ignore-done,mutant-etcd-no-wait,mutant-etcd-revision-before-put,mutant-herd,mutant-ignore-lost," +
+		"mutant-delete-lowest,mutant-etcd-ignore-done,mutant-etcd-no-wait,mutant-etcd-revision-before-put,mutant-etcd-unlock-retried,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +
 		"mutant-no-recheck,mutant-off-by-one," +
 		"mutant-pg-advisory-no-heartbeat,mutant-pg-advisory-pool,mutant-pg-advisory-unlock-once,mutant-pg-advisory-xact-lock," +

@@ -49,7 +49,20 @@ const (
 	// etcdRevisionBefore takes its revision from a read before its put, and waits
 	// only for the keys created before that read.
 	etcdRevisionBefore
+	// etcdValidityUnlockRetried is etcdValidity with etcdUnlockRetried's application:
+	// the delete-by-key family alone (its own lease account hides the late Done()).
+	etcdValidityUnlockRetried
 )
+
+// ownValidity reports whether the variant keeps its own account of the lease
+// (etcdValidity's renewals, validity and gRPC keep-alives).
+func (v etcdVariant) ownValidity() bool { return v == etcdValidity || v == etcdValidityUnlockRetried }
+
+// retriesUnlock reports whether the variant's application retries an Unlock of
+// unknown outcome in the background and takes Lock's nil as the grant (#22082).
+func (v etcdVariant) retriesUnlock() bool {
+	return v == etcdUnlockRetried || v == etcdValidityUnlockRetried
+}
 
 // etcdVariants are the etcd recipes of the catalogue, by name.
 var etcdVariants = []struct {
@@ -65,6 +78,7 @@ var etcdVariants = []struct {
 	{etcdIgnoreDone, "mutant-etcd-ignore-done", "etcd-mutex that never watches the session's Done(): a holder whose lease expired or was revoked is never told"},
 	{etcdNoWait, "mutant-etcd-no-wait", "etcd-mutex that counts itself the holder once its key is put, without waiting for the keys created before it"},
 	{etcdRevisionBefore, "mutant-etcd-revision-before-put", "etcd-mutex that takes its revision from a read before its put: it does not wait for keys another session put in between"},
+	{etcdValidityUnlockRetried, "mutant-etcd-unlock-retried", "etcd-mutex-validity whose application retries an Unlock that failed (outcome unknown) in the background until it answers, while it locks again on the same session, and takes Lock's nil as the grant: the delete by key after a lost reply of etcd-io/etcd#22082, alone (its own lease account hides the session's late Done())"},
 }
 
 // etcdVariantOf builds the recipe of variant v.
@@ -139,7 +153,7 @@ func newEtcdMutex(ctx context.Context, cfg Config, v etcdVariant) (Recipe, error
 	ttl := int((cfg.SessionTimeout + time.Second - 1) / time.Second)
 	r := &etcdMutex{cfg: cfg, v: v, log: logger, ttl: max(ttl, 1), timeout: max(cfg.SessionTimeout/2, time.Second)}
 	ccfg := clientv3.Config{Endpoints: cfg.Servers, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	if v == etcdValidity {
+	if v.ownValidity() {
 		// gRPC keep-alives, as etcd's client documentation suggests for a client that
 		// must notice a dead or stalled connection: a watch (Lock's wait for its
 		// predecessor) on a connection that lost packets is moved to another member
@@ -191,7 +205,7 @@ func (r *etcdMutex) currentSession(ctx context.Context) (*concurrency.Session, e
 	if r.v != etcdIgnoreDone {
 		go r.watch(s)
 	}
-	if r.v == etcdValidity {
+	if r.v.ownValidity() {
 		go r.renew(s, sent.Add(time.Duration(lease.TTL)*time.Second))
 	}
 	return s, nil
@@ -244,7 +258,7 @@ func (r *etcdMutex) setValid(s *concurrency.Session, valid time.Time) {
 func (r *etcdMutex) expired() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.v == etcdValidity && !r.valid.IsZero() && !time.Now().Before(r.valid)
+	return r.v.ownValidity() && !r.valid.IsZero() && !time.Now().Before(r.valid)
 }
 
 // lose reports lost if a lock of session s is held, and drops s: the next acquire
@@ -311,7 +325,7 @@ func (r *etcdMutex) Acquire(ctx context.Context, req AcquireRequest) (Grant, err
 		return Grant{}, r.lockFailed(ctx, s, key, err)
 	}
 	var rev int64
-	if r.v == etcdUnlockRetried {
+	if r.v.retriesUnlock() {
 		// As an application has it: no read back; the grant's revision is the
 		// response header's (the create revision when Lock did not wait).
 		rev = m.Header().Revision
@@ -526,7 +540,7 @@ func (r *etcdMutex) Release(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if r.v == etcdUnlockRetried && m != nil {
+	if r.v.retriesUnlock() && m != nil {
 		go r.retryUnlock(m)
 	} else {
 		r.setStale(key, rev)
@@ -594,7 +608,7 @@ func (r *etcdMutex) dropStale(ctx context.Context) error {
 // unlockTimeout bounds an Unlock: a request's bound, or a second for the application
 // that retries it (etcdUnlockRetried: the deadline such code gives a cleanup call).
 func (r *etcdMutex) unlockTimeout() time.Duration {
-	if r.v == etcdUnlockRetried {
+	if r.v.retriesUnlock() {
 		return time.Second
 	}
 	return r.timeout

@@ -23,13 +23,16 @@ type kindMenu struct {
 	firstRound time.Duration
 }
 
-// menus lists every kind's menu; the first is also the menu of a kind with none of
-// its own (less what that kind refuses), with full rounds.
+// menus lists every kind's menu; the first (ZooKeeper's) is also the menu of a kind
+// with none of its own (less what that kind refuses), with full rounds.
 var menus = []kindMenu{
-	// etcd's Mutex is a queue of keys, each waiter waiting on the one before it, and
-	// a session a lease the servers keep: ZooKeeper's menu fits it as it is.
-	{kinds: []kind.Name{kind.ZooKeeper, kind.Etcd}, firstRound: DefaultFirstRound,
+	{kinds: []kind.Name{kind.ZooKeeper}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return Probes(b.SessionTimeout, b.Workload.Fenced) }},
+	// etcd's Mutex is a queue of keys, each waiter waiting on the one before it, and
+	// a session a lease the servers keep: ZooKeeper's menu fits it, and one probe
+	// more at its end (EtcdProbes).
+	{kinds: []kind.Name{kind.Etcd}, firstRound: DefaultFirstRound,
+		probes: func(b harness.Config) []Probe { return EtcdProbes(b.SessionTimeout, b.Workload.Fenced) }},
 	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return RedisProbes(b.SessionTimeout) }},
 	{kinds: []kind.Name{kind.Postgres, kind.MariaDB}, firstRound: DefaultFirstRound,

@@ -146,6 +146,30 @@ func Probes(sessionTimeout time.Duration, fenced bool) []Probe {
 	return probes
 }
 
+// EtcdProbes are ZooKeeper's probes (Probes) and, last, one for a release whose
+// reply is lost: an etcd lock's key is named after its session's lease, so the same
+// session's next lock puts the same key, and an application that sends the delete
+// again by name after a lost reply deletes that newer lock (etcd-io/etcd#22082).
+// The holder's replies are lost for a while shorter than its session, from a moment
+// it holds: its release is applied, its answer lost; the worker is kept and goes on
+// locking with short holds and thinks (three workers of five), so that its next lock
+// stands when the retry lands.
+func EtcdProbes(sessionTimeout time.Duration, fenced bool) []Probe {
+	ms := time.Millisecond
+	return append(Probes(sessionTimeout, fenced), Probe{Setup: nemesis.Setup{Name: "release replies lost",
+		Classes: []nemesis.Class{nemesis.ClassReplyLoss}, ClientTargets: []nemesis.ClientTarget{nemesis.TargetHolder},
+		Interval: 2 * time.Second, ClientHold: time.Duration(releaseCutFraction * float64(sessionTimeout))},
+		KeepWorkers: true, Regimes: []workloads.Regime{{Name: "short holds, quick returns",
+			Timeouts: []workloads.Span{{Weight: 1, Min: 5 * time.Second, Max: 10 * time.Second}},
+			Holds:    []workloads.Span{{Weight: 1, Max: 50 * ms}},
+			Thinks:   []workloads.Span{{Weight: 1, Max: 300 * ms}}, Active: 0.6}},
+		// The retried delete must land while the same worker holds again: about one
+		// loss in five does, with three workers of five active; a 13 s look (three
+		// losses in force at a release) missed it in two seeds of two.
+		FirstLook: 30 * time.Second,
+		Aims:      []string{coverage.RowFaultReleasing, coverage.RowReleaseInfo}})
+}
+
 // Tally is what a session has exercised so far: the sum of its rounds' coverage
 // tables, each probe's own sum, and how many rounds each probe ran.
 type Tally struct {

@@ -70,7 +70,8 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 }
 
 // TestZooKeeperMenuIsProbes: on ZooKeeper, Menu is Probes, every class kept, but the
-// compaction probe (ZooKeeper keeps no history of revisions); on etcd, every probe.
+// compaction probe (ZooKeeper keeps no history of revisions); on etcd, every probe
+// and, last, the release replies lost (EtcdProbes).
 func TestZooKeeperMenuIsProbes(t *testing.T) {
 	c := harness.Config{Recipe: "zlc-mutex", WorkerArgv: []string{"worker"}}.Defaults()
 	if err := c.Validate(); err != nil {
@@ -82,8 +83,12 @@ func TestZooKeeperMenuIsProbes(t *testing.T) {
 	}
 	delete(want, "history compacted under waiters")
 	e := harness.Config{Recipe: "etcd-mutex", WorkerArgv: []string{"worker"}}.Defaults()
-	if etcd := menuClasses(Menu(e)); len(etcd) != len(want)+1 || !slices.Equal(etcd["history compacted under waiters"], []nemesis.Class{nemesis.ClassCompaction}) {
+	if etcd := menuClasses(Menu(e)); len(etcd) != len(want)+2 || !slices.Equal(etcd["history compacted under waiters"], []nemesis.Class{nemesis.ClassCompaction}) ||
+		!slices.Equal(etcd["release replies lost"], []nemesis.Class{nemesis.ClassReplyLoss}) {
 		t.Errorf("etcd's menu: %v", etcd)
+	}
+	if m := Menu(e); m[len(m)-1].Name != "release replies lost" {
+		t.Errorf("etcd's menu ends with %q, want the release replies lost", m[len(m)-1].Name)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("menu %v, want %v", got, want)
