@@ -46,17 +46,7 @@ func clients(own string) []string {
 }
 
 // pinnedClients are the client versions clients/ pins.
-func pinnedClients() []string {
-	entries, err := clientsFS.ReadDir("clients")
-	if err != nil {
-		panic("lockservice/etcd: clients: " + err.Error()) // embedded; a test reads it
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, strings.TrimPrefix(e.Name(), "v"))
-	}
-	return out
-}
+func pinnedClients() []string { return versionDirs(clientsFS, "clients") }
 
 // OwnClient is the version of the etcd client this binary was built with ("3.6.16"),
 // "" when its build information does not say.

@@ -29,10 +29,13 @@ const debianBinary = "/usr/bin/etcd"
 
 // Releases are the versions --etcd-version takes beside Debian's, oldest first: the
 // directories of releases/.
-func Releases() []string {
-	entries, err := releasesFS.ReadDir("releases")
+func Releases() []string { return versionDirs(releasesFS, "releases") }
+
+// versionDirs are the versions the directories vX of dir in fsys name, oldest first.
+func versionDirs(fsys embed.FS, dir string) []string {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
-		panic("lockservice/etcd: releases: " + err.Error()) // embedded; a test reads it
+		panic("lockservice/etcd: " + dir + ": " + err.Error()) // embedded; a test reads it
 	}
 	var out []string
 	for _, e := range entries {
