@@ -12,7 +12,7 @@ RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 # (lockservice/zookeeper/releases/pom.xml) and the Java workers' libraries
 # (recipes/jvm/pom.xml), each once: a second setup downloads nothing.
 
-.PHONY: all setup examples-setup build run test test-long test-short vet bench chaos mutants mutants-redis mutants-db mutants-etcd explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
+.PHONY: all setup examples-setup build build-tool run test test-long test-short vet bench chaos mutants mutants-redis mutants-db mutants-etcd explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
 
 all: build
 
@@ -63,13 +63,17 @@ examples-setup:
 # Beside bin/zlockcheck, one build of it per pinned etcd client other than its own
 # (lockservice/etcd/clients/vX: go build -modfile), which serves the Go etcd recipes of
 # a run whose members run that client's release (--etcd-client, docs/etcd.md).
-build: setup
-	$(GO) build -o $(BIN) ./cmd/zlockcheck
+# make test needs only the tool (build-tool): the one test that runs a variant builds
+# its own.
+build: build-tool
 	@for m in lockservice/etcd/clients/v*/client.mod; do \
 	  v=$$(basename $$(dirname $$m)); \
 	  $(GO) build -modfile=$$m -o $(BIN)-etcd-client-$$v ./cmd/zlockcheck || \
 	    { echo "$$m no longer follows go.mod: run scripts/etcd-client-pins.sh"; exit 1; }; \
 	done
+
+build-tool: setup
+	$(GO) build -o $(BIN) ./cmd/zlockcheck
 	sh recipes/curator/build.sh build/curator
 
 run: build
@@ -87,7 +91,7 @@ vet:
 # that talk to one ZooKeeper directly a private standalone server). About 20 minutes
 # (CI's budget is 30): near-duplicates and long variants skip here and are make
 # test-long's (below; docs/tests.md#long-tests-make-test-long).
-test: build vet
+test: build-tool vet
 	/usr/bin/python3 recipes/python/test_kazoo_worker.py
 	/usr/bin/python3 recipes/python/test_zlcworker.py
 	node recipes/node/test_zlcworker.js
