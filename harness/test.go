@@ -358,7 +358,7 @@ func recipeVersion(name string, argv []string) string {
 	if err != nil {
 		return ""
 	}
-	if r.Runtime == recipes.InProcess && len(argv) > 0 {
+	if len(argv) > 0 {
 		return r.VersionIn(argv[0])
 	}
 	return r.Version()

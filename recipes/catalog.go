@@ -419,11 +419,15 @@ func (r Entry) Version() string {
 	return l.goVersion(bi)
 }
 
-// VersionIn is Version for a Go recipe served by binary (a build of zlockcheck,
-// maybe against another client library): the library's version it was built with.
+// VersionIn is Version for a recipe whose worker runs binary: for a Go recipe (a
+// build of zlockcheck, maybe against another client library) the library's version
+// that binary was built with; for any other, Version.
 func (r Entry) VersionIn(binary string) string {
+	if r.Runtime != InProcess || r.Library.Name == "" {
+		return r.Version()
+	}
 	bi, err := buildinfo.ReadFile(binary)
-	if r.Runtime != InProcess || err != nil || r.Library.Name == "" {
+	if err != nil {
 		return r.Version()
 	}
 	return r.Library.goVersion(bi)

@@ -99,15 +99,9 @@ func Start(ctx context.Context, net *netns.Network, cfg Config, runID string) (*
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
-	cache, err := maven.CacheDir(cfg.CacheDir)
+	bin, err := cfg.serverBinary()
 	if err != nil {
 		return nil, err
-	}
-	bin := cfg.Binary
-	if bin == "" {
-		if bin, err = binary(cfg.Version, cache); err != nil {
-			return nil, err
-		}
 	}
 	e := &Etcd{InNamespaces: lockservice.InNamespaces{Net: net}, cfg: cfg}
 	for id := 1; id <= cfg.Nodes; id++ {
@@ -123,6 +117,19 @@ func Start(ctx context.Context, net *netns.Network, cfg Config, runID string) (*
 		}
 	}
 	return e, e.WaitServing(ctx, cfg.StartTimeout)
+}
+
+// serverBinary is the server the members run: Binary, or Version's (Debian's, or a
+// release built in the cache).
+func (c Config) serverBinary() (string, error) {
+	if c.Binary != "" {
+		return c.Binary, nil
+	}
+	cache, err := maven.CacheDir(c.CacheDir)
+	if err != nil {
+		return "", err
+	}
+	return binary(c.Version, cache)
 }
 
 // validateNodes refuses a cluster size etcd's users would not run.

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zlockcheck/zlockcheck/internal/maven"
 	"github.com/zlockcheck/zlockcheck/internal/netns"
 	"github.com/zlockcheck/zlockcheck/lockservice"
 )
@@ -78,15 +77,9 @@ func releaseToUpload(cfg Config) ([]byte, error) {
 	if cfg.Binary == "" && (cfg.Version == "" || cfg.Version == Debian) {
 		return nil, nil
 	}
-	bin := cfg.Binary
-	if bin == "" {
-		cache, err := maven.CacheDir(cfg.CacheDir)
-		if err != nil {
-			return nil, err
-		}
-		if bin, err = binary(cfg.Version, cache); err != nil {
-			return nil, err
-		}
+	bin, err := cfg.serverBinary()
+	if err != nil {
+		return nil, err
 	}
 	b, err := os.ReadFile(bin)
 	if err != nil {
