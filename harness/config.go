@@ -247,9 +247,10 @@ func (c Config) bounds() driver.Bounds { return driver.Bounds{SessionTimeout: c.
 func (c Config) ReplyLimit(wait time.Duration) time.Duration { return c.bounds().ReplyLimit(wait) }
 
 // FinalBound is how long a final acquire may take: long enough for the sessions of
-// crashed workers to expire and for every worker to take its turn.
+// crashed workers to expire, for the requests the servers still owe to be answered
+// (the kind's Settle), and for every worker to take its turn.
 func (c Config) FinalBound() time.Duration {
-	return 3*c.SessionTimeout + time.Duration(c.Workers)*(c.Workload.LongestHold()+250*time.Millisecond)
+	return 3*c.SessionTimeout + kind.Of(c.Service).Settle + time.Duration(c.Workers)*(c.Workload.LongestHold()+250*time.Millisecond)
 }
 
 // FinalLimit is how long the final phase waits for every worker's final cycle before

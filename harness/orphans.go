@@ -29,7 +29,8 @@ import (
 // A missed wake-up is the lowest child when it is the newest node of a worker that
 // waits for the lock with it: a correct recipe is granted within a round trip of its
 // node becoming the lowest. During the workload, once no fault has been on for a
-// session timeout (every session a fault touched has expired or come back), such a
+// session timeout (every session a fault touched has expired or come back) and for
+// the kind's Settle (every request the servers accepted has been answered), such a
 // node that stays the lowest for half of Config.OrphanAfter while nobody acquires is
 // a missed wake-up (a waiter that found its predecessor gone and set no watch): it is
 // recorded (histories.Orphan.MissedWakeup, which makes the liveness check invalid)
@@ -181,15 +182,22 @@ func (r *runner) watchOrphans(ctx context.Context, look func(o *blockingOrphan, 
 	})
 }
 
+// quiet is how long faults must have been off before a waiting lowest node counts as
+// a missed wake-up: a session timeout (every session a fault touched has expired or
+// come back), or the kind's Settle if longer (a request the servers still owe).
+func (r *runner) quiet() time.Duration {
+	return max(r.cfg.SessionTimeout, kind.Of(r.cfg.Service).Settle)
+}
+
 // split is an observation as the orphan tracker and the missed wake-up tracker see
 // it: a waiting node counts for the latter only when faults have been quiet for
-// quiet.
-func (r *runner) split(o *blockingOrphan, quiet time.Duration) (orphan, waiting *blockingOrphan) {
+// r.quiet().
+func (r *runner) split(o *blockingOrphan) (orphan, waiting *blockingOrphan) {
 	switch {
 	case o == nil:
 	case !o.Waiting:
 		orphan = o
-	case kind.Of(r.cfg.Service).Queue && r.rec.faultsQuiet() >= quiet:
+	case kind.Of(r.cfg.Service).Queue && r.rec.faultsQuiet() >= r.quiet():
 		// Only a queue of nodes grants its lowest: a key or a session lock's owner
 		// may be acquiring (a RedLock short of a majority, a nested acquire).
 		waiting = o
@@ -208,7 +216,7 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 	orphans := orphanTracker{after: r.cfg.OrphanAfter, anyOrphan: true}
 	wakeups := orphanTracker{after: r.cfg.OrphanAfter / 2}
 	return r.watchOrphans(ctx, func(o *blockingOrphan, now time.Time) bool {
-		orphan, waiting := r.split(o, r.cfg.SessionTimeout)
+		orphan, waiting := r.split(o)
 		if held, ok := orphans.observe(orphan, now); ok && noGrant(held) {
 			msg := fmt.Sprintf("for %s nobody acquired the lock and the lowest lock node was a blocking orphan; the latest: %s: ending the workload for the final phase",
 				held.Round(100*time.Millisecond), orphan.describe(0))
@@ -217,7 +225,7 @@ func (r *runner) endOnOrphan(ctx context.Context) error {
 			return true
 		}
 		if held, ok := wakeups.observe(waiting, now); ok && noGrant(held) {
-			msg := fmt.Sprintf("with no fault on for at least %s, %s: ending the workload", r.cfg.SessionTimeout, waiting.describe(held))
+			msg := fmt.Sprintf("with no fault on for at least %s, %s: ending the workload", r.quiet(), waiting.describe(held))
 			r.rec.record(histories.NemesisOp(waiting.record(), msg))
 			r.logf("MISSED WAKE-UP: %s", msg)
 			return true
@@ -236,9 +244,9 @@ func (r *runner) finalOrphan(ctx context.Context, found func(finalProof)) {
 	orphans := orphanTracker{after: r.cfg.OrphanAfter / 2}
 	wakeups := orphanTracker{after: r.cfg.OrphanAfter / 2}
 	_ = r.watchOrphans(ctx, func(o *blockingOrphan, now time.Time) bool {
-		orphan, waiting := r.split(o, r.cfg.SessionTimeout)
+		orphan, waiting := r.split(o)
 		if held, ok := wakeups.observe(waiting, now); ok {
-			msg := fmt.Sprintf("in the final phase, with no fault on for at least %s, %s", r.cfg.SessionTimeout, waiting.describe(held))
+			msg := fmt.Sprintf("in the final phase, with no fault on for at least %s, %s", r.quiet(), waiting.describe(held))
 			r.rec.record(histories.NemesisOp(waiting.record(), msg))
 			r.logf("MISSED WAKE-UP: %s", msg)
 			found(finalProof{text: msg, missedWakeup: true})

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 )
 
 // TestOrphanTracker: the proof needs the same orphan, in the same situation, at every
@@ -52,5 +54,33 @@ func TestOrphanTracker(t *testing.T) {
 				t.Fatalf("proven at observation %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestQuietWaitsForTheKindsSettle: a waiting lowest node counts as a missed wake-up
+// only once faults have been quiet for the session timeout or, on etcd, for the
+// requests a deposed leader dropped to be answered (kind.Kind.Settle); the final
+// bound grows by the same.
+func TestQuietWaitsForTheKindsSettle(t *testing.T) {
+	for _, c := range []struct {
+		service    kind.Name
+		session    time.Duration
+		quiet, add time.Duration
+	}{
+		{kind.ZooKeeper, 2 * time.Second, 2 * time.Second, 0},
+		{kind.Redis, 3 * time.Second, 3 * time.Second, 0},
+		{kind.Etcd, 2 * time.Second, 7 * time.Second, 7 * time.Second},
+		{kind.Etcd, 10 * time.Second, 10 * time.Second, 7 * time.Second},
+	} {
+		cfg := Config{Service: c.service, SessionTimeout: c.session, Workers: 1}
+		r := &runner{cfg: cfg}
+		if got := r.quiet(); got != c.quiet {
+			t.Errorf("%s, session timeout %s: quiet %s, want %s", c.service, c.session, got, c.quiet)
+		}
+		base := cfg
+		base.Service = kind.Postgres
+		if got := cfg.FinalBound() - base.FinalBound(); got != c.add {
+			t.Errorf("%s: final bound %s more than a kind without Settle, want %s", c.service, got, c.add)
+		}
 	}
 }

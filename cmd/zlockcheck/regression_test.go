@@ -64,6 +64,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"etcd-node-lock-lost-late-cut-off-holder.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 1 held"}},
 		{"etcd-python-lock-cut-off-holder-never-told.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 1 held", "process 3 held"}},
 		{"etcd-mutex-19597-revoked-waiter-waits.jsonl", nil, exitValid, []string{"VALID", "8  client faults that landed while their target was acquiring (session-expire 8)"}},
+		{"etcd-mutex-3.4-deposed-leader-requests-stall.jsonl", nil, exitValid, []string{"VALID", "12  acquires that timed out while queued behind another"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
 		{"mariadb-getlock-kill-at-grant.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Name names a kind of lock service as flags, config.json and results.json spell it.
@@ -83,6 +84,11 @@ type Kind struct {
 	// Lacks says, in a sentence that names the kind, why it lacks an ability, where
 	// a plainer word than "cannot" helps (what it has instead).
 	Lacks map[Ability]string
+	// Settle is how long a request a server accepted may still wait for its answer
+	// after the last fault healed, besides the session timeout: the missed wake-up
+	// watches wait until faults have been quiet for the longer of the two, since a
+	// waiter whose own request hangs was not left without a wake-up.
+	Settle time.Duration
 	// Places are the entries a worker's lock may live in on this kind, as an
 	// acquire names them (workloads.LockPlace's forms: node, keys, table, advisory,
 	// get_lock); none: the kind takes no such word.
@@ -150,8 +156,11 @@ func init() {
 		}})
 	// etcd's Mutex is a queue: keys under the lock's prefix, each waiter waiting for
 	// the deletion of the one created before it, the oldest granted. A session is a
-	// lease the servers expire unless its client keeps it alive.
-	Register(Kind{Name: Etcd, Title: "etcd", Queue: true, Lease: true, Nodes: 3, Abilities: ExpireSession | Compact, Places: []string{"keys"},
+	// lease the servers expire unless its client keeps it alive. A proposal a paused
+	// leader took and lost with its log tail when it was deposed is answered only at
+	// the member's request timeout (5 s and two election timeouts of 1 s, etcd's
+	// defaults): Settle (docs/etcd.md, "A deposed leader's requests").
+	Register(Kind{Name: Etcd, Title: "etcd", Queue: true, Lease: true, Nodes: 3, Settle: 7 * time.Second, Abilities: ExpireSession | Compact, Places: []string{"keys"},
 		Lacks: map[Ability]string{
 			KillConnection: "etcd ends no client's connection on demand (session-expire, which revokes the worker's lease, ends what it holds)",
 		}})
