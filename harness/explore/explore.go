@@ -51,7 +51,8 @@ type Config struct {
 	// Round is each round's workload time (DefaultRound when zero).
 	Round time.Duration
 	// FirstRound is the workload time of the first pass's rounds, one per probe of the
-	// menu (a probe's FirstLook when longer; never longer than Round). Zero: Run takes
+	// menu (never longer than Round), or a probe's FirstLook when longer (a probe that
+	// needs a long look says so; the budget's end still shortens it). Zero: Run takes
 	// the service's (firstRound), the loop alone the full Round.
 	FirstRound time.Duration
 	// KeepGoing goes on after a round found a violation, to the budget's end.
@@ -182,7 +183,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 		p := Choose(menu, s.Tally, rng)
 		length := cfg.Round
 		if i < len(menu) && cfg.FirstRound > 0 {
-			length = min(cfg.Round, max(cfg.FirstRound, p.FirstLook))
+			length = max(min(cfg.Round, cfg.FirstRound), p.FirstLook)
 		}
 		if left < min(length, minRound) {
 			break

@@ -262,13 +262,13 @@ func TestNarrowRacesAreAimedAt(t *testing.T) {
 }
 
 // TestAProbeMayLookLongerFirst: a probe's FirstLook, when longer than the first pass's
-// rounds, is its first round's length (never longer than Round).
+// rounds, is its first round's length, even beyond Round (a fake round function).
 func TestAProbeMayLookLongerFirst(t *testing.T) {
-	run, seen := fakeRounds(models.Valid, models.Valid, models.Invalid)
-	slow := probe("b", "y")
-	slow.FirstLook = 12 * time.Second
+	run, seen := fakeRounds(models.Valid, models.Valid, models.Valid, models.Invalid)
+	slow, slowest := probe("b", "y"), probe("d", "q")
+	slow.FirstLook, slowest.FirstLook = 12*time.Second, time.Minute
 	cfg := Config{Budget: time.Hour, Round: 20 * time.Second, FirstRound: 8 * time.Second,
-		Menu: []Probe{probe("a", "x"), slow, probe("c", "z")}}
+		Menu: []Probe{probe("a", "x"), slow, probe("c", "z"), slowest}}
 	if _, err := cfg.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestAProbeMayLookLongerFirst(t *testing.T) {
 	for _, c := range *seen {
 		got = append(got, c.Duration)
 	}
-	if want := []time.Duration{8 * time.Second, 12 * time.Second, 8 * time.Second}; !slices.Equal(got, want) {
+	if want := []time.Duration{8 * time.Second, 12 * time.Second, 8 * time.Second, time.Minute}; !slices.Equal(got, want) {
 		t.Errorf("round lengths %v, want %v", got, want)
 	}
 }
