@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,9 @@ type Redis struct {
 	// replicas' primary), each with its redis.conf (Conf), log, pid file and data
 	// directory in its Dir.
 	Instances []*lockservice.Member
+	// Sentinels are the redis-sentinels of the sentinel topology, sentinel N beside
+	// instance N, in its namespace and directory (sentinel.conf, sentinel.log).
+	Sentinels []*lockservice.Member
 	// external: an existing Redis (ConnectRedis), not the tool's to manage.
 	external bool
 	// remote holds the instances on SSH nodes (StartRemoteRedis), nil in namespaces.
@@ -62,7 +66,13 @@ func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redi
 			return r, fmt.Errorf("redis instance %d: %w", in.ID, err)
 		}
 	}
-	return r, r.WaitServing(ctx, cfg.StartTimeout)
+	if err := r.WaitServing(ctx, cfg.StartTimeout); err != nil || cfg.Topology != RedisSentinel {
+		return r, err
+	}
+	if err := r.startSentinels(ctx); err != nil {
+		return r, err
+	}
+	return r, r.WaitFormed(ctx, cfg.StartTimeout)
 }
 
 // addInstance makes instance id's namespace on the network and writes its files.
@@ -85,7 +95,7 @@ func (r *Redis) addInstance(ctx context.Context, id int) (*lockservice.Member, e
 		return nil, err
 	}
 	var primary netip.Addr
-	if r.cfg.Topology == RedisReplicas && id > 1 {
+	if r.cfg.Topology.replicated() && id > 1 {
 		primary = lockservice.ServerAddr(1)
 	}
 	if err := os.WriteFile(f.Conf, redisConf(r.cfg.RedisSettings, id, lockservice.ServerAddr(id), f, primary), 0o644); err != nil {
@@ -194,7 +204,7 @@ func (r *Redis) Leader(ctx context.Context) (int, bool) {
 	switch r.cfg.Topology {
 	case RedisSingle:
 		return 1, true
-	case RedisReplicas:
+	case RedisReplicas, RedisSentinel:
 		for _, in := range r.Instances {
 			if m, err := r.info(ctx, in, "replication"); err == nil && m["role"] == "master" {
 				return in.ID, true
@@ -212,7 +222,7 @@ func (r *Redis) Close() error {
 		return r.closeRemote()
 	}
 	var pgids []int
-	for _, in := range r.Instances {
+	for _, in := range append(slices.Clone(r.Sentinels), r.Instances...) {
 		if pid := in.Host.Pid(); pid > 0 {
 			pgids = append(pgids, pid)
 		}
@@ -242,7 +252,7 @@ func waitGroupGone(pgid int, within time.Duration) error {
 // serving is nil when instance in answers PING and, as a replica, is linked.
 func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	cmds := [][]string{{"PING"}}
-	replica := r.cfg.Topology == RedisReplicas && in.ID > 1
+	replica := r.cfg.Topology.replicated() && in.ID > 1
 	if replica {
 		cmds = append(cmds, []string{"INFO", "replication"})
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 )
@@ -32,7 +33,9 @@ func TestRedisConfRendersEachSetting(t *testing.T) {
 		{"aof always", RedisSettings{Persistence: PersistAOFAlways}, netip.Addr{},
 			[]string{"appendonly yes", "appendfsync always"}, []string{"appendfsync everysec"}},
 		{"replica", RedisSettings{Topology: RedisReplicas}, lockservice.ServerAddr(1),
-			[]string{"replicaof 10.77.1.1 6379", "a replicas topology"}, nil},
+			[]string{"replicaof 10.77.1.1 6379", "a replicas topology"}, []string{"min-replicas"}},
+		{"sentinel's replica, guarded", RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: 1}}, lockservice.ServerAddr(1),
+			[]string{"replicaof 10.77.1.1 6379", "a sentinel topology", "min-replicas-to-write 1", "min-replicas-max-lag 10"}, nil},
 	}
 	for _, c := range cases {
 		conf := string(redisConf(c.s, 2, addr, f, c.primary))
@@ -66,6 +69,14 @@ func TestRedisSettingsValidate(t *testing.T) {
 		{RedisSettings{Topology: RedisRedlock}, 2, "RedLock"},
 		{RedisSettings{Topology: RedisReplicas}, 1, "replicas"},
 		{RedisSettings{Topology: RedisReplicas}, 3, ""},
+		{RedisSettings{Topology: RedisSentinel}, 3, ""},
+		{RedisSettings{Topology: RedisSentinel}, 2, "at least 3"},
+		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{DownAfter: 10 * time.Millisecond}}, 3, "redis-down-after"},
+		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{FailoverTimeout: 500 * time.Millisecond}}, 3, "redis-failover-timeout"},
+		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: -1}}, 3, "redis-min-replicas-to-write"},
+		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: 1, MinReplicasMaxLag: 1500 * time.Millisecond}}, 3, "whole seconds"},
+		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasMaxLag: 2 * time.Second}}, 3, "needs --redis-min-replicas-to-write"},
+		{RedisSettings{Topology: RedisReplicas, Sentinel: SentinelSettings{DownAfter: time.Second}}, 3, "sentinel settings"},
 		{RedisSettings{Topology: "cluster"}, 3, "redis-topology"},
 		{RedisSettings{Persistence: "rdb"}, 1, "redis-persistence"},
 		{RedisSettings{Topology: RedisRedlock}, 10, "1 to 9"},
@@ -224,6 +235,34 @@ func TestUniqueServer(t *testing.T) {
 		got, ok := uniqueServer(all, func(cl redisClient) bool { return cl.ID == c.id }, instances)
 		if got != c.want || ok != c.wantOK {
 			t.Errorf("id %d: got %d, %v; want %d, %v", c.id, got, ok, c.want, c.wantOK)
+		}
+	}
+}
+
+// TestSentinelConfRendersEachSetting: the sentinel's file opens with the marker
+// cleanup looks for, watches instance 1 with a majority's quorum, and carries each
+// setting (the defaults when unset).
+func TestSentinelConfRendersEachSetting(t *testing.T) {
+	addr := netip.MustParseAddr("10.77.1.2")
+	cases := []struct {
+		g    SentinelSettings
+		n    int
+		want []string
+	}{
+		{SentinelSettings{}, 3, []string{"sentinel monitor zlc-primary 10.77.1.1 6379 2", "down-after-milliseconds zlc-primary 1000",
+			"failover-timeout zlc-primary 5000", "port 26379", "bind 10.77.1.2", `dir "/r/s2"`, `logfile "/r/s2/sentinel.log"`}},
+		{SentinelSettings{DownAfter: 3 * time.Second, FailoverTimeout: 9 * time.Second}, 5,
+			[]string{"zlc-primary 10.77.1.1 6379 3", "down-after-milliseconds zlc-primary 3000", "failover-timeout zlc-primary 9000", "Sentinel 2 of 5"}},
+	}
+	for _, c := range cases {
+		conf := string(sentinelConf(c.g, 2, c.n, addr, lockservice.ServerAddr(1), "/r/s2"))
+		if !strings.HasPrefix(conf, redisMarker) {
+			t.Errorf("%+v: does not start with the marker:\n%s", c.g, conf)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(conf, w) {
+				t.Errorf("%+v: want %q in\n%s", c.g, w, conf)
+			}
 		}
 	}
 }

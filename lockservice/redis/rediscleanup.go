@@ -44,11 +44,12 @@ func ownRedis(pid int) string {
 	return ownConf(pid)
 }
 
-// isRedisServer reports whether pid is a redis-server (its command name; Debian's
-// binary is redis-check-rdb run by that name).
+// isRedisServer reports whether pid is a redis-server or a redis-sentinel (its
+// command name; Debian's binary is redis-check-rdb run by either name).
 func isRedisServer(pid int) bool {
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return err == nil && strings.TrimSpace(string(comm)) == "redis-server"
+	c := strings.TrimSpace(string(comm))
+	return err == nil && (c == "redis-server" || c == "redis-sentinel")
 }
 
 // ownConf is the tool's redis.conf that process pid runs, "" when it runs none: a

@@ -20,6 +20,10 @@ const (
 	RedisReplicas RedisTopology = "replicas"
 	// RedisRedlock is N independent primaries, for RedLock (3 or 5 are usual).
 	RedisRedlock RedisTopology = "redlock"
+	// RedisSentinel is instance 1 a primary and the others its replicas, with a
+	// redis-sentinel beside each instance (in its namespace) that watches the
+	// primary and promotes a replica when a majority of them find it down.
+	RedisSentinel RedisTopology = "sentinel"
 )
 
 // RedisPersistence is what a Redis instance writes to disk.
@@ -43,16 +47,22 @@ type RedisSettings struct {
 	Topology RedisTopology `json:"topology,omitempty"`
 	// Persistence is the instances' ("" on an existing Redis: its owners').
 	Persistence RedisPersistence `json:"persistence,omitempty"`
+	// Sentinel is the sentinels' settings and the primary's replication guards
+	// (the sentinel topology only).
+	Sentinel SentinelSettings `json:"sentinel,omitzero"`
 }
 
-// ParseRedisTopology reads a topology: single, replicas or redlock.
+// ParseRedisTopology reads a topology: single, replicas, redlock or sentinel.
 func ParseRedisTopology(s string) (RedisTopology, error) {
 	switch t := RedisTopology(s); t {
-	case RedisSingle, RedisReplicas, RedisRedlock:
+	case RedisSingle, RedisReplicas, RedisRedlock, RedisSentinel:
 		return t, nil
 	}
-	return "", fmt.Errorf("want single, replicas or redlock, got %q", s)
+	return "", fmt.Errorf("want single, replicas, redlock or sentinel, got %q", s)
 }
+
+// replicated reports whether instance 1 is a primary and the others its replicas.
+func (t RedisTopology) replicated() bool { return t == RedisReplicas || t == RedisSentinel }
 
 // ParseRedisPersistence reads a persistence setting: none, aof-everysec or aof-always.
 func ParseRedisPersistence(s string) (RedisPersistence, error) {
@@ -70,6 +80,9 @@ func (s RedisSettings) WithDefaults() RedisSettings {
 	}
 	if s.Persistence == "" {
 		s.Persistence = PersistNone
+	}
+	if s.Topology == RedisSentinel {
+		s.Sentinel = s.Sentinel.withDefaults()
 	}
 	return s
 }
@@ -102,8 +115,12 @@ func (s RedisSettings) validateNodes(nodes int) error {
 		return fmt.Errorf("nodes: RedLock wants at least 3 independent instances (3 or 5 are usual), got %d", nodes)
 	case s.Topology == RedisReplicas && nodes < 2:
 		return fmt.Errorf("nodes: a primary with replicas wants at least 2 instances, got %d (one is --redis-topology single)", nodes)
+	case s.Topology == RedisSentinel && nodes < 3:
+		return fmt.Errorf("nodes: the sentinel topology wants at least 3 instances, each with its sentinel (a majority of sentinels must outlive one), got %d", nodes)
+	case s.Topology != RedisSentinel && s.Sentinel != (SentinelSettings{}):
+		return fmt.Errorf("redis-down-after, redis-failover-timeout, redis-min-replicas-to-write, redis-min-replicas-max-lag: sentinel settings, for --redis-topology sentinel, not %s", s.Topology)
 	}
-	return nil
+	return s.Sentinel.validate()
 }
 
 // RedisConfig says how to run a set of Redis instances.
@@ -116,7 +133,11 @@ type RedisConfig struct {
 	// Binary is the redis-server to run; empty means "redis-server" on the PATH
 	// (Debian's, in redis-tools).
 	Binary string
-	// StartTimeout bounds the wait until every instance serves (replicas linked).
+	// SentinelBinary is the redis-sentinel of the sentinel topology; empty means
+	// "redis-sentinel" on the PATH (Debian's, in redis-sentinel).
+	SentinelBinary string
+	// StartTimeout bounds the wait until every instance serves (replicas linked),
+	// and then the wait until the sentinels agree.
 	StartTimeout time.Duration
 }
 
@@ -134,6 +155,9 @@ func (c *RedisConfig) defaults() {
 	}
 	if c.Binary == "" {
 		c.Binary = "redis-server"
+	}
+	if c.SentinelBinary == "" {
+		c.SentinelBinary = "redis-sentinel"
 	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 20 * time.Second
@@ -178,6 +202,11 @@ func redisConf(s RedisSettings, id int, addr netip.Addr, f redisFiles, primary n
 	}
 	if primary.IsValid() {
 		lines = append(lines, fmt.Sprintf("replicaof %s %d", primary, redisPort))
+	}
+	if g := s.Sentinel; g.MinReplicasToWrite > 0 {
+		// Every instance: a replica the sentinels promote keeps the guard.
+		lines = append(lines, fmt.Sprintf("min-replicas-to-write %d", g.MinReplicasToWrite),
+			fmt.Sprintf("min-replicas-max-lag %d", int(g.MinReplicasMaxLag/time.Second)))
 	}
 	return []byte(strings.Join(lines, "\n") + "\n")
 }

@@ -147,3 +147,39 @@ func replyInt(v any) (int64, error) {
 	}
 	return 0, fmt.Errorf("resp: want an integer, got %T", v)
 }
+
+// replyArray is a reply that should be an array.
+func replyArray(v any) ([]any, error) {
+	if a, ok := v.([]any); ok {
+		return a, nil
+	}
+	if e, ok := v.(respError); ok {
+		return nil, e
+	}
+	return nil, fmt.Errorf("resp: want an array, got %T", v)
+}
+
+// replyFields is a reply that should be an array of field names and values, in
+// turn (SENTINEL MASTER's), as a map.
+func replyFields(v any) (map[string]string, error) {
+	a, err := replyArray(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(a)%2 != 0 {
+		return nil, fmt.Errorf("resp: want field-value pairs, got %d items", len(a))
+	}
+	m := make(map[string]string, len(a)/2)
+	for i := 0; i < len(a); i += 2 {
+		k, err := replyString(a[i])
+		if err != nil {
+			return nil, err
+		}
+		val, err := replyString(a[i+1])
+		if err != nil {
+			return nil, err
+		}
+		m[k] = val
+	}
+	return m, nil
+}

@@ -26,10 +26,15 @@ func init() {
 
 // flags defines the Redis settings' flags on fs.
 func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
-	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas) or redlock (--nodes independent primaries)")
+	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas), redlock (--nodes independent primaries) or sentinel (replicas with a redis-sentinel beside each instance: not yet for runs, issue 42)")
 	persistence := fs.String("redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
+	var g SentinelSettings
+	fs.DurationVar(&g.DownAfter, "redis-down-after", 0, "with --redis-topology sentinel: how long a sentinel waits for the primary before it finds it down (down-after-milliseconds; 0: 1s)")
+	fs.DurationVar(&g.FailoverTimeout, "redis-failover-timeout", 0, "with --redis-topology sentinel: the sentinels' failover-timeout (0: 5s)")
+	fs.IntVar(&g.MinReplicasToWrite, "redis-min-replicas-to-write", 0, "with --redis-topology sentinel: a primary refuses writes unless this many replicas answered within --redis-min-replicas-max-lag (0: no such guard)")
+	fs.DurationVar(&g.MinReplicasMaxLag, "redis-min-replicas-max-lag", 0, "with --redis-min-replicas-to-write: the replicas' largest lag, whole seconds (0: 10s)")
 	return func() (lockservice.Settings, error) {
-		var s RedisSettings
+		s := RedisSettings{Sentinel: g}
 		var err error
 		if *topology != "" {
 			if s.Topology, err = ParseRedisTopology(*topology); err != nil {
@@ -102,6 +107,9 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
 	}
 	topology := s.WithDefaults().Topology
+	if topology == RedisSentinel {
+		return errors.New("redis-topology sentinel: the instances and their sentinels start, form and fail over by themselves, but no recipe's client follows a promotion yet (issue 42): a run would keep its workers on instance 1")
+	}
 	for _, cl := range p.Faults {
 		if cl == nemesis.ClassFailover && topology != RedisReplicas {
 			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", topology)
