@@ -121,7 +121,12 @@ func (r *runner) setUp(ctx context.Context) error {
 	}
 	// After the chroot: on an existing database the workers' connect string names
 	// the run's own schema.
-	r.connect = r.svc.Connect()
+	r.connect = workerConnect{servers: r.svc.Connect()}
+	if s, ok := r.svc.(sentinelled); ok {
+		if sentinels, master := s.Sentinels(); master != "" {
+			r.connect = workerConnect{servers: sentinels, sentinelMaster: master}
+		}
+	}
 
 	// Before the history's clock starts: the workload's times count from its start.
 	if err := r.warmUp(ctx); err != nil {
@@ -488,7 +493,7 @@ func (r *runner) goroutineBaseline(ctx context.Context, path string) bool {
 // processBaseline runs the plain loop as one process per worker slot on lock path.
 func (r *runner) processBaseline(ctx context.Context, path string) {
 	w := r.cfg.Workload.Defaults()
-	b, err := runBaselineProcesses(ctx, r.cfg.BaselineArgv, r.hosts[:r.cfg.Workers], r.connect, path, r.cfg.Duration, r.cfg.SessionTimeout,
+	b, err := runBaselineProcesses(ctx, r.cfg.BaselineArgv, r.hosts[:r.cfg.Workers], r.connect.servers, path, r.cfg.Duration, r.cfg.SessionTimeout,
 		w.HoldMin, w.HoldMax, uint64(r.cfg.Seed))
 	if r.fail(err, "baseline (processes)") != nil {
 		return

@@ -35,7 +35,7 @@ type runner struct {
 	ownSite bool
 	network *netns.Network
 	svc     lockservice.Service
-	connect string
+	connect workerConnect
 	cluster *cluster
 	rec     *recorder
 	hosts   []netns.Host

@@ -46,11 +46,25 @@ type sessionEnv struct {
 	kind   kind.Kind
 }
 
+// workerConnect is what a worker's init names for it to reach the service: the
+// servers (Service.Connect), or the sentinels and the name they know the primary by.
+type workerConnect struct {
+	servers        string
+	sentinelMaster string
+}
+
+// sentinelled is a service whose workers find the primary through Redis Sentinels
+// (Redis's sentinel topology): Sentinels returns their addresses and the primary's
+// name ("" when the service has none).
+type sentinelled interface {
+	Sentinels() (connect, master string)
+}
+
 // initRequest is a run's init request: where the lock is and what the workers do.
-func initRequest(cfg Config, connect, lockPath, counterPath string) workloads.Request {
+func initRequest(cfg Config, connect workerConnect, lockPath, counterPath string) workloads.Request {
 	wl := cfg.Workload
 	return workloads.Request{
-		Op: workloads.OpInit, Connect: connect, SessionTimeoutMS: cfg.SessionTimeout.Milliseconds(),
+		Op: workloads.OpInit, Connect: connect.servers, SentinelMaster: connect.sentinelMaster, SessionTimeoutMS: cfg.SessionTimeout.Milliseconds(),
 		Path: lockPath, Kind: string(wl.Kind), Permits: wl.Permits,
 		CounterPath: counterPath, Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
 		Protocol: workloads.ProtocolVersion,

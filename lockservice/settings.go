@@ -42,10 +42,12 @@ type Plan struct {
 	// Kind is the run's kind (one of the kinds sharing these settings).
 	Kind kind.Name
 	// Recipe is the recipe under test; Catalogued says it is one of the catalogue's,
-	// RedLock that it is RedLock over independent instances.
+	// RedLock that it is RedLock over independent instances, Sentinel that its
+	// client can find a Redis primary through sentinels.
 	Recipe     string
 	Catalogued bool
 	RedLock    bool
+	Sentinel   bool
 	// Nodes is the number of servers the run asked for (0: the kind's to decide).
 	Nodes int
 	// SessionTimeout is the workers' session timeout.

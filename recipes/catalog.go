@@ -94,6 +94,10 @@ type Entry struct {
 	// runs on Redis's redlock topology only, which a run gives it unless told
 	// otherwise, and has no fencing token.
 	RedLock bool
+	// Sentinel marks a single-primary Redis recipe whose client can find the primary
+	// through Redis Sentinels and follow a promotion (init's sentinel_master): it
+	// may run on Redis's sentinel topology; the others are refused there.
+	Sentinel bool
 	// SessionLock marks a lock that lives in the holder's session on the server (a
 	// PostgreSQL advisory lock, a MariaDB GET_LOCK): it goes when the server ends the
 	// session, and a server's restart or crash ends every session on it.
@@ -281,7 +285,7 @@ func redisEntries() []Entry {
 	mutex := []workloads.Kind{workloads.Mutex}
 	goRedis := Library{Name: "go-redis", Module: "github.com/redis/go-redis/v9"}
 	list := []Entry{
-		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, New: NewRedislock,
+		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, Sentinel: true, New: NewRedislock,
 			Library: Library{Name: "redislock", Module: "github.com/bsm/redislock"},
 			Doc:     "bsm/redislock's Obtain / Release on one Redis instance, polling until the acquire timeout; lost when the TTL runs out (monotonic); cannot fence"},
 		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true, New: NewRedsync,
@@ -289,7 +293,7 @@ func redisEntries() []Entry {
 			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); lost when Until() passes; cannot fence"},
 	}
 	for _, v := range redisLockVariants {
-		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis,
+		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis, Sentinel: true,
 			Mutant: v.m != redisCorrect, New: redisLockVariant(v.m), Doc: v.doc}
 		if v.m == redisCorrect {
 			e.New = NewRedisLock

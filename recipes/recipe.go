@@ -61,8 +61,12 @@ type Events interface {
 type Config struct {
 	// Servers are the ZooKeeper client addresses, host:port. For a Redis recipe they
 	// are Redis instances: a single-instance recipe uses the first, RedLock every
-	// one as an independent primary.
+	// one as an independent primary; with SentinelMaster, they are Redis Sentinels.
 	Servers []string
+	// SentinelMaster, when set, is the name the sentinels in Servers know the
+	// primary by: a recipe whose entry has Sentinel finds the primary through them;
+	// the others refuse (init's sentinel_master).
+	SentinelMaster string
 	// SessionTimeout is the session timeout the recipe asks for; a Redis recipe's
 	// lock TTL.
 	SessionTimeout time.Duration

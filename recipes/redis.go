@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,8 @@ type redisNode struct {
 	client *redis.Client
 	// session, if set, is told each new connection's id; it must not block.
 	session func(id int64)
+	// sentinels: the client finds its primary through sentinels (newPrimaryNode).
+	sentinels bool
 
 	mu  sync.Mutex
 	id  int64  // the current connection's CLIENT ID; 0 before the first
@@ -66,8 +69,33 @@ func newRedisNode(addr string, ttl time.Duration, name string, session func(int6
 	return n
 }
 
+// newPrimaryNode is the node of a lock on one primary: the instance cfg.Servers[0],
+// or, when init named sentinels (cfg.SentinelMaster), the primary they name,
+// followed across a promotion by go-redis's failover client (redisopt.Failover).
+func newPrimaryNode(cfg Config, name string, session func(int64)) *redisNode {
+	if cfg.SentinelMaster == "" {
+		return newRedisNode(cfg.Servers[0], cfg.SessionTimeout, name, session)
+	}
+	n := &redisNode{addr: fmt.Sprintf("primary %s of sentinels %s", cfg.SentinelMaster, strings.Join(cfg.Servers, ",")), session: session, sentinels: true}
+	o := redisopt.Failover(cfg.SentinelMaster, cfg.Servers, redisIOTimeout(cfg.SessionTimeout))
+	o.ClientName, o.OnConnect = name, n.onConnect
+	n.client = redis.NewFailoverClient(o)
+	return n
+}
+
 // onConnect is go-redis's OnConnect hook: it asks the new connection its CLIENT ID.
+// A failover client calls it for its connections to the sentinels too, which are
+// not the lock's: those it leaves alone.
 func (n *redisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
+	if n.sentinels {
+		role, err := cn.Do(ctx, "ROLE").Slice()
+		if err != nil {
+			return fmt.Errorf("ROLE: %w", err)
+		}
+		if len(role) > 0 && role[0] == "sentinel" {
+			return nil
+		}
+	}
 	id, err := cn.ClientID(ctx).Result()
 	if err != nil {
 		return fmt.Errorf("CLIENT ID: %w", err)

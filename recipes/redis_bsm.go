@@ -42,8 +42,7 @@ func NewRedislock(ctx context.Context, cfg Config) (Recipe, error) {
 	logger := redisLogger(name, &cfg)
 	r := &bsmLock{cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout), lease: lease{events: cfg.Events}}
 	nodes, err := redisDial(ctx, cfg.Servers[:1], 1, cfg.SessionTimeout, 3*r.io, logger, func(int) *redisNode {
-		return newRedisNode(cfg.Servers[0], cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker),
-			func(id int64) { cfg.Events.Session(id, nil) })
+		return newPrimaryNode(cfg, fmt.Sprintf("zlc-worker-%d", cfg.Worker), func(id int64) { cfg.Events.Session(id, nil) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", name, err)

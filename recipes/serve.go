@@ -268,6 +268,13 @@ func (s *server) handle(ctx context.Context, req workloads.Request, inputDone <-
 	return false, fmt.Errorf("request %d: unknown op %q", req.ID, req.Op)
 }
 
+// followsSentinels reports whether the catalogue's recipe name finds its primary
+// through Redis Sentinels (Entry.Sentinel).
+func followsSentinels(name string) bool {
+	e, err := Find(name)
+	return err == nil && e.Sentinel
+}
+
 // init decodes an init request into a Config and builds the recipe.
 func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error) {
 	var servers []string
@@ -287,9 +294,12 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 		return nil, Fail(errors.New("init: kind is empty"))
 	case req.CounterPath != "" && !validZnodePath(req.CounterPath):
 		return nil, Fail(fmt.Errorf("init: counter_path must be an absolute znode path, got %q", req.CounterPath))
+	case req.SentinelMaster != "" && !followsSentinels(s.name):
+		return nil, Fail(fmt.Errorf("init: sentinel_master %q: recipe %s has no Sentinel mode here (connect would name sentinels, not Redis instances)", req.SentinelMaster, s.name))
 	}
 	r, err := s.newRecipe(ctx, Config{
 		Servers:        servers,
+		SentinelMaster: req.SentinelMaster,
 		SessionTimeout: time.Duration(req.SessionTimeoutMS) * time.Millisecond,
 		Path:           req.Path,
 		Kind:           workloads.Kind(req.Kind),

@@ -206,3 +206,34 @@ func TestServeRetriesUnknownWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestServeSentinelMasterNeedsASentinelMode: an init that names sentinels reaches only
+// a catalogue recipe whose entry has Sentinel (with the name and the sentinels in its
+// Config); any other recipe fails the init, naming it (a fake recipe stands in for
+// the real constructors).
+func TestServeSentinelMasterNeedsASentinelMode(t *testing.T) {
+	line := strings.Replace(initLine, `"connect":"h1:2181,h2:2181"`, `"connect":"s1:26379,s2:26379","sentinel_master":"zlc-primary"`, 1)
+	for _, c := range []struct {
+		recipe string
+		reply  string
+		err    string
+	}{
+		{"redis-lock", "ok", ""},
+		{"redislock", "ok", ""},
+		{"redsync", "fail", "init: sentinel_master \"zlc-primary\": recipe redsync has no Sentinel mode here (connect would name sentinels, not Redis instances)"},
+		{"gozk", "fail", "init: sentinel_master \"zlc-primary\": recipe gozk has no Sentinel mode here (connect would name sentinels, not Redis instances)"},
+	} {
+		var got Config
+		ff := &fakeFactory{onInit: func(cfg Config) error { got = cfg; return nil }}
+		w := startWorker(t, context.Background(), ServeConfig{Recipe: c.recipe, New: ff.New})
+		w.send(line)
+		w.expectReply(0, c.reply, c.err)
+		w.stdin.Close()
+		if err := w.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if c.reply == "ok" && (got.SentinelMaster != "zlc-primary" || strings.Join(got.Servers, ",") != "s1:26379,s2:26379") {
+			t.Errorf("%s: Config has sentinel master %q, servers %v", c.recipe, got.SentinelMaster, got.Servers)
+		}
+	}
+}

@@ -87,6 +87,11 @@ type Request struct {
 	// WriteRetryMS: retry a counter write whose outcome is unknown (connection loss)
 	// for this long before answering info; 0 or absent: never retry (init).
 	WriteRetryMS int64 `json:"write_retry_ms,omitempty"`
+	// SentinelMaster (init), when set, says Connect names Redis Sentinels, not Redis
+	// instances, and that they know the primary by this name: the worker finds the
+	// primary through them and follows a promotion (a worker that cannot must fail
+	// init).
+	SentinelMaster string `json:"sentinel_master,omitempty"`
 
 	// acquire
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`

@@ -107,6 +107,11 @@ func TestEveryKindRunsValid(t *testing.T) {
 		{name: "redislock-replicas", require: requireRedis,
 			args:    []string{"--service", "redis", "--redis-topology", "replicas", "--redis-persistence", "aof-always", "--recipe", "redislock"},
 			service: "redis", settings: `"persistence": "aof-always"`, log: "replicas topology", files: append(redisFiles, "servers/s2/redis.conf", "servers/s1/data/appendonlydir"), parallel: true},
+		// Sentinels beside the instances; the workers find the primary through them
+		// (go-redis's failover client) and follow the promotion they make.
+		{name: "redislock-sentinel", require: requireRedis,
+			args:    []string{"--service", "redis", "--redis-topology", "sentinel", "--recipe", "redislock"},
+			service: "redis", settings: `"topology": "sentinel"`, log: "sentinel topology of 3", files: append(redisFiles, "servers/s2/sentinel.conf", "servers/s3/sentinel.log"), long: true},
 		{name: "pg-table", require: requireDatabases, args: []string{"--recipe", "pg-table", "--nemesis", "reply-loss", "--nemesis-targets", "idle"},
 			service: "postgres", log: "PostgreSQL 15", parallel: true},
 		{name: "pg-table-expiry", require: requireDatabases,

@@ -53,6 +53,32 @@ func Lock(addr string, limit time.Duration) *redis.Options {
 	}
 }
 
+// Failover returns the options of a lock's client that finds the primary named
+// master through the sentinels at sentinels (go-redis's failover client, its
+// Sentinel mode) and follows a promotion, with Lock's options for every connection
+// to the primary; the sentinels are asked with the same bounds.
+func Failover(master string, sentinels []string, limit time.Duration) *redis.FailoverOptions {
+	o := Lock("", limit)
+	return &redis.FailoverOptions{
+		MasterName:            master,
+		SentinelAddrs:         sentinels,
+		Password:              o.Password,
+		Protocol:              o.Protocol,
+		DisableIdentity:       o.DisableIdentity,
+		MaxRetries:            o.MaxRetries,
+		ContextTimeoutEnabled: o.ContextTimeoutEnabled,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		PoolTimeout:           o.PoolTimeout,
+		PoolSize:              o.PoolSize,
+		MaxActiveConns:        o.MaxActiveConns,
+		ConnMaxIdleTime:       o.ConnMaxIdleTime,
+		DialerRetries:         o.DialerRetries,
+		PipelinePoolSize:      o.PipelinePoolSize,
+	}
+}
+
 // IOTimeout bounds each request of a lock whose TTL is ttl: a quarter of it, between
 // 10 ms and 1 s, so that several tries fit in the TTL.
 func IOTimeout(ttl time.Duration) time.Duration {

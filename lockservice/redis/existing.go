@@ -141,7 +141,7 @@ func (r *Redis) deleteRoot(ctx context.Context, root string) (int, error) {
 
 // writable are the instances a DEL goes to: every one but replicas.
 func (r *Redis) writable(ctx context.Context) []*lockservice.Member {
-	if r.cfg.Topology != RedisReplicas {
+	if !r.cfg.Topology.replicated() {
 		return r.Instances
 	}
 	primary := 1

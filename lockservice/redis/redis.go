@@ -28,9 +28,9 @@ type Redis struct {
 	// replicas' primary), each with its redis.conf (Conf), log, pid file and data
 	// directory in its Dir.
 	Instances []*lockservice.Member
-	// Sentinels are the redis-sentinels of the sentinel topology, sentinel N beside
+	// SentinelNodes are the redis-sentinels of the sentinel topology, sentinel N beside
 	// instance N, in its namespace and directory (sentinel.conf, sentinel.log).
-	Sentinels []*lockservice.Member
+	SentinelNodes []*lockservice.Member
 	// external: an existing Redis (ConnectRedis), not the tool's to manage.
 	external bool
 	// remote holds the instances on SSH nodes (StartRemoteRedis), nil in namespaces.
@@ -198,13 +198,23 @@ func (r *Redis) Version(ctx context.Context) string {
 }
 
 // Leader is the primary: for replicas the instance that reports role:master (the
-// lowest id if several do), for a single instance instance 1; RedLock's independent
-// instances have none.
+// lowest id if several do), for a single instance instance 1; under sentinels the
+// instance they name, what their clients use (an isolated old primary may still
+// report role:master); RedLock's independent instances have none.
 func (r *Redis) Leader(ctx context.Context) (int, bool) {
 	switch r.cfg.Topology {
 	case RedisSingle:
 		return 1, true
-	case RedisReplicas, RedisSentinel:
+	case RedisSentinel:
+		if addr, err := r.SentinelPrimary(ctx); err == nil {
+			for _, in := range r.Instances {
+				if in.ClientAddr() == addr {
+					return in.ID, true
+				}
+			}
+		}
+		return 0, false
+	case RedisReplicas:
 		for _, in := range r.Instances {
 			if m, err := r.info(ctx, in, "replication"); err == nil && m["role"] == "master" {
 				return in.ID, true
@@ -222,7 +232,7 @@ func (r *Redis) Close() error {
 		return r.closeRemote()
 	}
 	var pgids []int
-	for _, in := range append(slices.Clone(r.Sentinels), r.Instances...) {
+	for _, in := range append(slices.Clone(r.SentinelNodes), r.Instances...) {
 		if pid := in.Host.Pid(); pid > 0 {
 			pgids = append(pgids, pid)
 		}

@@ -266,3 +266,28 @@ func TestSentinelConfRendersEachSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestSentinelTopologyFits: the sentinel topology takes the recipes whose client finds
+// the primary through sentinels, and a user's own recipe (its worker answers init);
+// it refuses the others, an existing deployment and SSH nodes, naming why.
+func TestSentinelTopologyFits(t *testing.T) {
+	s := RedisSettings{Topology: RedisSentinel}
+	for _, c := range []struct {
+		p   lockservice.Plan
+		bad string
+	}{
+		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 3}, ""},
+		{lockservice.Plan{Recipe: "exec", Nodes: 3}, ""},
+		{lockservice.Plan{Recipe: "redisson-lock", Catalogued: true, Nodes: 3}, "no Sentinel mode"},
+		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 3, Connect: "a:26379,b:26379,c:26379"}, "--connect"},
+		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 2}, "at least 3"},
+	} {
+		err := s.Validate(c.p)
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%+v: %v", c.p, err)
+		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%+v: want an error about %q, got %v", c.p, c.bad, err)
+		}
+	}
+}

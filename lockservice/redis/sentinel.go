@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -86,6 +87,21 @@ func (g SentinelSettings) validate() error {
 	return nil
 }
 
+// sentinelFits refuses what the sentinel topology cannot run yet: an existing
+// deployment or SSH nodes, and a recipe of the catalogue whose client cannot find
+// the primary through sentinels (its own recipe's worker says so at init).
+func sentinelFits(p lockservice.Plan) error {
+	switch {
+	case p.Connect != "":
+		return errors.New("redis-topology sentinel: zlockcheck starts the sentinels itself; an existing Sentinel deployment (--connect) is not supported yet")
+	case p.SSH != nil:
+		return errors.New("redis-topology sentinel: not on --ssh-nodes yet (the sentinels run beside the instances in the run's namespaces)")
+	case p.Catalogued && !p.Sentinel:
+		return fmt.Errorf("recipe %s has no Sentinel mode here: on --redis-topology sentinel run redis-lock, redislock or a mutant-redis-* recipe (go-redis's failover client)", p.Recipe)
+	}
+	return nil
+}
+
 // quorum is how many of n sentinels must find the primary down: a majority.
 func quorum(n int) int { return n/2 + 1 }
 
@@ -115,7 +131,7 @@ func sentinelConf(g SentinelSettings, id, n int, addr, primary netip.Addr, dir s
 }
 
 // startSentinels writes each instance's sentinel.conf in its directory and starts a
-// redis-sentinel beside it, in its namespace; the sentinels join r.Sentinels as they
+// redis-sentinel beside it, in its namespace; the sentinels join r.SentinelNodes as they
 // start. WaitFormed says when they agree.
 func (r *Redis) startSentinels(ctx context.Context) error {
 	bin, err := exec.LookPath(r.cfg.SentinelBinary)
@@ -137,7 +153,7 @@ func (r *Redis) startSentinels(ctx context.Context) error {
 		if err := s.Host.Start(ctx); err != nil {
 			return fmt.Errorf("redis sentinel %d: %w", in.ID, err)
 		}
-		r.Sentinels = append(r.Sentinels, s)
+		r.SentinelNodes = append(r.SentinelNodes, s)
 	}
 	return nil
 }
@@ -172,8 +188,8 @@ func (r *Redis) formed(ctx context.Context, s *lockservice.Member) error {
 // timeout, is an error naming each sentinel that is not ready and what it waits
 // for, with the tail of its log.
 func (r *Redis) WaitFormed(ctx context.Context, timeout time.Duration) error {
-	checks := make([]lockservice.ServerCheck, len(r.Sentinels))
-	for i, s := range r.Sentinels {
+	checks := make([]lockservice.ServerCheck, len(r.SentinelNodes))
+	for i, s := range r.SentinelNodes {
 		checks[i] = s.Check("sentinel", func(ctx context.Context) error { return r.formed(ctx, s) })
 	}
 	return lockservice.WaitServing(ctx, timeout, 100*time.Millisecond, "redis sentinels not formed", "not every sentinel agrees on the primary, its replicas and the other sentinels", func() lockservice.ServingPoll {
@@ -181,12 +197,22 @@ func (r *Redis) WaitFormed(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
+// Sentinels are the sentinels' addresses, comma-separated, and the name they know
+// the primary by, for the workers' init (connect, sentinel_master); "" and "" on
+// another topology.
+func (r *Redis) Sentinels() (connect, master string) {
+	if r.cfg.Topology != RedisSentinel || len(r.SentinelNodes) == 0 {
+		return "", ""
+	}
+	return strings.Join(lockservice.ClientAddrs(r.SentinelNodes), ","), SentinelMaster
+}
+
 // SentinelPrimary is the primary's address as the first sentinel that answers
 // names it (SENTINEL get-master-addr-by-name), what a client's Sentinel mode
 // connects to.
 func (r *Redis) SentinelPrimary(ctx context.Context) (string, error) {
 	var errs []string
-	for _, s := range r.Sentinels {
+	for _, s := range r.SentinelNodes {
 		out, err := r.call(ctx, s, []string{"SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster})
 		if err == nil {
 			var hp []any
@@ -203,3 +229,6 @@ func (r *Redis) SentinelPrimary(ctx context.Context) (string, error) {
 	}
 	return "", fmt.Errorf("no sentinel names the primary: %s", strings.Join(errs, "; "))
 }
+
+// What the harness asks a service whose workers find the primary through sentinels.
+var _ interface{ Sentinels() (string, string) } = (*Redis)(nil)

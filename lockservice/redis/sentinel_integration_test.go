@@ -29,8 +29,8 @@ func TestRedisSentinelsFailOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("3 instances and their sentinels formed after %s", time.Since(start))
-	if len(r.Sentinels) != 3 {
-		t.Fatalf("%d sentinels, want 3", len(r.Sentinels))
+	if len(r.SentinelNodes) != 3 {
+		t.Fatalf("%d sentinels, want 3", len(r.SentinelNodes))
 	}
 	if got, err := r.SentinelPrimary(ctx); err != nil || got != lockservice.ServerAddr(1).String()+":6379" {
 		t.Fatalf("SentinelPrimary = %q, %v; want instance 1", got, err)
@@ -59,7 +59,7 @@ func TestRedisSentinelsFailOver(t *testing.T) {
 			t.Fatalf("Leader = %d, %v: the instance the sentinels name (%s) does not say it is the primary", id, ok, promoted)
 		}
 	}
-	for _, s := range r.Sentinels {
+	for _, s := range r.SentinelNodes {
 		b, err := os.ReadFile(s.Conf)
 		if err != nil || !strings.HasPrefix(string(b), redisMarker) {
 			t.Errorf("sentinel %d's %s lost the marker cleanup looks for (%v):\n%.300s", s.ID, s.Conf, err, b)

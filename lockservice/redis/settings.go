@@ -26,7 +26,7 @@ func init() {
 
 // flags defines the Redis settings' flags on fs.
 func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
-	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas), redlock (--nodes independent primaries) or sentinel (replicas with a redis-sentinel beside each instance: not yet for runs, issue 42)")
+	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas), redlock (--nodes independent primaries) or sentinel (replicas with a redis-sentinel beside each instance, which promote a replica themselves; go-redis recipes follow: docs/redis.md)")
 	persistence := fs.String("redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
 	var g SentinelSettings
 	fs.DurationVar(&g.DownAfter, "redis-down-after", 0, "with --redis-topology sentinel: how long a sentinel waits for the primary before it finds it down (down-after-milliseconds; 0: 1s)")
@@ -108,7 +108,9 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 	}
 	topology := s.WithDefaults().Topology
 	if topology == RedisSentinel {
-		return errors.New("redis-topology sentinel: the instances and their sentinels start, form and fail over by themselves, but no recipe's client follows a promotion yet (issue 42): a run would keep its workers on instance 1")
+		if err := sentinelFits(p); err != nil {
+			return err
+		}
 	}
 	for _, cl := range p.Faults {
 		if cl == nemesis.ClassFailover && topology != RedisReplicas {
