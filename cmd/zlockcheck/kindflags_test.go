@@ -60,7 +60,7 @@ func TestKindFlags(t *testing.T) {
 		t.Errorf("no flags given, but settings %+v", given)
 	}
 	k, set = parseKindFlags(t, "--redis-topology", "cluster")
-	if _, err := k.forKind(kind.Redis, set); err == nil || !strings.Contains(err.Error(), "--redis-topology: want single, replicas or redlock") {
+	if _, err := k.forKind(kind.Redis, set); err == nil || !strings.Contains(err.Error(), "--redis-topology: want single, replicas, redlock or sentinel") {
 		t.Errorf("a bad topology: %v", err)
 	}
 	k, set = parseKindFlags(t, "--observers", "1", "--tick", "100ms")
