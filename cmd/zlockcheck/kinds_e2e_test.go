@@ -108,7 +108,8 @@ func TestEveryKindRunsValid(t *testing.T) {
 			args:    []string{"--service", "redis", "--redis-topology", "replicas", "--redis-persistence", "aof-always", "--recipe", "redislock"},
 			service: "redis", settings: `"persistence": "aof-always"`, log: "replicas topology", files: append(redisFiles, "servers/s2/redis.conf", "servers/s1/data/appendonlydir"), parallel: true},
 		// Sentinels beside the instances; the workers find the primary through them
-		// (go-redis's failover client) and follow the promotion they make.
+		// (go-redis's failover client). No faults: a primary killed without
+		// persistence loses the lock (docs/redis.md, Sentinel).
 		{name: "redislock-sentinel", require: requireRedis,
 			args:    []string{"--service", "redis", "--redis-topology", "sentinel", "--recipe", "redislock"},
 			service: "redis", settings: `"topology": "sentinel"`, log: "sentinel topology of 3", files: append(redisFiles, "servers/s2/sentinel.conf", "servers/s3/sentinel.log"), long: true},

@@ -262,8 +262,10 @@ func waitGroupGone(pgid int, within time.Duration) error {
 // serving is nil when instance in answers PING and, as a replica, is linked.
 func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	cmds := [][]string{{"PING"}}
+	// Under sentinels any instance may be the primary now: each says its role.
+	sentinels := r.cfg.Topology == RedisSentinel
 	replica := r.cfg.Topology.replicated() && in.ID > 1
-	if replica {
+	if replica || sentinels {
 		cmds = append(cmds, []string{"INFO", "replication"})
 	}
 	out, err := r.call(ctx, in, cmds...)
@@ -277,15 +279,46 @@ func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	case pong != "PONG":
 		return fmt.Errorf("PING: answered %q", pong)
 	}
-	if !replica {
+	if !replica && !sentinels {
 		return nil
 	}
 	text, err := replyString(out[1])
 	if err != nil {
 		return err
 	}
-	if m := parseInfo(text); m["master_link_status"] != "up" {
+	m := parseInfo(text)
+	if sentinels {
+		return r.servingUnderSentinels(ctx, in, m)
+	}
+	if m["master_link_status"] != "up" {
 		return fmt.Errorf("replica of %s: link %s", r.Instances[0].ClientAddr(), m["master_link_status"])
+	}
+	return nil
+}
+
+// servingUnderSentinels is nil when instance in, whose INFO replication is m, is the
+// primary the sentinels name or a replica linked to its primary (a killed primary
+// comes back as a primary of its own until the sentinels make it a replica).
+func (r *Redis) servingUnderSentinels(ctx context.Context, in *lockservice.Member, m map[string]string) error {
+	if m["role"] != "master" {
+		if m["master_link_status"] != "up" {
+			return fmt.Errorf("replica of %s:%s: link %s", m["master_host"], m["master_port"], m["master_link_status"])
+		}
+		return nil
+	}
+	if len(r.SentinelNodes) == 0 {
+		// Before the sentinels start: instance 1 is the primary the files name.
+		if in.ID != 1 {
+			return fmt.Errorf("a primary, but its redis.conf makes it a replica of instance 1")
+		}
+		return nil
+	}
+	primary, err := r.SentinelPrimary(ctx)
+	switch {
+	case err != nil:
+		return err
+	case primary != in.ClientAddr():
+		return fmt.Errorf("a primary, while the sentinels name %s (not yet made its replica)", primary)
 	}
 	return nil
 }
