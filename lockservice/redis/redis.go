@@ -207,10 +207,8 @@ func (r *Redis) Leader(ctx context.Context) (int, bool) {
 		return 1, true
 	case RedisSentinel:
 		if addr, err := r.SentinelPrimary(ctx); err == nil {
-			for _, in := range r.Instances {
-				if in.ClientAddr() == addr {
-					return in.ID, true
-				}
+			if i := slices.IndexFunc(r.Instances, func(in *lockservice.Member) bool { return in.ClientAddr() == addr }); i >= 0 {
+				return r.Instances[i].ID, true
 			}
 		}
 		return 0, false

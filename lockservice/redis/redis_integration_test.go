@@ -351,20 +351,7 @@ func TestRedisThatWillNotStart(t *testing.T) {
 		t.Run(filepath.Base(c.binary), func(t *testing.T) {
 			sub := filepath.Join(dir, filepath.Base(c.binary)+".d")
 			net := redisNet(t, dir)
-			r, err := StartRedis(context.Background(), net, RedisConfig{Dir: sub, Binary: c.binary})
-			if r != nil {
-				if cerr := r.Close(); cerr != nil {
-					t.Error(cerr)
-				}
-			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
-			}
+			startRefused(t, net, RedisConfig{Dir: sub, Binary: c.binary}, c.want)
 		})
 	}
 	if _, err := StartRedis(context.Background(), nil, RedisConfig{Dir: dir, Binary: filepath.Join(dir, "no-such-redis")}); err == nil || !strings.Contains(err.Error(), "not found") {
@@ -373,6 +360,26 @@ func TestRedisThatWillNotStart(t *testing.T) {
 	if _, err := exec.LookPath("pgrep"); err == nil {
 		if out, _ := exec.Command("pgrep", "-f", dir).Output(); len(out) > 0 {
 			t.Errorf("processes left behind: %s", out)
+		}
+	}
+}
+
+// startRefused starts cfg on net, which must fail with an error holding every word of
+// want; whatever was started is closed.
+func startRefused(t *testing.T, net *netns.Network, cfg RedisConfig, want []string) {
+	t.Helper()
+	r, err := StartRedis(context.Background(), net, cfg)
+	if r != nil {
+		if cerr := r.Close(); cerr != nil {
+			t.Error(cerr)
+		}
+	}
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
 		}
 	}
 }
