@@ -22,6 +22,8 @@ var (
 	_ lockInspector = (*redis.Redis)(nil)
 	_ counterStore  = (*redis.Redis)(nil)
 	_ yardstick     = (*redis.Redis)(nil)
+	_ sentinelled   = (*redis.Redis)(nil)
+	_ failingOver   = (*redis.Redis)(nil)
 
 	_ lockInspector = (*sqldb.Postgres)(nil)
 	_ counterStore  = (*sqldb.Postgres)(nil)

@@ -225,6 +225,7 @@ func (r *runner) startWorkload(ctx context.Context) *workload {
 	}()
 	timed, stop := context.WithTimeout(ctx, r.cfg.Duration)
 	g, gctx := errgroup.WithContext(timed)
+	r.endFailoverWatch = r.watchFailovers()
 	w := &workload{group: g, ctx: gctx, stop: stop, nemesisDone: make(chan struct{}), ended: make(chan endedSlot, r.cfg.Workers)}
 	g.Go(func() error {
 		defer close(w.nemesisDone)
@@ -395,6 +396,7 @@ func (r *runner) drain(ctx context.Context, w *workload) {
 	w.stop()
 	r.hard.close()
 	endSessions(w)
+	r.endFailoverWatch()
 	r.out.Elapsed = time.Since(r.rec.start)
 	r.out.Interrupted = ctx.Err() != nil
 	r.fail(r.rec.err(), "history")

@@ -41,6 +41,9 @@ type runner struct {
 	hosts   []netns.Host
 	nem     *nemesis.Nemesis
 	healed  bool
+	// endFailoverWatch ends the watch of the servers' own failovers (started with
+	// the workload, ended at the drain).
+	endFailoverWatch func()
 	// undoChroot removes what a --connect run created for its chroot (connect.go).
 	undoChroot func(ctx context.Context, within time.Duration) error
 
@@ -166,6 +169,48 @@ func (r *runner) recordNemesis(ev nemesis.Event) {
 	r.noteBlind(ev)
 	r.rec.record(op)
 	r.logf("nemesis: %s %s", op.F, op.Value)
+}
+
+// failingOver is a service whose servers fail over on their own (Redis's
+// sentinels): WatchFailovers calls seen with each failover's start and stop until ctx
+// ends, and the run records them in the history (recordFailover).
+type failingOver interface {
+	WatchFailovers(ctx context.Context, seen func(lockservice.Failover))
+}
+
+// watchFailovers records the failovers the servers make on their own, if they do,
+// until the returned function is called (it waits for the watch to end).
+func (r *runner) watchFailovers() (stop func()) {
+	fo, ok := r.svc.(failingOver)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fo.WatchFailovers(ctx, r.recordFailover)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// recordFailover records f as a nemesis "failover" fault's start or stop, with what
+// made it in "by": not the nemesis's doing, but read as its failovers are.
+func (r *runner) recordFailover(f lockservice.Failover) {
+	phase := histories.FStart
+	detail := map[string]any{"by": f.By, "primary": f.Primary, "persistence": f.Persistence}
+	if f.Stop {
+		phase = histories.FStop
+		if f.Promoted != "" {
+			detail["promoted"] = f.Promoted
+		}
+		if f.Aborted {
+			detail["aborted"] = true
+		}
+	}
+	op := histories.NemesisOp(histories.Fault{Phase: phase, Class: string(nemesis.ClassFailover), Detail: detail}, "")
+	r.rec.record(op)
+	r.logf("%s: %s %s", f.By, op.F, op.Value)
 }
 
 // workerStarted and workerEnded keep the nemesis's view of live workers current.

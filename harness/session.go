@@ -382,9 +382,15 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 			s.sitOut(ctx, out)
 			continue
 		}
-		s.runCycle(wl.NewCycle(rng, elapsed), limit)
+		began := time.Now()
+		c := wl.NewCycle(rng, elapsed)
+		s.runCycle(c, limit)
 		if !s.dead {
-			s.think(wl.Think(rng, s.env.rec.elapsed()))
+			think := wl.Think(rng, s.env.rec.elapsed())
+			if !c.Granted() {
+				think = max(think, workloads.RefusedPause-time.Since(began))
+			}
+			s.think(think)
 		}
 	}
 }

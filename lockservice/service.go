@@ -32,3 +32,22 @@ type Service interface {
 	// Close stops the servers the tool started and removes what it made for them.
 	Close() error
 }
+
+// Failover is a failover the servers made on their own (Redis's sentinels promoting
+// a replica), as a watch of them saw it: its start, then its stop. The run records
+// both in the history as a "failover" fault's, so that the cause rule reads it as it
+// reads the nemesis's own.
+type Failover struct {
+	// Stop is false for the start (a failover seen under way) and true for its end
+	// (the servers name another primary, Promoted, or gave it up, Aborted).
+	Stop bool
+	// By is what made it ("sentinel").
+	By string
+	// Primary is the server it replaces ("s1"); Promoted the one promoted (at the
+	// stop, "" if none was).
+	Primary, Promoted string
+	// Aborted says the failover ended with the primary unchanged.
+	Aborted bool
+	// Persistence is the servers' persistence setting (what a restarted primary kept).
+	Persistence string
+}

@@ -74,10 +74,11 @@ type Cycle struct {
 	counter bool
 	depth   int
 
-	phase phase
-	held  int
-	read  *int64
-	state State
+	phase   phase
+	held    int
+	granted bool
+	read    *int64
+	state   State
 }
 
 type phase int
@@ -111,6 +112,9 @@ func (c *Cycle) State() State { return c.state }
 
 // Held is how many levels of the lock the cycle holds now (a re-entrant lock's depth).
 func (c *Cycle) Held() int { return c.held }
+
+// Granted says whether an acquire of the cycle was granted.
+func (c *Cycle) Granted() bool { return c.granted }
 
 // Mode is the lock mode the cycle asks for ("" unless a read-write lock).
 func (c *Cycle) Mode() string { return c.acquire.Mode }
@@ -173,7 +177,7 @@ func (c *Cycle) Done(reply Message) {
 		switch {
 		case ok:
 			c.held++
-			c.state = Holding
+			c.state, c.granted = Holding, true
 		case c.held == 0:
 			c.end()
 		default:

@@ -92,6 +92,10 @@ func TestCycle(t *testing.T) {
 			if got := strings.Join(states, " "); got != tc.states {
 				t.Errorf("states: %s\nwant:   %s", got, tc.states)
 			}
+			// Granted: whether the worker pauses (RefusedPause) before its next cycle.
+			if want := strings.Contains(tc.want, "acquire=ok"); tc.cycle.Granted() != want {
+				t.Errorf("granted %v, want %v", tc.cycle.Granted(), want)
+			}
 		})
 	}
 }

@@ -53,6 +53,14 @@ type Config struct {
 	WriteRetry time.Duration
 }
 
+// RefusedPause is the least time from a lock cycle's start to the next's when none of
+// its acquires was granted: a worker whose acquire is refused at once (a server
+// that is down: connection refused) asks again after it, as an application backs
+// off, rather than hundreds of times a second, which would fill the history with
+// refusals and slow the checkers; an acquire that waited longer is asked again at
+// once.
+const RefusedPause = 20 * time.Millisecond
+
 // DefaultConfig is a workload before a flag or a run file changes it: the one place
 // its defaults live. Permits 0 stands for the kind's own default (DefaultPermits).
 func DefaultConfig() Config {

@@ -229,6 +229,3 @@ func (r *Redis) SentinelPrimary(ctx context.Context) (string, error) {
 	}
 	return "", fmt.Errorf("no sentinel names the primary: %s", strings.Join(errs, "; "))
 }
-
-// What the harness asks a service whose workers find the primary through sentinels.
-var _ interface{ Sentinels() (string, string) } = (*Redis)(nil)

@@ -40,6 +40,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -148,10 +149,14 @@ type fault struct {
 	servers     []string
 	forgetting  []string // a restart's instances that can forget a key (nil: unrecorded, all)
 	promoted    string
+	primary     string // a failover's primary, the server it replaced
 	delta       time.Duration
 	// keptUntil is a client-vanish's: what bounds how long the servers keep the
 	// vanished client's session ("": they keep none).
 	keptUntil string
+	// by is what made a failover the servers made on their own ("sentinel"; "":
+	// the nemesis).
+	by string
 	// freesLocks: a database server's restart or kill (or a session's kill) that
 	// ends sessions whose locks go with them (the record's frees_locks).
 	freesLocks bool
@@ -234,6 +239,11 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 		f.Why = fmt.Sprintf("process %d's acquire, invoked at %s, was in flight through a failover (from %s to %s) that promoted %s: its grant was written on the old primary, which then resynced from %s without it, and was acknowledged at %s, after the key was gone; process %d was granted on the resynced primary at %s",
 			b.process, at(b.invoke), at(x.start), at(x.stop), x.promoted, x.promoted, at(b.start), a.process, at(a.start))
 		f.Fix = failoverFix(x)
+		if x.by == "sentinel" {
+			f.Why = fmt.Sprintf("process %d's acquire, invoked at %s, was in flight as the sentinels failed over from %s to %s (under way from %s, %s named at %s): its grant was written on %s and acknowledged at %s, but %s never had it; process %d was granted on %s at %s",
+				b.process, at(b.invoke), x.primary, x.promoted, at(x.start), x.promoted, at(x.stop), x.primary, at(b.start), x.promoted, a.process, x.promoted, at(a.start))
+			f.Fix = sentinelFix
+		}
 		return f
 	}
 	if x, loss, found := serverFault(faults, a, b, p.LostBound()); found {
@@ -478,10 +488,13 @@ func faults(h histories.History) []fault {
 			Servers      []string `json:"servers"`
 			Forgetting   []string `json:"forgetting"`
 			Promoted     string   `json:"promoted"`
+			Primary      string   `json:"primary"`
 			DeltaMS      int64    `json:"delta_ms"`
 			FreesLocks   bool     `json:"frees_locks"`
 			Replication  string   `json:"replication"`
 			KeptUntil    string   `json:"kept_until"`
+			By           string   `json:"by"`
+			Aborted      bool     `json:"aborted"`
 		}
 		if json.Unmarshal(op.Value, &v) != nil || v.Fault == "" {
 			continue
@@ -496,8 +509,8 @@ func faults(h histories.History) []fault {
 		if op.F == histories.FStart {
 			f := fault{class: v.Fault, process: proc, shape: v.Shape, start: op.Time, stop: math.MaxInt64, holder: -1, server: v.HolderServer,
 				cutOff: v.CutOff, role: v.CutOffRole,
-				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, delta: time.Duration(v.DeltaMS) * time.Millisecond,
-				replication: v.Replication, keptUntil: v.KeptUntil, freesLocks: v.FreesLocks}
+				persistence: v.Persistence, servers: v.Servers, forgetting: v.Forgetting, promoted: v.Promoted, primary: v.Primary, delta: time.Duration(v.DeltaMS) * time.Millisecond,
+				replication: v.Replication, keptUntil: v.KeptUntil, freesLocks: v.FreesLocks, by: v.By}
 			if v.Holder != nil {
 				f.holder = *v.Holder
 			}
@@ -505,10 +518,17 @@ func faults(h histories.History) []fault {
 			continue
 		}
 		for i := len(out) - 1; i >= 0; i-- {
-			if out[i].class == v.Fault && out[i].process == proc && out[i].stop == math.MaxInt64 {
+			if out[i].class == v.Fault && out[i].process == proc && out[i].by == v.By && out[i].stop == math.MaxInt64 {
+				if v.Aborted {
+					out = slices.Delete(out, i, i+1) // a failover given up promoted nobody
+					break
+				}
 				out[i].stop = op.Time
 				if v.Holder != nil && out[i].holder < 0 {
 					out[i].holder = *v.Holder // a failover learns its holder while applied
+				}
+				if out[i].promoted == "" {
+					out[i].promoted = v.Promoted // the servers' own names it at its end
 				}
 				break
 			}

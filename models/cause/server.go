@@ -83,6 +83,10 @@ func failoverFix(x fault) string {
 	return "WAIT 1 <timeout> after the grant, so that a replica has the key before the grant counts (a failover then promotes a replica that has it)"
 }
 
+// sentinelFix is what keeps the sentinels' failover from losing a grant: the
+// promoted replica has it, and a primary cut off from its replicas stops granting.
+const sentinelFix = "WAIT 1 <timeout> after the grant (a replica has the key before the grant counts, and the sentinels promote the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose; fencing the resource covers what remains"
+
 // serverLoss says what the server fault x did to a's key and which setting would have
 // kept it.
 func serverLoss(x fault, a, b hold) (Class, string, string) {
@@ -104,6 +108,10 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 			fix = "appendfsync always (--redis-persistence aof-always: everysec loses up to a second of acknowledged writes), or a delayed restart of at least the lock's TTL"
 		}
 		return ServerLost, why, fix
+	case x.class == "failover" && x.by == "sentinel":
+		why := fmt.Sprintf("the sentinels failed over from %s (under way at %s) to %s, which did not have process %d's key; %s",
+			x.primary, at(x.start), x.promoted, a.process, granted)
+		return ServerLost, why, sentinelFix
 	case x.class == "failover":
 		why := fmt.Sprintf("a failover at %s promoted %s, which never saw process %d's grant, and the primary went on with its data; %s",
 			at(x.start), x.promoted, a.process, granted)

@@ -22,6 +22,12 @@ func TestServerFaultClasses(t *testing.T) {
 		v := `{"fault":"failover","primary":"s1","promoted":"s2"}`
 		return []histories.Op{nem("start", s/2, v), nem("stop", 3*s, `{"fault":"failover","primary":"s1","promoted":"s2"`+holder+`}`)}
 	}
+	// The sentinels' own failover, as the run records it: promoted named at its stop,
+	// or given up.
+	sentinels := func(end string) []histories.Op {
+		return []histories.Op{nem("start", 2*s, `{"fault":"failover","by":"sentinel","primary":"s1","persistence":"none"}`),
+			nem("stop", 3*s, `{"fault":"failover","by":"sentinel","primary":"s1",`+end+`}`)}
+	}
 	dbServer := func(class, frees string) []histories.Op {
 		v := `{"fault":"` + class + `","servers":["s1"]` + frees + `}`
 		return []histories.Op{nem("start", 3*s, v), nem("stop", 3*s+s/10, v)}
@@ -50,6 +56,8 @@ func TestServerFaultClasses(t *testing.T) {
 		{"failover, this holder's grant", failover(`,"holder":1`), ServerLost, "WAIT"},
 		{"failover, no holder recorded", failover(""), ServerLost, "WAIT"},
 		{"failover, another holder's grant", failover(`,"holder":7`), RecipeBug, ""},
+		{"the sentinels' failover", sentinels(`"promoted":"s3"`), ServerLost, "min-replicas-to-write"},
+		{"the sentinels' failover, given up", sentinels(`"aborted":true`), RecipeBug, ""},
 		{"clock jump while held", jump(3 * s), Clock, "fence"},
 		{"database restart, a session lock", dbServer("restart", `,"frees_locks":true`), ServerLost, "fence"},
 		{"database kill, a session lock", dbServer("kill", `,"frees_locks":true`), ServerLost, "fence"},
@@ -93,6 +101,29 @@ func TestServerLossNotLearned(t *testing.T) {
 		if tc.want == RecipeBug && !strings.Contains(f.Why, "never reported lost") {
 			t.Errorf("%s: why %q should say it never reported lost", tc.name, f.Why)
 		}
+	}
+}
+
+// TestGrantInFlightThroughTheSentinelsFailover: process 2's acquire, invoked before
+// the sentinels named the promoted replica and acknowledged after, was granted on the
+// old primary; process 1, granted on the promoted one after the switch, overlaps it.
+// The servers lost process 2's grant, and the story names the sentinels' primaries;
+// with the failover given up, it is the recipe's.
+func TestGrantInFlightThroughTheSentinelsFailover(t *testing.T) {
+	h := func(end string) histories.History {
+		return histories.History{
+			nem("start", 1*s, `{"fault":"failover","by":"sentinel","primary":"s1"}`),
+			acq(2, histories.Invoke, 2*s), acq(1, histories.Invoke, 2*s+1),
+			nem("stop", 3*s, `{"fault":"failover","by":"sentinel","primary":"s1",`+end+`}`),
+			acq(1, histories.OK, 4*s), acq(2, histories.OK, 5*s),
+		}
+	}
+	f, ok := Classify(h(`"promoted":"s2"`), "l0", params)
+	if !ok || f.Class != ServerLost || f.Holder != 2 || !strings.Contains(f.Why, "failed over from s1 to s2") || !strings.Contains(f.Fix, "min-replicas-to-write") {
+		t.Errorf("promoted s2: %+v (found %v), want process 2's grant lost by the sentinels' failover", f, ok)
+	}
+	if f, ok := Classify(h(`"aborted":true`), "l0", params); !ok || f.Class != RecipeBug {
+		t.Errorf("given up: %+v (found %v), want a recipe bug", f, ok)
 	}
 }
 
