@@ -204,6 +204,9 @@ func (r *runner) recordFailover(f lockservice.Failover) {
 		if f.Promoted != "" {
 			detail["promoted"] = f.Promoted
 		}
+		if len(f.Primaries) > 0 {
+			detail["primaries"] = f.Primaries
+		}
 		if f.Aborted {
 			detail["aborted"] = true
 		}

@@ -34,7 +34,9 @@ type Service interface {
 }
 
 // Failover is a failover the servers made on their own (Redis's sentinels promoting
-// a replica), as a watch of them saw it: its start, then its stop. The run records
+// a replica), as a watch of them saw it: its start, then its stop, the time between
+// being when the servers may have had two primaries (or named another to some
+// clients than to others). The run records
 // both in the history as a "failover" fault's, so that the cause rule reads it as it
 // reads the nemesis's own.
 type Failover struct {
@@ -46,7 +48,12 @@ type Failover struct {
 	// Primary is the server it replaces ("s1"); Promoted the one promoted (at the
 	// stop, "" if none was).
 	Primary, Promoted string
-	// Aborted says the failover ended with the primary unchanged.
+	// Primaries are the servers that served as a primary while it was in force
+	// (at the stop): more than one, and two clients may each have been granted
+	// the same lock.
+	Primaries []string
+	// Aborted says the failover ended with the primary unchanged and no second
+	// primary seen: it lost nothing.
 	Aborted bool
 	// Persistence is the servers' persistence setting (what a restarted primary kept).
 	Persistence string

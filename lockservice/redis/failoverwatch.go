@@ -17,7 +17,7 @@ import (
 // rule reads it as it reads the nemesis's own (a promoted replica that never saw a
 // grant loses it).
 
-// failoverPoll is how often each sentinel is asked what it knows of the primary.
+// failoverPoll is how often each sentinel and each instance is asked what it knows.
 const failoverPoll = 50 * time.Millisecond
 
 // sentinelView is what one sentinel said of the primary: the address it names, in
@@ -33,72 +33,121 @@ type sentinelView struct {
 	err        error
 }
 
-// failoverWatch turns the sentinels' views, one at a time, into failovers: one starts
-// when a sentinel leads one, and stops when a sentinel names another primary in an
-// epoch later than the one the watch's primary was named in (one naming an older
-// primary in an older epoch has not heard yet), or,
-// when every sentinel has answered since the start and none leads one or names
-// another primary, as given up. A switch seen with no start (the sentinel that led
-// it was out of reach) is both at once.
+// roleView is what one instance said of itself: whether it serves as a primary
+// (INFO replication's role:master); one that did not answer serves nothing.
+type roleView struct {
+	addr    string
+	primary bool
+}
+
+// failoverWatch turns the sentinels' and the instances' views, one at a time, into
+// failovers. The topology is settled when every sentinel that answers names the
+// primary the watch knows and none leads a failover, and that primary serves and no
+// other instance does. A failover is in force from the first view that unsettles it
+// (the primary down, a sentinel leading a failover or naming another primary, a
+// second instance serving as a primary: a killed primary restarted empty, an old
+// primary cut off from the sentinels) until it is settled again; one that ends with
+// the same primary and no other serving is given up (a primary restarted before the
+// sentinels acted). Over that time two primaries may grant the
+// same lock, each to clients that followed the sentinels at another moment. The
+// primary the watch knows changes when a sentinel names another in a later epoch
+// than the one it was named in (one naming an older primary in an older epoch has
+// not heard yet).
 type failoverWatch struct {
 	// names maps an instance's client address to its name ("s2").
 	names       map[string]string
 	persistence string
-	sentinels   int
 	primary     string // the address the watch knows as the primary
 	epoch       int64  // and the configuration epoch it was named in (sentinels' own)
-	started     bool
-	// answered are the sentinels that answered since the start, and did not lead.
-	answered map[int]bool
+	// named and leading are what each sentinel that answered last said; primaries
+	// are the instances that serve as a primary.
+	named     map[int]string
+	leading   map[int]bool
+	primaries map[string]bool
+	// open is the failover in force: the primary at its start, and every instance
+	// that served as a primary during it.
+	open       bool
+	from       string
+	servedOpen map[string]bool
 }
 
-// observe takes one view and returns the failover records it makes (none, a start,
-// a stop, or both).
-func (w *failoverWatch) observe(v sentinelView) []lockservice.Failover {
-	if v.err != nil || v.primary == "" || v.epoch < w.epoch {
-		return nil
+// newFailoverWatch is a settled watch of the primary at primary.
+func newFailoverWatch(names map[string]string, persistence, primary string) *failoverWatch {
+	return &failoverWatch{names: names, persistence: persistence, primary: primary,
+		named: map[int]string{}, leading: map[int]bool{}, primaries: map[string]bool{primary: true}}
+}
+
+// sentinel takes one sentinel's view and returns the records it makes.
+func (w *failoverWatch) sentinel(v sentinelView) []lockservice.Failover {
+	delete(w.named, v.sentinel)
+	delete(w.leading, v.sentinel)
+	if v.err == nil && v.primary != "" {
+		w.named[v.sentinel], w.leading[v.sentinel] = v.primary, v.inProgress
+		if v.primary != w.primary && v.epoch > w.epoch {
+			w.primary, w.epoch = v.primary, v.epoch
+		}
 	}
-	var out []lockservice.Failover
-	if v.primary != w.primary {
-		if v.epoch == w.epoch {
-			return nil // not a failover's: an epoch names one primary
-		}
-		if !w.started {
-			out = append(out, w.record(false, ""))
-		}
-		out = append(out, w.record(true, v.primary))
-		w.primary, w.epoch, w.started = v.primary, v.epoch, false
-		return out
+	return w.settle()
+}
+
+// role takes one instance's view and returns the records it makes.
+func (w *failoverWatch) role(v roleView) []lockservice.Failover {
+	if v.primary {
+		w.primaries[v.addr] = true
+	} else {
+		delete(w.primaries, v.addr)
 	}
-	// The same primary in a later epoch is the leader's failover under way: it takes
-	// the epoch once the replica it promotes answers as a primary, and names it at
-	// the switch.
-	switch {
-	case v.inProgress && !w.started:
-		w.started, w.answered = true, map[int]bool{}
-		return []lockservice.Failover{w.record(false, "")}
-	case w.started && !v.inProgress:
-		w.answered[v.sentinel] = true
-		if len(w.answered) == w.sentinels {
-			w.started = false
-			f := w.record(true, "")
-			f.Aborted = true
-			return []lockservice.Failover{f}
+	return w.settle()
+}
+
+// settled says whether the topology is whole: one primary, which serves, named by
+// every sentinel that answers, none leading a failover.
+func (w *failoverWatch) settled() bool {
+	if !w.primaries[w.primary] {
+		return false
+	}
+	for s, addr := range w.named {
+		if addr != w.primary || w.leading[s] {
+			return false
 		}
-	case w.started:
-		delete(w.answered, v.sentinel) // still leading it
+	}
+	for addr := range w.primaries {
+		if addr != w.primary {
+			return false
+		}
+	}
+	return true
+}
+
+// settle opens a failover when the topology is not settled and none is open, and
+// closes the open one when it is.
+func (w *failoverWatch) settle() []lockservice.Failover {
+	for addr := range w.primaries {
+		if w.open {
+			w.servedOpen[addr] = true
+		}
+	}
+	switch settled := w.settled(); {
+	case !settled && !w.open:
+		w.open, w.from, w.servedOpen = true, w.primary, map[string]bool{}
+		for addr := range w.primaries {
+			w.servedOpen[addr] = true
+		}
+		return []lockservice.Failover{{By: "sentinel", Primary: w.name(w.from), Persistence: w.persistence}}
+	case settled && w.open:
+		w.open = false
+		f := lockservice.Failover{Stop: true, By: "sentinel", Primary: w.name(w.from), Persistence: w.persistence}
+		if w.primary != w.from {
+			f.Promoted = w.name(w.primary)
+		}
+		for addr := range w.servedOpen {
+			f.Primaries = append(f.Primaries, w.name(addr))
+		}
+		slices.Sort(f.Primaries)
+		f.Aborted = f.Promoted == "" && len(f.Primaries) <= 1
+		return []lockservice.Failover{f}
 	}
 	return nil
-}
-
-// record is a start (stop false) or a stop that promoted the instance at promoted
-// ("" when none).
-func (w *failoverWatch) record(stop bool, promoted string) lockservice.Failover {
-	f := lockservice.Failover{Stop: stop, By: "sentinel", Primary: w.name(w.primary), Persistence: w.persistence}
-	if promoted != "" {
-		f.Promoted = w.name(promoted)
-	}
-	return f
 }
 
 // name is the instance at addr by name, or addr when it is none of the run's.
@@ -109,43 +158,57 @@ func (w *failoverWatch) name(addr string) string {
 	return addr
 }
 
-// WatchFailovers watches the sentinels until ctx ends and calls seen, from one
-// goroutine, for each failover they make: its start and its stop (see
-// failoverWatch). Each sentinel is asked every failoverPoll, on its own, so that
-// one out of reach does not slow the others. It returns at once on another topology.
+// WatchFailovers watches the sentinels and the instances until ctx ends and calls
+// seen, from one goroutine, for each failover: its start and its stop (see
+// failoverWatch). Each sentinel and each instance is asked every failoverPoll, on
+// its own, so that one out of reach does not slow the others. It returns at once
+// on another topology.
 func (r *Redis) WatchFailovers(ctx context.Context, seen func(lockservice.Failover)) {
 	if r.cfg.Topology != RedisSentinel || len(r.SentinelNodes) == 0 {
 		return
 	}
-	w := &failoverWatch{names: map[string]string{}, persistence: string(r.Settings().WithDefaults().Persistence),
-		sentinels: len(r.SentinelNodes), primary: r.Instances[0].ClientAddr()}
+	names := map[string]string{}
 	for _, in := range r.Instances {
-		w.names[in.ClientAddr()] = serverName(in.ID)
+		names[in.ClientAddr()] = serverName(in.ID)
 	}
-	views := make(chan sentinelView)
+	w := newFailoverWatch(names, string(r.Settings().WithDefaults().Persistence), r.Instances[0].ClientAddr())
+	sentinels, roles := make(chan sentinelView), make(chan roleView)
 	for _, s := range r.SentinelNodes {
-		go func() {
-			for {
-				v := r.viewOf(ctx, s)
-				select {
-				case views <- v:
-				case <-ctx.Done():
-					return
-				}
-				select {
-				case <-time.After(failoverPoll):
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
+		go poll(ctx, sentinels, func() sentinelView { return r.viewOf(ctx, s) })
+	}
+	for _, in := range r.Instances {
+		go poll(ctx, roles, func() roleView {
+			m, err := r.info(ctx, in, "replication")
+			return roleView{addr: in.ClientAddr(), primary: err == nil && m["role"] == "master"}
+		})
 	}
 	for {
+		var fs []lockservice.Failover
 		select {
-		case v := <-views:
-			for _, f := range w.observe(v) {
-				seen(f)
-			}
+		case v := <-sentinels:
+			fs = w.sentinel(v)
+		case v := <-roles:
+			fs = w.role(v)
+		case <-ctx.Done():
+			return
+		}
+		for _, f := range fs {
+			seen(f)
+		}
+	}
+}
+
+// poll sends ask's answer to out every failoverPoll until ctx ends.
+func poll[T any](ctx context.Context, out chan<- T, ask func() T) {
+	for {
+		v := ask()
+		select {
+		case out <- v:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(failoverPoll):
 		case <-ctx.Done():
 			return
 		}

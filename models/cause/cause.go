@@ -150,7 +150,10 @@ type fault struct {
 	forgetting  []string // a restart's instances that can forget a key (nil: unrecorded, all)
 	promoted    string
 	primary     string // a failover's primary, the server it replaced
-	delta       time.Duration
+	// primaries are the servers that served as primaries during the servers' own
+	// failover (its stop's record).
+	primaries []string
+	delta     time.Duration
 	// keptUntil is a client-vanish's: what bounds how long the servers keep the
 	// vanished client's session ("": they keep none).
 	keptUntil string
@@ -489,6 +492,7 @@ func faults(h histories.History) []fault {
 			Forgetting   []string `json:"forgetting"`
 			Promoted     string   `json:"promoted"`
 			Primary      string   `json:"primary"`
+			Primaries    []string `json:"primaries"`
 			DeltaMS      int64    `json:"delta_ms"`
 			FreesLocks   bool     `json:"frees_locks"`
 			Replication  string   `json:"replication"`
@@ -530,6 +534,7 @@ func faults(h histories.History) []fault {
 				if out[i].promoted == "" {
 					out[i].promoted = v.Promoted // the servers' own names it at its end
 				}
+				out[i].primaries = v.Primaries
 				break
 			}
 		}

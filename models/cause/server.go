@@ -2,6 +2,7 @@ package cause
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -30,8 +31,10 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 	for _, x := range faults {
 		during := x.start >= a.start && x.start <= b.start
 		loss := x.start
-		if x.class == "failover" && x.stop <= b.start {
-			loss = x.stop // the grant is lost when the primary has resynced
+		if x.class == "failover" {
+			// The grant is lost when the primary has resynced; in a failover still in
+			// force at b's grant (the sentinels' may last the run), at the latest then.
+			loss = min(x.stop, b.start)
 		}
 		if window > 0 && b.start-loss >= window.Nanoseconds() {
 			continue
@@ -47,7 +50,7 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 			}
 		case "failover":
 			if x.start <= b.start && x.stop >= a.start && (x.holder < 0 || x.holder == a.process) {
-				return x, max(loss, a.start), true
+				return x, loss, true
 			}
 		case "clock-jump":
 			if during {
@@ -87,6 +90,27 @@ func failoverFix(x fault) string {
 // promoted replica has it, and a primary cut off from its replicas stops granting.
 const sentinelFix = "WAIT 1 <timeout> after the grant (a replica has the key before the grant counts, and the sentinels promote the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose; fencing the resource covers what remains"
 
+// sentinelWhy says what the sentinels' failover x did to process p's key.
+func sentinelWhy(x fault, p int) string {
+	span := fmt.Sprintf("from %s to %s", at(x.start), at(x.stop))
+	if x.stop == math.MaxInt64 {
+		span = fmt.Sprintf("from %s to the end of the history", at(x.start))
+	}
+	served := ""
+	if n := len(x.primaries); n > 1 {
+		served = fmt.Sprintf(", and %s and %s each served as a primary", strings.Join(x.primaries[:n-1], ", "), x.primaries[n-1])
+	}
+	switch {
+	case x.promoted != "":
+		return fmt.Sprintf("the sentinels failed over from %s to %s (%s)%s: process %d's key was not on the primary the next client found",
+			x.primary, x.promoted, span, served, p)
+	case len(x.primaries) > 1:
+		return fmt.Sprintf("the sentinels' primary %s was not the only one (%s)%s (a primary restarted empty, or cut off from the sentinels, before they made it a replica): process %d's key was on one of them only",
+			x.primary, span, served, p)
+	}
+	return fmt.Sprintf("the sentinels were failing over from %s (%s): process %d's key was not on the primary the next client found", x.primary, span, p)
+}
+
 // serverLoss says what the server fault x did to a's key and which setting would have
 // kept it.
 func serverLoss(x fault, a, b hold) (Class, string, string) {
@@ -109,9 +133,7 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 		}
 		return ServerLost, why, fix
 	case x.class == "failover" && x.by == "sentinel":
-		why := fmt.Sprintf("the sentinels failed over from %s (under way at %s) to %s, which did not have process %d's key; %s",
-			x.primary, at(x.start), x.promoted, a.process, granted)
-		return ServerLost, why, sentinelFix
+		return ServerLost, sentinelWhy(x, a.process) + "; " + granted, sentinelFix
 	case x.class == "failover":
 		why := fmt.Sprintf("a failover at %s promoted %s, which never saw process %d's grant, and the primary went on with its data; %s",
 			at(x.start), x.promoted, a.process, granted)

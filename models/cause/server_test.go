@@ -58,6 +58,8 @@ func TestServerFaultClasses(t *testing.T) {
 		{"failover, another holder's grant", failover(`,"holder":7`), RecipeBug, ""},
 		{"the sentinels' failover", sentinels(`"promoted":"s3"`), ServerLost, "min-replicas-to-write"},
 		{"the sentinels' failover, given up", sentinels(`"aborted":true`), RecipeBug, ""},
+		{"a second primary beside the sentinels' (restarted empty)", sentinels(`"primaries":["s1","s2"]`), ServerLost, "min-replicas-to-write"},
+		{"the sentinels' failover in force since long before the grant", []histories.Op{nem("start", -20*s, `{"fault":"failover","by":"sentinel","primary":"s1"}`)}, ServerLost, "WAIT"},
 		{"clock jump while held", jump(3 * s), Clock, "fence"},
 		{"database restart, a session lock", dbServer("restart", `,"frees_locks":true`), ServerLost, "fence"},
 		{"database kill, a session lock", dbServer("kill", `,"frees_locks":true`), ServerLost, "fence"},
@@ -128,7 +130,8 @@ func TestGrantInFlightThroughTheSentinelsFailover(t *testing.T) {
 }
 
 // TestRecordedRedisFaults: redis-lock under restart (one instance, persistence
-// none), failover (replicas) and clock-jump (testdata/histories/README.md).
+// none), failover (replicas) and clock-jump, and redislock under kills on the
+// sentinel topology (testdata/histories/README.md).
 func TestRecordedRedisFaults(t *testing.T) {
 	for _, tc := range []struct {
 		file     string
@@ -138,6 +141,7 @@ func TestRecordedRedisFaults(t *testing.T) {
 		{"redis-lock-restart-none.jsonl", ServerLost, "persistence none", "aof-always"},
 		{"redis-lock-failover.jsonl", ServerLost, "promoted s2", "WAIT 1"},
 		{"redis-lock-clock-jump.jsonl", Clock, "jumped forward 8s", "fence"},
+		{"redislock-sentinel-kills-two-primaries.jsonl", ServerLost, "the sentinels were failing over from s3 (from 6.44s to the end of the history)", "min-replicas-to-write"},
 	} {
 		f, ok := Classify(load(t, tc.file), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) || !strings.Contains(f.Fix, tc.fix) {
