@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 // TestRedisSentinelsFailOver: three instances with a sentinel beside each form (every
 // sentinel knows the primary, both replicas and the two other sentinels), name
 // instance 1 the primary, and, once it is killed, promote a replica by themselves
-// within a few seconds; the marker survives the sentinels' rewrites of their files,
+// within a few seconds, which the run's watch records as a failover from s1 to the
+// promoted instance, over once it serves alone; the marker survives the sentinels' rewrites of their files,
 // and Close leaves no redis-server or redis-sentinel behind.
 func TestRedisSentinelsFailOver(t *testing.T) {
 	dir := t.TempDir()
@@ -34,6 +36,17 @@ func TestRedisSentinelsFailOver(t *testing.T) {
 	}
 	if got, err := r.SentinelPrimary(ctx); err != nil || got != lockservice.ServerAddr(1).String()+":6379" {
 		t.Fatalf("SentinelPrimary = %q, %v; want instance 1", got, err)
+	}
+	watchCtx, endWatch := context.WithCancel(ctx)
+	seen := make(chan lockservice.Failover, 16)
+	watched := make(chan struct{})
+	go func() { defer close(watched); r.WatchFailovers(watchCtx, func(f lockservice.Failover) { seen <- f }) }()
+	defer func() { endWatch(); <-watched }()
+	time.Sleep(3 * failoverPoll) // a settled topology: nothing recorded
+	select {
+	case f := <-seen:
+		t.Fatalf("the watch recorded %+v before any fault", f)
+	default:
 	}
 	killed := time.Now()
 	if err := r.Instances[0].Host.Kill(ctx); err != nil {
@@ -59,6 +72,21 @@ func TestRedisSentinelsFailOver(t *testing.T) {
 			t.Fatalf("Leader = %d, %v: the instance the sentinels name (%s) does not say it is the primary", id, ok, promoted)
 		}
 	}
+	var records []lockservice.Failover
+	for len(records) < 2 {
+		select {
+		case f := <-seen:
+			records = append(records, f)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the watch recorded %+v, want a failover's start and stop", records)
+		}
+	}
+	name := serverName(slices.IndexFunc(r.Instances, func(in *lockservice.Member) bool { return in.ClientAddr() == promoted }) + 1)
+	if start, stop := records[0], records[1]; start.Stop || start.Primary != "s1" || !stop.Stop || stop.Primary != "s1" || stop.Promoted != name || stop.Aborted {
+		t.Errorf("the watch recorded %+v, want a failover's start from s1 and its stop naming %s", records, name)
+	}
+	endWatch()
+	<-watched
 	for _, s := range r.SentinelNodes {
 		b, err := os.ReadFile(s.Conf)
 		if err != nil || !strings.HasPrefix(string(b), redisMarker) {
