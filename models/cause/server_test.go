@@ -130,8 +130,9 @@ func TestGrantInFlightThroughTheSentinelsFailover(t *testing.T) {
 }
 
 // TestRecordedRedisFaults: redis-lock under restart (one instance, persistence
-// none), failover (replicas) and clock-jump, and redislock under kills on the
-// sentinel topology (testdata/histories/README.md).
+// none), failover (replicas) and clock-jump, and redislock on the sentinel topology
+// under a partition of the primary (the minority primary) and under kills
+// (testdata/histories/README.md).
 func TestRecordedRedisFaults(t *testing.T) {
 	for _, tc := range []struct {
 		file     string
@@ -141,6 +142,7 @@ func TestRecordedRedisFaults(t *testing.T) {
 		{"redis-lock-restart-none.jsonl", ServerLost, "persistence none", "aof-always"},
 		{"redis-lock-failover.jsonl", ServerLost, "promoted s2", "WAIT 1"},
 		{"redis-lock-clock-jump.jsonl", Clock, "jumped forward 8s", "fence"},
+		{"redislock-sentinel-minority-primary.jsonl", ServerLost, "the sentinels failed over from s1 to s2", "min-replicas-to-write"},
 		{"redislock-sentinel-kills-two-primaries.jsonl", ServerLost, "the sentinels were failing over from s3 (from 6.44s to the end of the history)", "min-replicas-to-write"},
 	} {
 		f, ok := Classify(load(t, tc.file), "l0", params)
