@@ -119,7 +119,7 @@ func TestRoundConfigAppliesTheProbe(t *testing.T) {
 	if !c.EndOnOverlap {
 		t.Error("a round of a probe that does not run through ends at an overlap")
 	}
-	for _, p := range RedisProbes(2 * time.Second) {
+	for _, p := range RedisProbes(2*time.Second, true) {
 		if c := roundConfig(base, p, workloads.Fixed{}, 0, 20*time.Second); c.EndOnOverlap == p.RunThrough {
 			t.Errorf("%s: EndOnOverlap %v with RunThrough %v", p.Name, c.EndOnOverlap, p.RunThrough)
 		}

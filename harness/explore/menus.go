@@ -34,9 +34,19 @@ var menus = []kindMenu{
 	{kinds: []kind.Name{kind.Etcd}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return EtcdProbes(b.SessionTimeout, b.Workload.Fenced) }},
 	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound,
-		probes: func(b harness.Config) []Probe { return RedisProbes(b.SessionTimeout) }},
+		probes: func(b harness.Config) []Probe { return RedisProbes(b.SessionTimeout, failsOverItself(b)) }},
 	{kinds: []kind.Name{kind.Postgres, kind.MariaDB}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return DatabaseProbes(b.SessionTimeout) }},
+}
+
+// selfFailingOver is a service's settings that say whether its servers fail over on
+// their own (Redis's sentinel topology).
+type selfFailingOver interface{ FailsOverItself() bool }
+
+// failsOverItself reports whether base's servers fail over on their own.
+func failsOverItself(base harness.Config) bool {
+	s, ok := base.Settings.(selfFailingOver)
+	return ok && s.FailsOverItself()
 }
 
 // menuOf is the menu of kind n ("" is kind.Default).

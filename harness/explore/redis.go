@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"slices"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
@@ -56,12 +57,13 @@ const LeaseTTL = 2 * time.Second
 // recipe's extend must learn of: the extend families' probe, third), then servers
 // slowed or cut off, dead holders, instances killed or failed over (a key gone past
 // the holder's validity), paused acquirers, and last a holder paused past its TTL (an
-// unfenced overlap only).
-func RedisProbes(ttl time.Duration) []Probe {
+// unfenced overlap only). When the servers fail over on their own (selfFailover:
+// Sentinel), one probe more, second, cuts the primary off from them.
+func RedisProbes(ttl time.Duration, selfFailover bool) []Probe {
 	race, pastTTL, shortHolds := redisRegimes(ttl)
 	holder := []nemesis.ClientTarget{nemesis.TargetHolder}
 	minority := []nemesis.Target{nemesis.TargetOne, nemesis.TargetMinority}
-	return []Probe{
+	probes := []Probe{
 		{Setup: nemesis.Setup{Name: "racing and overlong holds"}, Regimes: []workloads.Regime{race, overlong(ttl)},
 			Aims: []string{coverage.RowContention, coverage.RowLost, coverage.RowLongHold}},
 		// A holder cut off has its release's DEL delivered when the cut heals, late (a
@@ -105,7 +107,30 @@ func RedisProbes(ttl time.Duration) []Probe {
 			ClientTargets: holder, Interval: 2 * time.Second},
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
 	}
+	if selfFailover {
+		probes = slices.Insert(probes, 1, primaryCutOff(shortHolds))
+	}
+	return probes
 }
+
+// primaryCutOff is the probe of servers that fail over on their own: the primary
+// cut off from the other servers (and, on Sentinel, from their sentinels) but not
+// from its clients, Jepsen's minority primary. The majority promotes a replica; the
+// old primary goes on granting to the clients that have not followed. A cut lasts
+// long enough for the failover (Sentinel: down-after, then an election, about 2 s
+// with the run's defaults) and the faults come a few seconds apart, so that the
+// topology settles between two. Every overlap it makes is the servers' (honest), so
+// the round runs to its end.
+func primaryCutOff(shortHolds workloads.Regime) Probe {
+	return Probe{Setup: nemesis.Setup{Name: "the primary cut off from its failover",
+		Classes: []nemesis.Class{nemesis.ClassPartition}, Shapes: []nemesis.Shape{nemesis.IsolateLeader}, Interval: 6 * time.Second},
+		Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
+		RunThrough: true, FirstLook: primaryCutOffFirstLook}
+}
+
+// primaryCutOffFirstLook is the first look of *the primary cut off from its
+// failover*: two cuts, each with its failover.
+const primaryCutOffFirstLook = 20 * time.Second
 
 // cutOffFirstLook is the first look of *holders cut off*. A cut (about two TTLs,
 // after a quiet time of about two TTLs) takes about 8 s: a 14 s look has two, where

@@ -8,6 +8,7 @@ import (
 	"github.com/zlockcheck/zlockcheck/harness"
 	"github.com/zlockcheck/zlockcheck/lockservice/redis"
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
 // redisBase is a base run of recipe on a Redis topology, as Run would prepare it.
@@ -32,8 +33,9 @@ func menuClasses(menu []Probe) map[string][]nemesis.Class {
 }
 
 // TestRedisMenuHasOnlyWhatTheTopologyRuns: on Redis the menu is RedisProbes, with no
-// ZooKeeper-only class, failover only on replicas, and every probe in it accepted by
-// the base it was chosen for.
+// ZooKeeper-only class, failover only on replicas, the primary cut off from its
+// failover (second) only under sentinels, and every probe in it accepted by the base
+// it was chosen for.
 func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 	zkOnly := []nemesis.Class{nemesis.ClassSessionExpire, nemesis.ClassReplyLoss, nemesis.ClassClientServerPartition}
 	for _, tc := range []struct {
@@ -41,15 +43,21 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 		topology redis.RedisTopology
 		nodes    int
 		failover bool
+		// sentinels: the menu's second probe cuts the primary off.
+		sentinels bool
 	}{
-		{"redis-lock", redis.RedisSingle, 1, false},
-		{"redis-lock", redis.RedisReplicas, 3, true},
-		{"redsync", redis.RedisRedlock, 3, false},
+		{"redis-lock", redis.RedisSingle, 1, false, false},
+		{"redis-lock", redis.RedisReplicas, 3, true, false},
+		{"redsync", redis.RedisRedlock, 3, false, false},
+		{"redislock", redis.RedisSentinel, 3, false, true},
 	} {
 		base := redisBase(t, tc.recipe, tc.topology, tc.nodes)
 		menu := Menu(base)
-		if len(menu) != len(RedisProbes(base.SessionTimeout)) {
+		if len(menu) != len(RedisProbes(base.SessionTimeout, tc.sentinels)) {
 			t.Errorf("%s on %s: %d probes, want every Redis probe: %v", tc.recipe, tc.topology, len(menu), menuClasses(menu))
+		}
+		if cut := menu[1].Name == primaryCutOff(workloads.Regime{}).Name; cut != tc.sentinels {
+			t.Errorf("%s on %s: the second probe is %q", tc.recipe, tc.topology, menu[1].Name)
 		}
 		var all []nemesis.Class
 		for _, p := range menu {

@@ -61,6 +61,11 @@ func ParseRedisTopology(s string) (RedisTopology, error) {
 	return "", fmt.Errorf("want single, replicas, redlock or sentinel, got %q", s)
 }
 
+// FailsOverItself reports whether the servers fail over on their own, with no
+// fault of the run's: the sentinels promote a replica when the primary is down or
+// cut off from them (explore aims a probe at it).
+func (s RedisSettings) FailsOverItself() bool { return s.Topology == RedisSentinel }
+
 // replicated reports whether instance 1 is a primary and the others its replicas.
 func (t RedisTopology) replicated() bool { return t == RedisReplicas || t == RedisSentinel }
 
