@@ -37,6 +37,10 @@ const redLockMinServers = 3
 //
 // Release is Mutex.UnlockContext: ok when a majority deleted the key, info when the
 // instances that did not answer could have made one, fail "not held" otherwise.
+//
+// When init names sentinels (Config.SentinelMaster), redsync has one pool, on the
+// primary they name (go-redis's failover client, newPrimaryNode), as teams use it
+// with one Redis behind Sentinel: its quorum is that one instance.
 func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	const name = "redsync"
 	if cfg.Fenced {
@@ -47,11 +51,21 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	}
 	logger := redisLogger(name, &cfg)
 	r := &redsyncLock{cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout), lease: lease{events: cfg.Events}}
-	nodes, err := newRedisNodes(ctx, name, cfg, logger)
-	if err != nil {
-		return nil, err
+	if cfg.SentinelMaster != "" {
+		// One pool on the primary the sentinels name, as teams use redsync with one
+		// Redis: a quorum of one.
+		r.nodes = []*redisNode{newPrimaryNode(cfg, fmt.Sprintf("zlc-worker-%d", cfg.Worker), func(id int64) { cfg.Events.Session(id, nil) })}
+		if err := r.nodes[0].connect(ctx, cfg.SessionTimeout); err != nil {
+			closeRedisNodes(r.nodes)
+			return nil, fmt.Errorf("recipe %s: %w", name, err)
+		}
+	} else {
+		nodes, err := newRedisNodes(ctx, name, cfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		r.nodes = nodes
 	}
-	r.nodes = nodes
 	pools := make([]redsyncredis.Pool, len(r.nodes))
 	for i, n := range r.nodes {
 		pools[i] = goredis.NewPool(n.client)

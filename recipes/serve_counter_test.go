@@ -220,7 +220,8 @@ func TestServeSentinelMasterNeedsASentinelMode(t *testing.T) {
 	}{
 		{"redis-lock", "ok", ""},
 		{"redislock", "ok", ""},
-		{"redsync", "fail", "init: sentinel_master \"zlc-primary\": recipe redsync has no Sentinel mode here (connect would name sentinels, not Redis instances)"},
+		{"redsync", "ok", ""},
+		{"mutant-redlock-minority", "fail", "init: sentinel_master \"zlc-primary\": recipe mutant-redlock-minority has no Sentinel mode here (connect would name sentinels, not Redis instances)"},
 		{"gozk", "fail", "init: sentinel_master \"zlc-primary\": recipe gozk has no Sentinel mode here (connect would name sentinels, not Redis instances)"},
 	} {
 		var got Config

@@ -268,7 +268,8 @@ func TestSentinelConfRendersEachSetting(t *testing.T) {
 }
 
 // TestSentinelTopologyFits: the sentinel topology takes the recipes whose client finds
-// the primary through sentinels, and a user's own recipe (its worker answers init);
+// the primary through sentinels (redsync too: one pool), and a user's own recipe (its
+// worker answers init);
 // it refuses the others, an existing deployment and SSH nodes, naming why.
 func TestSentinelTopologyFits(t *testing.T) {
 	s := RedisSettings{Topology: RedisSentinel}
@@ -279,6 +280,8 @@ func TestSentinelTopologyFits(t *testing.T) {
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 3}, ""},
 		{lockservice.Plan{Recipe: "exec", Nodes: 3}, ""},
 		{lockservice.Plan{Recipe: "redisson-lock", Catalogued: true, Nodes: 3}, "no Sentinel mode"},
+		{lockservice.Plan{Recipe: "redsync", Catalogued: true, RedLock: true, Sentinel: true, Nodes: 3}, ""},
+		{lockservice.Plan{Recipe: "mutant-redlock-minority", Catalogued: true, RedLock: true, Nodes: 3}, "--redis-topology redlock"},
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 3, Connect: "a:26379,b:26379,c:26379"}, "--connect"},
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 2}, "at least 3"},
 	} {

@@ -139,13 +139,17 @@ func validateConnect(s RedisSettings, p lockservice.Plan) error {
 }
 
 // fits refuses a recipe of the catalogue on a topology it cannot use: RedLock needs
-// independent instances; a single-instance lock uses one primary.
+// independent instances (or, with a Sentinel mode, the sentinels' one primary); a
+// single-instance lock uses one primary.
 func (s RedisSettings) fits(p lockservice.Plan) error {
 	if !p.Catalogued {
 		return nil
 	}
-	redlock := s.WithDefaults().Topology == RedisRedlock
+	topology := s.WithDefaults().Topology
+	redlock := topology == RedisRedlock
 	switch {
+	case p.RedLock && p.Sentinel && topology == RedisSentinel:
+		return nil // one pool, on the primary the sentinels name
 	case p.RedLock && !redlock:
 		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
 	case !p.RedLock && redlock:
