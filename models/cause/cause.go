@@ -193,12 +193,14 @@ func Classify(h histories.History, key string, p Params) (Finding, bool) {
 // session-expire, the holder can know from the moment the server ended its session.
 const sessionKill = "connection-kill (session ended)"
 
-// endsSessionDuringHold reports whether x, begun before hold a, ends the holder's
-// session and was still under way when the hold began: the server may have ended the
-// session just after it granted the lock (a kill sent while the acquire's reply was
-// on its way), so the holder could know from the grant on.
-func endsSessionDuringHold(x fault, a hold) bool {
-	return (x.class == "session-expire" || x.class == sessionKill) && x.stop >= a.start
+// inForceAtGrant reports whether x, begun before hold a, was still under way when the
+// hold began, and is a fault that counts then: one that ends the holder's session
+// (the server may have ended it just after it granted the lock: a kill sent while
+// the acquire's reply was on its way), so the holder could know from the grant on;
+// or a pause of the holder (begun while its acquire was in flight: the grant came
+// in as the process stopped, and it could know only once it ran again).
+func inForceAtGrant(x fault, a hold) bool {
+	return (x.class == "session-expire" || x.class == sessionKill || x.class == "client-pause") && x.stop >= a.start
 }
 
 // maxPairs bounds how many overlapping pairs Classify looks at.
@@ -216,7 +218,7 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 	}
 	lost, lostAt := lostReport(h, key, a)
 	for _, x := range faults {
-		if x.process != a.process || x.start > b.start || x.start < a.start && !endsSessionDuringHold(x, a) {
+		if x.process != a.process || x.start > b.start || x.start < a.start && !inForceAtGrant(x, a) {
 			continue
 		}
 		switch x.class {

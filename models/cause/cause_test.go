@@ -27,7 +27,8 @@ func load(t *testing.T, name string) histories.History {
 
 // Recorded runs (testdata/histories/README.md): a paused go-zookeeper holder that
 // reported lost at once is an unfenced overlap, and so is a MariaDB holder whose
-// connection was killed as its lock was granted; mutant-ignore-lost, cut off by a
+// connection was killed as its lock was granted, and a redislock holder paused as
+// its grant came in; mutant-ignore-lost, cut off by a
 // client partition and never reporting lost, is a recipe bug.
 func TestRecordedOverlaps(t *testing.T) {
 	for _, tc := range []struct {
@@ -40,6 +41,9 @@ func TestRecordedOverlaps(t *testing.T) {
 		// The kill began as the holder's GET_LOCK was granted: it ended the session
 		// from the grant on (once a recipe bug: the kill started before the hold).
 		{"mariadb-getlock-kill-at-grant.jsonl", Unfenced, "connection-kill (session ended)"},
+		// explore's *acquirers paused* stopped redislock's worker as its grant came in
+		// (once a recipe bug: the pause started before the hold).
+		{"redislock-sentinel-paused-at-grant.jsonl", Unfenced, "client-pause at 10.58s"},
 	} {
 		f, ok := Classify(load(t, tc.file), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) {
@@ -97,6 +101,10 @@ func TestClassifyRule(t *testing.T) {
 	dbKill := []histories.Op{nem("start", 3*s, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", 3*s, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
 	killAtGrant := []histories.Op{nem("start", s-s/10, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", s+s/10, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
 	killBefore := []histories.Op{nem("start", s/2, `{"fault":"connection-kill","process":1,"frees_locks":true}`), nem("stop", s-s/10, `{"fault":"connection-kill","process":1,"frees_locks":true}`)}
+	// A pause begun while the acquire was in flight: the grant came in as the
+	// process stopped (its start is recorded before the process is stopped).
+	pauseAtGrant := []histories.Op{nem("start", s-s/10, `{"fault":"client-pause","process":1}`), nem("stop", 7*s, `{"fault":"client-pause","process":1}`)}
+	pauseBefore := []histories.Op{nem("start", s/2, `{"fault":"client-pause","process":1}`), nem("stop", s-s/10, `{"fault":"client-pause","process":1}`)}
 	redisKill := []histories.Op{nem("start", 3*s, `{"fault":"connection-kill","process":1}`), nem("stop", 3*s, `{"fault":"connection-kill","process":1}`)}
 	aimed := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":1,"holder_server":"s2"}`)}
 	elsewhere := []histories.Op{nem("start", 2*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`), nem("stop", 8*s, `{"fault":"partition","shape":"isolate-follower-quorum","holder":7,"holder_server":"s2"}`)}
@@ -114,6 +122,8 @@ func TestClassifyRule(t *testing.T) {
 		{"paused holder, lost too late", overlap(pause, 7*s+6*s), params, RecipeBug},
 		{"paused holder, released at once, never lost", releasedAt(overlap(pause, 0), 7*s+s/2), params, Unfenced},
 		{"paused holder, held on, never lost", releasedAt(overlap(pause, 0), 13*s), params, RecipeBug},
+		{"paused as its acquire was granted, lost at once", overlap(pauseAtGrant, 7*s+s/2), params, Unfenced},
+		{"paused and resumed before its grant, lost late", overlap(pauseBefore, 7*s+s/2), params, RecipeBug},
 		// A lease: a release that succeeds after the pause shows a holder that never
 		// learned (its renewals kept another's lease); one that fails, or reports
 		// lost, learned at its release.
