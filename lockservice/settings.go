@@ -48,6 +48,8 @@ type Plan struct {
 	Catalogued bool
 	RedLock    bool
 	Sentinel   bool
+	// Replicas says the recipe needs its Redis primary to have replicas.
+	Replicas bool
 	// Nodes is the number of servers the run asked for (0: the kind's to decide).
 	Nodes int
 	// SessionTimeout is the workers' session timeout.

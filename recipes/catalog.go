@@ -98,6 +98,10 @@ type Entry struct {
 	// through Redis Sentinels and follow a promotion (init's sentinel_master): it
 	// may run on Redis's sentinel topology; the others are refused there.
 	Sentinel bool
+	// Replicas marks a Redis recipe that needs its primary to have replicas (it
+	// waits for one after a grant: WAIT): it runs on the replicas or sentinel
+	// topology only.
+	Replicas bool
 	// SessionLock marks a lock that lives in the holder's session on the server (a
 	// PostgreSQL advisory lock, a MariaDB GET_LOCK): it goes when the server ends the
 	// session, and a server's restart or crash ends every session on it.
@@ -294,7 +298,7 @@ func redisEntries() []Entry {
 	}
 	for _, v := range redisLockVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis, Sentinel: true,
-			Mutant: v.m != redisCorrect, New: redisLockVariant(v.m), Doc: v.doc}
+			Mutant: v.m.mutant(), Replicas: v.m == redisWait, New: redisLockVariant(v.m), Doc: v.doc}
 		if v.m == redisCorrect {
 			e.New = NewRedisLock
 		}

@@ -13,7 +13,8 @@ import (
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
 
-// redisMutant is a deliberately broken variant of redis-lock, or redisCorrect.
+// redisMutant is a deliberately broken variant of redis-lock, or redisCorrect, or
+// redisWait (a correct variant that waits for a replica).
 type redisMutant int
 
 // The variants of redis-lock. Each mutant changes one thing.
@@ -37,7 +38,13 @@ const (
 	redisExtendRecreates
 	// redisBlindExtend extends with a plain PEXPIRE, whoever's key it is.
 	redisBlindExtend
+	// redisWait is not a mutant: redis-lock that, after the SET, waits for a
+	// replica to have the key (WAIT 1) and gives the grant back when none does.
+	redisWait
 )
+
+// mutant reports whether m is a deliberately broken variant.
+func (m redisMutant) mutant() bool { return m != redisCorrect && m != redisWait }
 
 // redisLockVariants names redis-lock and its mutants for the catalogue.
 var redisLockVariants = []struct {
@@ -53,6 +60,7 @@ var redisLockVariants = []struct {
 	{redisIgnoreValidity, "mutant-redis-ignore-validity", "redis-lock never reporting lost when its validity runs out: a holder paused past the TTL overlaps the next"},
 	{redisExtendRecreates, "mutant-redis-extend-recreates", "redis-lock whose extend sets the key again when it is missing: a holder whose key the server lost takes it back after another client held it, and never learns it lost the lock"},
 	{redisBlindExtend, "mutant-redis-blind-extend", "redis-lock extending with a plain PEXPIRE, whoever's key it is: a holder whose key the server lost renews the next holder's key and goes on holding"},
+	{redisWait, "redis-lock-wait", "redis-lock with WAIT 1 after the SET, as Redis's replication page advises: a grant counts once a replica has the key (a failover then promotes one that has it), and is given back when no replica acknowledges it within the request timeout; needs replicas (the replicas or sentinel topology)"},
 }
 
 // staticToken is the token every client of mutant-redis-static-value shares.
@@ -207,6 +215,11 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 			return Grant{}, false, Info(fmt.Errorf("acquire: the key is set, but PEXPIRE failed: %w", err))
 		}
 	}
+	if r.mutant == redisWait {
+		if g, ok, err := r.waitReplica(ctx, value); !ok {
+			return g, false, err
+		}
+	}
 	until := start.Add(r.cfg.SessionTimeout - redisDrift(r.cfg.SessionTimeout))
 	if _, now := r.node.current(); now != gen {
 		return r.retract(value, "the connection changed under the acquire, so the value names a closed one")
@@ -218,6 +231,24 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 	r.startExtender(value, r.lease.grant(until, r.mutant != redisNoExpiry && r.mutant != redisIgnoreValidity))
 	place := workloads.LockPlace{Session: FormatSessionID(id), Keys: []string{r.cfg.Path}, Value: value}
 	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10)), Lock: &place}, true, nil
+}
+
+// waitReplica waits (WAIT 1, up to the request timeout) until a replica has the
+// key just set with value; ok when one does. Otherwise the grant is given back
+// (retract) and the acquire polls again; a WAIT whose outcome is unknown is info.
+func (r *redisLock) waitReplica(ctx context.Context, value string) (Grant, bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, 2*r.io)
+	defer cancel()
+	n, err := r.node.client.Wait(wctx, 1, r.io).Result()
+	switch {
+	case err != nil && redisReply(err):
+		return r.retract(value, fmt.Sprintf("WAIT 1 was refused (%v)", err))
+	case err != nil:
+		return Grant{}, false, Info(r.undo(value, fmt.Errorf("acquire: the key is set, but WAIT 1 failed: %w", err)))
+	case n < 1:
+		return r.retract(value, fmt.Sprintf("no replica acknowledged the key within %s (WAIT 1)", r.io))
+	}
+	return Grant{}, true, nil
 }
 
 // newValue returns a fresh lock value for the connection with CLIENT ID id.

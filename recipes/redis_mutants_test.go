@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -288,4 +289,33 @@ func TestRedisMutantRedLockNoElapsedCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisLockWaitNeedsAReplica: redis-lock-wait on a primary with no replica gives
+// every grant back (WAIT 1 finds none) and its acquire times out, leaving no key; with
+// a replica (REPLICAOF), it is granted, and the replica has the key when the acquire
+// returns.
+func TestRedisLockWaitNeedsAReplica(t *testing.T) {
+	primary, replica := startRedis(t), startRedis(t)
+	key := testRedisKey(t)
+	r, _ := newTestRedisLock(t, redisWait, []string{primary.addr}, key, 2*time.Second, 1)
+	expectTimeout(t, r, "no replica")
+	if v := primary.get(t, key); v != "" {
+		t.Fatalf("after the timeout the key holds %q, want none", v)
+	}
+	host, port, _ := net.SplitHostPort(primary.addr)
+	replica.do(t, "REPLICAOF", host, port)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if info, _ := replica.do(t, "INFO", "replication").(string); strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica's link never came up")
+		}
+	}
+	g := mustAcquire(t, r, "with a replica")
+	if got := replica.get(t, key); got == "" || got != g.Lock.Value {
+		t.Fatalf("the replica has %q when the grant returned, want the grant's value %q", got, g.Lock.Value)
+	}
+	mustRelease(t, r, "with a replica")
 }

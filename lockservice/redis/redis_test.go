@@ -294,3 +294,21 @@ func TestSentinelTopologyFits(t *testing.T) {
 		}
 	}
 }
+
+// TestARecipeThatWaitsForAReplicaNeedsOne: a recipe that waits for a replica after
+// each grant (redis-lock-wait) runs on the replicas and sentinel topologies, and is
+// refused on one instance or independent ones, naming the topologies it needs.
+func TestARecipeThatWaitsForAReplicaNeedsOne(t *testing.T) {
+	p := lockservice.Plan{Recipe: "redis-lock-wait", Catalogued: true, Sentinel: true, Replicas: true, Nodes: 3}
+	for _, c := range []struct {
+		topology RedisTopology
+		nodes    int
+		ok       bool
+	}{{RedisReplicas, 3, true}, {RedisSentinel, 3, true}, {RedisSingle, 1, false}, {RedisRedlock, 3, false}} {
+		p.Nodes = c.nodes
+		err := RedisSettings{Topology: c.topology}.Validate(p)
+		if c.ok != (err == nil) || !c.ok && !strings.Contains(err.Error(), "replicas or sentinel") {
+			t.Errorf("%s: %v", c.topology, err)
+		}
+	}
+}

@@ -148,6 +148,8 @@ func (s RedisSettings) fits(p lockservice.Plan) error {
 	topology := s.WithDefaults().Topology
 	redlock := topology == RedisRedlock
 	switch {
+	case p.Replicas && !topology.replicated():
+		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas or sentinel, not %s", p.Recipe, topology)
 	case p.RedLock && p.Sentinel && topology == RedisSentinel:
 		return nil // one pool, on the primary the sentinels name
 	case p.RedLock && !redlock:
