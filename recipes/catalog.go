@@ -230,12 +230,12 @@ func redissonEntries() []Entry {
 // pythonEntries are the Python libraries from PyPI (recipes/python).
 func pythonEntries() []Entry {
 	return []Entry{
-		{Name: "redis-py-lock", Runtime: Python, Worker: "redis_py_worker.py", Service: kind.Redis,
+		{Name: "redis-py-lock", Runtime: Python, Worker: "redis_py_worker.py", Service: kind.Redis, Sentinel: true,
 			Library: Library{Name: "redis-py", PyPI: "redis==8.1.0"}, Kinds: []workloads.Kind{workloads.Mutex},
-			Doc: "redis-py's Lock (client.lock(name, timeout=TTL)) with the client's defaults, polled at its own pace; no renewal; lost when its validity runs out; cannot fence"},
-		{Name: "python-redis-lock", Runtime: Python, Worker: "python_redis_lock_worker.py", Service: kind.Redis,
+			Doc: "redis-py's Lock (client.lock(name, timeout=TTL)) with the client's defaults, polled at its own pace; no renewal; lost when its validity runs out; under sentinels, Sentinel(...).master_for(name); cannot fence"},
+		{Name: "python-redis-lock", Runtime: Python, Worker: "python_redis_lock_worker.py", Service: kind.Redis, Sentinel: true,
 			Library: Library{Name: "python-redis-lock", PyPI: "python-redis-lock==4.0.1"}, Kinds: []workloads.Kind{workloads.Mutex},
-			Doc: "python-redis-lock's Lock with auto_renewal (a thread renews the key every 2/3 of its expiry) over redis-py; tells a holder nothing when a renewal finds the key gone: it learns at release; cannot fence"},
+			Doc: "python-redis-lock's Lock with auto_renewal (a thread renews the key every 2/3 of its expiry) over redis-py; tells a holder nothing when a renewal finds the key gone: it learns at release; under sentinels, redis-py's Sentinel(...).master_for(name); cannot fence"},
 		{Name: "pottery-redlock", Runtime: Python, Worker: "pottery_worker.py", Service: kind.Redis, RedLock: true,
 			Library: Library{Name: "pottery", PyPI: "pottery==3.0.1"}, Kinds: []workloads.Kind{workloads.Mutex},
 			Doc: "pottery's Redlock over one redis-py client per independent primary (auto_release_time the TTL), polled at its own pace; no renewal; lost when its validity runs out; cannot fence"},

@@ -21,14 +21,9 @@ import zlcworker
 log = logging.getLogger("zlc.redis")
 
 
-def mutex_clients(recipe, init, token):
-    """A client for each of init's addresses, for a mutex recipe whose lock value is token.
-
-    Refuses another workload kind, fencing (a random value is no fencing token) and a
-    connect that is not host:port. The password of a server the user runs comes from
-    $REDISCLI_AUTH (zlockcheck run --connect), as for every Redis worker. A server
-    that is not there yet raises (info: the harness tries again).
-    """
+def _addrs(recipe, init, token):
+    """init's addresses as (host, port), after refusing another workload kind,
+    fencing (a random value is no fencing token) and a connect that is not host:port."""
     if init.kind != "mutex":
         raise zlcworker.Refused("%s speaks the mutex workload, not %s" % (recipe, init.kind))
     if init.fenced:
@@ -39,7 +34,18 @@ def mutex_clients(recipe, init, token):
         if not host or not port.isdigit():
             raise zlcworker.Refused("init: connect %r is not host:port" % a)
         addrs.append((host, int(port)))
-    clients = [redis.Redis(host=h, port=p, password=os.environ.get("REDISCLI_AUTH") or None) for h, p in addrs]
+    return addrs
+
+
+def _password():
+    """The password of a server the user runs, from $REDISCLI_AUTH (zlockcheck run
+    --connect), as for every Redis worker; None when unset."""
+    return os.environ.get("REDISCLI_AUTH") or None
+
+
+def _pinged(clients):
+    """clients, once each answered PING; all closed if one did not (the harness tries
+    the init again: info)."""
     try:
         for c in clients:
             c.ping()
@@ -50,12 +56,32 @@ def mutex_clients(recipe, init, token):
     return clients
 
 
+def mutex_clients(recipe, init, token):
+    """A client for each of init's addresses (RedLock's independent primaries), for a
+    mutex recipe whose lock value is token. A server that is not there yet raises
+    (info: the harness tries again). A recipe over several primaries has no Sentinel
+    mode: init's sentinel_master is refused.
+    """
+    if init.sentinel_master is not None:
+        raise zlcworker.Refused("init: sentinel_master %r: recipe %s has no Sentinel mode" % (init.sentinel_master, recipe))
+    return _pinged([redis.Redis(host=h, port=p, password=_password()) for h, p in _addrs(recipe, init, token)])
+
+
 def mutex_client(recipe, init, token):
-    """The client of init's first address (as mutex_clients checks init)."""
-    clients = mutex_clients(recipe, init, token)
-    for c in clients[1:]:
-        c.close()
-    return clients[0]
+    """The client of a lock on one primary, for a mutex recipe whose lock value is
+    token: init's first address; or, when init names sentinels (sentinel_master), the
+    primary they name, through redis-py's Sentinel as its documentation shows
+    (``Sentinel(sentinels).master_for(name)``, the library's defaults): the client asks
+    the sentinels again after a connection error, and so follows a failover.
+    """
+    if init.sentinel_master is None:
+        clients = mutex_clients(recipe, init, token)
+        for c in clients[1:]:
+            c.close()
+        return clients[0]
+    from redis.sentinel import Sentinel
+    sentinels = Sentinel(_addrs(recipe, init, token))
+    return _pinged([sentinels.master_for(init.sentinel_master, password=_password())])[0]
 
 
 def resend_window(client):

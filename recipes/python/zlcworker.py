@@ -118,6 +118,9 @@ class Init:
         self.counter_path = _str(req, "counter_path") if "counter_path" in req else None
         self.write_retry_ms = _num(req, "write_retry_ms", 8000)
         self.worker = _num(req, "worker", 0)
+        # Redis's sentinel topology: connect names the sentinels, and this the name
+        # they know the primary by (None on any other).
+        self.sentinel_master = _str(req, "sentinel_master") if "sentinel_master" in req else None
 
 
 class Acquired:
