@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
@@ -161,8 +162,8 @@ func (w *failoverWatch) name(addr string) string {
 // WatchFailovers watches the sentinels and the instances until ctx ends and calls
 // seen, from one goroutine, for each failover: its start and its stop (see
 // failoverWatch). Each sentinel and each instance is asked every failoverPoll, on
-// its own, so that one out of reach does not slow the others. It returns at once
-// on another topology.
+// its own, so that one out of reach does not slow the others; it returns once none
+// is being asked. It returns at once on another topology.
 func (r *Redis) WatchFailovers(ctx context.Context, seen func(lockservice.Failover)) {
 	if r.cfg.Topology != RedisSentinel || len(r.SentinelNodes) == 0 {
 		return
@@ -173,13 +174,17 @@ func (r *Redis) WatchFailovers(ctx context.Context, seen func(lockservice.Failov
 	}
 	w := newFailoverWatch(names, string(r.Settings().WithDefaults().Persistence), r.Instances[0].ClientAddr())
 	sentinels, roles := make(chan sentinelView), make(chan roleView)
+	var pollers sync.WaitGroup
+	defer pollers.Wait() // none asks a server once the watch has returned
 	for _, s := range r.SentinelNodes {
-		go poll(ctx, sentinels, func() sentinelView { return r.viewOf(ctx, s) })
+		pollers.Go(func() { poll(ctx, sentinels, func() sentinelView { return r.viewOf(ctx, s) }) })
 	}
 	for _, in := range r.Instances {
-		go poll(ctx, roles, func() roleView {
-			m, err := r.info(ctx, in, "replication")
-			return roleView{addr: in.ClientAddr(), primary: err == nil && m["role"] == "master"}
+		pollers.Go(func() {
+			poll(ctx, roles, func() roleView {
+				m, err := r.info(ctx, in, "replication")
+				return roleView{addr: in.ClientAddr(), primary: err == nil && m["role"] == "master"}
+			})
 		})
 	}
 	for {
