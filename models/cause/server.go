@@ -88,7 +88,7 @@ func failoverFix(x fault) string {
 
 // sentinelFix is what keeps the sentinels' failover from losing a grant: the
 // promoted replica has it, and a primary cut off from its replicas stops granting.
-const sentinelFix = "WAIT 1 <timeout> after the grant (a replica has the key before the grant counts, and the sentinels promote the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose; fencing the resource covers what remains"
+const sentinelFix = "WAIT 1 <timeout> after the grant, giving it back when no replica acknowledges it (as redis-lock-wait does: a replica has the key before the grant counts, and the sentinels promote the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose; fencing the resource covers what remains"
 
 // sentinelWhy says what the sentinels' failover x did to process p's key.
 func sentinelWhy(x fault, p int) string {
