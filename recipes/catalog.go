@@ -212,8 +212,9 @@ func redissonEntries() []Entry {
 	lib := Library{Name: "Redisson", Maven: "redisson-3.52.0"}
 	mutex, counter := []workloads.Kind{workloads.Mutex}, []workloads.Kind{workloads.Mutex, workloads.Counter}
 	e := func(name string, kinds []workloads.Kind, redlock bool, doc string) Entry {
+		// Every lock on one primary finds it through sentinels (useSentinelServers).
 		return Entry{Name: name, Runtime: Java, Worker: "ZlcRedissonWorker", Library: lib, Service: kind.Redis,
-			Kinds: kinds, RedLock: redlock, Doc: doc}
+			Kinds: kinds, RedLock: redlock, Sentinel: !redlock, Doc: doc}
 	}
 	return []Entry{
 		e("redisson-lock", []workloads.Kind{workloads.Mutex, workloads.Reentrant, workloads.Counter}, false,

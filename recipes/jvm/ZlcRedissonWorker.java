@@ -22,7 +22,8 @@
 // TTL every Redis recipe of a run uses; the password comes from $REDISCLI_AUTH when
 // set (zlockcheck run --connect). Single topology: useSingleServer on the first
 // address; replicas: useMasterSlaveServers, the first address the master, the others
-// its replicas (the harness's failover does not move the workers); RedLock: every
+// its replicas (the harness's failover does not move the workers); sentinel (init's
+// sentinel_master): useSentinelServers, connect naming the sentinels; RedLock: every
 // address an instance.
 //
 // What Redisson tells a holder, and so what the worker reports:
@@ -126,9 +127,16 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe, ZlcWorker.Coun
         this.fenced = init.fenced;
         this.events = events;
         this.leaseMs = init.sessionTimeoutMs;
-        List<String> addrs = recipe.equals("redisson-redlock") ? init.connect : List.of(String.join(",", init.connect));
-        for (String a : addrs) {
-            clients.add(Redisson.create(config(a, init.sessionTimeoutMs)));
+        if (init.sentinelMaster != null) {
+            if (recipe.equals("redisson-redlock")) {
+                throw new ZlcWorker.Refused("init: sentinel_master " + init.sentinelMaster + ": recipe " + recipe + " has no Sentinel mode (RedLock is over independent primaries)");
+            }
+            clients.add(Redisson.create(sentinelConfig(init.connect, init.sentinelMaster, init.sessionTimeoutMs)));
+        } else {
+            List<String> addrs = recipe.equals("redisson-redlock") ? init.connect : List.of(String.join(",", init.connect));
+            for (String a : addrs) {
+                clients.add(Redisson.create(config(a, init.sessionTimeoutMs)));
+            }
         }
         switch (recipe) {
             case "redisson-fenced":
@@ -144,6 +152,25 @@ public final class ZlcRedissonWorker implements ZlcWorker.Recipe, ZlcWorker.Coun
             default:
                 lock = clients.get(0).getLock(init.path);
         }
+    }
+
+    /**
+     * A client of the primary the sentinels name master, as Redisson's documentation
+     * shows (useSentinelServers: the master's name and the sentinels' addresses),
+     * Redisson's defaults otherwise; it follows the sentinels' +switch-master.
+     */
+    static Config sentinelConfig(List<String> sentinels, String master, long ttlMs) {
+        Config c = new Config();
+        c.setLockWatchdogTimeout(ttlMs);
+        var s = c.useSentinelServers().setMasterName(master);
+        for (String a : sentinels) {
+            s.addSentinelAddress("redis://" + a);
+        }
+        String password = System.getenv("REDISCLI_AUTH");
+        if (password != null && !password.isEmpty()) {
+            s.setPassword(password);
+        }
+        return c;
     }
 
     /** A client's configuration: Redisson's defaults, the watchdog's lease, the topology. */

@@ -127,6 +127,11 @@ public final class ZlcWorker {
         public final long writeRetryMs;
         /** The worker's number in the run (for its log lines). */
         public final long worker;
+        /**
+         * Redis's sentinel topology: the name the sentinels know the primary by, connect
+         * then naming the sentinels; null on any other.
+         */
+        public final String sentinelMaster;
 
         Init(Map<String, Object> req) throws ProtocolError {
             connect = List.of(str(req, "connect").split(","));
@@ -138,6 +143,7 @@ public final class ZlcWorker {
             counterPath = req.containsKey("counter_path") ? str(req, "counter_path") : null;
             writeRetryMs = req.containsKey("write_retry_ms") ? num(req, "write_retry_ms") : 8000;
             worker = optNum(req, "worker", 0);
+            sentinelMaster = req.containsKey("sentinel_master") ? str(req, "sentinel_master") : null;
         }
     }
 
