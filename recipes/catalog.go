@@ -270,8 +270,9 @@ func nodeEntries() []Entry {
 func springEntries() []Entry {
 	lib := Library{Name: "Spring Integration", Maven: "spring-integration-7.1.2"}
 	e := func(name string, service kind.Name, doc string) Entry {
+		// The Redis registries find the primary through sentinels (RedisSentinelConfiguration).
 		return Entry{Name: name, Runtime: Java, Worker: "ZlcSpringWorker", Library: lib, Service: service,
-			Kinds: []workloads.Kind{workloads.Mutex}, Doc: doc}
+			Kinds: []workloads.Kind{workloads.Mutex}, Sentinel: service == kind.Redis, Doc: doc}
 	}
 	return []Entry{
 		e("spring-jdbc-postgres", kind.Postgres,

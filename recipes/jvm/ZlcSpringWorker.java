@@ -51,6 +51,7 @@ import java.util.concurrent.TimeUnit;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import org.springframework.data.redis.connection.RedisSentinelConfiguration;
 import org.springframework.data.redis.connection.RedisStandaloneConfiguration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 import org.springframework.integration.jdbc.lock.DefaultLockRepository;
@@ -226,19 +227,40 @@ public final class ZlcSpringWorker implements ZlcWorker.Recipe {
         }
     }
 
-    /** The Redis registry on the run's first (or only) instance. */
+    /**
+     * The Redis registry on the run's first (or only) instance; under sentinels (init's
+     * sentinel_master), on the primary they name, through Spring Data Redis's
+     * RedisSentinelConfiguration (the master's name and the sentinels, Lettuce's
+     * defaults otherwise), as its documentation shows.
+     */
     RedisLockRegistry redisRegistry(ZlcWorker.Init init, Duration ttl) throws Exception {
-        String first = init.connect.get(0);
-        int colon = first.lastIndexOf(':');
-        if (colon < 0) {
-            throw new ZlcWorker.Refused("connect: want host:port, got " + first);
-        }
-        RedisStandaloneConfiguration rc = new RedisStandaloneConfiguration(first.substring(0, colon), Integer.parseInt(first.substring(colon + 1)));
         String password = System.getenv("REDISCLI_AUTH");
-        if (password != null && !password.isEmpty()) {
-            rc.setPassword(password);
+        LettuceConnectionFactory cf;
+        if (init.sentinelMaster != null) {
+            RedisSentinelConfiguration sc = new RedisSentinelConfiguration().master(init.sentinelMaster);
+            for (String a : init.connect) {
+                int colon = a.lastIndexOf(':');
+                if (colon < 0) {
+                    throw new ZlcWorker.Refused("connect: want host:port, got " + a);
+                }
+                sc.sentinel(a.substring(0, colon), Integer.parseInt(a.substring(colon + 1)));
+            }
+            if (password != null && !password.isEmpty()) {
+                sc.setPassword(password);
+            }
+            cf = new LettuceConnectionFactory(sc);
+        } else {
+            String first = init.connect.get(0);
+            int colon = first.lastIndexOf(':');
+            if (colon < 0) {
+                throw new ZlcWorker.Refused("connect: want host:port, got " + first);
+            }
+            RedisStandaloneConfiguration rc = new RedisStandaloneConfiguration(first.substring(0, colon), Integer.parseInt(first.substring(colon + 1)));
+            if (password != null && !password.isEmpty()) {
+                rc.setPassword(password);
+            }
+            cf = new LettuceConnectionFactory(rc);
         }
-        LettuceConnectionFactory cf = new LettuceConnectionFactory(rc);
         cf.afterPropertiesSet();
         cf.start();
         closers.add(cf::destroy);
