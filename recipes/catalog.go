@@ -259,7 +259,7 @@ func nodeEntries() []Entry {
 		{Name: "etcd-node-lock", Runtime: Node, Worker: "etcd3_worker.js", Service: kind.Etcd, Kinds: mutex,
 			Library: Library{Name: "etcd3", Npm: "etcd3@1.1.2"},
 			Doc:     "etcd3's Lock (client.lock(name).ttl(TTL).acquire(), one try: the worker tries again every 100 ms until the acquire timeout; release() revokes the lease): a key on a lease of its own per hold; the Lock tells a holder nothing, its Lease emits lost (a keep-alive answered TTL 0, or no answer for twice the TTL), which the worker reports; the key's create revision as the token"},
-		{Name: "redis-semaphore-mutex", Runtime: Node, Worker: "redis_semaphore_worker.js", Service: kind.Redis, Kinds: mutex,
+		{Name: "redis-semaphore-mutex", Runtime: Node, Worker: "redis_semaphore_worker.js", Service: kind.Redis, Kinds: mutex, Sentinel: true,
 			Library: Library{Name: "redis-semaphore", Npm: "redis-semaphore@5.8.0"},
 			Doc:     "redis-semaphore's Mutex over ioredis with its defaults on one instance: tryAcquire() with the acquire timeout, a refresh every 0.8 TTL, release(); lost when onLockLost is called (a refresh found the key gone); cannot fence"},
 	}

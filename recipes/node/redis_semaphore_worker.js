@@ -6,7 +6,8 @@
 // The library (pinned in package.json, over ioredis with its defaults: redisclient.js
 // says what they are) is used as its documentation tells users to: one ioredis client
 // per process, to init's first address (the only instance, or the primary of the
-// replicas topology), and a new `Mutex(client, name, options)` for every hold, with
+// replicas topology; under sentinels, init's sentinel_master, the primary they name:
+// ioredis's `sentinels` and `name`), and a new `Mutex(client, name, options)` for every hold, with
 // `tryAcquire()` and `release()`. Its options: lockTimeout the TTL (init's
 // session_timeout_ms, as for every lease recipe of a run), acquireTimeout the
 // harness's timeout (0: Infinity), onLockLost the worker's (below); the others the
@@ -56,10 +57,11 @@ class RedisSemaphoreMutex {
     this.events = events;
     this.ttl = init.sessionTimeoutMs;
     this.path = init.path;
-    this.client = redis.connect(init.connect[0], (id) => {
+    const onSession = (id) => {
       this.session = id;
       events.session(id);
-    });
+    };
+    this.client = init.sentinelMaster === null ? redis.connect(init.connect[0], onSession) : redis.connectSentinel(init.connect, init.sentinelMaster, onSession);
     await redis.ready([this.client], 1, this.ttl);
   }
 

@@ -68,6 +68,29 @@ function connect(addr, onSession) {
 }
 
 /**
+ * connectSentinel makes an ioredis client of the primary the sentinels at sentinels
+ * (host:port each) name master, as ioredis's documentation shows (`new Redis({
+ * sentinels, name })`, the client's defaults otherwise): it asks the sentinels for the
+ * primary on every (re)connection, and so follows a failover. onSession as connect's.
+ */
+function connectSentinel(sentinels, master, onSession) {
+  const hosts = sentinels.map((a) => {
+    const i = a.lastIndexOf(':');
+    return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
+  });
+  const client = new Redis({ sentinels: hosts, name: master, password: process.env.REDISCLI_AUTH || undefined });
+  const what = `primary ${master} of sentinels ${sentinels.join(',')}`;
+  client.on('error', (e) => log(`${what}: ${e.message}`));
+  client.on('reconnecting', (ms) => log(`${what}: reconnecting in ${ms} ms`));
+  if (onSession) {
+    client.on('ready', () => {
+      client.client('ID').then((id) => onSession(Number(id)), (e) => log(`${what}: CLIENT ID: ${e.message}`));
+    });
+  }
+  return client;
+}
+
+/**
  * ready waits until need of clients are connected and ready, for up to waitMs (the
  * session timeout, as long as a ZooKeeper client waits for its session): RedLock works
  * while a majority can be reached. Short of that it disconnects them all and throws
@@ -97,4 +120,4 @@ async function quit(clients) {
   for (const c of clients) c.disconnect();
 }
 
-module.exports = { checkMutex, connect, ready, quit };
+module.exports = { checkMutex, connect, connectSentinel, ready, quit };

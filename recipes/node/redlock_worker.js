@@ -64,6 +64,9 @@ class NodeRedlock {
 
   async init(init, events) {
     redis.checkMutex('node-redlock', init, 'value');
+    if (init.sentinelMaster !== null) {
+      throw new zlc.Refused(`init: sentinel_master ${init.sentinelMaster}: recipe node-redlock has no Sentinel mode (RedLock is over independent primaries)`);
+    }
     if (init.connect.length < 3) {
       throw new zlc.Refused(`node-redlock: RedLock needs at least 3 independent Redis primaries, got ${init.connect.length} (${init.connect})`);
     }

@@ -128,6 +128,9 @@ class Init {
     this.counterPath = 'counter_path' in req ? str(req, 'counter_path') : null;
     this.writeRetryMs = num(req, 'write_retry_ms', 8000);
     this.worker = num(req, 'worker', 0);
+    // Redis's sentinel topology: connect names the sentinels, and this the name they
+    // know the primary by (null on any other).
+    this.sentinelMaster = 'sentinel_master' in req ? str(req, 'sentinel_master') : null;
   }
 }
 
