@@ -55,13 +55,21 @@ function checkMutex(recipe, init, value) {
 function connect(addr, onSession) {
   const i = addr.lastIndexOf(':');
   const client = new Redis({ host: addr.slice(0, i), port: Number(addr.slice(i + 1)), password: process.env.REDISCLI_AUTH || undefined });
-  // An application listens for errors (without a listener ioredis prints each one as
-  // unhandled); they change nothing of the client's behaviour.
-  client.on('error', (e) => log(`${addr}: ${e.message}`));
-  client.on('reconnecting', (ms) => log(`${addr}: reconnecting in ${ms} ms`));
+  return listen(client, addr, onSession);
+}
+
+/**
+ * listen logs client's errors and reconnections under the name what, and tells
+ * onSession, when given, the CLIENT ID of each new connection; it returns client. An
+ * application listens for errors (without a listener ioredis prints each one as
+ * unhandled); they change nothing of the client's behaviour.
+ */
+function listen(client, what, onSession) {
+  client.on('error', (e) => log(`${what}: ${e.message}`));
+  client.on('reconnecting', (ms) => log(`${what}: reconnecting in ${ms} ms`));
   if (onSession) {
     client.on('ready', () => {
-      client.client('ID').then((id) => onSession(Number(id)), (e) => log(`${addr}: CLIENT ID: ${e.message}`));
+      client.client('ID').then((id) => onSession(Number(id)), (e) => log(`${what}: CLIENT ID: ${e.message}`));
     });
   }
   return client;
@@ -79,15 +87,7 @@ function connectSentinel(sentinels, master, onSession) {
     return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
   });
   const client = new Redis({ sentinels: hosts, name: master, password: process.env.REDISCLI_AUTH || undefined });
-  const what = `primary ${master} of sentinels ${sentinels.join(',')}`;
-  client.on('error', (e) => log(`${what}: ${e.message}`));
-  client.on('reconnecting', (ms) => log(`${what}: reconnecting in ${ms} ms`));
-  if (onSession) {
-    client.on('ready', () => {
-      client.client('ID').then((id) => onSession(Number(id)), (e) => log(`${what}: CLIENT ID: ${e.message}`));
-    });
-  }
-  return client;
+  return listen(client, `primary ${master} of sentinels ${sentinels.join(',')}`, onSession);
 }
 
 /**
