@@ -97,7 +97,7 @@ func sentinelFits(p lockservice.Plan) error {
 	case p.SSH != nil:
 		return errors.New("redis-topology sentinel: not on --ssh-nodes yet (the sentinels run beside the instances in the run's namespaces)")
 	case p.Catalogued && !p.Sentinel:
-		return fmt.Errorf("recipe %s has no Sentinel mode here: on --redis-topology sentinel run redis-lock, redis-lock-wait, redislock, redsync or a mutant-redis-* recipe (go-redis's failover client), redis-py-lock or python-redis-lock (redis-py's Sentinel), redisson-lock, redisson-lock-lease or redisson-fenced (useSentinelServers), spring-redis-lock or spring-redis-lock-renewed (RedisSentinelConfiguration), or redis-semaphore-mutex (ioredis's sentinels)", p.Recipe)
+		return fmt.Errorf("recipe %s has no Sentinel mode here: on --redis-topology sentinel run a catalogue lock on one primary whose client finds it through sentinels (docs/redis.md lists them: the Go, Python, Redisson, Spring and Node ones), or your own (exec)", p.Recipe)
 	}
 	return nil
 }
