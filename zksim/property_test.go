@@ -26,10 +26,11 @@ func TestZLCMutex(t *testing.T) {
 
 // maxShrunk bounds the steps of a mutant's shrunk counterexample. Rapid draws
 // schedules of a hundred steps and more and usually shrinks a mutant's to 7-9; its
-// shrinker is randomized and may stop in a local minimum a little above that (13
-// steps, 4 clients, once in a `make test` on 2026-11-24), so the bound says "a few
-// steps", not the usual size.
-const maxShrunk = 16
+// shrinker is randomized and may stop in a local minimum above that (13 steps, 4
+// clients, once in a `make test` on 2026-11-24; 17 steps, 3 clients, for
+// mutant-withdrawn-watch in CI on 2026-11-30), so the bound says "a few steps, not
+// the hundred drawn", not the usual size.
+const maxShrunk = 24
 
 // caught says how each mutant may fail: which properties its bug breaks first.
 var caught = map[zlcmutex.Mutant][]FailureKind{
