@@ -181,7 +181,7 @@ func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) 
 	for i := 0; ctx.Err() == nil; i++ {
 		left := cfg.Budget - time.Since(start)
 		p := Choose(menu, s.Tally, rng)
-		length := cfg.Round
+		length := max(cfg.Round, p.FirstLook)
 		if i < len(menu) && cfg.FirstRound > 0 {
 			length = max(min(cfg.Round, cfg.FirstRound), p.FirstLook)
 		}

@@ -262,22 +262,34 @@ func TestNarrowRacesAreAimedAt(t *testing.T) {
 }
 
 // TestAProbeMayLookLongerFirst: a probe's FirstLook, when longer than the first pass's
-// rounds, is its first round's length, even beyond Round (a fake round function).
+// rounds, is its first round's length, even beyond Round; when longer than Round, it
+// is the length of the probe's later rounds too (a fake round function).
 func TestAProbeMayLookLongerFirst(t *testing.T) {
-	run, seen := fakeRounds(models.Valid, models.Valid, models.Valid, models.Invalid)
+	valid := slices.Repeat([]models.Verdict{models.Valid}, 7)
+	run, seen := fakeRounds(append(valid, models.Invalid)...)
 	slow, slowest := probe("b", "y"), probe("d", "q")
 	slow.FirstLook, slowest.FirstLook = 12*time.Second, time.Minute
 	cfg := Config{Budget: time.Hour, Round: 20 * time.Second, FirstRound: 8 * time.Second,
 		Menu: []Probe{probe("a", "x"), slow, probe("c", "z"), slowest}}
-	if _, err := cfg.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run); err != nil {
+	s, err := cfg.loop(context.Background(), harness.Config{SessionTimeout: 2 * time.Second}, run)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var got []time.Duration
-	for _, c := range *seen {
+	for _, c := range (*seen)[:4] {
 		got = append(got, c.Duration)
 	}
 	if want := []time.Duration{8 * time.Second, 12 * time.Second, 8 * time.Second, time.Minute}; !slices.Equal(got, want) {
-		t.Errorf("round lengths %v, want %v", got, want)
+		t.Errorf("first pass's round lengths %v, want %v", got, want)
+	}
+	later := map[string]time.Duration{"a": 20 * time.Second, "b": 20 * time.Second, "c": 20 * time.Second, "d": time.Minute}
+	for i, r := range s.Rounds[4:] {
+		if got, want := (*seen)[4+i].Duration, later[r.Probe]; got != want {
+			t.Errorf("round %d (%s): %s, want %s", 5+i, r.Probe, got, want)
+		}
+	}
+	if n := s.Tally.Runs["d"]; n < 2 {
+		t.Errorf("the long-look probe ran %d rounds, want a later one too", n)
 	}
 }
 

@@ -32,7 +32,9 @@ type Probe struct {
 	RunThrough bool `json:"run_through,omitempty"`
 	// FirstLook, when longer than the session's first-pass rounds (Config.FirstRound),
 	// is this probe's first round, even beyond Config.Round: a probe whose faults come
-	// seldom and must land at a moment needs a few of them to show anything.
+	// seldom and must land at a moment needs a few of them to show anything. When it
+	// is longer than Config.Round, every later round of the probe is that long too: a
+	// look the feedback sends later needs as many of those faults as the first.
 	FirstLook time.Duration `json:"first_look_ns,omitempty"`
 	// FencedCounter runs the round's workload as the fenced counter when the recipe
 	// does the counter workload (its catalogue entry says so), whatever the base's
