@@ -79,7 +79,7 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 
 // TestZooKeeperMenuIsProbes: on ZooKeeper, Menu is Probes, every class kept, but the
 // compaction probe (ZooKeeper keeps no history of revisions); on etcd, every probe
-// and, last, the release replies lost (EtcdProbes).
+// and, fourth (after holders cut off), the release replies lost (EtcdProbes).
 func TestZooKeeperMenuIsProbes(t *testing.T) {
 	c := harness.Config{Recipe: "zlc-mutex", WorkerArgv: []string{"worker"}}.Defaults()
 	if err := c.Validate(); err != nil {
@@ -95,8 +95,8 @@ func TestZooKeeperMenuIsProbes(t *testing.T) {
 		!slices.Equal(etcd["release replies lost"], []nemesis.Class{nemesis.ClassReplyLoss}) {
 		t.Errorf("etcd's menu: %v", etcd)
 	}
-	if m := Menu(e); m[len(m)-1].Name != "release replies lost" {
-		t.Errorf("etcd's menu ends with %q, want the release replies lost", m[len(m)-1].Name)
+	if m := Menu(e); len(m) < 4 || m[2].Name != holdersCutOff || m[3].Name != "release replies lost" {
+		t.Errorf("etcd's menu %v: want the release replies lost fourth, after holders cut off", menuClasses(m))
 	}
 	if len(got) != len(want) {
 		t.Fatalf("menu %v, want %v", got, want)
