@@ -43,11 +43,13 @@ type Plan struct {
 	Kind kind.Name
 	// Recipe is the recipe under test; Catalogued says it is one of the catalogue's,
 	// RedLock that it is RedLock over independent instances, Sentinel that its
-	// client can find a Redis primary through sentinels.
+	// client can find a Redis primary through sentinels, Cluster that its client
+	// can follow a Redis Cluster's slots.
 	Recipe     string
 	Catalogued bool
 	RedLock    bool
 	Sentinel   bool
+	Cluster    bool
 	// Replicas says the recipe needs its Redis primary to have replicas.
 	Replicas bool
 	// Nodes is the number of servers the run asked for (0: the kind's to decide).

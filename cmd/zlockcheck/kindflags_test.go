@@ -59,8 +59,8 @@ func TestKindFlags(t *testing.T) {
 	if given, _ := k.given(set); len(given) != 0 {
 		t.Errorf("no flags given, but settings %+v", given)
 	}
-	k, set = parseKindFlags(t, "--redis-topology", "cluster")
-	if _, err := k.forKind(kind.Redis, set); err == nil || !strings.Contains(err.Error(), "--redis-topology: want single, replicas, redlock or sentinel") {
+	k, set = parseKindFlags(t, "--redis-topology", "galaxy")
+	if _, err := k.forKind(kind.Redis, set); err == nil || !strings.Contains(err.Error(), "--redis-topology: want single, replicas, redlock, sentinel or cluster") {
 		t.Errorf("a bad topology: %v", err)
 	}
 	k, set = parseKindFlags(t, "--observers", "1", "--tick", "100ms")

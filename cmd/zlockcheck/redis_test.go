@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
 	"github.com/zlockcheck/zlockcheck/lockservice/kind"
@@ -55,6 +56,12 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisRedlock, Persistence: redis.PersistNone}, 3}},
 		{"run file", "service: redis\nrecipe: redsync\nredis-topology: redlock\nnodes: 5\nredis-persistence: aof-everysec\n", nil,
 			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisRedlock, Persistence: redis.PersistAOFEverysec}, 5}},
+		{"cluster", "", []string{"--recipe", "redislock", "--redis-topology", "cluster"},
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisCluster, Persistence: redis.PersistNone,
+				Cluster: redis.ClusterSettings{NodeTimeout: time.Second}}, 6}},
+		{"cluster run file", "service: redis\nrecipe: redis-lock\nredis-topology: cluster\nnodes: 3\nredis-cluster-node-timeout: 2s\n", nil,
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisCluster, Persistence: redis.PersistNone,
+				Cluster: redis.ClusterSettings{NodeTimeout: 2 * time.Second}}, 3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,7 +76,7 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 	}
 	bad := map[string][]string{
 		"--service: want zookeeper, redis, postgres, mariadb or etcd": {"--service", "consul", "--recipe", "redis-lock"},
-		"--redis-topology: want single":                               {"--recipe", "redis-lock", "--redis-topology", "cluster"},
+		"--redis-topology: want single":                               {"--recipe", "redis-lock", "--redis-topology", "galaxy"},
 		"--redis-persistence: want none":                              {"--recipe", "redis-lock", "--redis-persistence", "rdb"},
 		"is a ZooKeeper recipe":                                       {"--service", "redis", "--recipe", "gozk"},
 		"is a Redis recipe":                                           {"--service", "zookeeper", "--recipe", "redis-lock"},
@@ -86,6 +93,10 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		"redlock over independent instances":                          {"--recipe", "redsync", "--redis-topology", "replicas", "--nodes", "3"},
 		"--workers: want 1 to 250, got 0":                             {"--recipe", "gozk", "--workers", "0"},
 		"not redlock":                                                 {"--recipe", "redis-lock", "--redis-topology", "redlock"},
+		"recipe redis-py-lock has no redis cluster mode here":         {"--recipe", "redis-py-lock", "--redis-topology", "cluster"},
+		"the cluster topology is 3 primaries with a replica each":     {"--recipe", "redislock", "--redis-topology", "cluster", "--nodes", "4"},
+		"redis-cluster-node-timeout: a cluster setting":               {"--recipe", "redis-lock", "--redis-topology", "replicas", "--nodes", "3", "--redis-cluster-node-timeout", "2s"},
+		"nemesis clock-jump: not on --redis-topology cluster":         {"--recipe", "redis-lock", "--redis-topology", "cluster", "--nemesis", "clock-jump"},
 	}
 	for want, args := range bad {
 		if _, err := planRedis(t, "", args...); err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {

@@ -39,8 +39,8 @@ var _ lockservice.Local = (*local)(nil)
 // one a run's instance gets, bound to 127.0.0.1 on a free port) and starts it.
 func startLocal(ctx context.Context, cfg lockservice.LocalConfig) (lockservice.Local, error) {
 	st := lockservice.LocalSettings(kind.Redis, cfg).(RedisSettings).WithDefaults()
-	if st.Topology.replicated() {
-		return nil, fmt.Errorf("redis topology %s: private servers are one instance, or RedLock's independent ones (a primary with replicas is a run's: zlockcheck run --redis-topology)", st.Topology)
+	if st.Topology.replicated() || st.Topology == RedisCluster {
+		return nil, fmt.Errorf("redis topology %s: private servers are one instance, or RedLock's independent ones (a primary with replicas, or a cluster, is a run's: zlockcheck run --redis-topology)", st.Topology)
 	}
 	l := &local{dir: cfg.Dir}
 	for id := 1; id <= st.DefaultNodes(); id++ {

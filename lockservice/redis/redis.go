@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,14 +36,18 @@ type Redis struct {
 	external bool
 	// remote holds the instances on SSH nodes (StartRemoteRedis), nil in namespaces.
 	remote *lockservice.Remote
+	// lockKey is the run's lock key (SetLockKey), nil until the run names it.
+	lockKey atomic.Pointer[string]
 }
 
 var _ lockservice.Service = (*Redis)(nil)
 
 // StartRedis creates a namespace per instance on net, writes each instance's
 // redis.conf and starts them, then waits until every one serves (the replicas linked
-// to their primary). On error the Redis returned, if not nil, holds what was started
-// so far: Close it.
+// to their primary); the sentinel topology then starts the sentinels and waits until
+// they agree, and the cluster topology forms the cluster and waits until it is
+// whole. On error the Redis returned, if not nil, holds what was started so far:
+// Close it.
 func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redis, error) {
 	cfg.defaults()
 	if err := cfg.validateNodes(cfg.Nodes); err != nil {
@@ -65,6 +70,16 @@ func StartRedis(ctx context.Context, net *netns.Network, cfg RedisConfig) (*Redi
 		if err := in.Host.Start(ctx); err != nil {
 			return r, fmt.Errorf("redis instance %d: %w", in.ID, err)
 		}
+	}
+	if cfg.Topology == RedisCluster {
+		// Each instance alone answers, but serves no slot until the cluster forms.
+		if err := r.waitInstances(ctx, cfg.StartTimeout, "redis not serving", "not every instance answers", r.ping); err != nil {
+			return r, err
+		}
+		if err := r.formCluster(ctx); err != nil {
+			return r, err
+		}
+		return r, r.WaitClusterFormed(ctx, cfg.StartTimeout)
 	}
 	if err := r.WaitServing(ctx, cfg.StartTimeout); err != nil || cfg.Topology != RedisSentinel {
 		return r, err
@@ -89,7 +104,7 @@ func (r *Redis) addInstance(ctx context.Context, id int) (*lockservice.Member, e
 	}
 	in := &lockservice.Member{ID: id, Port: redisPort, Dir: dir}
 	f := redisFiles{Conf: filepath.Join(in.Dir, "redis.conf"), Log: filepath.Join(in.Dir, "server.log"),
-		Pid: filepath.Join(in.Dir, "redis.pid"), Data: filepath.Join(in.Dir, "data")}
+		Pid: filepath.Join(in.Dir, "redis.pid"), Data: filepath.Join(in.Dir, "data"), Nodes: filepath.Join(in.Dir, "nodes.conf")}
 	in.Conf, in.Log = f.Conf, f.Log
 	if err := os.MkdirAll(f.Data, 0o755); err != nil {
 		return nil, err
@@ -200,11 +215,14 @@ func (r *Redis) Version(ctx context.Context) string {
 // Leader is the primary: for replicas the instance that reports role:master (the
 // lowest id if several do), for a single instance instance 1; under sentinels the
 // instance they name, what their clients use (an isolated old primary may still
-// report role:master); RedLock's independent instances have none.
+// report role:master); in a cluster the primary that serves the run's lock key
+// (SetLockKey; none before); RedLock's independent instances have none.
 func (r *Redis) Leader(ctx context.Context) (int, bool) {
 	switch r.cfg.Topology {
 	case RedisSingle:
 		return 1, true
+	case RedisCluster:
+		return r.clusterLeader(ctx)
 	case RedisSentinel:
 		if addr, err := r.SentinelPrimary(ctx); err == nil {
 			if i := slices.IndexFunc(r.Instances, func(in *lockservice.Member) bool { return in.ClientAddr() == addr }); i >= 0 {
@@ -257,13 +275,27 @@ func waitGroupGone(pgid int, within time.Duration) error {
 	return nil
 }
 
-// serving is nil when instance in answers PING and, as a replica, is linked.
+// ping is nil when instance in answers PING.
+func (r *Redis) ping(ctx context.Context, in *lockservice.Member) error {
+	v, err := r.do(ctx, in, "PING")
+	if err != nil {
+		return fmt.Errorf("PING: %w", err)
+	}
+	if pong, err := replyString(v); err != nil || pong != "PONG" {
+		return fmt.Errorf("PING: answered %v", v)
+	}
+	return nil
+}
+
+// serving is nil when instance in answers PING and, as a replica, is linked; in a
+// cluster, when the cluster is ok in its eyes too.
 func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	cmds := [][]string{{"PING"}}
-	// Under sentinels any instance may be the primary now: each says its role.
-	sentinels := r.cfg.Topology == RedisSentinel
+	// Under sentinels, or in a cluster, any instance may be a primary now: each
+	// says its role.
+	sentinels, cluster := r.cfg.Topology == RedisSentinel, r.cfg.Topology == RedisCluster
 	replica := r.cfg.Topology.replicated() && in.ID > 1
-	if replica || sentinels {
+	if replica || sentinels || cluster {
 		cmds = append(cmds, []string{"INFO", "replication"})
 	}
 	out, err := r.call(ctx, in, cmds...)
@@ -277,7 +309,7 @@ func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	case pong != "PONG":
 		return fmt.Errorf("PING: answered %q", pong)
 	}
-	if !replica && !sentinels {
+	if !replica && !sentinels && !cluster {
 		return nil
 	}
 	text, err := replyString(out[1])
@@ -287,6 +319,9 @@ func (r *Redis) serving(ctx context.Context, in *lockservice.Member) error {
 	m := parseInfo(text)
 	if sentinels {
 		return r.servingUnderSentinels(ctx, in, m)
+	}
+	if cluster {
+		return r.servingInCluster(ctx, in, m)
 	}
 	if m["master_link_status"] != "up" {
 		return fmt.Errorf("replica of %s: link %s", r.Instances[0].ClientAddr(), m["master_link_status"])
@@ -325,11 +360,19 @@ func (r *Redis) servingUnderSentinels(ctx context.Context, in *lockservice.Membe
 // An instance that exited, or the timeout, is an error naming each instance that does
 // not serve, why, and the tail of its log.
 func (r *Redis) WaitServing(ctx context.Context, timeout time.Duration) error {
+	return r.waitInstances(ctx, timeout, "redis not serving", "not every instance serves", r.serving)
+}
+
+// waitInstances waits until check passes on every instance, looking every 50 ms.
+// An instance that exited, or the timeout, is an error that begins with title
+// (saying notWithin at the timeout) and names each instance check refuses, why,
+// and the tail of its log.
+func (r *Redis) waitInstances(ctx context.Context, timeout time.Duration, title, notWithin string, check func(context.Context, *lockservice.Member) error) error {
 	checks := make([]lockservice.ServerCheck, len(r.Instances))
 	for i, in := range r.Instances {
-		checks[i] = in.Check("instance", func(ctx context.Context) error { return r.serving(ctx, in) })
+		checks[i] = in.Check("instance", func(ctx context.Context) error { return check(ctx, in) })
 	}
-	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, "redis not serving", "not every instance serves", func() lockservice.ServingPoll {
+	return lockservice.WaitServing(ctx, timeout, 50*time.Millisecond, title, notWithin, func() lockservice.ServingPoll {
 		return lockservice.Poll(ctx, checks)
 	})
 }

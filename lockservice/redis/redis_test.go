@@ -77,7 +77,7 @@ func TestRedisSettingsValidate(t *testing.T) {
 		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: 1, MinReplicasMaxLag: 1500 * time.Millisecond}}, 3, "whole seconds"},
 		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasMaxLag: 2 * time.Second}}, 3, "needs --redis-min-replicas-to-write"},
 		{RedisSettings{Topology: RedisReplicas, Sentinel: SentinelSettings{DownAfter: time.Second}}, 3, "sentinel settings"},
-		{RedisSettings{Topology: "cluster"}, 3, "redis-topology"},
+		{RedisSettings{Topology: "galaxy"}, 3, "redis-topology"},
 		{RedisSettings{Persistence: "rdb"}, 1, "redis-persistence"},
 		{RedisSettings{Topology: RedisRedlock}, 10, "1 to 9"},
 	}

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -24,6 +25,10 @@ const (
 	// redis-sentinel beside each instance (in its namespace) that watches the
 	// primary and promotes a replica when a majority of them find it down.
 	RedisSentinel RedisTopology = "sentinel"
+	// RedisCluster is a Redis Cluster: 3 primaries, each serving a third of the
+	// hash slots, and with 6 instances a replica of each, which the cluster
+	// promotes by itself when its primary is out of reach for the node timeout.
+	RedisCluster RedisTopology = "cluster"
 )
 
 // RedisPersistence is what a Redis instance writes to disk.
@@ -50,21 +55,27 @@ type RedisSettings struct {
 	// Sentinel is the sentinels' settings and the primary's replication guards
 	// (the sentinel topology only).
 	Sentinel SentinelSettings `json:"sentinel,omitzero"`
+	// Cluster is the cluster topology's settings (that topology only).
+	Cluster ClusterSettings `json:"cluster,omitzero"`
 }
 
-// ParseRedisTopology reads a topology: single, replicas, redlock or sentinel.
+// ParseRedisTopology reads a topology: single, replicas, redlock, sentinel or
+// cluster.
 func ParseRedisTopology(s string) (RedisTopology, error) {
 	switch t := RedisTopology(s); t {
-	case RedisSingle, RedisReplicas, RedisRedlock, RedisSentinel:
+	case RedisSingle, RedisReplicas, RedisRedlock, RedisSentinel, RedisCluster:
 		return t, nil
 	}
-	return "", fmt.Errorf("want single, replicas, redlock or sentinel, got %q", s)
+	return "", fmt.Errorf("want single, replicas, redlock, sentinel or cluster, got %q", s)
 }
 
 // FailsOverItself reports whether the servers fail over on their own, with no
 // fault of the run's: the sentinels promote a replica when the primary is down or
-// cut off from them (explore aims a probe at it).
-func (s RedisSettings) FailsOverItself() bool { return s.Topology == RedisSentinel }
+// cut off from them, a Redis Cluster's replica promotes itself when its primary is
+// out of reach for the node timeout (explore aims a probe at it).
+func (s RedisSettings) FailsOverItself() bool {
+	return s.Topology == RedisSentinel || s.Topology == RedisCluster
+}
 
 // replicated reports whether instance 1 is a primary and the others its replicas.
 func (t RedisTopology) replicated() bool { return t == RedisReplicas || t == RedisSentinel }
@@ -86,17 +97,24 @@ func (s RedisSettings) WithDefaults() RedisSettings {
 	if s.Persistence == "" {
 		s.Persistence = PersistNone
 	}
-	if s.Topology == RedisSentinel {
+	switch s.Topology {
+	case RedisSentinel:
 		s.Sentinel = s.Sentinel.withDefaults()
+	case RedisCluster:
+		s.Cluster = s.Cluster.withDefaults()
 	}
 	return s
 }
 
 // DefaultNodes is the number of instances a topology has when the run names none:
-// one for single, three otherwise.
+// one for single, six for cluster (3 primaries and a replica of each), three
+// otherwise.
 func (s RedisSettings) DefaultNodes() int {
-	if s.WithDefaults().Topology == RedisSingle {
+	switch s.WithDefaults().Topology {
+	case RedisSingle:
 		return 1
+	case RedisCluster:
+		return 2 * clusterPrimaries
 	}
 	return 3
 }
@@ -124,8 +142,14 @@ func (s RedisSettings) validateNodes(nodes int) error {
 		return fmt.Errorf("nodes: the sentinel topology wants at least 3 instances, each with its sentinel (a majority of sentinels must outlive one), got %d", nodes)
 	case s.Topology != RedisSentinel && s.Sentinel != (SentinelSettings{}):
 		return fmt.Errorf("redis-down-after, redis-failover-timeout, redis-min-replicas-to-write, redis-min-replicas-max-lag: sentinel settings, for --redis-topology sentinel, not %s", s.Topology)
+	case s.Topology != RedisCluster && s.Cluster != (ClusterSettings{}):
+		return fmt.Errorf("redis-cluster-node-timeout: a cluster setting, for --redis-topology cluster, not %s", s.Topology)
+	case s.Topology == RedisCluster:
+		if err := clusterNodes(nodes); err != nil {
+			return err
+		}
 	}
-	return s.Sentinel.validate()
+	return errors.Join(s.Sentinel.validate(), s.Cluster.validate())
 }
 
 // RedisConfig says how to run a set of Redis instances.
@@ -142,7 +166,8 @@ type RedisConfig struct {
 	// "redis-sentinel" on the PATH (Debian's, in redis-sentinel).
 	SentinelBinary string
 	// StartTimeout bounds the wait until every instance serves (replicas linked),
-	// and then the wait until the sentinels agree.
+	// and then the wait until the sentinels agree, or each of the waits while the
+	// tool forms the cluster.
 	StartTimeout time.Duration
 }
 
@@ -169,9 +194,10 @@ func (c *RedisConfig) defaults() {
 	}
 }
 
-// redisFiles are where one instance's files go.
+// redisFiles are where one instance's files go; Nodes is the cluster topology's
+// cluster-config-file (its state, which Redis writes).
 type redisFiles struct {
-	Conf, Log, Pid, Data string
+	Conf, Log, Pid, Data, Nodes string
 }
 
 // redisConf is the redis.conf of instance id listening on addr with its files at f;
@@ -207,6 +233,9 @@ func redisConf(s RedisSettings, id int, addr netip.Addr, f redisFiles, primary n
 	}
 	if primary.IsValid() {
 		lines = append(lines, fmt.Sprintf("replicaof %s %d", primary, redisPort))
+	}
+	if s.Topology == RedisCluster {
+		lines = append(lines, clusterLines(s.Cluster, f.Nodes)...)
 	}
 	if g := s.Sentinel; g.MinReplicasToWrite > 0 {
 		// Every instance: a replica the sentinels promote keeps the guard.

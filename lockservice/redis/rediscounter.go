@@ -10,11 +10,16 @@ import (
 // The counter workload on Redis keeps its counter in a key of instance 1, the
 // instance the single-instance recipes lock on (single: the instance; replicas: the
 // primary); on the redlock topology, where no recipe can fence, it is still instance
-// 1's, a resource beside the lock.
+// 1's, a resource beside the lock. In a cluster it is where the key's slot is
+// served (home).
 
 // MakeCounter sets the counter key path to 0.
 func (r *Redis) MakeCounter(ctx context.Context, sessionTimeout time.Duration, path string) error {
-	if _, err := r.Command(ctx, 1, "SET", path, "0"); err != nil {
+	in, err := r.home(ctx, path)
+	if err == nil {
+		_, err = r.do(ctx, in, "SET", path, "0")
+	}
+	if err != nil {
 		return fmt.Errorf("redis: making the counter %s: %w", path, err)
 	}
 	return nil
@@ -22,7 +27,11 @@ func (r *Redis) MakeCounter(ctx context.Context, sessionTimeout time.Duration, p
 
 // ReadCounter reads the counter key path (0 when missing).
 func (r *Redis) ReadCounter(ctx context.Context, sessionTimeout time.Duration, path string) (int64, error) {
-	v, err := r.Command(ctx, 1, "GET", path)
+	in, err := r.home(ctx, path)
+	var v any
+	if err == nil {
+		v, err = r.do(ctx, in, "GET", path)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("redis: reading the counter %s: %w", path, err)
 	}

@@ -121,21 +121,32 @@ func (r *Redis) allClients(ctx context.Context) [][]redisClient {
 // ServerOf is the instance a client is connected to: the first where a client with
 // the session's id ("0x<hex>", CLIENT ID) is connected from addr, else the first where
 // a client is connected from addr (client ids are each instance's own count, so an
-// id alone may name clients of several instances). On SSH nodes and an existing
-// Redis every worker comes masqueraded from one address: the id alone, and only
-// when exactly one instance has a client with it.
+// id alone may name clients of several instances). In a cluster a worker's client
+// has a connection to several instances, and its session is its connection to the
+// primary of the lock's slot: that instance is looked at first (Leader). On SSH
+// nodes and an existing Redis every worker comes masqueraded from one address: the
+// id alone, and only when exactly one instance has a client with it.
 func (r *Redis) ServerOf(ctx context.Context, addr netip.Addr, session string) (int, bool) {
 	id, hasID := lockservice.ParseSession(session)
 	all := r.allClients(ctx)
 	if r.external || r.remote != nil {
 		return uniqueServer(all, func(c redisClient) bool { return hasID && c.ID == id }, r.Instances)
 	}
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
+	}
+	if r.cfg.Topology == RedisCluster {
+		if lead, ok := r.clusterLeader(ctx); ok {
+			order = append([]int{lead - 1}, slices.DeleteFunc(order, func(i int) bool { return i == lead-1 })...)
+		}
+	}
 	for _, byID := range []bool{true, false} {
 		if byID && !hasID || !byID && !addr.IsValid() {
 			continue
 		}
-		for i, cs := range all {
-			for _, c := range cs {
+		for _, i := range order {
+			for _, c := range all[i] {
 				if clientMatch(c, id, byID, addr) {
 					return r.Instances[i].ID, true
 				}
@@ -215,9 +226,17 @@ func (l redisLock) Owner(lock lockservice.Lock, name string) (string, bool, erro
 // Close: the reader holds no connection.
 func (redisLock) Close() {}
 
-// lockValue is the value that holds the lock at key: the primary's (single, replicas),
-// or the value a majority of the instances hold (redlock); false when there is none.
+// lockValue is the value that holds the lock at key: the primary's (single, replicas,
+// sentinel), the value on the primary that serves its slot (cluster), or the value a
+// majority of the instances hold (redlock); false when there is none.
 func (r *Redis) lockValue(ctx context.Context, key string) (string, bool, error) {
+	if r.cfg.Topology == RedisCluster {
+		in, err := r.home(ctx, key)
+		if err != nil {
+			return "", false, err
+		}
+		return r.get(ctx, in, key)
+	}
 	if r.cfg.Topology != RedisRedlock {
 		primary := 1
 		if id, ok := r.Leader(ctx); ok {

@@ -32,14 +32,18 @@ return 0`
 // Acquire is SET path value NX PX ttl (ttl = sessionTimeout, as the recipes use) with
 // a fresh random value, polled every 1-10 ms at random while the key is taken; release
 // is a Lua compare-and-delete. On one instance (single) and on replicas the loop locks
-// instance 1, the primary. On the redlock topology it is plain RedLock: SET NX PX on
+// instance 1, the primary; in a cluster the primary that serves path's slot. On the redlock topology it is plain RedLock: SET NX PX on
 // every instance at once, granted when a majority set it within the TTL less a drift
 // allowance, else the keys it did set are released and it polls again; release is the
 // compare-and-delete on every instance, which must delete a majority. Every instance
 // must answer PING before the clock starts, or PlainLoops fails naming it.
 func (r *Redis) PlainLoops(ctx context.Context, path string, n int, d, sessionTimeout time.Duration, hold func(int) time.Duration) (lockservice.Baseline, error) {
 	b := lockservice.Baseline{Goroutines: n, Duration: d}
-	addrs := []string{r.Instances[0].ClientAddr()}
+	home, err := r.home(ctx, path)
+	if err != nil {
+		return b, fmt.Errorf("baseline: %w", err)
+	}
+	addrs := []string{home.ClientAddr()}
 	if r.cfg.Topology == RedisRedlock {
 		addrs = strings.Split(r.Connect(), ",")
 	}

@@ -26,15 +26,17 @@ func init() {
 
 // flags defines the Redis settings' flags on fs.
 func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
-	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas), redlock (--nodes independent primaries) or sentinel (replicas with a redis-sentinel beside each instance, which promote a replica themselves; go-redis recipes follow: docs/redis.md)")
+	topology := fs.String("redis-topology", "", "with --service redis: single (one instance; the default), replicas (instance 1 a primary, the others its replicas), redlock (--nodes independent primaries), sentinel (replicas with a redis-sentinel beside each instance, which promote a replica themselves; go-redis recipes follow: docs/redis.md) or cluster (a Redis Cluster of 3 primaries, with --nodes 6 (the default) a replica of each, which the cluster promotes itself; redis-lock and redislock follow its slots: docs/redis.md)")
 	persistence := fs.String("redis-persistence", "", "with --service redis: none (the default), aof-everysec or aof-always; recorded in config.json")
 	var g SentinelSettings
 	fs.DurationVar(&g.DownAfter, "redis-down-after", 0, "with --redis-topology sentinel: how long a sentinel waits for the primary before it finds it down (down-after-milliseconds; 0: 1s)")
 	fs.DurationVar(&g.FailoverTimeout, "redis-failover-timeout", 0, "with --redis-topology sentinel: the sentinels' failover-timeout (0: 5s)")
 	fs.IntVar(&g.MinReplicasToWrite, "redis-min-replicas-to-write", 0, "with --redis-topology sentinel: a primary refuses writes unless this many replicas answered within --redis-min-replicas-max-lag (0: no such guard)")
 	fs.DurationVar(&g.MinReplicasMaxLag, "redis-min-replicas-max-lag", 0, "with --redis-min-replicas-to-write: the replicas' largest lag, whole seconds (0: 10s)")
+	var c ClusterSettings
+	fs.DurationVar(&c.NodeTimeout, "redis-cluster-node-timeout", 0, "with --redis-topology cluster: how long a primary may be out of reach before the cluster promotes its replica (cluster-node-timeout; 0: 1s)")
 	return func() (lockservice.Settings, error) {
-		s := RedisSettings{Sentinel: g}
+		s := RedisSettings{Sentinel: g, Cluster: c}
 		var err error
 		if *topology != "" {
 			if s.Topology, err = ParseRedisTopology(*topology); err != nil {
@@ -107,8 +109,13 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 		return errors.New("baseline-processes: there is no plain Redis client loop as processes yet (--baseline runs it as goroutines)")
 	}
 	topology := s.WithDefaults().Topology
-	if topology == RedisSentinel {
+	switch topology {
+	case RedisSentinel:
 		if err := sentinelFits(p); err != nil {
+			return err
+		}
+	case RedisCluster:
+		if err := clusterFits(p); err != nil {
 			return err
 		}
 	}
@@ -152,6 +159,8 @@ func (s RedisSettings) fits(p lockservice.Plan) error {
 		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas or sentinel, not %s", p.Recipe, topology)
 	case p.RedLock && p.Sentinel && topology == RedisSentinel:
 		return nil // one pool, on the primary the sentinels name
+	case p.RedLock && topology == RedisCluster:
+		return fmt.Errorf("recipe %s is RedLock over independent instances (RedLock over a cluster's primaries is not built yet): run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
 	case p.RedLock && !redlock:
 		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
 	case !p.RedLock && redlock:
