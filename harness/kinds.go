@@ -21,7 +21,7 @@ import (
 func (c Config) plan() lockservice.Plan {
 	r, catalogued := findRecipe(c.Recipe)
 	return lockservice.Plan{
-		Kind: kind.Of(c.Service).Name, Recipe: c.Recipe, Catalogued: catalogued, RedLock: catalogued && r.RedLock, Sentinel: catalogued && r.Sentinel, Replicas: catalogued && r.Replicas,
+		Kind: kind.Of(c.Service).Name, Recipe: c.Recipe, Catalogued: catalogued, RedLock: catalogued && r.RedLock, Sentinel: catalogued && r.Sentinel, Cluster: catalogued && r.Cluster, Replicas: catalogued && r.Replicas,
 		Nodes: c.Nodes, SessionTimeout: c.SessionTimeout, Connect: c.Connect, SSH: c.SSH,
 		Processes: len(c.BaselineArgv) > 0, Fenced: c.Workload.Fenced, Faults: c.Nemesis,
 		CacheDir: c.Worker.CacheDir,

@@ -127,6 +127,12 @@ func (r *runner) setUp(ctx context.Context) error {
 			r.connect = workerConnect{servers: sentinels, sentinelMaster: master}
 		}
 	}
+	if c, ok := r.svc.(redisClustered); ok {
+		r.connect.redisCluster = c.RedisCluster()
+	}
+	if k, ok := r.svc.(lockKeyed); ok {
+		k.SetLockKey(r.lockPath)
+	}
 
 	// Before the history's clock starts: the workload's times count from its start.
 	if err := r.warmUp(ctx); err != nil {

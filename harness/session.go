@@ -47,10 +47,12 @@ type sessionEnv struct {
 }
 
 // workerConnect is what a worker's init names for it to reach the service: the
-// servers (Service.Connect), or the sentinels and the name they know the primary by.
+// servers (Service.Connect), or the sentinels and the name they know the primary by;
+// redisCluster says the servers are a Redis Cluster's instances.
 type workerConnect struct {
 	servers        string
 	sentinelMaster string
+	redisCluster   bool
 }
 
 // sentinelled is a service whose workers find the primary through Redis Sentinels
@@ -60,12 +62,26 @@ type sentinelled interface {
 	Sentinels() (connect, master string)
 }
 
+// redisClustered is a service whose servers may be a Redis Cluster (Redis's cluster
+// topology), whose workers must send each key to the primary that serves its slot.
+type redisClustered interface {
+	RedisCluster() bool
+}
+
+// lockKeyed is a service whose leader is where the run's lock lives (a Redis
+// Cluster's primary of the lock key's slot): the run names its lock path before
+// the workload.
+type lockKeyed interface {
+	SetLockKey(path string)
+}
+
 // initRequest is a run's init request: where the lock is and what the workers do.
 func initRequest(cfg Config, connect workerConnect, lockPath, counterPath string) workloads.Request {
 	wl := cfg.Workload
 	return workloads.Request{
-		Op: workloads.OpInit, Connect: connect.servers, SentinelMaster: connect.sentinelMaster, SessionTimeoutMS: cfg.SessionTimeout.Milliseconds(),
-		Path: lockPath, Kind: string(wl.Kind), Permits: wl.Permits,
+		Op: workloads.OpInit, Connect: connect.servers, SentinelMaster: connect.sentinelMaster, RedisCluster: connect.redisCluster,
+		SessionTimeoutMS: cfg.SessionTimeout.Milliseconds(),
+		Path:             lockPath, Kind: string(wl.Kind), Permits: wl.Permits,
 		CounterPath: counterPath, Fenced: wl.Fenced, WriteRetryMS: max(0, wl.WriteRetry.Milliseconds()),
 		Protocol: workloads.ProtocolVersion,
 	}

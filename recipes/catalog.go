@@ -98,6 +98,10 @@ type Entry struct {
 	// through Redis Sentinels and follow a promotion (init's sentinel_master): it
 	// may run on Redis's sentinel topology; the others are refused there.
 	Sentinel bool
+	// Cluster marks a single-primary Redis recipe whose client can follow a Redis
+	// Cluster's slots (init's redis_cluster): it may run on Redis's cluster
+	// topology; the others are refused there.
+	Cluster bool
 	// Replicas marks a Redis recipe that needs its primary to have replicas (it
 	// waits for one after a grant: WAIT): it runs on the replicas or sentinel
 	// topology only.
@@ -291,7 +295,7 @@ func redisEntries() []Entry {
 	mutex := []workloads.Kind{workloads.Mutex}
 	goRedis := Library{Name: "go-redis", Module: "github.com/redis/go-redis/v9"}
 	list := []Entry{
-		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, Sentinel: true, New: NewRedislock,
+		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, Sentinel: true, Cluster: true, New: NewRedislock,
 			Library: Library{Name: "redislock", Module: "github.com/bsm/redislock"},
 			Doc:     "bsm/redislock's Obtain / Release on one Redis instance, polling until the acquire timeout; lost when the TTL runs out (monotonic); cannot fence"},
 		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true, Sentinel: true, New: NewRedsync,
@@ -300,7 +304,7 @@ func redisEntries() []Entry {
 	}
 	for _, v := range redisLockVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis, Sentinel: true,
-			Mutant: v.m.mutant(), Replicas: v.m == redisWait, New: redisLockVariant(v.m), Doc: v.doc}
+			Cluster: v.m != redisWait, Mutant: v.m.mutant(), Replicas: v.m == redisWait, New: redisLockVariant(v.m), Doc: v.doc}
 		if v.m == redisCorrect {
 			e.New = NewRedisLock
 		}

@@ -67,6 +67,10 @@ type Config struct {
 	// primary by: a recipe whose entry has Sentinel finds the primary through them;
 	// the others refuse (init's sentinel_master).
 	SentinelMaster string
+	// RedisCluster says Servers are the instances of a Redis Cluster: a recipe whose
+	// entry has Cluster sends each key to the primary that serves its slot; the
+	// others refuse (init's redis_cluster).
+	RedisCluster bool
 	// SessionTimeout is the session timeout the recipe asks for; a Redis recipe's
 	// lock TTL.
 	SessionTimeout time.Duration

@@ -51,11 +51,14 @@ func redisOptions(addr string, ttl time.Duration, name string, onConnect func(co
 // connection carries any command.
 type redisNode struct {
 	addr   string
-	client *redis.Client
+	client redis.UniversalClient
 	// session, if set, is told each new connection's id; it must not block.
 	session func(id int64)
 	// sentinels: the client finds its primary through sentinels (newPrimaryNode).
 	sentinels bool
+	// cluster, for a node of a Redis Cluster (newClusterNode): its id and gen are
+	// those of its connection to the primary of the lock key's slot.
+	cluster *clusterConns
 
 	mu  sync.Mutex
 	id  int64  // the current connection's CLIENT ID; 0 before the first
@@ -71,8 +74,13 @@ func newRedisNode(addr string, ttl time.Duration, name string, session func(int6
 
 // newPrimaryNode is the node of a lock on one primary: the instance cfg.Servers[0],
 // or, when init named sentinels (cfg.SentinelMaster), the primary they name,
-// followed across a promotion by go-redis's failover client (redisopt.Failover).
+// followed across a promotion by go-redis's failover client (redisopt.Failover),
+// or, when init named a Redis Cluster (cfg.RedisCluster), the primary that serves
+// the lock key's slot (newClusterNode).
 func newPrimaryNode(cfg Config, name string, session func(int64)) *redisNode {
+	if cfg.RedisCluster {
+		return newClusterNode(cfg, name, session)
+	}
 	if cfg.SentinelMaster == "" {
 		return newRedisNode(cfg.Servers[0], cfg.SessionTimeout, name, session)
 	}
@@ -113,6 +121,9 @@ func (n *redisNode) onConnect(ctx context.Context, cn *redis.Conn) error {
 // current returns the CLIENT ID of the connection commands go through now, and the
 // generation that changes with every new connection.
 func (n *redisNode) current() (id int64, gen uint64) {
+	if n.cluster != nil {
+		return n.cluster.current(n.session)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.id, n.gen
@@ -122,6 +133,9 @@ func (n *redisNode) current() (id int64, gen uint64) {
 func (n *redisNode) connect(ctx context.Context, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	if n.cluster != nil {
+		return n.cluster.connect(ctx, n.addr, n.session)
+	}
 	if err := n.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("connecting to %s: %w", n.addr, err)
 	}

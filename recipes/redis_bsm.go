@@ -14,8 +14,10 @@ import (
 )
 
 // NewRedislock builds the redislock recipe: github.com/bsm/redislock (v0.10.0) on one
-// Redis instance (the first address of Config.Servers), over a go-redis client
-// configured as for redis-lock (redisOptions). Only kind mutex; it cannot fence
+// Redis instance (the first address of Config.Servers; under sentinels the primary
+// they name; on a Redis Cluster the primary that serves the key's slot,
+// newPrimaryNode), over a go-redis client configured as for redis-lock
+// (redisOptions). Only kind mutex; it cannot fence
 // (redislock has no fencing token), so a fenced init fails.
 //
 // Acquire is Client.Obtain with the TTL of Config.SessionTimeout and a retry strategy

@@ -10,9 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The counter workload on Redis: the counter is a key on the lock's instance
-// (Config.CounterPath, verbatim), the resource the lock protects. Fenced, the counter
-// keeps the highest fencing token it has seen in "<counter>:fence" and refuses an
+// The counter workload on Redis: the counter is a key on the lock's instance (on a
+// Redis Cluster, the primary of its own slot) (Config.CounterPath, verbatim), the
+// resource the lock protects. Fenced, the counter
+// keeps the highest fencing token it has seen in "<counter>:fence" (on a Redis
+// Cluster "{<counter>}:fence", in the counter's slot) and refuses an
 // access with a lower one, as Kleppmann's fenced storage does: every read and write
 // first records its hold's token, so a holder paused past its TTL cannot write after
 // the next holder read.
@@ -106,8 +108,9 @@ func (r *redisLock) counterReady() error {
 	return nil
 }
 
+// counterKeys are the fenced scripts' keys: the counter and its highest token seen.
 func (r *redisLock) counterKeys() []string {
-	return []string{r.cfg.CounterPath, r.cfg.CounterPath + ":fence"}
+	return []string{r.cfg.CounterPath, r.counterFence}
 }
 
 // fenced reports whether err is the fenced scripts' refusal.

@@ -43,7 +43,7 @@ type extender struct {
 
 // extendSpec is what one hold's extender needs.
 type extendSpec struct {
-	client *redis.Client
+	client redis.Scripter
 	script *redis.Script
 	key    string
 	value  string

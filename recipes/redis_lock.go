@@ -93,10 +93,13 @@ return 0`)
 )
 
 // NewRedisLock builds redis-lock: a lock on one Redis instance (the first address of
-// Config.Servers) on go-redis, as Redis's own lock page specifies it. Only kind mutex.
+// Config.Servers; under sentinels the primary they name; on a Redis Cluster the
+// primary that serves the key's slot, newPrimaryNode) on go-redis, as Redis's own
+// lock page specifies it. Only kind mutex.
 //
 // Acquire runs one Lua script, SET key value NX PX ttl and, if that set the key, INCR
-// of "<key>:fence", whose result is the fencing token; it polls with a 1-10ms random
+// of "<key>:fence" ("{<key>}:fence" on a Redis Cluster, in the key's slot), whose
+// result is the fencing token; it polls with a 1-10ms random
 // pause until the timeout (Fail(ErrTimeout)). The value is "<CLIENT ID>:<20 random
 // bytes in hex>", new for every attempt. The validity runs from a monotonic reading
 // taken before the request, for the TTL (Config.SessionTimeout) less a drift
@@ -129,8 +132,11 @@ type redisLock struct {
 	log    *log.Logger
 	node   *redisNode
 	io     time.Duration
-	keys   []string // the lock key and its fencing counter
-	lease  lease
+	keys   []string // the lock key and its fencing counter (besideKey)
+	// counterFence is the counter's highest token seen (besideKey), "" without a
+	// counter.
+	counterFence string
+	lease        lease
 	// value is the value of the last grant, "" after a release; request goroutine only.
 	value string
 	// ext keeps the current hold alive (nil when none, or for a key without TTL).
@@ -138,6 +144,9 @@ type redisLock struct {
 	// token is the last grant's fencing token, shown to the fenced counter; 0 after
 	// a release. Request goroutine only.
 	token int64
+	// primary is the node's client of its one primary (redis-lock-wait's WAIT goes
+	// there); nil on a cluster.
+	primary *redis.Client
 }
 
 var _ Recipe = (*redisLock)(nil)
@@ -147,9 +156,21 @@ func newRedisLock(ctx context.Context, cfg Config, m redisMutant) (Recipe, error
 	if err := checkRedisConfig(name, cfg, 1, true); err != nil {
 		return nil, err
 	}
+	if m == redisWait && cfg.RedisCluster {
+		return nil, Fail(fmt.Errorf("recipe %s has no Redis Cluster mode: WAIT counts the replicas of one primary", name))
+	}
+	fence, err := besideKey(cfg, cfg.Path, ":fence")
+	if err != nil {
+		return nil, Fail(fmt.Errorf("recipe %s: %w", name, err))
+	}
 	logger := redisLogger(name, &cfg)
 	r := &redisLock{name: name, mutant: m, cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout),
-		keys: []string{cfg.Path, cfg.Path + ":fence"}, lease: lease{events: cfg.Events}}
+		keys: []string{cfg.Path, fence}, lease: lease{events: cfg.Events}}
+	if cfg.CounterPath != "" {
+		if r.counterFence, err = besideKey(cfg, cfg.CounterPath, ":fence"); err != nil {
+			return nil, Fail(fmt.Errorf("recipe %s: %w", name, err))
+		}
+	}
 	nodes, err := redisDial(ctx, cfg.Servers[:1], 1, cfg.SessionTimeout, 3*r.io, logger, func(int) *redisNode {
 		return newPrimaryNode(cfg, fmt.Sprintf("zlc-worker-%d", cfg.Worker), func(id int64) { cfg.Events.Session(id, nil) })
 	})
@@ -157,6 +178,7 @@ func newRedisLock(ctx context.Context, cfg Config, m redisMutant) (Recipe, error
 		return nil, fmt.Errorf("recipe %s: %w", name, err)
 	}
 	r.node = nodes[0]
+	r.primary, _ = r.node.client.(*redis.Client)
 	return r, nil
 }
 
@@ -239,7 +261,7 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 func (r *redisLock) waitReplica(ctx context.Context, value string) (Grant, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, 2*r.io)
 	defer cancel()
-	n, err := r.node.client.Wait(wctx, 1, r.io).Result()
+	n, err := r.primary.Wait(wctx, 1, r.io).Result()
 	switch {
 	case err != nil && redisReply(err):
 		return r.retract(value, fmt.Sprintf("WAIT 1 was refused (%v)", err))

@@ -275,6 +275,13 @@ func followsSentinels(name string) bool {
 	return err == nil && e.Sentinel
 }
 
+// followsCluster reports whether the catalogue's recipe name follows a Redis
+// Cluster's slots (Entry.Cluster).
+func followsCluster(name string) bool {
+	e, err := Find(name)
+	return err == nil && e.Cluster
+}
+
 // init decodes an init request into a Config and builds the recipe.
 func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error) {
 	var servers []string
@@ -296,10 +303,15 @@ func (s *server) init(ctx context.Context, req workloads.Request) (Recipe, error
 		return nil, Fail(fmt.Errorf("init: counter_path must be an absolute znode path, got %q", req.CounterPath))
 	case req.SentinelMaster != "" && !followsSentinels(s.name):
 		return nil, Fail(fmt.Errorf("init: sentinel_master %q: recipe %s has no Sentinel mode here (connect would name sentinels, not Redis instances)", req.SentinelMaster, s.name))
+	case req.RedisCluster && req.SentinelMaster != "":
+		return nil, Fail(errors.New("init: redis_cluster and sentinel_master: a Redis Cluster has no sentinels"))
+	case req.RedisCluster && !followsCluster(s.name):
+		return nil, Fail(fmt.Errorf("init: redis_cluster: recipe %s has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)", s.name))
 	}
 	r, err := s.newRecipe(ctx, Config{
 		Servers:        servers,
 		SentinelMaster: req.SentinelMaster,
+		RedisCluster:   req.RedisCluster,
 		SessionTimeout: time.Duration(req.SessionTimeoutMS) * time.Millisecond,
 		Path:           req.Path,
 		Kind:           workloads.Kind(req.Kind),

@@ -238,3 +238,38 @@ func TestServeSentinelMasterNeedsASentinelMode(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRedisClusterNeedsAClusterMode: an init that names a Redis Cluster reaches
+// only a catalogue recipe whose entry has Cluster (with every instance and the flag
+// in its Config); any other recipe, and a cluster with sentinels, fails the init,
+// naming why (a fake recipe stands in for the real constructors).
+func TestServeRedisClusterNeedsAClusterMode(t *testing.T) {
+	cluster := strings.Replace(initLine, `"connect":"h1:2181,h2:2181"`, `"connect":"10.77.1.1:6379,10.77.1.2:6379","redis_cluster":true`, 1)
+	both := strings.Replace(cluster, `"redis_cluster":true`, `"redis_cluster":true,"sentinel_master":"zlc-primary"`, 1)
+	for _, c := range []struct {
+		recipe, line string
+		reply        string
+		err          string
+	}{
+		{"redis-lock", cluster, "ok", ""},
+		{"redislock", cluster, "ok", ""},
+		{"mutant-redis-blind-del", cluster, "ok", ""},
+		{"redis-lock-wait", cluster, "fail", "init: redis_cluster: recipe redis-lock-wait has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
+		{"redsync", cluster, "fail", "init: redis_cluster: recipe redsync has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
+		{"gozk", cluster, "fail", "init: redis_cluster: recipe gozk has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
+		{"redis-lock", both, "fail", "init: redis_cluster and sentinel_master: a Redis Cluster has no sentinels"},
+	} {
+		var got Config
+		ff := &fakeFactory{onInit: func(cfg Config) error { got = cfg; return nil }}
+		w := startWorker(t, context.Background(), ServeConfig{Recipe: c.recipe, New: ff.New})
+		w.send(c.line)
+		w.expectReply(0, c.reply, c.err)
+		w.stdin.Close()
+		if err := w.wait(); err != nil {
+			t.Fatal(err)
+		}
+		if c.reply == "ok" && (!got.RedisCluster || strings.Join(got.Servers, ",") != "10.77.1.1:6379,10.77.1.2:6379") {
+			t.Errorf("%s: Config has cluster %v, servers %v", c.recipe, got.RedisCluster, got.Servers)
+		}
+	}
+}

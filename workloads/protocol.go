@@ -92,6 +92,11 @@ type Request struct {
 	// primary through them and follows a promotion (a worker that cannot must fail
 	// init).
 	SentinelMaster string `json:"sentinel_master,omitempty"`
+	// RedisCluster (init), when true, says Connect names the instances of a Redis
+	// Cluster: the worker sends each key to the primary that serves its slot (a
+	// cluster client) and follows the cluster's failovers (a worker that cannot
+	// must fail init).
+	RedisCluster bool `json:"redis_cluster,omitempty"`
 
 	// acquire
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
