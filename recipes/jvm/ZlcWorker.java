@@ -132,6 +132,11 @@ public final class ZlcWorker {
          * then naming the sentinels; null on any other.
          */
         public final String sentinelMaster;
+        /**
+         * Redis's cluster topology: connect names a Redis Cluster's instances. No recipe
+         * here follows a cluster's slots yet: init refuses it.
+         */
+        public final boolean redisCluster;
 
         Init(Map<String, Object> req) throws ProtocolError {
             connect = List.of(str(req, "connect").split(","));
@@ -144,6 +149,7 @@ public final class ZlcWorker {
             writeRetryMs = req.containsKey("write_retry_ms") ? num(req, "write_retry_ms") : 8000;
             worker = optNum(req, "worker", 0);
             sentinelMaster = req.containsKey("sentinel_master") ? str(req, "sentinel_master") : null;
+            redisCluster = Boolean.TRUE.equals(req.get("redis_cluster"));
         }
     }
 
@@ -421,6 +427,9 @@ public final class ZlcWorker {
         initTried = true;
         long t0 = System.nanoTime();
         Map<String, Object> r = call(() -> {
+            if (init.redisCluster) {
+                throw new Refused("init: redis_cluster: the JVM workers have no Redis Cluster mode yet (docs/redis.md)");
+            }
             recipe.init(init, events);
             Map<String, Object> ok = ok();
             if (offered) {

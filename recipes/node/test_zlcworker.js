@@ -152,6 +152,15 @@ test('requests', async (t) => {
   assert.doesNotMatch(w.out, /stray/);
 });
 
+test('redis_cluster refused', async (t) => {
+  // No Node recipe follows a Redis Cluster's slots yet: an init naming one fails
+  // before the recipe connects anywhere.
+  const w = new Worker(t);
+  assert.deepEqual(await w.init({ redis_cluster: true }),
+    { id: 1, type: 'fail', error: 'init: redis_cluster: the Node workers have no Redis Cluster mode yet (docs/redis.md)' });
+  assert.deepEqual(await w.init(), { id: 2, type: 'ok', protocol: 2 });
+});
+
 test('cycle', async (t) => {
   const w = new Worker(t);
   await w.init();

@@ -131,6 +131,9 @@ class Init {
     // Redis's sentinel topology: connect names the sentinels, and this the name they
     // know the primary by (null on any other).
     this.sentinelMaster = 'sentinel_master' in req ? str(req, 'sentinel_master') : null;
+    // Redis's cluster topology: connect names a Redis Cluster's instances. No recipe
+    // here follows a cluster's slots yet: init refuses it.
+    this.redisCluster = req.redis_cluster === true;
   }
 }
 
@@ -316,6 +319,9 @@ class Worker {
     this.initTried = true;
     const t0 = performance.now();
     const r = await this.call(async () => {
+      if (init.redisCluster) {
+        throw new Refused('init: redis_cluster: the Node workers have no Redis Cluster mode yet (docs/redis.md)');
+      }
       await this.recipe.init(init, this.events);
       return offered ? { type: 'ok', protocol: 2 } : { type: 'ok' };
     });

@@ -120,6 +120,14 @@ class Worker:
 
 
 class ZlcWorkerTest(unittest.TestCase):
+    def test_redis_cluster_refused(self):
+        # No Python recipe follows a Redis Cluster's slots yet: an init naming one
+        # fails before the recipe connects anywhere.
+        w = Worker(self)
+        self.assertEqual(w.init(redis_cluster=True), {"id": 1, "type": "fail",
+                         "error": "init: redis_cluster: the Python workers have no Redis Cluster mode yet (docs/redis.md)"})
+        self.assertEqual(w.init(), {"id": 2, "type": "ok", "protocol": 2})
+
     def test_requests(self):
         w = Worker(self)
         self.assertEqual(w.init(kind="refuse"), {"id": 1, "type": "fail", "error": "kind refuse is refused"})

@@ -121,6 +121,9 @@ class Init:
         # Redis's sentinel topology: connect names the sentinels, and this the name
         # they know the primary by (None on any other).
         self.sentinel_master = _str(req, "sentinel_master") if "sentinel_master" in req else None
+        # Redis's cluster topology: connect names a Redis Cluster's instances. No
+        # recipe here follows a cluster's slots yet: init refuses it.
+        self.redis_cluster = req.get("redis_cluster") is True
 
 
 class Acquired:
@@ -319,6 +322,8 @@ class _Worker:
         t0 = time.monotonic()
 
         def body():
+            if init.redis_cluster:
+                raise Refused("init: redis_cluster: the Python workers have no Redis Cluster mode yet (docs/redis.md)")
             self.recipe.init(init, self.events)
             return {"type": "ok", "protocol": 2} if offered else {"type": "ok"}
 
