@@ -73,12 +73,17 @@ func tryStartRedis(t *testing.T) (*redisServer, error) {
 	return tryStartRedisAt(t, freeAddr(t))
 }
 
-// tryStartRedisAt starts a redis-server on addr, as startRedis does.
-func tryStartRedisAt(t *testing.T, addr string) (*redisServer, error) {
+// tryStartRedisAt starts a redis-server on addr, as startRedis does, extra added to
+// its arguments (with dir for the server's own directory).
+func tryStartRedisAt(t *testing.T, addr string, extra ...func(dir string) []string) (*redisServer, error) {
 	dir := t.TempDir()
 	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(redisServerBin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no")
+	args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no"}
+	for _, e := range extra {
+		args = append(args, e(dir)...)
+	}
+	cmd := exec.Command(redisServerBin, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

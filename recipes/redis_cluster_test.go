@@ -1,0 +1,157 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/redisopt"
+	"github.com/zlockcheck/zlockcheck/workloads"
+)
+
+// startRedisCluster starts three cluster-enabled redis-servers on 127.0.0.1 (each
+// port free, and its cluster bus port, 10000 above it, too) and makes them one
+// cluster of three primaries, server i serving the i-th third of the slots; it
+// returns them once each says cluster_state:ok.
+func startRedisCluster(t *testing.T) []*redisServer {
+	t.Helper()
+	requireRedis(t)
+	clusterArgs := func(dir string) []string {
+		return []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "1000"}
+	}
+	var servers []*redisServer
+	for len(servers) < 3 {
+		addr := freeAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
+		if err != nil {
+			continue // no bus port: another
+		}
+		bus.Close()
+		s, err := tryStartRedisAt(t, addr, clusterArgs)
+		if err != nil {
+			t.Fatalf("starting a cluster instance: %v", err)
+		}
+		servers = append(servers, s)
+	}
+	ctx := context.Background()
+	for i, s := range servers {
+		s.do(t, "CLUSTER", "SET-CONFIG-EPOCH", i+1)
+	}
+	for _, s := range servers[1:] {
+		_, port, _ := net.SplitHostPort(s.addr)
+		servers[0].do(t, "CLUSTER", "MEET", "127.0.0.1", port)
+	}
+	for i, s := range servers {
+		s.do(t, "CLUSTER", "ADDSLOTSRANGE", i*redisopt.SlotCount/3, (i+1)*redisopt.SlotCount/3-1)
+	}
+	for _, s := range servers {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			info, _ := s.admin.ClusterInfo(ctx).Result()
+			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the cluster did not form: %s", s.addr, info)
+			}
+		}
+	}
+	return servers
+}
+
+// slotServer is the server of startRedisCluster's that serves key's slot.
+func slotServer(servers []*redisServer, key string) *redisServer {
+	return servers[redisopt.KeySlot(key)*3/redisopt.SlotCount]
+}
+
+// TestRedisRecipesOnACluster: redis-lock and redislock on a Redis Cluster of three
+// primaries (init's redis_cluster): the lock's key lands on the primary of its slot
+// with a value naming the worker's connection there, which the session event and
+// the grant name too; redis-lock's fencing counter shares the key's slot; the lock
+// excludes and is handed over; the fenced counter works.
+func TestRedisRecipesOnACluster(t *testing.T) {
+	servers := startRedisCluster(t)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.addr
+	}
+	for _, c := range []struct {
+		name  string
+		new   Constructor
+		token bool
+	}{{"redis-lock", NewRedisLock, true}, {"redislock", NewRedislock, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			key := testRedisKey(t)
+			home := slotServer(servers, key)
+			newRecipe := func(worker int, counter string) (Recipe, *recordedEvents) {
+				ev := newRecordedEvents()
+				cfg := Config{Servers: addrs, RedisCluster: true, SessionTimeout: 5 * time.Second, Path: key, Kind: workloads.Mutex,
+					Permits: 1, Worker: worker, Log: newTestLog(t), Events: ev}
+				if counter != "" {
+					cfg.Kind, cfg.CounterPath, cfg.Fenced = workloads.Counter, counter, true
+				}
+				r, err := c.new(context.Background(), cfg)
+				if err != nil {
+					t.Fatalf("new recipe: %v", err)
+				}
+				t.Cleanup(func() { r.Close() })
+				return r, ev
+			}
+			a, evA := newRecipe(1, "")
+			b, _ := newRecipe(2, "")
+			ga := mustAcquire(t, a, "a")
+			session := lastSession(t, evA)
+			if ga.Lock == nil || ga.Lock.Session != session || !strings.HasPrefix(home.get(t, key), session+":") {
+				t.Errorf("grant %+v, session %s, the key on the slot's primary %s holds %q", ga.Lock, session, home.addr, home.get(t, key))
+			}
+			if !slices.Contains(home.clientIDs(t), session) {
+				t.Errorf("the session %s is no client of the slot's primary %s: %v", session, home.addr, home.clientIDs(t))
+			}
+			if c.token {
+				fence, err := redisopt.SameSlot(key, ":fence")
+				if err != nil || home.get(t, fence) != string(ga.Token) {
+					t.Errorf("the fencing counter %s on %s holds %q, the grant's token is %s (%v)", fence, home.addr, home.get(t, fence), ga.Token, err)
+				}
+			}
+			expectTimeout(t, b, "b while a holds")
+			mustRelease(t, a, "a")
+			if v := home.get(t, key); v != "" {
+				t.Errorf("after the release the key holds %q", v)
+			}
+			mustAcquire(t, b, "b after a released")
+			mustRelease(t, b, "b")
+			if !c.token {
+				return
+			}
+			counter := key + "-counter"
+			slotServer(servers, counter).do(t, "SET", counter, "0")
+			w, _ := newRecipe(3, counter)
+			mustAcquire(t, w, "the counter's holder")
+			cn := w.(Counter)
+			if err := cn.Write(context.Background(), 5); err != nil {
+				t.Fatalf("fenced write: %v", err)
+			}
+			if v, err := cn.Read(context.Background()); err != nil || v != 5 {
+				t.Errorf("fenced read = %d, %v; want 5", v, err)
+			}
+			mustRelease(t, w, "the counter's holder")
+		})
+	}
+}
+
+// TestRedisLockWaitRefusesACluster: redis-lock-wait's WAIT counts one primary's
+// replicas: a cluster is refused before anything is dialled.
+func TestRedisLockWaitRefusesACluster(t *testing.T) {
+	_, err := redisLockVariant(redisWait)(context.Background(), Config{Servers: []string{"127.0.0.1:1"}, RedisCluster: true,
+		SessionTimeout: time.Second, Path: "/l", Kind: workloads.Mutex, Permits: 1})
+	if typ, msg := Classify(err); typ != workloads.ReplyFail || !strings.Contains(msg, "no Redis Cluster mode") {
+		t.Errorf("redis-lock-wait on a cluster: %s %q", typ, msg)
+	}
+}
