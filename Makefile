@@ -146,7 +146,7 @@ mutants-db: build
 	  grep -E '^(\s*---|ok|FAIL)|caught in|round [0-9]+ \(' $$log; rm -f $$log; exit $$rc
 
 # Every etcd mutant caught by the same explore command (only --recipe differs), and
-# etcd-mutex-validity with no recipe bug under it, 3 minutes each (about 12 minutes;
+# etcd-mutex-validity with no recipe bug under it, 3 minutes each (about 15 minutes;
 # docs/etcd.md).
 mutants-etcd: build
 	@log=$$(mktemp); ZLC_REQUIRE_INTEGRATION=1 ZLC_ETCD_MUTANTS=all $(GO) test -count=1 -timeout 60m -v \

@@ -94,7 +94,7 @@ var proofSets = []proofSet{
 	// (docs/etcd.md), a recipe bug by the rule.
 	{name: "etcd", require: requireEtcd, env: "ZLC_ETCD_MUTANTS",
 		short: proofList{[]string{"mutant-etcd-no-wait", "mutant-etcd-revision-before-put"}, nil, "1m", "40s", true},
-		all: proofList{[]string{"mutant-etcd-no-wait", "mutant-etcd-revision-before-put", "mutant-etcd-ignore-done"},
+		all: proofList{[]string{"mutant-etcd-no-wait", "mutant-etcd-revision-before-put", "mutant-etcd-ignore-done", "mutant-etcd-unlock-retried"},
 			[]string{"etcd-mutex-validity"}, "3m", "3m", false}},
 }
 
