@@ -298,9 +298,9 @@ func redisEntries() []Entry {
 		{Name: "redislock", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, Sentinel: true, Cluster: true, New: NewRedislock,
 			Library: Library{Name: "redislock", Module: "github.com/bsm/redislock"},
 			Doc:     "bsm/redislock's Obtain / Release on one Redis instance, polling until the acquire timeout; lost when the TTL runs out (monotonic); cannot fence"},
-		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true, Sentinel: true, New: NewRedsync,
+		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true, Sentinel: true, Cluster: true, New: NewRedsync,
 			Library: Library{Name: "redsync", Module: "github.com/go-redsync/redsync/v4"},
-			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); on --redis-topology sentinel, one pool on the primary the sentinels name; lost when Until() passes; cannot fence"},
+			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); on --redis-topology sentinel, one pool on the primary the sentinels name, on cluster one pool on the cluster client; lost when Until() passes; cannot fence"},
 	}
 	for _, v := range redisLockVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis, Sentinel: true,

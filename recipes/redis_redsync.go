@@ -40,7 +40,9 @@ const redLockMinServers = 3
 //
 // When init names sentinels (Config.SentinelMaster), redsync has one pool, on the
 // primary they name (go-redis's failover client, newPrimaryNode), as teams use it
-// with one Redis behind Sentinel: its quorum is that one instance.
+// with one Redis behind Sentinel: its quorum is that one instance. On a Redis
+// Cluster (Config.RedisCluster) it has one pool on go-redis's cluster client, as
+// teams use it with a cluster: its quorum is the primary of the key's slot.
 func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	const name = "redsync"
 	if cfg.Fenced {
@@ -51,9 +53,9 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	}
 	logger := redisLogger(name, &cfg)
 	r := &redsyncLock{cfg: cfg, log: logger, io: redisIOTimeout(cfg.SessionTimeout), lease: lease{events: cfg.Events}}
-	if cfg.SentinelMaster != "" {
-		// One pool on the primary the sentinels name, as teams use redsync with one
-		// Redis: a quorum of one.
+	if cfg.SentinelMaster != "" || cfg.RedisCluster {
+		// One pool on the primary the sentinels name, or on the cluster client, as
+		// teams use redsync with one Redis or a cluster: a quorum of one.
 		r.nodes = []*redisNode{newPrimaryNode(cfg, fmt.Sprintf("zlc-worker-%d", cfg.Worker), func(id int64) { cfg.Events.Session(id, nil) })}
 		if err := r.nodes[0].connect(ctx, cfg.SessionTimeout); err != nil {
 			closeRedisNodes(r.nodes)

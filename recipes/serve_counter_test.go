@@ -255,7 +255,8 @@ func TestServeRedisClusterNeedsAClusterMode(t *testing.T) {
 		{"redislock", cluster, "ok", ""},
 		{"mutant-redis-blind-del", cluster, "ok", ""},
 		{"redis-lock-wait", cluster, "fail", "init: redis_cluster: recipe redis-lock-wait has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
-		{"redsync", cluster, "fail", "init: redis_cluster: recipe redsync has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
+		{"redsync", cluster, "ok", ""},
+		{"redisson-redlock", cluster, "fail", "init: redis_cluster: recipe redisson-redlock has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
 		{"gozk", cluster, "fail", "init: redis_cluster: recipe gozk has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
 		{"redis-lock", both, "fail", "init: redis_cluster and sentinel_master: a Redis Cluster has no sentinels"},
 	} {

@@ -179,7 +179,8 @@ func TestClusterConfAndSettings(t *testing.T) {
 
 // TestClusterTopologyFits: the cluster topology takes the recipes whose client follows
 // its slots, and a user's own recipe (its worker answers init); it refuses the
-// others (pointing to docs/redis.md), RedLock, the recipe that waits for a replica of
+// others (pointing to docs/redis.md), RedLock without a cluster mode (redsync has
+// one: one pool on the cluster client), the recipe that waits for a replica of
 // one primary, an existing cluster, SSH nodes and clock-jump, naming why.
 func TestClusterTopologyFits(t *testing.T) {
 	s := RedisSettings{Topology: RedisCluster}
@@ -192,7 +193,8 @@ func TestClusterTopologyFits(t *testing.T) {
 		{lockservice.Plan{Recipe: "exec", Nodes: 6, Faults: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPartition}}, ""},
 		{lockservice.Plan{Recipe: "redisson-lock", Catalogued: true, Sentinel: true, Nodes: 6}, "no Redis Cluster mode here"},
 		{lockservice.Plan{Recipe: "redisson-lock", Catalogued: true, Sentinel: true, Nodes: 6}, "docs/redis.md"},
-		{lockservice.Plan{Recipe: "redsync", Catalogued: true, RedLock: true, Sentinel: true, Nodes: 6}, "RedLock over a cluster's primaries is not built yet"},
+		{lockservice.Plan{Recipe: "redsync", Catalogued: true, RedLock: true, Sentinel: true, Cluster: true, Nodes: 6}, ""},
+		{lockservice.Plan{Recipe: "redisson-redlock", Catalogued: true, RedLock: true, Nodes: 6}, "no Redis Cluster mode here"},
 		{lockservice.Plan{Recipe: "redis-lock-wait", Catalogued: true, Sentinel: true, Replicas: true, Nodes: 6}, "replicas or sentinel, not cluster"},
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Cluster: true, Nodes: 3, Connect: "10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379"}, "existing Redis Cluster (--connect)"},
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Cluster: true, Nodes: 6, SSH: &lockservice.SSHConfig{}}, "--ssh-nodes"},

@@ -146,8 +146,8 @@ func validateConnect(s RedisSettings, p lockservice.Plan) error {
 }
 
 // fits refuses a recipe of the catalogue on a topology it cannot use: RedLock needs
-// independent instances (or, with a Sentinel mode, the sentinels' one primary); a
-// single-instance lock uses one primary.
+// independent instances (or, with a Sentinel or Cluster mode, the sentinels' one
+// primary or the cluster client); a single-instance lock uses one primary.
 func (s RedisSettings) fits(p lockservice.Plan) error {
 	if !p.Catalogued {
 		return nil
@@ -159,8 +159,10 @@ func (s RedisSettings) fits(p lockservice.Plan) error {
 		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas or sentinel, not %s", p.Recipe, topology)
 	case p.RedLock && p.Sentinel && topology == RedisSentinel:
 		return nil // one pool, on the primary the sentinels name
+	case p.RedLock && p.Cluster && topology == RedisCluster:
+		return nil // one pool, on the cluster client
 	case p.RedLock && topology == RedisCluster:
-		return fmt.Errorf("recipe %s is RedLock over independent instances (RedLock over a cluster's primaries is not built yet): run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
+		return fmt.Errorf("recipe %s is RedLock over independent instances, with no Redis Cluster mode here: run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
 	case p.RedLock && !redlock:
 		return fmt.Errorf("recipe %s is RedLock over independent instances: run it with --redis-topology redlock --nodes 3 (or 5)", p.Recipe)
 	case !p.RedLock && redlock:
