@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ZooKeeper, Redis, database and etcd locks side by side (make bench-services, or
-# bench/services.sh; issues 25, 26 and 39; about 45 minutes for its 27 rows at 5 and 20 workers, estimated from 28 for 18): one run of TIME (default 20s) per service, recipe and
+# bench/services.sh; issues 25, 26, 39 and 42; about 55 minutes for its 37 rows at 5 and 20 workers, estimated from 28 for 18): one run of TIME (default 20s) per service, recipe and
 # worker count, 1 ms holds (--hold-max 1ms), no faults, no final phase, each with
 # --baseline (after a 10 s warm-up of the plain loop, the plain client loop of that
 # service on the same servers: go-zookeeper's zk.Lock loop on ZooKeeper, whatever the
@@ -11,7 +11,9 @@
 # curator-5.9-mutex, kazoo-2.11-lock; ZooKeeper 3.9.5 from Maven Central (--zk-version) gozk,
 # curator-mutex, curator-5.9-mutex; Redis, one
 # instance: redis-lock, redislock, redis-py-lock, python-redis-lock, redis-semaphore-mutex, redisson-lock, redisson-fenced, spring-redis-lock,
-# spring-redis-lock-renewed; Redis, redlock topology (3 independent primaries): redsync,
+# spring-redis-lock-renewed; Redis behind Sentinel (a primary, 2 replicas, 3 sentinels) and
+# Redis Cluster (3 primaries, a replica each): redis-lock, redislock; Redis, redlock
+# topology (3 independent primaries): redsync,
 # redisson-redlock, pottery-redlock, node-redlock; PostgreSQL, one primary: pg-table, pg-table-expiry,
 # pg-advisory, pals-lock, spring-jdbc-postgres; MariaDB, one server: mariadb-getlock, spring-jdbc-mariadb (the mutex workload: the session locks' default is the
 # reentrant one, whose nested acquires are no lock cycles); etcd, 3 members: etcd-mutex and
@@ -56,6 +58,10 @@ cells=(
   "redis single|redisson-fenced|--service redis --redis-topology single"
   "redis single|spring-redis-lock|--service redis --redis-topology single"
   "redis single|spring-redis-lock-renewed|--service redis --redis-topology single"
+  "redis sentinel (primary, 2 replicas, 3 sentinels)|redis-lock|--service redis --redis-topology sentinel"
+  "redis sentinel (primary, 2 replicas, 3 sentinels)|redislock|--service redis --redis-topology sentinel"
+  "redis cluster (3 primaries, a replica each)|redis-lock|--service redis --redis-topology cluster"
+  "redis cluster (3 primaries, a replica each)|redislock|--service redis --redis-topology cluster"
   "redis redlock (3 primaries)|redsync|--service redis --redis-topology redlock --nodes 3"
   "redis redlock (3 primaries)|redisson-redlock|--service redis --redis-topology redlock --nodes 3"
   "redis redlock (3 primaries)|pottery-redlock|--service redis --redis-topology redlock --nodes 3"

@@ -51,6 +51,11 @@ const (
 	// ClassCompaction compacts an etcd cluster's history of revisions up to now
 	// (Compaction): a waiter watching from an older revision gets ErrCompacted.
 	ClassCompaction Class = "compaction"
+	// ClassCoordinationPartition partitions the servers on their coordination ports
+	// only (Partition with Coordination): their failure detection and elections
+	// (Redis Sentinel's sentinels, a Redis Cluster's bus) are cut, their clients and
+	// replication are not.
+	ClassCoordinationPartition Class = "coordination-partition"
 )
 
 // classSpec is one fault class of the catalogue: everything the schedule knows about
@@ -109,6 +114,7 @@ func catalogue() []classSpec {
 		{ClassConnectionKill, false, func(d drawer) fault { return ConnectionKill{Target: d.clientTarget()} }, noHold, true, kind.KillConnection},
 		{ClassClientVanish, false, func(d drawer) fault { return ClientVanish{Target: d.clientTarget()} }, noHold, true, 0},
 		{ClassCompaction, true, func(d drawer) fault { return Compaction{} }, noHold, true, kind.Compact},
+		{ClassCoordinationPartition, true, func(d drawer) fault { return Partition{Shape: d.shape(), Coordination: true} }, serverHold, true, kind.Coordinate},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -135,6 +136,18 @@ func resumeGroups(pids []int) func(context.Context) error {
 type Partition struct {
 	// Shape is the partition's form.
 	Shape Shape
+	// Coordination limits the drops to the servers' coordination ports, to or from
+	// them (Coordinated): their failure detection and elections are cut apart, and
+	// replication and everything else between them still flows.
+	Coordination bool
+}
+
+// Coordinated is a service whose servers watch each other and elect over ports of
+// their own, apart from their clients' and replication's (Redis Sentinel's port, a
+// Redis Cluster's bus port): what a coordination partition cuts. None: the servers
+// have no such ports.
+type Coordinated interface {
+	CoordinationPorts() []uint16
 }
 
 // Apply partitions the servers.
@@ -144,6 +157,10 @@ func (f Partition) Apply(ctx context.Context, c Cluster, rng *rand.Rand) (Applie
 
 func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, error) {
 	v := map[string]any{"fault": string(ClassPartition), "shape": string(f.Shape)}
+	match, err := f.match(c, v)
+	if err != nil {
+		return plan{value: v}, err
+	}
 	ss := sortedServers(c)
 	ids := make([]int, len(ss))
 	for i, s := range ss {
@@ -171,7 +188,6 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 		over = voters(ss)
 	}
 	var g map[int][]int
-	var err error
 	if f, ok := holdersFollower(ctx, c, shape, leader, v); ok {
 		g = complete(ids, []int{f}, without(ids, f))
 	} else if g, err = Grudge(shape, over, leader, rng); err != nil {
@@ -221,7 +237,11 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 				if err != nil {
 					return err
 				}
-				if err := nftReplace(ctx, r.host, tablePartition, chain("input", "ip saddr "+set+" drop")); err != nil {
+				var rules []string
+				for _, m := range match {
+					rules = append(rules, "ip saddr "+set+m+" drop")
+				}
+				if err := nftReplace(ctx, r.host, tablePartition, chain("input", rules...)); err != nil {
 					return err
 				}
 			}
@@ -229,6 +249,31 @@ func (f Partition) plan(ctx context.Context, c Cluster, rng *rand.Rand) (plan, e
 		},
 		undo: deleteTables(touched, tablePartition),
 	}, nil
+}
+
+// match is what a partition's drop rules add to the peer's address: nothing (every
+// packet), or, for a coordination partition, the packets to or from the service's
+// coordination ports (noted in v).
+func (f Partition) match(c Cluster, v map[string]any) ([]string, error) {
+	if !f.Coordination {
+		return []string{""}, nil
+	}
+	v["fault"] = string(ClassCoordinationPartition)
+	co, ok := abilityOf[Coordinated](c)
+	var ports []uint16
+	if ok {
+		ports = co.CoordinationPorts()
+	}
+	if len(ports) == 0 {
+		return nil, fmt.Errorf("%s: the servers have no coordination ports of their own (Redis's sentinel and cluster topologies have)", ClassCoordinationPartition)
+	}
+	v["ports"] = ports
+	words := make([]string, len(ports))
+	for i, p := range ports {
+		words[i] = strconv.Itoa(int(p))
+	}
+	set := "{ " + strings.Join(words, ", ") + " }"
+	return []string{" tcp dport " + set, " tcp sport " + set}, nil
 }
 
 // holdersFollower aims an isolate-follower-quorum partition at the server the lock

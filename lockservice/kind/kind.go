@@ -43,6 +43,10 @@ const (
 	// Compact: the servers discard their history of revisions up to now, which
 	// watches from an older revision can no longer read (compaction).
 	Compact
+	// Coordinate: the servers watch each other and elect over ports of their own
+	// (Redis Sentinel's sentinels, a Redis Cluster's bus), which a partition can cut
+	// while clients and replication still flow (coordination-partition).
+	Coordinate
 )
 
 // abilityWords says what each ability does, for the messages that refuse a fault.
@@ -52,6 +56,7 @@ var abilityWords = map[Ability]string{
 	Failover:       "promote a replica or standby",
 	JumpClock:      "jump a server's clock as its lock expiries see it",
 	Compact:        "compact the servers' history of revisions",
+	Coordinate:     "cut the servers' failure detection and elections apart from their clients and replication",
 }
 
 // String is what the ability does, in words.
@@ -141,7 +146,7 @@ var registry struct {
 
 func init() {
 	Register(Kind{Name: ZooKeeper, Title: "ZooKeeper", Queue: true, Abilities: ExpireSession, Places: []string{"node"}})
-	Register(Kind{Name: Redis, Title: "Redis", Lease: true, Abilities: KillConnection | Failover | JumpClock, Places: []string{"keys"},
+	Register(Kind{Name: Redis, Title: "Redis", Lease: true, Abilities: KillConnection | Failover | JumpClock | Coordinate, Places: []string{"keys"},
 		Lacks: map[Ability]string{
 			ExpireSession: "Redis has no sessions to expire (connection-kill, which ends the worker's connection from the server's side, is its analogue)",
 		}})

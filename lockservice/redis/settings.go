@@ -123,6 +123,9 @@ func (s RedisSettings) Validate(p lockservice.Plan) error {
 		if cl == nemesis.ClassFailover && topology != RedisReplicas {
 			return fmt.Errorf("nemesis failover: promotes a replica: it needs --redis-topology replicas, not %s", topology)
 		}
+		if cl == nemesis.ClassCoordinationPartition && coordinationPorts(topology) == nil {
+			return fmt.Errorf("nemesis coordination-partition: cuts the sentinels or a cluster's bus apart: it needs --redis-topology sentinel or cluster, not %s", topology)
+		}
 	}
 	return nil
 }
