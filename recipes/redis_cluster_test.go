@@ -86,7 +86,7 @@ func TestRedisRecipesOnACluster(t *testing.T) {
 		name  string
 		new   Constructor
 		token bool
-	}{{"redis-lock", NewRedisLock, true}, {"redislock", NewRedislock, false}} {
+	}{{"redis-lock", NewRedisLock, true}, {"redislock", NewRedislock, false}, {"redsync", NewRedsync, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			key := testRedisKey(t)
 			home := slotServer(servers, key)
