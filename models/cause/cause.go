@@ -18,10 +18,12 @@
 //   - Server lost the lock: the earlier holder had no fault of its own while the
 //     server forgot its key (a Redis restart with persistence other than aof-always,
 //     started while it held; a failover in force while it held, whose promoted
-//     replica never saw the grant), the next holder was granted within LostBound
-//     of the loss, and the earlier holder's hold ended within LostBound of it. The
-//     finding names the setting that would have kept the key (AOF always or a
-//     delayed restart; WAIT after the grant).
+//     replica never saw the grant: the nemesis's, or one the servers made on their
+//     own, whose record names its maker in "by", "sentinel" or "cluster"), the
+//     next holder was granted within LostBound of the loss, and the earlier
+//     holder's hold ended within LostBound of it. The finding names the setting
+//     that would have kept the key (AOF always or a delayed restart; WAIT after the
+//     grant, and min-replicas-to-write against the servers' own failovers).
 //   - Clock: the same, after a clock jump on a server expired its key early.
 //   - Recipe bug, whatever the faults: the earlier holder reported its lease renewed
 //     (the protocol's renewed event) twice or more after the next was granted: a
@@ -157,8 +159,8 @@ type fault struct {
 	// keptUntil is a client-vanish's: what bounds how long the servers keep the
 	// vanished client's session ("": they keep none).
 	keptUntil string
-	// by is what made a failover the servers made on their own ("sentinel"; "":
-	// the nemesis).
+	// by is what made a failover the servers made on their own ("sentinel",
+	// "cluster"; "": the nemesis).
 	by string
 	// freesLocks: a database server's restart or kill (or a session's kill) that
 	// ends sessions whose locks go with them (the record's frees_locks).
@@ -244,10 +246,11 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 		f.Why = fmt.Sprintf("process %d's acquire, invoked at %s, was in flight through a failover (from %s to %s) that promoted %s: its grant was written on the old primary, which then resynced from %s without it, and was acknowledged at %s, after the key was gone; process %d was granted on the resynced primary at %s",
 			b.process, at(b.invoke), at(x.start), at(x.stop), x.promoted, x.promoted, at(b.start), a.process, at(a.start))
 		f.Fix = failoverFix(x)
-		if x.by == "sentinel" {
-			f.Why = fmt.Sprintf("process %d's acquire, invoked at %s, was in flight as the sentinels failed over from %s to %s (under way from %s, %s named at %s): its grant was written on %s and acknowledged at %s, but %s never had it; process %d was granted on %s at %s",
-				b.process, at(b.invoke), x.primary, x.promoted, at(x.start), x.promoted, at(x.stop), x.primary, at(b.start), x.promoted, a.process, x.promoted, at(a.start))
-			f.Fix = sentinelFix
+		if x.by != "" {
+			o := ownOf(x.by)
+			f.Why = fmt.Sprintf("process %d's acquire, invoked at %s, was in flight as %s failed over from %s to %s (under way from %s, %s named at %s): its grant was written on %s and acknowledged at %s, but %s never had it; process %d was granted on %s at %s",
+				b.process, at(b.invoke), o.who, x.primary, x.promoted, at(x.start), x.promoted, at(x.stop), x.primary, at(b.start), x.promoted, a.process, x.promoted, at(a.start))
+			f.Fix = o.fix
 		}
 		return f
 	}

@@ -86,12 +86,53 @@ func failoverFix(x fault) string {
 	return "WAIT 1 <timeout> after the grant, so that a replica has the key before the grant counts (a failover then promotes a replica that has it)"
 }
 
+// own says how a finding names the servers that failed over on their own, by the
+// failover record's "by": "sentinel" (Redis's sentinels) or "cluster" (a Redis
+// Cluster's own election); its fields read "<who> failed over", "<whose> primary",
+// "<who> <were> failing over". Another maker is named by its word.
+type own struct {
+	who, whose, were string
+	// second says how a second primary came to serve beside the one it named.
+	second string
+	// fix is the setting that keeps its failover from losing a grant.
+	fix string
+}
+
+// owns are the makers of the servers' own failovers the history names.
+var owns = map[string]own{
+	"sentinel": {who: "the sentinels", whose: "the sentinels'", were: "were",
+		second: "a primary restarted empty, or cut off from the sentinels, before they made it a replica",
+		fix:    sentinelFix},
+	"cluster": {who: "the cluster", whose: "the cluster's", were: "was",
+		second: "a primary restarted with its old slots, or cut off from the other primaries, before it learned of the newer epoch",
+		fix:    clusterFix},
+}
+
+// ownOf is how a finding names the maker by ("sentinel", "cluster", or another word
+// a later history writes).
+func ownOf(by string) own {
+	if o, ok := owns[by]; ok {
+		return o
+	}
+	return own{who: "the servers (" + by + ")", whose: "the servers' (" + by + ")", were: "were",
+		second: "a primary that had not heard of the failover yet", fix: sentinelFix}
+}
+
 // sentinelFix is what keeps the sentinels' failover from losing a grant: the
 // promoted replica has it, and a primary cut off from its replicas stops granting.
 const sentinelFix = "WAIT 1 <timeout> after the grant, giving it back when no replica acknowledges it (as redis-lock-wait does: a replica has the key before the grant counts, and the sentinels promote the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose; fencing the resource covers what remains"
 
-// sentinelWhy says what the sentinels' failover x did to process p's key.
-func sentinelWhy(x fault, p int) string {
+// clusterFix is what keeps a Redis Cluster's own failover from losing a grant: the
+// same two as the sentinels', since the cluster too promotes a replica that
+// replicated asynchronously. cluster-replica-validity-factor is not one: it keeps
+// a replica long parted from its primary from standing, not one that missed the
+// last grant.
+const clusterFix = "WAIT 1 <timeout> after the grant, giving it back when no replica acknowledges it (a replica has the key before the grant counts, and the cluster's election favours the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose (cluster-node-timeout alone bounds that only at the node timeout, and cluster-replica-validity-factor is no fix: it bars a replica long parted from its primary, not one that missed the last grant); fencing the resource covers what remains"
+
+// ownWhy says what the servers' own failover x (its maker in x.by) did to process
+// p's key.
+func ownWhy(x fault, p int) string {
+	o := ownOf(x.by)
 	span := fmt.Sprintf("from %s to %s", at(x.start), at(x.stop))
 	if x.stop == math.MaxInt64 {
 		span = fmt.Sprintf("from %s to the end of the history", at(x.start))
@@ -102,13 +143,13 @@ func sentinelWhy(x fault, p int) string {
 	}
 	switch {
 	case x.promoted != "":
-		return fmt.Sprintf("the sentinels failed over from %s to %s (%s)%s: process %d's key was not on the primary the next client found",
-			x.primary, x.promoted, span, served, p)
+		return fmt.Sprintf("%s failed over from %s to %s (%s)%s: process %d's key was not on the primary the next client found",
+			o.who, x.primary, x.promoted, span, served, p)
 	case len(x.primaries) > 1:
-		return fmt.Sprintf("the sentinels' primary %s was not the only one (%s)%s (a primary restarted empty, or cut off from the sentinels, before they made it a replica): process %d's key was on one of them only",
-			x.primary, span, served, p)
+		return fmt.Sprintf("%s primary %s was not the only one (%s)%s (%s): process %d's key was on one of them only",
+			o.whose, x.primary, span, served, o.second, p)
 	}
-	return fmt.Sprintf("the sentinels were failing over from %s (%s): process %d's key was not on the primary the next client found", x.primary, span, p)
+	return fmt.Sprintf("%s %s failing over from %s (%s): process %d's key was not on the primary the next client found", o.who, o.were, x.primary, span, p)
 }
 
 // serverLoss says what the server fault x did to a's key and which setting would have
@@ -132,8 +173,8 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 			fix = "appendfsync always (--redis-persistence aof-always: everysec loses up to a second of acknowledged writes), or a delayed restart of at least the lock's TTL"
 		}
 		return ServerLost, why, fix
-	case x.class == "failover" && x.by == "sentinel":
-		return ServerLost, sentinelWhy(x, a.process) + "; " + granted, sentinelFix
+	case x.class == "failover" && x.by != "":
+		return ServerLost, ownWhy(x, a.process) + "; " + granted, ownOf(x.by).fix
 	case x.class == "failover":
 		why := fmt.Sprintf("a failover at %s promoted %s, which never saw process %d's grant, and the primary went on with its data; %s",
 			at(x.start), x.promoted, a.process, granted)

@@ -28,6 +28,15 @@ func TestServerFaultClasses(t *testing.T) {
 		return []histories.Op{nem("start", 2*s, `{"fault":"failover","by":"sentinel","primary":"s1","persistence":"none"}`),
 			nem("stop", 3*s, `{"fault":"failover","by":"sentinel","primary":"s1",`+end+`}`)}
 	}
+	// The cluster's own failover of the lock key's slot, as the run records it
+	// ("by":"cluster"), from s2 to its replica s5.
+	cluster := func(end string) []histories.Op {
+		start := nem("start", 3*s, `{"fault":"failover","by":"cluster","primary":"s2","persistence":"none"}`)
+		if end == "" {
+			return []histories.Op{start} // in force at the second grant and after
+		}
+		return []histories.Op{start, nem("stop", 4*s, `{"fault":"failover","by":"cluster","primary":"s2",`+end+`}`)}
+	}
 	dbServer := func(class, frees string) []histories.Op {
 		v := `{"fault":"` + class + `","servers":["s1"]` + frees + `}`
 		return []histories.Op{nem("start", 3*s, v), nem("stop", 3*s+s/10, v)}
@@ -60,6 +69,9 @@ func TestServerFaultClasses(t *testing.T) {
 		{"the sentinels' failover, given up", sentinels(`"aborted":true`), RecipeBug, ""},
 		{"a second primary beside the sentinels' (restarted empty)", sentinels(`"primaries":["s1","s2"]`), ServerLost, "min-replicas-to-write"},
 		{"the sentinels' failover in force since long before the grant", []histories.Op{nem("start", -20*s, `{"fault":"failover","by":"sentinel","primary":"s1"}`)}, ServerLost, "WAIT"},
+		{"the cluster's failover in force at the second grant", cluster(""), ServerLost, "min-replicas-to-write"},
+		{"the cluster's failover, s5 promoted", cluster(`"promoted":"s5","primaries":["s2","s5"]`), ServerLost, "min-replicas-to-write"},
+		{"the cluster's failover, given up", cluster(`"aborted":true`), RecipeBug, ""},
 		{"clock jump while held", jump(3 * s), Clock, "fence"},
 		{"database restart, a session lock", dbServer("restart", `,"frees_locks":true`), ServerLost, "fence"},
 		{"database kill, a session lock", dbServer("kill", `,"frees_locks":true`), ServerLost, "fence"},
@@ -126,6 +138,42 @@ func TestGrantInFlightThroughTheSentinelsFailover(t *testing.T) {
 	}
 	if f, ok := Classify(h(`"aborted":true`), "l0", params); !ok || f.Class != RecipeBug {
 		t.Errorf("given up: %+v (found %v), want a recipe bug", f, ok)
+	}
+}
+
+// TestTheClustersOwnFailover: a Redis Cluster's own failover of the lock key's
+// slot ("by":"cluster"), in force while process 1 held and at process 2's grant, is
+// the servers' loss told in the cluster's words, with the cluster's fix (WAIT and
+// min-replicas-to-write; not cluster-replica-validity-factor); a grant in flight
+// through it is the servers' loss of that grant. Before the cluster had words of its
+// own, these were told as the nemesis's failover ("promoted ," with no one named),
+// with WAIT alone as the fix.
+func TestTheClustersOwnFailover(t *testing.T) {
+	start := nem("start", 3*s, `{"fault":"failover","by":"cluster","primary":"s2","persistence":"none"}`)
+	stop := func(end string) histories.Op {
+		return nem("stop", 4*s, `{"fault":"failover","by":"cluster","primary":"s2",`+end+`}`)
+	}
+	for _, tc := range []struct {
+		name string
+		mid  []histories.Op
+		why  string
+	}{
+		{"in force at the second grant", []histories.Op{start}, "the cluster was failing over from s2 (from 3.00s to the end of the history): process 1's key"},
+		{"s5 promoted", []histories.Op{start, stop(`"promoted":"s5","primaries":["s5"]`)}, "the cluster failed over from s2 to s5 (from 3.00s to 4.00s): process 1's key"},
+		{"s2 beside s5", []histories.Op{start, stop(`"promoted":"s5","primaries":["s2","s5"]`)}, "the cluster failed over from s2 to s5 (from 3.00s to 4.00s), and s2 and s5 each served as a primary"},
+		{"a second primary, s2 kept", []histories.Op{start, stop(`"primaries":["s2","s5"]`)}, "the cluster's primary s2 was not the only one"},
+	} {
+		f, ok := Classify(overlap(tc.mid, 7*s), "l0", params)
+		if !ok || f.Class != ServerLost || !strings.Contains(f.Why, tc.why) || !strings.Contains(f.Fix, "min-replicas-to-write") ||
+			!strings.Contains(f.Fix, "WAIT 1") || !strings.Contains(f.Fix, "cluster-replica-validity-factor is no fix") || strings.Contains(f.Why, "sentinel") {
+			t.Errorf("%s: %+v (found %v), want server lost the lock saying %q, fixed by WAIT and min-replicas-to-write", tc.name, f, ok, tc.why)
+		}
+	}
+	inFlight := histories.History{start, acq(2, histories.Invoke, 3*s+1), acq(1, histories.Invoke, 3*s+2), stop(`"promoted":"s5"`),
+		acq(1, histories.OK, 5*s), acq(2, histories.OK, 6*s)}
+	f, ok := Classify(inFlight, "l0", params)
+	if !ok || f.Class != ServerLost || f.Holder != 2 || !strings.Contains(f.Why, "in flight as the cluster failed over from s2 to s5") || !strings.Contains(f.Fix, "min-replicas-to-write") {
+		t.Errorf("a grant in flight: %+v (found %v), want process 2's grant lost by the cluster's failover", f, ok)
 	}
 }
 
