@@ -171,9 +171,10 @@ func (r *runner) recordNemesis(ev nemesis.Event) {
 	r.logf("nemesis: %s %s", op.F, op.Value)
 }
 
-// failingOver is a service whose servers fail over on their own (Redis's
-// sentinels): WatchFailovers calls seen with each failover's start and stop until ctx
-// ends, and the run records them in the history (recordFailover).
+// failingOver is a service whose servers may fail over on their own (Redis's
+// sentinels, a Redis Cluster): WatchFailovers calls seen with each failover's start
+// and stop until ctx ends (at once, where its servers make none), and the run
+// records them in the history (recordFailover).
 type failingOver interface {
 	WatchFailovers(ctx context.Context, seen func(lockservice.Failover))
 }

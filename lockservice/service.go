@@ -34,16 +34,17 @@ type Service interface {
 }
 
 // Failover is a failover the servers made on their own (Redis's sentinels promoting
-// a replica), as a watch of them saw it: its start, then its stop, the time between
-// being when the servers may have had two primaries (or named another to some
-// clients than to others). The run records
-// both in the history as a "failover" fault's, so that the cause rule reads it as it
-// reads the nemesis's own.
+// a replica, a Redis Cluster's replica promoting itself), as a watch of them saw
+// it: its start, then its stop, the time between being when the servers may have
+// had two primaries (or named another to some clients than to others). The run
+// records both in the history as a "failover" fault's, so that the cause rule
+// reads it as it reads the nemesis's own.
 type Failover struct {
 	// Stop is false for the start (a failover seen under way) and true for its end
 	// (the servers name another primary, Promoted, or gave it up, Aborted).
 	Stop bool
-	// By is what made it ("sentinel").
+	// By is what made it: "sentinel" (Redis's sentinels), "cluster" (a Redis
+	// Cluster's own election, of the primary of the run's lock key's slot).
 	By string
 	// Primary is the server it replaces ("s1"); Promoted the one promoted (at the
 	// stop, "" if none was).

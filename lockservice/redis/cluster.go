@@ -196,18 +196,39 @@ func parseClusterNodes(text string) ([]clusterNode, error) {
 // old primary cut off from the others still claims its slots in its own view, with
 // the epoch it had). False when no view has a primary serving it.
 func slotOwner(views [][]clusterNode, slot int) (string, bool) {
-	best, bestEpoch := "", int64(-1)
+	var best clusterNode
+	found := false
 	for _, view := range views {
-		for _, n := range view {
-			if !n.has("master") || !slices.ContainsFunc(n.slots, func(s slotRange) bool { return s.contains(slot) }) {
-				continue
-			}
-			if n.epoch > bestEpoch || (n.epoch == bestEpoch && n.addr < best) {
-				best, bestEpoch = n.addr, n.epoch
-			}
+		if n, ok := claimOf(view, slot); ok && (!found || newer(n, best)) {
+			best, found = n, true
 		}
 	}
-	return best, best != ""
+	return best.addr, found
+}
+
+// claimOf is the primary one view says serves slot: of the primaries it lists
+// serving it (one, unless the view is mid-change), the one with the highest
+// configuration epoch. False when it lists none.
+func claimOf(view []clusterNode, slot int) (clusterNode, bool) {
+	var best clusterNode
+	found := false
+	for _, n := range view {
+		if n.has("master") && servesSlot(n, slot) && (!found || newer(n, best)) {
+			best, found = n, true
+		}
+	}
+	return best, found
+}
+
+// servesSlot reports whether node n lists slot among its slots.
+func servesSlot(n clusterNode, slot int) bool {
+	return slices.ContainsFunc(n.slots, func(s slotRange) bool { return s.contains(slot) })
+}
+
+// newer reports whether a's claim beats b's: a higher configuration epoch, or on a
+// tie the lower address (so that the choice does not depend on the views' order).
+func newer(a, b clusterNode) bool {
+	return a.epoch > b.epoch || (a.epoch == b.epoch && a.addr < b.addr)
 }
 
 // clusterViews asks every instance for CLUSTER NODES at once; an instance that

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -13,10 +14,10 @@ import (
 	"github.com/zlockcheck/zlockcheck/lockservice"
 )
 
-// The sentinels fail over by themselves: nothing the run does marks the moment, so
-// the run watches them and records each failover in the history, where the cause
-// rule reads it as it reads the nemesis's own (a promoted replica that never saw a
-// grant loses it).
+// The sentinels, and a Redis Cluster's instances, fail over by themselves: nothing
+// the run does marks the moment, so the run watches them and records each failover
+// in the history, where the cause rule reads it as it reads the nemesis's own (a
+// promoted replica that never saw a grant loses it).
 
 // failoverPoll is how often each sentinel and each instance is asked what it knows.
 const failoverPoll = 50 * time.Millisecond
@@ -41,7 +42,60 @@ type roleView struct {
 	primary bool
 }
 
-// failoverWatch turns the sentinels' and the instances' views, one at a time, into
+// span is a watch's failover in force, shared by the sentinels' watch and the
+// cluster's: it opens when the servers are not settled, from the primary the watch
+// knows then, and closes when they are settled again, naming the primary then
+// (Promoted, when another) and every instance that served as a primary while it
+// was open. One that ends with the same primary and no other is given up.
+type span struct {
+	by          string // what makes the servers' failovers: "sentinel", "cluster"
+	persistence string
+	// names maps an instance's client address to its name ("s2").
+	names map[string]string
+	// open says a failover is in force: from the primary at its start, served by
+	// every instance that served as a primary during it.
+	open   bool
+	from   string
+	served map[string]bool
+}
+
+// step opens a failover from primary when the servers are not settled and none is
+// open, and closes the open one when they are, primary the one they settled on;
+// serving are the instances that serve as a primary now. It returns the records it
+// makes.
+func (s *span) step(settled bool, primary string, serving map[string]bool) []lockservice.Failover {
+	if s.open {
+		maps.Copy(s.served, serving)
+	}
+	switch {
+	case !settled && !s.open:
+		s.open, s.from, s.served = true, primary, maps.Clone(serving)
+		return []lockservice.Failover{{By: s.by, Primary: s.name(s.from), Persistence: s.persistence}}
+	case settled && s.open:
+		s.open = false
+		f := lockservice.Failover{Stop: true, By: s.by, Primary: s.name(s.from), Persistence: s.persistence}
+		if primary != s.from {
+			f.Promoted = s.name(primary)
+		}
+		for addr := range s.served {
+			f.Primaries = append(f.Primaries, s.name(addr))
+		}
+		slices.Sort(f.Primaries)
+		f.Aborted = f.Promoted == "" && len(f.Primaries) <= 1
+		return []lockservice.Failover{f}
+	}
+	return nil
+}
+
+// name is the instance at addr by name, or addr when it is none of the run's.
+func (s *span) name(addr string) string {
+	if n, ok := s.names[addr]; ok {
+		return n
+	}
+	return addr
+}
+
+// sentinelWatch turns the sentinels' and the instances' views, one at a time, into
 // failovers. The topology is settled when every sentinel that answers names the
 // primary the watch knows and none leads a failover, and that primary serves and no
 // other instance does. A failover is in force from the first view that unsettles it
@@ -54,32 +108,25 @@ type roleView struct {
 // primary the watch knows changes when a sentinel names another in a later epoch
 // than the one it was named in (one naming an older primary in an older epoch has
 // not heard yet).
-type failoverWatch struct {
-	// names maps an instance's client address to its name ("s2").
-	names       map[string]string
-	persistence string
-	primary     string // the address the watch knows as the primary
-	epoch       int64  // and the configuration epoch it was named in (sentinels' own)
+type sentinelWatch struct {
+	span
+	primary string // the address the watch knows as the primary
+	epoch   int64  // and the configuration epoch it was named in (sentinels' own)
 	// named and leading are what each sentinel that answered last said; primaries
 	// are the instances that serve as a primary.
 	named     map[int]string
 	leading   map[int]bool
 	primaries map[string]bool
-	// open is the failover in force: the primary at its start, and every instance
-	// that served as a primary during it.
-	open       bool
-	from       string
-	servedOpen map[string]bool
 }
 
-// newFailoverWatch is a settled watch of the primary at primary.
-func newFailoverWatch(names map[string]string, persistence, primary string) *failoverWatch {
-	return &failoverWatch{names: names, persistence: persistence, primary: primary,
+// newSentinelWatch is a settled watch of the primary at primary.
+func newSentinelWatch(names map[string]string, persistence, primary string) *sentinelWatch {
+	return &sentinelWatch{span: span{by: "sentinel", names: names, persistence: persistence}, primary: primary,
 		named: map[int]string{}, leading: map[int]bool{}, primaries: map[string]bool{primary: true}}
 }
 
 // sentinel takes one sentinel's view and returns the records it makes.
-func (w *failoverWatch) sentinel(v sentinelView) []lockservice.Failover {
+func (w *sentinelWatch) sentinel(v sentinelView) []lockservice.Failover {
 	delete(w.named, v.sentinel)
 	delete(w.leading, v.sentinel)
 	if v.err == nil && v.primary != "" {
@@ -88,22 +135,22 @@ func (w *failoverWatch) sentinel(v sentinelView) []lockservice.Failover {
 			w.primary, w.epoch = v.primary, v.epoch
 		}
 	}
-	return w.settle()
+	return w.step(w.settled(), w.primary, w.primaries)
 }
 
 // role takes one instance's view and returns the records it makes.
-func (w *failoverWatch) role(v roleView) []lockservice.Failover {
+func (w *sentinelWatch) role(v roleView) []lockservice.Failover {
 	if v.primary {
 		w.primaries[v.addr] = true
 	} else {
 		delete(w.primaries, v.addr)
 	}
-	return w.settle()
+	return w.step(w.settled(), w.primary, w.primaries)
 }
 
 // settled says whether the topology is whole: one primary, which serves, named by
 // every sentinel that answers, none leading a failover.
-func (w *failoverWatch) settled() bool {
+func (w *sentinelWatch) settled() bool {
 	if !w.primaries[w.primary] {
 		return false
 	}
@@ -120,59 +167,51 @@ func (w *failoverWatch) settled() bool {
 	return true
 }
 
-// settle opens a failover when the topology is not settled and none is open, and
-// closes the open one when it is.
-func (w *failoverWatch) settle() []lockservice.Failover {
-	for addr := range w.primaries {
-		if w.open {
-			w.servedOpen[addr] = true
-		}
+// WatchFailovers watches the servers that fail over on their own until ctx ends
+// and calls seen, from one goroutine, for each failover: its start and its stop.
+// On the sentinel topology it watches the sentinels and the instances
+// (sentinelWatch), on the cluster topology every instance's view of the run's lock
+// key's slot (clusterWatch); it returns at once on the others, whose servers make
+// no failover of their own (FailsOverItself).
+func (r *Redis) WatchFailovers(ctx context.Context, seen func(lockservice.Failover)) {
+	if watch := r.failoverWatch(); watch != nil {
+		watch(ctx, seen)
 	}
-	switch settled := w.settled(); {
-	case !settled && !w.open:
-		w.open, w.from, w.servedOpen = true, w.primary, map[string]bool{}
-		for addr := range w.primaries {
-			w.servedOpen[addr] = true
-		}
-		return []lockservice.Failover{{By: "sentinel", Primary: w.name(w.from), Persistence: w.persistence}}
-	case settled && w.open:
-		w.open = false
-		f := lockservice.Failover{Stop: true, By: "sentinel", Primary: w.name(w.from), Persistence: w.persistence}
-		if w.primary != w.from {
-			f.Promoted = w.name(w.primary)
-		}
-		for addr := range w.servedOpen {
-			f.Primaries = append(f.Primaries, w.name(addr))
-		}
-		slices.Sort(f.Primaries)
-		f.Aborted = f.Promoted == "" && len(f.Primaries) <= 1
-		return []lockservice.Failover{f}
+}
+
+// failoverWatch is the watch of the servers' own failovers on r's topology, nil on
+// a topology whose servers make none. A topology FailsOverItself says fails over
+// by itself has one (TestEveryTopologyThatFailsOverItselfIsWatched).
+func (r *Redis) failoverWatch() func(context.Context, func(lockservice.Failover)) {
+	switch {
+	case !r.cfg.FailsOverItself():
+		return nil
+	case r.cfg.Topology == RedisSentinel:
+		return r.watchSentinels
+	case r.cfg.Topology == RedisCluster:
+		return r.watchCluster
 	}
 	return nil
 }
 
-// name is the instance at addr by name, or addr when it is none of the run's.
-func (w *failoverWatch) name(addr string) string {
-	if n, ok := w.names[addr]; ok {
-		return n
-	}
-	return addr
-}
-
-// WatchFailovers watches the sentinels and the instances until ctx ends and calls
-// seen, from one goroutine, for each failover: its start and its stop (see
-// failoverWatch). Each sentinel and each instance is asked every failoverPoll, on
-// its own, so that one out of reach does not slow the others; it returns once none
-// is being asked. It returns at once on another topology.
-func (r *Redis) WatchFailovers(ctx context.Context, seen func(lockservice.Failover)) {
-	if r.cfg.Topology != RedisSentinel || len(r.SentinelNodes) == 0 {
-		return
-	}
+// names maps each instance's client address to its name in the history ("s2").
+func (r *Redis) names() map[string]string {
 	names := map[string]string{}
 	for _, in := range r.Instances {
 		names[in.ClientAddr()] = serverName(in.ID)
 	}
-	w := newFailoverWatch(names, string(r.Settings().WithDefaults().Persistence), r.Instances[0].ClientAddr())
+	return names
+}
+
+// watchSentinels watches the sentinels and the instances until ctx ends and calls
+// seen for each failover (sentinelWatch). Each sentinel and each instance is asked
+// every failoverPoll, on its own, so that one out of reach does not slow the
+// others; it returns once none is being asked.
+func (r *Redis) watchSentinels(ctx context.Context, seen func(lockservice.Failover)) {
+	if len(r.SentinelNodes) == 0 {
+		return
+	}
+	w := newSentinelWatch(r.names(), string(r.Settings().WithDefaults().Persistence), r.Instances[0].ClientAddr())
 	sentinels, roles := make(chan sentinelView), make(chan roleView)
 	var pollers sync.WaitGroup
 	defer pollers.Wait() // none asks a server once the watch has returned

@@ -69,7 +69,7 @@ func TestFailoverWatchTurnsViewsIntoFailovers(t *testing.T) {
 			"start s1 | stop s1 -> s2 [s1 s2] | start s2 | stop s2 -> s3 [s2 s3]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newFailoverWatch(map[string]string{s1: "s1", s2: "s2", s3: "s3"}, "none", s1)
+			w := newSentinelWatch(map[string]string{s1: "s1", s2: "s2", s3: "s3"}, "none", s1)
 			var got []string
 			for _, v := range append(settledOn(s1), tc.views...) {
 				var fs []lockservice.Failover
