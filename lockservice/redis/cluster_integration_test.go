@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +20,9 @@ import (
 // its primary); a lock key's slot is the one CLUSTER KEYSLOT gives, the harness reads
 // the key on the primary that serves it, and Leader is that primary once the run
 // names the key. Killed, that primary is replaced by its replica, which the cluster
-// promotes by itself, and the harness then reads the key there; restarted, the old
+// promotes by itself, and the harness then reads the key there; the run's watch
+// records nothing while the cluster is settled, then a failover from the killed
+// primary, over once every instance names the promoted replica; restarted, the old
 // primary serves again as a replica. The sweep finds an instance whose namespace is
 // gone by its redis.conf, and Close leaves nothing.
 func TestRedisClusterFormsAndFailsOver(t *testing.T) {
@@ -73,6 +76,18 @@ func TestRedisClusterFormsAndFailsOver(t *testing.T) {
 	}
 	checkClusterLock(t, r, key, "0x1f")
 
+	watchCtx, endWatch := context.WithCancel(ctx)
+	seen := make(chan lockservice.Failover, 16)
+	watched := make(chan struct{})
+	go func() { defer close(watched); r.WatchFailovers(watchCtx, func(f lockservice.Failover) { seen <- f }) }()
+	defer func() { endWatch(); <-watched }()
+	time.Sleep(10 * failoverPoll) // a settled cluster: nothing recorded
+	select {
+	case f := <-seen:
+		t.Fatalf("the watch recorded %+v before any fault", f)
+	default:
+	}
+
 	killed := time.Now()
 	if err := home.Host.Kill(ctx); err != nil {
 		t.Fatal(err)
@@ -97,6 +112,23 @@ func TestRedisClusterFormsAndFailsOver(t *testing.T) {
 		t.Errorf("Leader after the failover = %d, %v; want %d", id, ok, replica)
 	}
 	checkClusterLock(t, r, key, "0x1f")
+	var records []lockservice.Failover
+	for len(records) < 2 {
+		select {
+		case f := <-seen:
+			records = append(records, f)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the watch recorded %+v, want a failover's start and stop", records)
+		}
+	}
+	from, to := serverName(home.ID), serverName(replica)
+	if start, stop := records[0], records[1]; start.Stop || start.By != "cluster" || start.Primary != from ||
+		!stop.Stop || stop.Primary != from || stop.Promoted != to || stop.Aborted || !slices.Equal(stop.Primaries, []string{to}) {
+		t.Errorf("the watch recorded %+v, want a failover's start from %s and its stop naming %s", records, from, to)
+	}
+	t.Logf("the watch recorded %+v", records)
+	endWatch()
+	<-watched
 
 	if err := home.Host.Start(ctx); err != nil {
 		t.Fatal(err)
