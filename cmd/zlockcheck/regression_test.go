@@ -33,6 +33,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"redislock-sentinel-kills-two-primaries.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-paused-at-grant.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redislock-cluster-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redis-lock-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
 		{"redis-lock-counter-fenced-client-pause-valid.jsonl", nil, exitValid, []string{"VALID", "advisory", "2 holders at once"}},
 		{"mutant-redis-ignore-validity-cut-off.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
