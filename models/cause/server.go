@@ -122,12 +122,12 @@ func ownOf(by string) own {
 // promoted replica has it, and a primary cut off from its replicas stops granting.
 const sentinelFix = "WAIT 1 <timeout> after the grant, giving it back when no replica acknowledges it (as redis-lock-wait does: a replica has the key before the grant counts, and the sentinels promote the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose; fencing the resource covers what remains"
 
-// clusterFix is what keeps a Redis Cluster's own failover from losing a grant: the
-// same two as the sentinels', since the cluster too promotes a replica that
-// replicated asynchronously. cluster-replica-validity-factor is not one: it keeps
-// a replica long parted from its primary from standing, not one that missed the
-// last grant.
-const clusterFix = "WAIT 1 <timeout> after the grant, giving it back when no replica acknowledges it (a replica has the key before the grant counts, and the cluster's election favours the most up-to-date replica), and min-replicas-to-write 1 with min-replicas-max-lag (--redis-min-replicas-to-write), so that a primary cut off from its replicas refuses grants the failover would lose (cluster-node-timeout alone bounds that only at the node timeout, and cluster-replica-validity-factor is no fix: it bars a replica long parted from its primary, not one that missed the last grant); fencing the resource covers what remains"
+// clusterFix is what keeps a Redis Cluster's own failover from losing a grant: WAIT,
+// since the cluster too promotes a replica that replicated asynchronously;
+// min-replicas-to-write only narrows the window, as the node timeout does, and
+// cluster-replica-validity-factor is not a fix: it keeps a replica long parted from
+// its primary from standing, not one that missed the last grant.
+const clusterFix = "WAIT 1 <timeout> after the grant, giving it back when no replica acknowledges it (a grant counts only once a replica has the key, and the cluster's election favours the most up-to-date replica); min-replicas-to-write 1 with min-replicas-max-lag on the primaries narrows the window (a primary cut off from its replicas refuses grants once their acknowledgements are older than the lag), as cluster-node-timeout does (a primary cut off from the other primaries refuses writes after it), but neither closes it: a grant in the first moments of the cut is still lost; cluster-replica-validity-factor is no fix (it bars a replica long parted from its primary, not one that missed the last grant); fencing the resource covers what remains"
 
 // ownWhy says what the servers' own failover x (its maker in x.by) did to process
 // p's key.

@@ -143,8 +143,8 @@ func TestGrantInFlightThroughTheSentinelsFailover(t *testing.T) {
 
 // TestTheClustersOwnFailover: a Redis Cluster's own failover of the lock key's
 // slot ("by":"cluster"), in force while process 1 held and at process 2's grant, is
-// the servers' loss told in the cluster's words, with the cluster's fix (WAIT and
-// min-replicas-to-write; not cluster-replica-validity-factor); a grant in flight
+// the servers' loss told in the cluster's words, with the cluster's fix (WAIT;
+// min-replicas-to-write narrowing the window; not cluster-replica-validity-factor); a grant in flight
 // through it is the servers' loss of that grant. Before the cluster had words of its
 // own, these were told as the nemesis's failover ("promoted ," with no one named),
 // with WAIT alone as the fix.
