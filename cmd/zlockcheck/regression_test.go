@@ -34,6 +34,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"redislock-sentinel-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-paused-at-grant.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-cluster-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redis-lock-cluster-token-set-back.jsonl", nil, exitInvalid, []string{"fencing tokens checker", "SERVER LOST THE LOCK", "token counter back"}},
 		{"redis-lock-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
 		{"redis-lock-counter-fenced-client-pause-valid.jsonl", nil, exitValid, []string{"VALID", "advisory", "2 holders at once"}},
 		{"mutant-redis-ignore-validity-cut-off.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
