@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bufio"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -82,13 +83,7 @@ func TestRedisSettingsValidate(t *testing.T) {
 		{RedisSettings{Topology: RedisRedlock}, 10, "1 to 9"},
 	}
 	for _, c := range cases {
-		err := c.s.validateNodes(c.nodes)
-		switch {
-		case c.bad == "" && err != nil:
-			t.Errorf("%+v with %d nodes: %v", c.s, c.nodes, err)
-		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)):
-			t.Errorf("%+v with %d nodes: want an error about %q, got %v", c.s, c.nodes, c.bad, err)
-		}
+		checkRefusal(t, fmt.Sprintf("%+v with %d nodes", c.s, c.nodes), c.s.validateNodes(c.nodes), c.bad)
 	}
 	if n := (RedisSettings{}).DefaultNodes(); n != 1 {
 		t.Errorf("single's default nodes: %d", n)
@@ -285,13 +280,7 @@ func TestSentinelTopologyFits(t *testing.T) {
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 3, Connect: "a:26379,b:26379,c:26379"}, "--connect"},
 		{lockservice.Plan{Recipe: "redis-lock", Catalogued: true, Sentinel: true, Nodes: 2}, "at least 3"},
 	} {
-		err := s.Validate(c.p)
-		switch {
-		case c.bad == "" && err != nil:
-			t.Errorf("%+v: %v", c.p, err)
-		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)):
-			t.Errorf("%+v: want an error about %q, got %v", c.p, c.bad, err)
-		}
+		checkRefusal(t, fmt.Sprintf("%+v", c.p), s.Validate(c.p), c.bad)
 	}
 }
 
@@ -310,5 +299,17 @@ func TestARecipeThatWaitsForAReplicaNeedsOne(t *testing.T) {
 		if c.ok != (err == nil) || !c.ok && !strings.Contains(err.Error(), "replicas or sentinel") {
 			t.Errorf("%s: %v", c.topology, err)
 		}
+	}
+}
+
+// checkRefusal checks what a table case of a settings check returned: no error when
+// bad is empty, else an error that says bad.
+func checkRefusal(t *testing.T, what string, err error, bad string) {
+	t.Helper()
+	switch {
+	case bad == "" && err != nil:
+		t.Errorf("%s: %v", what, err)
+	case bad != "" && (err == nil || !strings.Contains(err.Error(), bad)):
+		t.Errorf("%s: want an error about %q, got %v", what, bad, err)
 	}
 }
