@@ -111,6 +111,12 @@ type Config struct {
 	// second after the first moment more workers hold the lock than it admits (see
 	// overlap.go): explore's rounds stop once their verdict and its cause are in.
 	EndOnOverlap bool `json:"end_on_overlap,omitempty"`
+	// EndOnRecipeBug ends the run early, with no final phase, once the history
+	// written so far has an overlap that models/cause calls a recipe bug and that is
+	// settled (see bugwatch.go): explore's rounds that run through their honest
+	// overlaps (a probe whose every fault makes one) stop at the overlap that
+	// matters. Ignored with EndOnOverlap, which ends the run sooner.
+	EndOnRecipeBug bool `json:"end_on_recipe_bug,omitempty"`
 	// Connect, when set, names an existing ensemble (host:port,...; names resolved
 	// once) that the run tests instead of starting its own (run --connect, connect.go):
 	// no server is started, stopped or faulted; only client faults are allowed.

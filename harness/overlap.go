@@ -103,8 +103,12 @@ func (r *runner) noteBlind(ev nemesis.Event) {
 }
 
 // blindNow reports whether process p cannot know yet that it lost the lock.
-func (r *runner) blindNow(p int) bool {
+func (r *runner) blindNow(p int) bool { return r.blindWithin(p, 0) }
+
+// blindWithin reports whether process p could not know it had lost the lock at
+// some moment of the last d.
+func (r *runner) blindWithin(p int, d time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return time.Now().Before(r.blind[p])
+	return time.Now().Add(-d).Before(r.blind[p])
 }

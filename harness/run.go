@@ -252,6 +252,13 @@ func (r *runner) startWorkload(ctx context.Context) *workload {
 			return err
 		})
 	}
+	if r.bugWatch() {
+		g.Go(func() error {
+			err := r.watchRecipeBug(gctx)
+			w.overlapped.Store(err != nil)
+			return err
+		})
+	}
 	for i := range r.cfg.Workers {
 		g.Go(func() error { return r.slot(gctx, w, i) })
 	}

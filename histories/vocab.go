@@ -200,6 +200,10 @@ func (Orphan) Func() F { return FOrphan }
 type Overlap struct {
 	Holders []int `json:"holders"`
 	Permits int   `json:"permits"`
+	// Cause is the cause class the harness gave the overlap when it ended the run
+	// for it on reading its history ("recipe bug"); empty when it ended the run on
+	// seeing the holders at once.
+	Cause string `json:"cause,omitempty"`
 }
 
 // Func returns FOverlap.

@@ -3,6 +3,7 @@ package report
 import (
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/models/cause"
 	"github.com/zlockcheck/zlockcheck/rundir"
 )
@@ -23,6 +24,14 @@ type RunConfig struct {
 	SessionTimeout time.Duration `json:"session_timeout_ns"`
 	Tick           time.Duration `json:"tick_ns"`
 	SyncLimit      int           `json:"sync_limit"`
+}
+
+// CauseParams are what sorting an overlap into its cause class needs of a run on
+// service: the configuration's timing, and whether the service's session is a lease
+// (kind.Kind.Lease). The one place both a report and the harness's recipe-bug watch
+// take them from.
+func (rc RunConfig) CauseParams(service kind.Name) cause.Params {
+	return cause.Params{SessionTimeout: rc.SessionTimeout, Tick: rc.Tick, SyncLimit: rc.SyncLimit, Lease: kind.Of(service).Lease}
 }
 
 // Course is how a run went, as results.json keeps it beside the verdict: from the
@@ -67,7 +76,7 @@ func NewRun(d rundir.Dir, rc RunConfig, config any, c Course) Run {
 	return Run{
 		Dir: d.Path(), History: d.HistoryPath(), Test: rc.Name, RunID: rc.RunID, Recipe: rc.Recipe, Seed: rc.Seed,
 		Config: config, Workers: rc.Workers, Workload: rc.Duration,
-		Cause:       cause.Params{SessionTimeout: rc.SessionTimeout, Tick: rc.Tick, SyncLimit: rc.SyncLimit},
+		Cause:       rc.CauseParams(kind.Name(c.Service)),
 		Interrupted: c.Interrupted, Elapsed: c.Elapsed, Service: c.Service, ServerVersion: c.ServerVersion,
 		RecipeVersion: c.RecipeVersion, SetupError: c.SetupError, Baseline: c.Baseline,
 		BaselineProcesses: c.BaselineProcesses, BaselineWarmup: c.BaselineWarmup,

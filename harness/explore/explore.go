@@ -271,6 +271,7 @@ func roundConfig(base harness.Config, p Probe, fixed workloads.Fixed, i int64, d
 	c.Seed = base.Seed + i
 	c.Duration = d
 	c.EndOnOverlap = !p.RunThrough
+	c.EndOnRecipeBug = p.RunThrough
 	c.Workload.Regimes = workloads.Fix(p.Regimes, fixed)
 	c.Workload.RegimeLength = d / time.Duration(max(1, len(p.Regimes)))
 	c.Workload.KeepAfterInfo = p.KeepWorkers
