@@ -99,6 +99,11 @@ func (c Config) NewCycle(rng *rand.Rand, elapsed time.Duration) *Cycle {
 	return &Cycle{key: c.Key, acquire: plan.Request, hold: plan.Hold, depth: plan.Depth, counter: c.Kind.HasCounter()}
 }
 
+// HoldAtMost cuts the cycle's hold to d when it is longer (and to none when d is not
+// positive): a hold planned past the workload's end ends with it, so the final phase
+// need not wait for it.
+func (c *Cycle) HoldAtMost(d time.Duration) { c.hold = max(0, min(c.hold, d)) }
+
 // FinalCycle is the final phase's cycle: one acquire that may wait timeout (for the
 // whole lock: a read-write lock's is a write), released at once.
 func (c Config) FinalCycle(timeout time.Duration) *Cycle {

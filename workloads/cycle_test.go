@@ -129,3 +129,22 @@ func TestKindCatalogue(t *testing.T) {
 		t.Errorf("semaphore's default permits: %d, want 2 (as the CLI always had)", got)
 	}
 }
+
+// TestHoldAtMost: a cycle's hold is cut to what is left of the workload, never
+// lengthened, and none once the workload is over.
+func TestHoldAtMost(t *testing.T) {
+	for _, tc := range []struct{ left, want time.Duration }{
+		{10 * time.Second, 5 * time.Second},
+		{time.Second, time.Second},
+		{0, 0},
+		{-time.Second, 0},
+	} {
+		c := Config{Kind: Mutex, HoldMin: 5 * time.Second, HoldMax: 5 * time.Second}.Defaults().NewCycle(rand.New(rand.NewPCG(1, 2)), 0)
+		c.HoldAtMost(tc.left)
+		c.Next()
+		c.Done(Message{Type: ReplyOK})
+		if step, _ := c.Next(); !step.IsHold() || step.Hold != tc.want {
+			t.Errorf("%s left: step %+v, want a hold of %s", tc.left, step, tc.want)
+		}
+	}
+}
