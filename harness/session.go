@@ -386,8 +386,8 @@ func (s *session) renumber() {
 	s.env.logf("worker process %d goes on as process %d (same OS process and session) after an unknown outcome", old, next)
 }
 
-// loop runs lock cycles until the run's time is up or the worker is unusable; a hold
-// planned past the workload's end (ctx's deadline) is cut there.
+// loop runs lock cycles until the run's time is up or the worker is unusable; a
+// cycle's wait and hold are cut to what is left of the workload (ctx's deadline).
 func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 	wl := s.env.workload
 	limit := func(step workloads.Step) time.Duration {
@@ -402,7 +402,7 @@ func (s *session) loop(ctx context.Context, rng *rand.Rand) {
 		began := time.Now()
 		c := wl.NewCycle(rng, elapsed)
 		if end, ok := ctx.Deadline(); ok {
-			c.HoldAtMost(time.Until(end)) // the workload's end ends its holds
+			c.FitIn(time.Until(end)) // the workload's end ends its waits and holds
 		}
 		s.runCycle(c, limit)
 		if !s.dead {

@@ -99,10 +99,16 @@ func (c Config) NewCycle(rng *rand.Rand, elapsed time.Duration) *Cycle {
 	return &Cycle{key: c.Key, acquire: plan.Request, hold: plan.Hold, depth: plan.Depth, counter: c.Kind.HasCounter()}
 }
 
-// HoldAtMost cuts the cycle's hold to d when it is longer (and to none when d is not
-// positive): a hold planned past the workload's end ends with it, so the final phase
-// need not wait for it.
-func (c *Cycle) HoldAtMost(d time.Duration) { c.hold = max(0, min(c.hold, d)) }
+// FitIn cuts the cycle's acquire timeout (to a millisecond at least) and its hold (to
+// none at least) to left, what is left of the workload: a cycle begun near the
+// workload's end waits and holds no longer than that, so the final phase need not
+// wait out a long wait or hold planned past the end (its faults are healed by then).
+func (c *Cycle) FitIn(left time.Duration) {
+	c.hold = max(0, min(c.hold, left))
+	if timeout := time.Duration(c.acquire.TimeoutMS) * time.Millisecond; timeout > left {
+		c.acquire.TimeoutMS = max(1, left.Milliseconds())
+	}
+}
 
 // FinalCycle is the final phase's cycle: one acquire that may wait timeout (for the
 // whole lock: a read-write lock's is a write), released at once.

@@ -130,21 +130,25 @@ func TestKindCatalogue(t *testing.T) {
 	}
 }
 
-// TestHoldAtMost: a cycle's hold is cut to what is left of the workload, never
-// lengthened, and none once the workload is over.
-func TestHoldAtMost(t *testing.T) {
-	for _, tc := range []struct{ left, want time.Duration }{
-		{10 * time.Second, 5 * time.Second},
-		{time.Second, time.Second},
-		{0, 0},
-		{-time.Second, 0},
+// TestFitIn: a cycle's acquire timeout and hold are cut to what is left of the
+// workload, never lengthened; the timeout never below a millisecond (0 would ask for
+// no wait at all, or none at all), the hold to none once the workload is over.
+func TestFitIn(t *testing.T) {
+	for _, tc := range []struct{ left, hold, timeout time.Duration }{
+		{10 * time.Second, 5 * time.Second, 6 * time.Second},
+		{time.Second, time.Second, time.Second},
+		{1500 * time.Microsecond, 1500 * time.Microsecond, time.Millisecond},
+		{0, 0, time.Millisecond},
+		{-time.Second, 0, time.Millisecond},
 	} {
-		c := Config{Kind: Mutex, HoldMin: 5 * time.Second, HoldMax: 5 * time.Second}.Defaults().NewCycle(rand.New(rand.NewPCG(1, 2)), 0)
-		c.HoldAtMost(tc.left)
-		c.Next()
+		c := Config{Kind: Mutex, HoldMin: 5 * time.Second, HoldMax: 5 * time.Second, AcquireTimeout: 6 * time.Second}.Defaults().NewCycle(rand.New(rand.NewPCG(1, 2)), 0)
+		c.FitIn(tc.left)
+		if step, _ := c.Next(); time.Duration(step.Request.TimeoutMS)*time.Millisecond != tc.timeout {
+			t.Errorf("%s left: acquire %+v, want a timeout of %s", tc.left, step.Request, tc.timeout)
+		}
 		c.Done(Message{Type: ReplyOK})
-		if step, _ := c.Next(); !step.IsHold() || step.Hold != tc.want {
-			t.Errorf("%s left: step %+v, want a hold of %s", tc.left, step, tc.want)
+		if step, _ := c.Next(); !step.IsHold() || step.Hold != tc.hold {
+			t.Errorf("%s left: step %+v, want a hold of %s", tc.left, step, tc.hold)
 		}
 	}
 }
