@@ -108,7 +108,7 @@ func RedisProbes(ttl time.Duration, selfFailover bool) []Probe {
 			Regimes: []workloads.Regime{shortHolds, pastTTL}, Aims: []string{coverage.RowFaultHolding, coverage.RowLongHold}},
 	}
 	if selfFailover {
-		probes = slices.Insert(probes, 1, primaryCutOff(shortHolds))
+		probes = slices.Insert(probes, 1, primaryCutOff(shortHolds, overlong(ttl)))
 	}
 	return probes
 }
@@ -120,11 +120,16 @@ func RedisProbes(ttl time.Duration, selfFailover bool) []Probe {
 // long enough for the failover (Sentinel: down-after, then an election, about 2 s
 // with the run's defaults) and the faults come a few seconds apart, so that the
 // topology settles between two. Every overlap it makes is the servers' (honest), so
-// the round runs to its end.
-func primaryCutOff(shortHolds workloads.Regime) Probe {
+// the round runs through them. Its regimes, half the round each: short holds (a
+// Sentinel's cut-off primary grants until the heal, so a grant there soon meets
+// one on the promoted replica), then holds of more than a TTL (a cluster's cut-off
+// primary grants only for about its node timeout, then answers CLUSTERDOWN: only a
+// hold granted there that outlives the promotion, 2.5 to 4 s after the cut, meets
+// a grant on the promoted replica).
+func primaryCutOff(shortHolds, longHolds workloads.Regime) Probe {
 	return Probe{Setup: nemesis.Setup{Name: "the primary cut off from its failover",
 		Classes: []nemesis.Class{nemesis.ClassPartition}, Shapes: []nemesis.Shape{nemesis.IsolateLeader}, Interval: 6 * time.Second},
-		Regimes: []workloads.Regime{shortHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
+		Regimes: []workloads.Regime{shortHolds, longHolds}, Aims: []string{coverage.RowServerFaultHeld, coverage.RowGrantAfterLoss},
 		RunThrough: true, FirstLook: primaryCutOffFirstLook}
 }
 

@@ -34,7 +34,8 @@ func menuClasses(menu []Probe) map[string][]nemesis.Class {
 
 // TestRedisMenuHasOnlyWhatTheTopologyRuns: on Redis the menu is RedisProbes, with no
 // ZooKeeper-only class, failover only on replicas, the primary cut off from its
-// failover (second) only under sentinels, and every probe in it accepted by the base
+// failover (second) only where the servers fail over themselves (sentinels, a
+// cluster), and every probe in it accepted by the base
 // it was chosen for.
 func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 	zkOnly := []nemesis.Class{nemesis.ClassSessionExpire, nemesis.ClassReplyLoss, nemesis.ClassClientServerPartition}
@@ -50,13 +51,14 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 		{"redis-lock", redis.RedisReplicas, 3, true, false},
 		{"redsync", redis.RedisRedlock, 3, false, false},
 		{"redislock", redis.RedisSentinel, 3, false, true},
+		{"redislock", redis.RedisCluster, 6, false, true},
 	} {
 		base := redisBase(t, tc.recipe, tc.topology, tc.nodes)
 		menu := Menu(base)
 		if len(menu) != len(RedisProbes(base.SessionTimeout, tc.sentinels)) {
 			t.Errorf("%s on %s: %d probes, want every Redis probe: %v", tc.recipe, tc.topology, len(menu), menuClasses(menu))
 		}
-		if cut := menu[1].Name == primaryCutOff(workloads.Regime{}).Name; cut != tc.sentinels {
+		if cut := menu[1].Name == primaryCutOff(workloads.Regime{}, workloads.Regime{}).Name; cut != tc.sentinels {
 			t.Errorf("%s on %s: the second probe is %q", tc.recipe, tc.topology, menu[1].Name)
 		}
 		var all []nemesis.Class
