@@ -155,3 +155,30 @@ func TestRedisLockWaitRefusesACluster(t *testing.T) {
 		t.Errorf("redis-lock-wait on a cluster: %s %q", typ, msg)
 	}
 }
+
+// TestRedsyncOnAClusterDialsAgain: redsync's one pool on a cluster client, started
+// while the key's primary refuses connections (killed, before its failover), dials
+// again until the session timeout, as redis-lock's does, rather than failing at the
+// first refused dial (a slot whose workers all fail at once breaks the run: the
+// matrix's server cell on the cluster, 2026-11-30). No server: a port nothing
+// listens on (three ports, as a cluster's addresses are).
+func TestRedsyncOnAClusterDialsAgain(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+	}
+	var log strings.Builder
+	cfg := Config{Kind: workloads.Mutex, Servers: addrs, RedisCluster: true, SessionTimeout: 500 * time.Millisecond, Path: "/zlc/t/l0", Log: &log}
+	_, err := NewRedsync(context.Background(), cfg)
+	if err == nil {
+		t.Fatal("redsync reached a cluster on a closed port")
+	}
+	if !strings.Contains(log.String(), "trying again for up to 500ms") || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("error %v, log:\n%s\nwant a refused dial tried again for the session timeout", err, log.String())
+	}
+}

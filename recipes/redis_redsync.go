@@ -56,11 +56,16 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	if cfg.SentinelMaster != "" || cfg.RedisCluster {
 		// One pool on the primary the sentinels name, or on the cluster client, as
 		// teams use redsync with one Redis or a cluster: a quorum of one.
-		r.nodes = []*redisNode{newPrimaryNode(cfg, fmt.Sprintf("zlc-worker-%d", cfg.Worker), func(id int64) { cfg.Events.Session(id, nil) })}
-		if err := r.nodes[0].connect(ctx, cfg.SessionTimeout); err != nil {
-			closeRedisNodes(r.nodes)
+		// Dialled again until the session timeout, as redis-lock's one node is: a
+		// worker that starts while the primary is down (killed, before its failover)
+		// waits for the promotion instead of failing at its first refused dial.
+		nodes, err := redisDial(ctx, cfg.Servers[:1], 1, cfg.SessionTimeout, 3*r.io, logger, func(int) *redisNode {
+			return newPrimaryNode(cfg, fmt.Sprintf("zlc-worker-%d", cfg.Worker), func(id int64) { cfg.Events.Session(id, nil) })
+		})
+		if err != nil {
 			return nil, fmt.Errorf("recipe %s: %w", name, err)
 		}
+		r.nodes = nodes
 	} else {
 		nodes, err := newRedisNodes(ctx, name, cfg, logger)
 		if err != nil {
