@@ -31,18 +31,24 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 	for _, x := range faults {
 		during := x.start >= a.start && x.start <= b.start
 		loss := x.start
-		if x.class == "failover" {
+		forgets := (x.forgetting == nil || len(x.forgetting) > 0) && x.persistence != "" && x.persistence != "aof-always"
+		switch {
+		case x.class == "failover":
 			// The grant is lost when the primary has resynced; in a failover still in
 			// force at b's grant (the sentinels' may last the run), at the latest then.
 			loss = min(x.stop, b.start)
+		case x.class == "kill" && forgets && !x.freesLocks:
+			// A killed instance that keeps no durable copy comes back empty at the
+			// kill's heal: the key is lost then, if it serves the key again (one
+			// instance, or a primary restarted before its failover).
+			loss, during = x.stop, x.stop >= a.start && x.stop <= b.start
 		}
 		if window > 0 && b.start-loss >= window.Nanoseconds() {
 			continue
 		}
 		switch x.class {
 		case "restart", "kill":
-			forgets := x.forgetting == nil || len(x.forgetting) > 0
-			if during && x.class == "restart" && forgets && x.persistence != "" && x.persistence != "aof-always" {
+			if during && forgets && !x.freesLocks {
 				return x, loss, true
 			}
 			if during && x.freesLocks {
@@ -165,9 +171,13 @@ func serverLoss(x fault, a, b hold) (Class, string, string) {
 		why := fmt.Sprintf("%s was %s at %s, which ended every session on it, process %d's and its lock with it; %s",
 			on, map[string]string{"restart": "restarted", "kill": "killed"}[x.class], at(x.start), a.process, granted)
 		return ServerLost, why, "no server setting keeps a session lock across its server's crash: fence the resource (a lock table's token), or use a lock that lives in durable, replicated state"
-	case x.class == "restart":
+	case x.class == "restart" || x.class == "kill":
 		why := fmt.Sprintf("%s restarted at %s with persistence %s and came back without process %d's key; %s",
 			on, at(x.start), x.persistence, a.process, granted)
+		if x.class == "kill" {
+			why = fmt.Sprintf("%s was killed at %s and came back at %s with persistence %s, without process %d's key; %s",
+				on, at(x.start), at(x.stop), x.persistence, a.process, granted)
+		}
 		fix := "appendfsync always (--redis-persistence aof-always), or a delayed restart: an instance that stays down at least the lock's TTL before it serves again"
 		if x.persistence == "aof-everysec" {
 			fix = "appendfsync always (--redis-persistence aof-always: everysec loses up to a second of acknowledged writes), or a delayed restart of at least the lock's TTL"

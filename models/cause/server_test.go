@@ -45,6 +45,11 @@ func TestServerFaultClasses(t *testing.T) {
 		v := `{"fault":"clock-jump","servers":["s1"],"delta_ms":8000}`
 		return []histories.Op{nem("start", at, v), nem("stop", at, v)}
 	}
+	// A kill of s1 at kill, back (its heal) at back.
+	kill := func(kill, back int64, persistence string) []histories.Op {
+		v := `{"fault":"kill","servers":["s1"],"persistence":"` + persistence + `"}`
+		return []histories.Op{nem("start", kill, v), nem("stop", back, v)}
+	}
 	rv := `{"fault":"restart","servers":["s2"],"persistence":"none","forgetting":[]}`
 	replicaRestart := []histories.Op{nem("start", 3*s, rv), nem("stop", 3*s, rv)}
 	pausedToo := append(restart(3*s, "none"), nem("start", 2*s, `{"fault":"client-pause","process":1}`),
@@ -72,6 +77,11 @@ func TestServerFaultClasses(t *testing.T) {
 		{"the cluster's failover in force at the second grant", cluster(""), ServerLost, "min-replicas-to-write"},
 		{"the cluster's failover, s5 promoted", cluster(`"promoted":"s5","primaries":["s2","s5"]`), ServerLost, "min-replicas-to-write"},
 		{"the cluster's failover, given up", cluster(`"aborted":true`), RecipeBug, ""},
+		{"kill, back empty while held (persistence none)", kill(2*s, 3*s, "none"), ServerLost, "aof-always"},
+		{"kill from before the hold, back empty while held", kill(s/2, 3*s, "none"), ServerLost, "aof-always"},
+		{"kill, back with AOF always", kill(2*s, 3*s, "aof-always"), RecipeBug, ""},
+		{"kill, back only after the second grant", kill(2*s, 6*s, "none"), RecipeBug, ""},
+		{"kill on ZooKeeper (no persistence recorded)", kill(2*s, 3*s, ""), RecipeBug, ""},
 		{"clock jump while held", jump(3 * s), Clock, "fence"},
 		{"database restart, a session lock", dbServer("restart", `,"frees_locks":true`), ServerLost, "fence"},
 		{"database kill, a session lock", dbServer("kill", `,"frees_locks":true`), ServerLost, "fence"},
