@@ -157,3 +157,19 @@ func TestTheRecipeBugWatchWaitsForTheHolder(t *testing.T) {
 		t.Errorf("the same history before the holder's report, with no one blind: %+v (found %v), want a recipe bug: the watch's blindness is what waits", f, ok)
 	}
 }
+
+// BenchmarkRecipeBugLook is one look of the recipe-bug watch at a recorded 30 s
+// Sentinel run with its overlaps (4,579 ops, more than a 20 s round has): the history
+// read from its file, then the cause rule on it.
+func BenchmarkRecipeBugLook(b *testing.B) {
+	const file = "../testdata/histories/redislock-sentinel-minority-primary.jsonl"
+	p := cause.Params{SessionTimeout: 2 * time.Second, Lease: true}
+	never := func(int) bool { return false }
+	for b.Loop() {
+		h, _, err := histories.Load(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		settledBug(h, p, math.MaxInt64, never)
+	}
+}
