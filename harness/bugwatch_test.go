@@ -88,6 +88,7 @@ func TestTheRecipeBugWatchOnRecordedRuns(t *testing.T) {
 		{"redislock-sentinel-minority-primary.jsonl", redis, false},
 		{"redislock-sentinel-kills-two-primaries.jsonl", redis, false},
 		{"redislock-cluster-minority-primary.jsonl", redis, false},
+		{"redis-lock-sentinel-split-renewals.jsonl", redis, false},
 		{"gozk-client-pause-overlap.jsonl", zk, false},
 	} {
 		h, _, err := histories.Load("../testdata/histories/" + tc.file)

@@ -32,6 +32,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"redis-lock-clock-jump.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-kills-two-primaries.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redis-lock-sentinel-split-renewals.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-paused-at-grant.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-cluster-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redis-lock-cluster-token-set-back.jsonl", nil, exitInvalid, []string{"fencing tokens checker", "SERVER LOST THE LOCK", "token counter back"}},

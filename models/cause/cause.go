@@ -212,7 +212,8 @@ const maxPairs = 1000
 func classifyPair(h histories.History, key string, pair [2]hold, faults []fault, renewals map[int][]int64, p Params) Finding {
 	a, b := pair[0], pair[1]
 	f := Finding{Holder: a.process, Next: b.process, At: b.start}
-	if r := renewedAfter(renewals[a.process], a, b); len(r) > 0 {
+	_, split := serversSplit(faults, b)
+	if r := renewedAfter(renewals[a.process], a, b); len(r) > 0 && !split {
 		f.Class = RecipeBug
 		f.Why = fmt.Sprintf("process %d reported its lease renewed %d times after process %d was granted at %s (the last at %s) and held on until %s: a renewal that checks whose lease it renews fails once the lock is another's (its renewal does not check, or brings a lost key back; or the grant to process %d did not check a lease that was still process %d's)",
 			a.process, len(r), b.process, at(b.start), at(r[len(r)-1]), endOf(a), b.process, a.process)
@@ -255,6 +256,11 @@ func classifyPair(h histories.History, key string, pair [2]hold, faults []fault,
 		return f
 	}
 	if x, loss, found := serverFault(faults, a, b, p.LostBound()); found {
+		if y, ok := serversSplit(faults, b); ok && x.class == "failover" {
+			// The old primary served its clients until the servers settled: a holder
+			// there could learn only then (or by the history's end, if never).
+			loss = max(loss, min(y.stop, h[len(h)-1].Time))
+		}
 		if learned(h, a, lost, lostAt, loss, p) {
 			f.Class, f.Why, f.Fix = serverLoss(x, a, b)
 			return f

@@ -67,6 +67,21 @@ func serverFault(faults []fault, a, b hold, window time.Duration) (fault, int64,
 	return fault{}, 0, false
 }
 
+// serversSplit finds a failover the servers made themselves (the sentinels', the
+// cluster's) under way at b's grant: until it settles, the old primary may serve its
+// clients beside the promoted one (Jepsen's minority primary), each with a lock state
+// of its own, so a holder there renews its own key with success, a renewal that checks
+// whose lease it renews included, and can learn of the loss only once the servers
+// settled.
+func serversSplit(faults []fault, b hold) (fault, bool) {
+	for _, x := range faults {
+		if x.class == "failover" && x.by != "" && x.start <= b.start && x.stop >= b.start {
+			return x, true
+		}
+	}
+	return fault{}, false
+}
+
 // grantLostInFailover finds the failover that lost b's grant before b heard of it: b's
 // acquire was invoked before the failover ended and answered after it, and a was
 // granted only after it ended, on the resynced primary. b's grant was written on the

@@ -289,3 +289,40 @@ func TestRecordedRedisMutants(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewalsThroughTheServersSplit: while the servers' own failover is under way
+// (the sentinels', the cluster's), the old primary serves its clients beside the
+// promoted one, so a holder there renews its own key with success after the next
+// grant; that is the servers' split, not a renewal that does not check the owner,
+// and the holder can learn only once the servers settled. Recorded: redis-lock on
+// Sentinel, its primary cut off (explore's round 2, 2026-11-30), where the renewal rule
+// called it a recipe bug before (testdata/histories/redis-lock-sentinel-split-renewals.jsonl).
+func TestRenewalsThroughTheServersSplit(t *testing.T) {
+	lease := Params{SessionTimeout: 2 * time.Second, Lease: true}
+	split := func(stop int64) []histories.Op {
+		start := nem("start", 3*s, `{"fault":"failover","by":"sentinel","primary":"s1","persistence":"none"}`)
+		if stop == 0 {
+			return []histories.Op{start}
+		}
+		return []histories.Op{start, nem("stop", stop, `{"fault":"failover","by":"sentinel","primary":"s1","promoted":"s2","primaries":["s1","s2"]}`)}
+	}
+	for _, tc := range []struct {
+		name string
+		h    histories.History
+		want Class
+	}{
+		{"renewed during the split, released 1 s after it settled", renewed(releasedAt(overlap(split(8*s), 0), 9*s), 1, "l0", 6*s, 6*s+s/2, 7*s), ServerLost},
+		{"renewed during a split that lasts the run", renewed(overlap(split(0), 0), 1, "l0", 6*s, 6*s+s/2, 7*s), ServerLost},
+		{"renewed with no split", renewed(overlap(nil, 0), 1, "l0", 6*s, 6*s+s/2, 7*s), RecipeBug},
+		{"renewed after a split that settled before the grant", renewed(overlap([]histories.Op{nem("start", 2*s, `{"fault":"failover","by":"sentinel","primary":"s1"}`),
+			nem("stop", 4*s, `{"fault":"failover","by":"sentinel","primary":"s1","promoted":"s2"}`)}, 0), 1, "l0", 6*s, 6*s+s/2, 7*s), RecipeBug},
+		{"held on 5 s past the split's end", renewed(releasedAt(overlap(split(5*s+s/2), 0), 12*s), 1, "l0", 6*s, 6*s+s/2), RecipeBug},
+	} {
+		if f, ok := Classify(tc.h, "l0", lease); !ok || f.Class != tc.want {
+			t.Errorf("%s: %+v (found %v), want %s", tc.name, f, ok, tc.want)
+		}
+	}
+	if f, ok := Classify(load(t, "redis-lock-sentinel-split-renewals.jsonl"), "l0", lease); !ok || f.Class != ServerLost || !strings.Contains(f.Why, "the sentinels were failing over from s1") {
+		t.Errorf("recorded: %+v (found %v), want the sentinels' failover", f, ok)
+	}
+}
