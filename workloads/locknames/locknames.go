@@ -1,7 +1,7 @@
 // Package locknames holds the names under which the built-in recipes lock on the SQL
-// databases, in one place that the recipes (which take the lock) and the harness's
-// inspectors (which read the very lock the workers take) share, so that neither
-// imports the other.
+// databases, and the keys of redsync-one-cluster's RedLock on a Redis Cluster, in one
+// place that the recipes (which take the lock) and the harness's inspectors (which
+// read the very lock the workers take) share, so that neither imports the other.
 package locknames
 
 import (
@@ -52,3 +52,27 @@ CREATE TABLE IF NOT EXISTS zlc_counters (
 	fence bigint NOT NULL DEFAULT 0
 );
 COMMIT`
+
+// ClusterRedLockTags are the hash tags of ClusterRedLockKeys, in order. A key's hash
+// tag alone sets its Redis Cluster slot (CRC16 of the tag modulo 16384), so every
+// run puts the keys in the same slots: lock1 in 11346 and lock4 in 15607, both
+// served by the third of three primaries that split the slots evenly (10922-16383,
+// as the cluster topology assigns them), lock2 in 7217 on the second (5461-10921).
+// Redisson's own example names, lock1 to lock3, would land on three primaries
+// (lock3: slot 3088, the first); lock4 stands in for lock3 so that two of the three
+// keys share a primary, as three names hashed at random do 7 times in 9.
+var ClusterRedLockTags = []string{"lock1", "lock2", "lock4"}
+
+// ClusterRedLockKeys are the keys of a RedLock whose "instances" are keys of one
+// Redis Cluster (redsync-one-cluster), for the lock at path: "{TAG}"+path for each
+// of ClusterRedLockTags. The lock is held by the value more than half of them hold.
+// The first key's primary also serves the third: it holds a majority of the keys
+// by itself, and is the lock's primary for the harness (its leader, the slot its
+// failover watch follows).
+func ClusterRedLockKeys(path string) []string {
+	keys := make([]string, len(ClusterRedLockTags))
+	for i, tag := range ClusterRedLockTags {
+		keys[i] = "{" + tag + "}" + path
+	}
+	return keys
+}
