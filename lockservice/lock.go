@@ -34,6 +34,11 @@ type Lock struct {
 	Path string
 	// Places are the workers' latest places, one per worker at most.
 	Places []workloads.LockPlace
+	// Quorum, when set, are keys that hold the lock together, made from Path (a
+	// RedLock over keys of one Redis Cluster, locknames.ClusterRedLockKeys): it is
+	// held by the value more than half of them hold, and is one entry, named Path
+	// (no key of that name is written).
+	Quorum []string
 }
 
 // UnreadPlaces is a LockReader that cannot read some of the places workers name (a

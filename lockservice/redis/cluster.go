@@ -269,6 +269,12 @@ func (r *Redis) home(ctx context.Context, key string) (*lockservice.Member, erro
 	if err != nil {
 		return nil, fmt.Errorf("redis cluster: no instance says who serves %s: %w", key, err)
 	}
+	return r.homeIn(views, key)
+}
+
+// homeIn is the cluster's instance that serves key's slot as views (clusterViews)
+// tell it.
+func (r *Redis) homeIn(views [][]clusterNode, key string) (*lockservice.Member, error) {
 	slot := redisopt.KeySlot(key)
 	addr, ok := slotOwner(views, slot)
 	if !ok {

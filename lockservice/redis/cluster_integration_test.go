@@ -13,6 +13,8 @@ import (
 
 	"github.com/zlockcheck/zlockcheck/internal/redisopt"
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/workloads"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // TestRedisClusterFormsAndFailsOver: six instances form a cluster of three primaries
@@ -75,6 +77,7 @@ func TestRedisClusterFormsAndFailsOver(t *testing.T) {
 		t.Fatalf("SET and WAIT on instance %d: %v, %v", home.ID, out, err)
 	}
 	checkClusterLock(t, r, key, "0x1f")
+	checkQuorumLock(t, r)
 
 	watchCtx, endWatch := context.WithCancel(ctx)
 	seen := make(chan lockservice.Failover, 16)
@@ -179,6 +182,64 @@ func checkClusterLock(t *testing.T, r *Redis, key, owner string) {
 	}
 	if got, ok, err := lock.Owner(l, key); err != nil || !ok || got != owner {
 		t.Errorf("Owner = %q, %v, %v; want %s", got, ok, err, owner)
+	}
+}
+
+// checkQuorumLock reads a lock held by a majority of keys of the cluster
+// (locknames.ClusterRedLockKeys: two on instance 3, one on instance 2) through the
+// harness's reader: one entry, named the lock's path, while two of the three keys
+// hold one value, its owner that value's (the place that wrote it, else the value's
+// own prefix); none while no value is on two keys.
+func checkQuorumLock(t *testing.T, r *Redis) {
+	t.Helper()
+	ctx := context.Background()
+	const path = "/zlc/quorum/l0"
+	keys := locknames.ClusterRedLockKeys(path)
+	homes := make([]int, len(keys))
+	for i, k := range keys {
+		in, err := r.home(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		homes[i] = in.ID
+	}
+	if !slices.Equal(homes, []int{3, 2, 3}) {
+		t.Fatalf("the quorum's keys %q are on instances %v, want [3 2 3]", keys, homes)
+	}
+	set := func(i int, value string) {
+		t.Helper()
+		if _, err := r.Command(ctx, homes[i], "SET", keys[i], value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := r.OpenLock(ctx, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	l := lockservice.Lock{Path: path, Quorum: keys, Places: []workloads.LockPlace{{Session: "0x2a", Keys: keys, Value: "w:2"}}}
+	for _, step := range []struct {
+		key   int
+		value string
+		owner string // "": no entry
+	}{
+		{1, "w:2", ""}, {0, "0x7:v", ""}, {2, "0x7:v", "0x7"}, {0, "w:2", "0x2a"}, {1, "0x9:x", ""},
+	} {
+		set(step.key, step.value)
+		names, err := lock.Entries(l, true)
+		owner, ok, errOwner := lock.Owner(l, path)
+		want := []string{path}
+		if step.owner == "" {
+			want = nil
+		}
+		if err != nil || errOwner != nil || !slices.Equal(names, want) || ok != (step.owner != "") || owner != step.owner {
+			t.Errorf("%s set to %q: Entries %v, %v; Owner %q, %v, %v; want %v owned by %q", keys[step.key], step.value, names, err, owner, ok, errOwner, want, step.owner)
+		}
+	}
+	for i := range keys {
+		if _, err := r.Command(ctx, homes[i], "DEL", keys[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -195,9 +196,23 @@ func (r *Redis) OpenLock(context.Context, time.Duration) (lockservice.LockReader
 
 // Entries are the lock's keys (its path, and each key a worker's place named) that
 // hold a value (the primary's; RedLock's: a value a majority of the instances hold).
+// A lock whose Quorum is set is one entry, named its path, while a majority of the
+// quorum's keys hold one value; its keys are no entries of their own.
 func (l redisLock) Entries(lock lockservice.Lock, _ bool) ([]string, error) {
 	var out []string
+	if len(lock.Quorum) > 0 {
+		_, _, ok, err := l.r.quorumValue(context.Background(), lock.Quorum)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, lock.Path)
+		}
+	}
 	for _, key := range lock.Keys() {
+		if inQuorum(lock, key) {
+			continue
+		}
 		_, ok, err := l.r.lockValue(context.Background(), key)
 		if err != nil {
 			return nil, err
@@ -213,7 +228,14 @@ func (l redisLock) Entries(lock lockservice.Lock, _ bool) ([]string, error) {
 // value, or the one the value names (lockservice.Lock.OwnerOfValue); false when the
 // key is none of the lock's or holds nothing.
 func (l redisLock) Owner(lock lockservice.Lock, name string) (string, bool, error) {
-	if !slices.Contains(lock.Keys(), name) {
+	if len(lock.Quorum) > 0 && name == lock.Path {
+		key, v, ok, err := l.r.quorumValue(context.Background(), lock.Quorum)
+		if err != nil || !ok {
+			return "", false, err
+		}
+		return lock.OwnerOfValue(key, v), true, nil
+	}
+	if !slices.Contains(lock.Keys(), name) || inQuorum(lock, name) {
 		return "", false, nil
 	}
 	v, ok, err := l.r.lockValue(context.Background(), name)
@@ -221,6 +243,55 @@ func (l redisLock) Owner(lock lockservice.Lock, name string) (string, bool, erro
 		return "", false, err
 	}
 	return lock.OwnerOfValue(name, v), true, nil
+}
+
+// inQuorum reports whether key is read as part of lock's quorum (one of its keys,
+// or the path that names it), not as an entry of its own.
+func inQuorum(lock lockservice.Lock, key string) bool {
+	return len(lock.Quorum) > 0 && (key == lock.Path || slices.Contains(lock.Quorum, key))
+}
+
+// quorumValue is the value more than half of keys hold, each read where it lives
+// (on a cluster, the primary of its slot, from one look at the instances' views),
+// and one of the keys that hold it; false when no value has a majority. A key
+// that cannot be read counts as holding nothing; an error only when none could be.
+func (r *Redis) quorumValue(ctx context.Context, keys []string) (string, string, bool, error) {
+	read := r.lockValue
+	if r.cfg.Topology == RedisCluster {
+		views, err := r.clusterViews(ctx)
+		if err != nil {
+			return "", "", false, fmt.Errorf("redis cluster: no instance says who serves %s: %w", strings.Join(keys, ", "), err)
+		}
+		read = func(ctx context.Context, key string) (string, bool, error) {
+			in, err := r.homeIn(views, key)
+			if err != nil {
+				return "", false, err
+			}
+			return r.get(ctx, in, key)
+		}
+	}
+	values := make([]*string, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, key := range keys {
+		wg.Go(func() {
+			v, ok, err := read(ctx, key)
+			if ok {
+				values[i] = &v
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if !slices.ContainsFunc(errs, func(err error) bool { return err == nil }) {
+		return "", "", false, errors.Join(errs...)
+	}
+	v, ok := majorityValue(values)
+	if !ok {
+		return "", "", false, nil
+	}
+	i := slices.IndexFunc(values, func(p *string) bool { return p != nil && *p == v })
+	return keys[i], v, true, nil
 }
 
 // Close: the reader holds no connection.
