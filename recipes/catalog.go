@@ -102,6 +102,12 @@ type Entry struct {
 	// Cluster's slots (init's redis_cluster): it may run on Redis's cluster
 	// topology; the others are refused there.
 	Cluster bool
+	// ClusterQuorum marks a RedLock whose instances are keys of one Redis Cluster
+	// (locknames.ClusterRedLockKeys), the known misuse of RedLock there: it runs on
+	// Redis's cluster topology only, which a run gives it unless told otherwise, and
+	// the harness reads its lock as the value a majority of those keys hold. It is
+	// no RedLock over independent instances (RedLock is false).
+	ClusterQuorum bool
 	// Replicas marks a Redis recipe that needs its primary to have replicas (it
 	// waits for one after a grant: WAIT): it runs on the replicas or sentinel
 	// topology only.
@@ -301,6 +307,9 @@ func redisEntries() []Entry {
 		{Name: "redsync", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, RedLock: true, Sentinel: true, Cluster: true, New: NewRedsync,
 			Library: Library{Name: "redsync", Module: "github.com/go-redsync/redsync/v4"},
 			Doc:     "RedLock with go-redsync/redsync over 3 or more independent Redis primaries (WithFailFast, tries bounded by the acquire timeout); on --redis-topology sentinel, one pool on the primary the sentinels name, on cluster one pool on the cluster client; lost when Until() passes; cannot fence"},
+		{Name: "redsync-one-cluster", Runtime: InProcess, Kinds: mutex, Service: kind.Redis, Cluster: true, ClusterQuorum: true, New: NewRedsyncOneCluster,
+			Library: Library{Name: "redsync", Module: "github.com/go-redsync/redsync/v4"},
+			Doc:     "the known misuse of RedLock on a Redis Cluster (redisson#956, #1728): redsync over 3 pools that are one go-redis cluster client, each renaming the key ({lock1}, {lock2}, {lock4} before the path: two of the three on one primary); --redis-topology cluster only; lost when Until() passes; cannot fence"},
 	}
 	for _, v := range redisLockVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis, Sentinel: true,

@@ -19,7 +19,7 @@ func TestCatalog(t *testing.T) {
 	}
 	want := "curator-5.9-mutex,curator-5.9-reentrant,curator-5.9-rwlock,curator-5.9-semaphore,curator-mutex,curator-reentrant,curator-rwlock,curator-semaphore,etcd-election,etcd-mutex,etcd-mutex-trylock,etcd-mutex-unlock-retried,etcd-mutex-validity,etcd-node-lock,etcd-python-lock,gozk,kazoo-2.11-lock,kazoo-2.11-rwlock,kazoo-2.11-semaphore,kazoo-lock,kazoo-rwlock,kazoo-semaphore," +
 		"mariadb-getlock,node-redlock,pals-lock,pg-advisory,pg-table,pg-table-expiry," +
-		"pottery-redlock,python-redis-lock,redis-lock,redis-lock-wait,redis-py-lock,redis-semaphore-mutex,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync," +
+		"pottery-redlock,python-redis-lock,redis-lock,redis-lock-wait,redis-py-lock,redis-semaphore-mutex,redislock,redisson-fenced,redisson-lock,redisson-lock-lease,redisson-redlock,redsync,redsync-one-cluster," +
 		"spring-jdbc-mariadb,spring-jdbc-postgres,spring-redis-lock,spring-redis-lock-renewed,zlc-mutex," +
 		"mutant-delete-lowest,mutant-etcd-ignore-done,mutant-etcd-no-wait,mutant-etcd-revision-before-put,mutant-etcd-unlock-retried,mutant-herd,mutant-ignore-lost," +
 		"mutant-mariadb-no-heartbeat,mutant-mariadb-pool,mutant-mariadb-unlock-once,mutant-missed-wakeup," +

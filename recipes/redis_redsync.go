@@ -77,8 +77,13 @@ func NewRedsync(ctx context.Context, cfg Config) (Recipe, error) {
 	for i, n := range r.nodes {
 		pools[i] = goredis.NewPool(n.client)
 	}
-	r.rs = redsync.New(pools...)
+	r.use(pools)
 	return r, nil
+}
+
+// use makes the recipe's redsync over pools, one an instance of its quorum.
+func (r *redsyncLock) use(pools []redsyncredis.Pool) {
+	r.rs, r.instances = redsync.New(pools...), len(pools)
 }
 
 // newRedisNodes makes one node per address; the first reports its connections as
@@ -105,6 +110,11 @@ type redsyncLock struct {
 	log   *log.Logger
 	nodes []*redisNode
 	rs    *redsync.Redsync
+	// instances is the number of redsync's pools, the instances of its quorum.
+	instances int
+	// keys, when set, are the keys each pool renames the mutex's name to
+	// (redsync-one-cluster); nil: every instance has the mutex's name.
+	keys  []string
 	io    time.Duration
 	lease lease
 	// mutex is the last mutex locked, nil after a release; request goroutine only.
@@ -128,8 +138,13 @@ func (r *redsyncLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 		if id, now := r.nodes[0].current(); now == gen {
 			r.mutex = m
 			r.lease.grant(m.Until(), true)
-			// The same key and value on every instance; the session is the first's.
-			return Grant{Lock: &workloads.LockPlace{Session: FormatSessionID(id), Keys: []string{m.Name()}, Value: m.Value()}}, nil
+			// The same key (or r.keys) and value on every instance; the session is
+			// the first's.
+			keys := r.keys
+			if keys == nil {
+				keys = []string{m.Name()}
+			}
+			return Grant{Lock: &workloads.LockPlace{Session: FormatSessionID(id), Keys: keys, Value: m.Value()}}, nil
 		}
 		const why = "the first instance's connection changed under the acquire, so the value names a closed one"
 		if err := r.unlock(context.Background(), m); err != nil && !errors.Is(err, errNotHeldByMajority) {
@@ -192,8 +207,8 @@ func (r *redsyncLock) unlock(ctx context.Context, m *redsync.Mutex) error {
 	if ok {
 		return nil
 	}
-	quorum := len(r.nodes)/2 + 1
-	if unanswered := countRedsyncNodeErrors(err); unanswered > 0 && unanswered+countDeleted(err, len(r.nodes)) >= quorum {
+	quorum := r.instances/2 + 1
+	if unanswered := countRedsyncNodeErrors(err); unanswered > 0 && unanswered+countDeleted(err, r.instances) >= quorum {
 		return Info(fmt.Errorf("unlock: %w", err))
 	}
 	return Fail(fmt.Errorf("%w (%v)", errNotHeldByMajority, err))
