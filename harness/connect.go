@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/zlockcheck/zlockcheck/nemesis"
+	"github.com/zlockcheck/zlockcheck/workloads/locknames"
 )
 
 // A run against an existing ensemble (Config.Connect, `run --connect`) tests servers
@@ -82,6 +83,26 @@ func (c Config) lockPath() string {
 		return path.Join(c.Chroot, c.Workload.Key)
 	}
 	return fmt.Sprintf("/zlc/%s/%s", c.RunID, c.Workload.Key)
+}
+
+// lockQuorum are the keys a recipe whose lock is a majority of keys (its catalogue
+// entry's ClusterQuorum: locknames.ClusterRedLockKeys) keeps the lock at lockPath
+// in; nil for the others, whose lock is the path itself.
+func (c Config) lockQuorum() []string {
+	if r, ok := findRecipe(c.Recipe); ok && r.ClusterQuorum {
+		return locknames.ClusterRedLockKeys(c.lockPath())
+	}
+	return nil
+}
+
+// lockKey is the key the service is told the lock lives at (SetLockKey: a Redis
+// Cluster's leader is its primary): the first of the quorum's keys, whose primary
+// serves a majority of them, else the lock's path.
+func (r *runner) lockKey() string {
+	if len(r.lockQuorum) > 0 {
+		return r.lockQuorum[0]
+	}
+	return r.lockPath
 }
 
 // makeChroot creates a --connect run's chroot (a no-op on the run's own ensemble) and

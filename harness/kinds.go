@@ -22,7 +22,8 @@ func (c Config) plan() lockservice.Plan {
 	r, catalogued := findRecipe(c.Recipe)
 	return lockservice.Plan{
 		Kind: kind.Of(c.Service).Name, Recipe: c.Recipe, Catalogued: catalogued, RedLock: catalogued && r.RedLock, Sentinel: catalogued && r.Sentinel, Cluster: catalogued && r.Cluster, Replicas: catalogued && r.Replicas,
-		Nodes: c.Nodes, SessionTimeout: c.SessionTimeout, Connect: c.Connect, SSH: c.SSH,
+		ClusterOnly: catalogued && r.ClusterQuorum, SessionTimeout: c.SessionTimeout,
+		Nodes: c.Nodes, Connect: c.Connect, SSH: c.SSH,
 		Processes: len(c.BaselineArgv) > 0, Fenced: c.Workload.Fenced, Faults: c.Nemesis,
 		CacheDir: c.Worker.CacheDir,
 	}
@@ -121,8 +122,9 @@ func (c Config) AsRow() Config {
 }
 
 // Deployments lists the ways c's service may be deployed when c leaves the choice
-// open (Redis's topologies: single, replicas, redlock), in the order a matrix tries
-// them; c alone otherwise.
+// open (Redis's topologies: single, replicas, redlock, or the cluster alone for a
+// recipe that runs on nothing else), in the order a matrix tries them; c alone
+// otherwise.
 func (c Config) Deployments() []Config {
 	c.Service = kind.Of(c.Service).Name
 	d, ok := c.settings().(lockservice.Deployer)
@@ -130,7 +132,7 @@ func (c Config) Deployments() []Config {
 		return []Config{c}
 	}
 	var out []Config
-	for _, s := range d.Deployments() {
+	for _, s := range d.Deployments(c.plan()) {
 		e := c
 		e.Settings = s
 		out = append(out, e)

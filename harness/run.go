@@ -94,7 +94,7 @@ func newRunner(cfg Config) (*runner, error) {
 	cfg.RunID = netns.RandomID()
 	cfg = cfg.named()
 	r := &runner{
-		cfg: cfg, lockPath: cfg.lockPath(),
+		cfg: cfg, lockPath: cfg.lockPath(), lockQuorum: cfg.lockQuorum(),
 		logf: func(format string, args ...any) { fmt.Fprintf(cfg.Log, format+"\n", args...) },
 		hard: newLatch(), sessions: map[string]int{},
 	}
@@ -131,7 +131,7 @@ func (r *runner) setUp(ctx context.Context) error {
 		r.connect.redisCluster = c.RedisCluster()
 	}
 	if k, ok := r.svc.(lockKeyed); ok {
-		k.SetLockKey(r.lockPath)
+		k.SetLockKey(r.lockKey())
 	}
 
 	// Before the history's clock starts: the workload's times count from its start.

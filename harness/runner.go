@@ -27,7 +27,10 @@ type runner struct {
 	out      Outcome
 	dir      rundir.Dir
 	lockPath string
-	logf     func(string, ...any)
+	// lockQuorum are the keys of a lock held by a majority of them (the recipe's
+	// ClusterQuorum), nil for the others.
+	lockQuorum []string
+	logf       func(string, ...any)
 
 	// Set up by setUp.
 	// site is where the run happens; ownSite says the run made it (and removes it).
@@ -273,7 +276,7 @@ func (r *runner) placed(process int, p workloads.LockPlace) {
 func (r *runner) lock() lockservice.Lock {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := lockservice.Lock{Path: r.lockPath}
+	l := lockservice.Lock{Path: r.lockPath, Quorum: r.lockQuorum}
 	for _, process := range slices.Sorted(maps.Keys(r.places)) {
 		l.Places = append(l.Places, r.places[process])
 	}

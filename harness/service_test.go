@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -139,6 +140,9 @@ func TestRedisRecipesNeedRedis(t *testing.T) {
 		{"redsync", func(c *Config) {
 			c.Settings, c.Workload.Fenced = redis.RedisSettings{Topology: redis.RedisRedlock}, true
 		}, "no fencing token"},
+		{"redsync-one-cluster", func(*Config) {}, ""}, // the cluster, by default
+		{"redsync-one-cluster", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisRedlock} }, "--redis-topology cluster, not redlock"},
+		{"redsync-one-cluster", func(c *Config) { c.Settings = redis.RedisSettings{Topology: redis.RedisSingle} }, "--redis-topology cluster, not single"},
 	}
 	for _, c := range cases {
 		cfg := Config{Recipe: c.recipe, WorkerArgv: []string{"w"}}
@@ -207,5 +211,27 @@ func TestValidateDatabases(t *testing.T) {
 	}
 	if sc := (Config{Recipe: "pg-table", WorkerArgv: []string{"w"}, Nodes: 2}).Defaults().service("/srv"); !sc.Settings.(sqldb.PostgresConfig).Standby || sc.Dir != "/srv" {
 		t.Errorf("two PostgreSQL servers are a primary and a standby: %+v", sc)
+	}
+}
+
+// TestLockQuorum: the lock of a recipe that keeps it in a majority of keys of one
+// cluster (redsync-one-cluster) names those keys, made from the run's lock path,
+// for its readers, and its first key, whose primary holds a majority, is the key
+// the service is told; any other recipe's lock is its path alone.
+func TestLockQuorum(t *testing.T) {
+	for _, c := range []struct {
+		recipe string
+		quorum []string
+		key    string
+	}{
+		{"redsync-one-cluster", []string{"{lock1}/zlc/abc123/l0", "{lock2}/zlc/abc123/l0", "{lock4}/zlc/abc123/l0"}, "{lock1}/zlc/abc123/l0"},
+		{"redsync", nil, "/zlc/abc123/l0"},
+	} {
+		cfg := Config{Recipe: c.recipe, RunID: "abc123"}
+		cfg.Workload.Key = "l0"
+		r := &runner{cfg: cfg, lockPath: cfg.lockPath(), lockQuorum: cfg.lockQuorum()}
+		if l := r.lock(); l.Path != "/zlc/abc123/l0" || !slices.Equal(l.Quorum, c.quorum) || r.lockKey() != c.key {
+			t.Errorf("%s: lock %+v, key %s; want the quorum %q, the key %s", c.recipe, l, r.lockKey(), c.quorum, c.key)
+		}
 	}
 }

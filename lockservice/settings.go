@@ -52,6 +52,9 @@ type Plan struct {
 	Cluster    bool
 	// Replicas says the recipe needs its Redis primary to have replicas.
 	Replicas bool
+	// ClusterOnly says the recipe runs on a Redis Cluster only (a RedLock over keys
+	// of one cluster).
+	ClusterOnly bool
 	// Nodes is the number of servers the run asked for (0: the kind's to decide).
 	Nodes int
 	// SessionTimeout is the workers' session timeout.
@@ -74,10 +77,11 @@ type Plan struct {
 
 // The optional abilities of a kind's settings, each asked for where it is used.
 
-// Deployer lists the ways a run may be deployed when its settings leave the choice
-// open (Redis's topologies), in the order a matrix tries them; none when they pin it.
+// Deployer lists the ways a run of p may be deployed when its settings leave the
+// choice open (Redis's topologies), in the order a matrix tries them; none when they
+// pin it.
 type Deployer interface {
-	Deployments() []Settings
+	Deployments(p Plan) []Settings
 }
 
 // Deployment names the deployment the settings pin (Redis's "replicas"), as a

@@ -203,3 +203,33 @@ func TestClusterTopologyFits(t *testing.T) {
 		t.Errorf("Defaults: %d nodes, want 6", p.Nodes)
 	}
 }
+
+// TestARecipeOfOneClusterRunsOnNothingElse: a RedLock over keys of one cluster
+// (redsync-one-cluster) is given the cluster topology when the run names none (and
+// a matrix deploys it there alone), runs on it, and is refused on every other
+// topology, naming the one it needs.
+func TestARecipeOfOneClusterRunsOnNothingElse(t *testing.T) {
+	p := lockservice.Plan{Recipe: "redsync-one-cluster", Catalogued: true, Cluster: true, ClusterOnly: true}
+	got, withNodes := RedisSettings{}.Defaults(p)
+	if s := got.(RedisSettings); s.Topology != RedisCluster || withNodes.Nodes != 6 {
+		t.Errorf("Defaults: topology %q of %d, want the cluster of 6", s.Topology, withNodes.Nodes)
+	}
+	if d := (RedisSettings{}).Deployments(p); len(d) != 1 || d[0].(RedisSettings).Topology != RedisCluster {
+		t.Errorf("Deployments: %+v, want the cluster alone", d)
+	}
+	if d := (RedisSettings{}).Deployments(lockservice.Plan{Recipe: "redsync", Catalogued: true, RedLock: true}); len(d) != 3 {
+		t.Errorf("Deployments of redsync: %+v, want single, replicas, redlock", d)
+	}
+	for _, c := range []struct {
+		topology RedisTopology
+		nodes    int
+		bad      string
+	}{
+		{RedisCluster, 6, ""}, {RedisCluster, 3, ""},
+		{RedisSingle, 1, "--redis-topology cluster, not single"}, {RedisReplicas, 3, "--redis-topology cluster, not replicas"},
+		{RedisRedlock, 3, "RedLock over keys of one Redis Cluster"}, {RedisSentinel, 3, "--redis-topology cluster, not sentinel"},
+	} {
+		p.Nodes = c.nodes
+		checkRefusal(t, string(c.topology), RedisSettings{Topology: c.topology}.Validate(p), c.bad)
+	}
+}

@@ -64,11 +64,15 @@ func legacy(flat map[string]json.RawMessage) (lockservice.Settings, error) {
 	return s, nil
 }
 
-// Defaults fills the topology (RedLock's recipes run on the one topology they can
-// use) and persistence, and the number of instances the topology has.
+// Defaults fills the topology (RedLock's recipes, and a RedLock over keys of one
+// cluster, run on the one topology they can use) and persistence, and the number
+// of instances the topology has.
 func (s RedisSettings) Defaults(p lockservice.Plan) (lockservice.Settings, lockservice.Plan) {
-	if s.Topology == "" && p.RedLock {
+	switch {
+	case s.Topology == "" && p.RedLock:
 		s.Topology = RedisRedlock
+	case s.Topology == "" && p.ClusterOnly:
+		s.Topology = RedisCluster
 	}
 	if p.Connect == "" {
 		s = s.WithDefaults()
@@ -158,6 +162,8 @@ func (s RedisSettings) fits(p lockservice.Plan) error {
 	topology := s.WithDefaults().Topology
 	redlock := topology == RedisRedlock
 	switch {
+	case p.ClusterOnly && topology != RedisCluster:
+		return fmt.Errorf("recipe %s is RedLock over keys of one Redis Cluster (a misuse, docs/redis.md): run it with --redis-topology cluster, not %s", p.Recipe, topology)
 	case p.Replicas && !topology.replicated():
 		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas or sentinel, not %s", p.Recipe, topology)
 	case p.RedLock && p.Sentinel && topology == RedisSentinel:
@@ -196,14 +202,19 @@ func (s RedisSettings) Brief(p lockservice.Plan) string {
 	return fmt.Sprintf("service redis (%s topology of %d, persistence %s)", r.Topology, p.Nodes, r.Persistence)
 }
 
-// Deployments are the topologies a run may take when the settings name none, in
-// the order a matrix tries them: single, replicas, redlock.
-func (s RedisSettings) Deployments() []lockservice.Settings {
+// Deployments are the topologies a run of p may take when the settings name none,
+// in the order a matrix tries them: single, replicas, redlock; a cluster for a
+// recipe that runs on nothing else.
+func (s RedisSettings) Deployments(p lockservice.Plan) []lockservice.Settings {
 	if s.Topology != "" {
 		return nil
 	}
+	topologies := []RedisTopology{RedisSingle, RedisReplicas, RedisRedlock}
+	if p.ClusterOnly {
+		topologies = []RedisTopology{RedisCluster}
+	}
 	var out []lockservice.Settings
-	for _, t := range []RedisTopology{RedisSingle, RedisReplicas, RedisRedlock} {
+	for _, t := range topologies {
 		d := s
 		d.Topology = t
 		out = append(out, d)
