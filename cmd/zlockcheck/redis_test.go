@@ -62,6 +62,9 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		{"cluster run file", "service: redis\nrecipe: redis-lock\nredis-topology: cluster\nnodes: 3\nredis-cluster-node-timeout: 2s\n", nil,
 			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisCluster, Persistence: redis.PersistNone,
 				Cluster: redis.ClusterSettings{NodeTimeout: 2 * time.Second}}, 3}},
+		{"cluster by default", "", []string{"--recipe", "redsync-one-cluster"},
+			harnessConfigView{kind.Redis, redis.RedisSettings{Topology: redis.RedisCluster, Persistence: redis.PersistNone,
+				Cluster: redis.ClusterSettings{NodeTimeout: time.Second}}, 6}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,6 +100,7 @@ func TestRedisFlagsAndRunFile(t *testing.T) {
 		"the cluster topology is 3 primaries with a replica each":     {"--recipe", "redislock", "--redis-topology", "cluster", "--nodes", "4"},
 		"redis-cluster-node-timeout: a cluster setting":               {"--recipe", "redis-lock", "--redis-topology", "replicas", "--nodes", "3", "--redis-cluster-node-timeout", "2s"},
 		"nemesis clock-jump: not on --redis-topology cluster":         {"--recipe", "redis-lock", "--redis-topology", "cluster", "--nemesis", "clock-jump"},
+		"run it with --redis-topology cluster, not redlock":           {"--recipe", "redsync-one-cluster", "--redis-topology", "redlock"},
 	}
 	for want, args := range bad {
 		if _, err := planRedis(t, "", args...); err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(want)) {
