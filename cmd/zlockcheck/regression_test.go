@@ -35,6 +35,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"redis-lock-sentinel-split-renewals.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-sentinel-paused-at-grant.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"redislock-cluster-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
+		{"redsync-one-cluster-minority-primary.jsonl", nil, exitInvalid, []string{"2 holders at once", "process 1 held", "process 0 held"}},
 		{"redis-lock-cluster-token-set-back.jsonl", nil, exitInvalid, []string{"fencing tokens checker", "SERVER LOST THE LOCK", "token counter back"}},
 		{"redis-lock-counter-client-pause-lost-update.jsonl", nil, exitInvalid, []string{"key counter: invalid", "lost update", "advisory"}},
 		{"redis-lock-counter-fenced-client-pause-valid.jsonl", nil, exitValid, []string{"VALID", "advisory", "2 holders at once"}},

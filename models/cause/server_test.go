@@ -189,9 +189,9 @@ func TestTheClustersOwnFailover(t *testing.T) {
 
 // TestRecordedRedisFaults: redis-lock under restart (one instance, persistence
 // none), failover (replicas) and clock-jump, redislock on the sentinel topology
-// under a partition of the primary (the minority primary) and under kills, and on
-// the cluster topology under a partition of the lock's primary
-// (testdata/histories/README.md).
+// under a partition of the primary (the minority primary) and under kills, and
+// redislock and redsync-one-cluster on the cluster topology under a partition of
+// the lock's primary (testdata/histories/README.md).
 func TestRecordedRedisFaults(t *testing.T) {
 	for _, tc := range []struct {
 		file     string
@@ -204,6 +204,9 @@ func TestRecordedRedisFaults(t *testing.T) {
 		{"redislock-sentinel-minority-primary.jsonl", ServerLost, "the sentinels failed over from s1 to s2", "min-replicas-to-write"},
 		{"redislock-sentinel-kills-two-primaries.jsonl", ServerLost, "the sentinels were failing over from s3 (from 6.44s to the end of the history)", "min-replicas-to-write"},
 		{"redislock-cluster-minority-primary.jsonl", ServerLost, "the cluster failed over from s2 to s5 (from 5.40s to 12.79s), and s2 and s5 each served as a primary", "cluster-replica-validity-factor is no fix"},
+		// RedLock over three keys of that cluster, two on the cut-off primary: the
+		// promoted replica alone gave the next client a majority.
+		{"redsync-one-cluster-minority-primary.jsonl", ServerLost, "the cluster failed over from s3 to s6 (from 4.80s to 13.26s), and s3 and s6 each served as a primary", "cluster-replica-validity-factor is no fix"},
 	} {
 		f, ok := Classify(load(t, tc.file), "l0", params)
 		if !ok || f.Class != tc.want || !strings.Contains(f.Why, tc.why) || !strings.Contains(f.Fix, tc.fix) {
@@ -213,19 +216,22 @@ func TestRecordedRedisFaults(t *testing.T) {
 }
 
 // TestRecordedClusterFailoverNeedsItsRecord: the cluster's minority primary
-// (testdata/histories/redislock-cluster-minority-primary.jsonl) is the servers'
-// loss only through the cluster's failover the run recorded: without its records,
-// as a run recorded it before the watch, the partition alone leaves the overlap a
-// recipe bug.
+// (testdata/histories/redislock-cluster-minority-primary.jsonl, and
+// redsync-one-cluster-minority-primary.jsonl, RedLock over keys of that cluster)
+// is the servers' loss only through the cluster's failover the run recorded:
+// without its records, as a run recorded it before the watch, the partition alone
+// leaves the overlap a recipe bug.
 func TestRecordedClusterFailoverNeedsItsRecord(t *testing.T) {
-	var unwatched histories.History
-	for _, op := range load(t, "redislock-cluster-minority-primary.jsonl") {
-		if !op.Process.Nemesis || !strings.Contains(string(op.Value), `"by":"cluster"`) {
-			unwatched = append(unwatched, op)
+	for _, file := range []string{"redislock-cluster-minority-primary.jsonl", "redsync-one-cluster-minority-primary.jsonl"} {
+		var unwatched histories.History
+		for _, op := range load(t, file) {
+			if !op.Process.Nemesis || !strings.Contains(string(op.Value), `"by":"cluster"`) {
+				unwatched = append(unwatched, op)
+			}
 		}
-	}
-	if f, ok := Classify(unwatched, "l0", params); !ok || f.Class != RecipeBug {
-		t.Errorf("without the cluster's failover: %+v (found %v), want a recipe bug", f, ok)
+		if f, ok := Classify(unwatched, "l0", params); !ok || f.Class != RecipeBug {
+			t.Errorf("%s without the cluster's failover: %+v (found %v), want a recipe bug", file, f, ok)
+		}
 	}
 }
 
