@@ -203,7 +203,8 @@ func TestMatrixNACellsNotCounted(t *testing.T) {
 }
 
 // TestMatrixServiceRedis: a base on Redis (--service redis) makes every real Redis recipe a row, each on
-// Redis, with the Redis setups among the columns.
+// Redis, with the Redis setups among the columns; a recipe that runs on a cluster
+// only (redsync-one-cluster) has its row there.
 func TestMatrixServiceRedis(t *testing.T) {
 	base := testBase()
 	base.Service = kind.Redis
@@ -211,10 +212,17 @@ func TestMatrixServiceRedis(t *testing.T) {
 	if len(rows) == 0 || len(setups) != len(nemesis.Setups())+len(nemesis.NamedSetups()) {
 		t.Fatalf("%d rows, columns %s", len(rows), SetupNames(setups))
 	}
+	cluster := false
 	for _, r := range rows {
 		if r.Service != kind.Redis || strings.HasPrefix(r.Recipe, "mutant") {
 			t.Errorf("row %+v: want a real Redis recipe on Redis", r)
 		}
+		if r.Recipe == "redsync-one-cluster" {
+			cluster = r.Topology == "cluster" && r.Nodes == 6
+		}
+	}
+	if !cluster {
+		t.Errorf("rows %+v: want redsync-one-cluster on the cluster of 6", rows)
 	}
 }
 
