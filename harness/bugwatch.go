@@ -45,27 +45,21 @@ func settleAfter(p cause.Params) time.Duration { return p.LostBound() + flushMar
 // A 20 s round's history is read in milliseconds, once a second.
 func (r *runner) watchRecipeBug(ctx context.Context) error {
 	p := r.cfg.reportConfig().CauseParams(r.cfg.Service)
-	tick := time.NewTicker(bugLookEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	blind := func(process int) bool { return r.blindWithin(process, flushMargin) }
+	return every(ctx, bugLookEvery, func() bool {
 		h, _, err := histories.Load(r.out.History)
 		if err != nil {
-			continue // a read that failed is the next look's to do again
+			return false // a read that failed is the next look's to do again
 		}
-		blind := func(process int) bool { return r.blindWithin(process, flushMargin) }
-		if f, ok := settledBug(h, p, r.rec.now(), blind); ok {
+		f, ok := settledBug(h, p, r.rec.now(), blind)
+		if ok {
 			msg := fmt.Sprintf("processes %d and %d held the lock at once, a recipe bug: %s; ending the run", f.Holder, f.Next, f.Why)
 			r.rec.record(histories.NemesisOp(histories.Overlap{Holders: []int{f.Holder, f.Next},
 				Permits: r.cfg.Workload.Permits, Cause: string(f.Class)}, msg))
 			r.logf("OVERLAP: %s", msg)
-			return errEndWorkload
 		}
-	}
+		return ok
+	})
 }
 
 // settledBug is the first recipe bug among h's overlaps of any key, when settled at

@@ -42,9 +42,15 @@ func (r *runner) watchStall(ctx context.Context) error {
 
 // everyQuarterSecond calls look four times a second until it returns true
 // (errEndWorkload) or ctx ends (nil): the pace of the harness's watches (stall,
-// orphans).
+// orphans, overlaps).
 func everyQuarterSecond(ctx context.Context, look func() (done bool)) error {
-	tick := time.NewTicker(250 * time.Millisecond)
+	return every(ctx, 250*time.Millisecond, look)
+}
+
+// every calls look every period until it returns true (errEndWorkload) or ctx ends
+// (nil).
+func every(ctx context.Context, period time.Duration, look func() (done bool)) error {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
