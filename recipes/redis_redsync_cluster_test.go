@@ -131,14 +131,20 @@ func TestRedsyncOneClusterLosesItsQuorumWithOnePrimary(t *testing.T) {
 	if ga.Lock == nil || !slices.Equal(ga.Lock.Keys, keys) || ga.Lock.Session != session || !strings.HasPrefix(ga.Lock.Value, session+":") {
 		t.Fatalf("grant %+v, session %s: want the keys %q and a value naming the session", ga.Lock, session, keys)
 	}
-	// The third primary's two keys are a quorum by themselves: with WithFailFast
-	// the grant may come before lock2 is set, and the request that sets it be cut
-	// off (so lock2 holds a's value or nothing).
+	// With WithFailFast the grant comes once two keys are set; the third request is
+	// cut off, and may land later or never: read the keys once they stop changing.
+	vals := settle(t, func() []string { return clusterValues(t, servers, keys) })
+	held := 0
 	for i, k := range keys {
-		home, v := slotServer(servers, k), slotServer(servers, k).get(t, k)
-		if home != servers[[]int{2, 1, 2}[i]] || v != ga.Lock.Value && (i != 1 || v != "") {
-			t.Errorf("key %s on %s holds %q, want the grant's value on server %d", k, home.addr, v, []int{2, 1, 2}[i])
+		if home := slotServer(servers, k); home != servers[[]int{2, 1, 2}[i]] {
+			t.Errorf("key %s on %s, want server %d", k, home.addr, []int{2, 1, 2}[i])
 		}
+		if vals[i] == ga.Lock.Value {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Errorf("the keys hold %q, want the grant's value %q in two at least", vals, ga.Lock.Value)
 	}
 	if !slices.Contains(servers[2].clientIDs(t), session) {
 		t.Errorf("the session %s is no client of the first key's primary %s", session, servers[2].addr)
@@ -157,14 +163,62 @@ func TestRedsyncOneClusterLosesItsQuorumWithOnePrimary(t *testing.T) {
 		t.Errorf("after the release %d keys hold a value: %q", len(left), left)
 	}
 	mustAcquire(t, a, "a again")
+	// A DEL before a write cut off lands would be undone by it.
+	settle(t, func() []string { return clusterValues(t, servers, keys) })
 	servers[2].do(t, "DEL", keys[0])
 	servers[2].do(t, "DEL", keys[2])
 	mustAcquire(t, b, "b once the third primary lost a's two keys (a still holds)")
 
+	// Independent instances: one that loses the key leaves the holder two of three,
+	// so long as all three had it (WithFailFast may leave one unset: RedLock's own
+	// weakness, not this test's point; such a grant is given back and asked again).
 	instances, independent := startRedises(t, 3)
 	c, _ := newTestRedisRecipe(t, NewRedsync, independent, path, 5*time.Second, 3)
 	d, _ := newTestRedisRecipe(t, NewRedsync, independent, path, 5*time.Second, 4)
-	mustAcquire(t, c, "redsync c")
+	read := func() []string {
+		var out []string
+		for _, in := range instances {
+			out = append(out, in.get(t, path))
+		}
+		return out
+	}
+	for try := 1; ; try++ {
+		gc := mustAcquire(t, c, "redsync c")
+		if v := settle(t, read); v[0] == gc.Lock.Value && v[1] == gc.Lock.Value && v[2] == gc.Lock.Value {
+			break
+		}
+		if try == 5 {
+			t.Fatal("redsync c never had its key on all three instances in 5 grants")
+		}
+		mustRelease(t, c, "redsync c, one instance short")
+		settle(t, read)
+	}
 	instances[0].do(t, "DEL", path)
 	expectTimeout(t, d, "redsync d once one independent instance lost c's key")
+}
+
+// clusterValues reads keys, each on the primary of its slot among servers.
+func clusterValues(t *testing.T, servers []*redisServer, keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, slotServer(servers, k).get(t, k))
+	}
+	return out
+}
+
+// settle reads values until two reads 100 ms apart agree (a write a client cut off
+// has landed, or will not), for up to 3 s, and returns them.
+func settle(t *testing.T, read func() []string) []string {
+	t.Helper()
+	last := read()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		now := read()
+		if slices.Equal(now, last) {
+			return now
+		}
+		last = now
+	}
+	t.Fatalf("the keys did not settle in 3 s: %q", last)
+	return nil
 }
