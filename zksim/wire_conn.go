@@ -307,7 +307,18 @@ func (s *Sim) received(e *wireEnd, wc *wireConn, pkt []byte) {
 		wc.out <- replyHeader(xid, s.srv.zxid, codeOK).packet()
 		s.kill(c)
 	default:
-		e.c.pending = append(e.c.pending, decodeRequest(xid, op, in.b))
+		r := decodeRequest(xid, op, in.b)
+		if r.kind == reqSetWatches && !s.realTime {
+			// go-zookeeper sends a reconnected session's watches from a goroutine of
+			// its own (conn.go's sendSetWatches), racing the requests its client
+			// queued while disconnected: which the socket carries first is the Go
+			// scheduler's choice, and a replay took the other one (CI, 2026-11-30).
+			// Both are pending by the next step; the servers take the watches first,
+			// one of the orders the library can send, the same in every replay.
+			e.c.pending = append([]*request{r}, e.c.pending...)
+		} else {
+			e.c.pending = append(e.c.pending, r)
+		}
 		s.requests++
 		if s.realTime {
 			s.drive(e.c)
