@@ -118,7 +118,9 @@ s = json.load(open(sys.argv[1]))
 rounds = s.get("rounds") or []
 bad = [r for r in rounds if r["verdict"] == "invalid" and not r.get("honest")]
 cause = (bad[0].get("cause") or "-").replace(" ", "_") if bad else "-"
-print(f'{s["elapsed_ns"]/1e9:.1f}' if bad else "-", len(rounds), cause)
+# detected_ns: when the finding's round ended (with lanes, the others' rounds still
+# wind down after it); sessions from before lanes have only elapsed_ns.
+print(f'{s.get("detected_ns", s["elapsed_ns"])/1e9:.1f}' if bad else "-", len(rounds), cause)
 PY
 )")
   done

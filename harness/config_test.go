@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/lockservice"
+	"github.com/zlockcheck/zlockcheck/lockservice/kind"
 	"github.com/zlockcheck/zlockcheck/lockservice/zookeeper"
 	"github.com/zlockcheck/zlockcheck/nemesis"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -90,5 +91,23 @@ func TestVaryFollowsTheRunsOwnFaults(t *testing.T) {
 	stored.Nemesis = nil
 	if got := stored.Defaults().Workload.Regimes; len(got) != len(faulty.Workload.Regimes) {
 		t.Errorf("a stored run's regimes were drawn again")
+	}
+}
+
+// TestFinalBound: three session timeouts after faults, two without; the longest hold
+// once (the workload's end cuts every other wait and hold), and a turn per worker.
+func TestFinalBound(t *testing.T) {
+	long := workloads.Config{Regimes: []workloads.Regime{{Name: "long", Holds: []workloads.Span{{Weight: 1, Min: 4 * time.Second, Max: 8 * time.Second}}}}}
+	for _, c := range []struct {
+		nemesis []nemesis.Class
+		want    time.Duration
+	}{
+		{nil, 4*time.Second + 8*time.Second + 5*finalTurnTime},
+		{[]nemesis.Class{nemesis.ClassClientKill}, 6*time.Second + 8*time.Second + 5*finalTurnTime},
+	} {
+		cfg := Config{Service: kind.Postgres, SessionTimeout: 2 * time.Second, Workers: 5, Nemesis: c.nemesis, Workload: long}
+		if got := cfg.FinalBound(); got != c.want {
+			t.Errorf("faults %v: final bound %s, want %s", c.nemesis, got, c.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,15 +104,27 @@ func ParseStamp(name string) (time.Time, error) { return time.Parse(StampLayout,
 
 // Create makes the run directory STORE/TEST/STAMP of a run started at now and points
 // STORE/latest and STORE/TEST/latest at it (a link that cannot be made is no error:
-// the links are a convenience).
+// the links are a convenience). A directory is never shared: when STAMP is taken (two
+// runs started in the same millisecond: explore's lanes), the next free millisecond
+// is the run's.
 func Create(store, test string, now time.Time) (Dir, error) {
-	stamp := Stamp(now)
-	dir := filepath.Join(store, test, stamp)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(store, test), 0o755); err != nil {
 		return "", fmt.Errorf("create run directory: %w", err)
 	}
-	_ = pointLatest(store, test, stamp, true)
-	return Dir(dir), nil
+	for {
+		stamp := Stamp(now)
+		dir := filepath.Join(store, test, stamp)
+		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, fs.ErrExist) {
+			now = now.Add(time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("create run directory: %w", err)
+		}
+		_ = pointLatest(store, test, stamp, true)
+		return Dir(dir), nil
+	}
 }
 
 // pointLatest points STORE/TEST/latest at stamp and, with both, STORE/latest too.

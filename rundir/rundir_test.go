@@ -280,3 +280,21 @@ func TestMatrixDir(t *testing.T) {
 		t.Errorf("MatrixDir = %s, want %s", got, want)
 	}
 }
+
+// TestCreateNeverShares: two runs started in the same millisecond (explore's lanes)
+// get directories of their own, the second a millisecond on.
+func TestCreateNeverShares(t *testing.T) {
+	store := t.TempDir()
+	now := time.Date(2026, 11, 30, 15, 0, 0, 0, time.UTC)
+	a, err := Create(store, "t", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Create(store, "t", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b || filepath.Base(string(b)) != Stamp(now.Add(time.Millisecond)) {
+		t.Errorf("second run's directory %s, first's %s; want its own, a millisecond on", b, a)
+	}
+}

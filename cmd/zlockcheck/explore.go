@@ -121,6 +121,7 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time")
 	fs.DurationVar(&e.firstRound, "first-round", 0, "the workload time of the first pass's rounds, one per probe (a probe's own first look when longer, never longer than --round); 0: the service's menu's, 8 s)")
 	fs.BoolVar(&e.keepGoing, "keep-going", false, "go on after a round found a violation, to the end of the budget")
+	fs.IntVar(&e.lanes, "lanes", 0, "how many rounds run at once, each on an ensemble of its own (0: the service's menu's: 3 on Redis and the databases, 1 on ZooKeeper and etcd, and 1 with --connect or --ssh-nodes)")
 	file = fs.String("f", "", "read the flags from this YAML file (keys: explore's flags; a suite section lists recipes and seeds, one session each); the command line wins")
 	return fs, o, e, file
 }
@@ -129,6 +130,7 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 type exploreOptions struct {
 	budget, round, firstRound time.Duration
 	keepGoing                 bool
+	lanes                     int
 }
 
 // check refuses durations no session can use, naming the flag.
@@ -140,6 +142,8 @@ func (e exploreOptions) check() error {
 		return usageError{fmt.Sprintf("--round %s: want a round > 0", e.round)}
 	case e.firstRound < 0:
 		return usageError{fmt.Sprintf("--first-round %s: want 0 (the service's) or more", e.firstRound)}
+	case e.lanes < 0:
+		return usageError{fmt.Sprintf("--lanes %d: want 0 (the service's) or more", e.lanes)}
 	}
 	return nil
 }
@@ -162,7 +166,7 @@ func exploreOne(ctx context.Context, o runOptions, e exploreOptions, keep harnes
 		logw = stderr
 	}
 	session, err := explore.Run(ctx, explore.Config{
-		Base: base, Budget: e.budget, Round: e.round, FirstRound: e.firstRound, KeepGoing: e.keepGoing, Log: logw, Warn: stderr,
+		Base: base, Budget: e.budget, Round: e.round, FirstRound: e.firstRound, KeepGoing: e.keepGoing, Lanes: e.lanes, Log: logw, Warn: stderr,
 		Fixed: o.fixed(),
 	})
 	if session.Dir == "" {
@@ -195,11 +199,20 @@ func (o runOptions) fixed() workloads.Fixed {
 // printSession prints a line per round and what the whole session exercised.
 func printSession(w io.Writer, recipe string, s explore.Session) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tprobe\tseed\tverdict\ttime\trun")
+	lanes := s.Lanes > 1
+	head := "round\tprobe\tseed\tverdict\ttime\trun"
+	if lanes {
+		head = "round\tlane\tprobe\tseed\tverdict\ttime\tended\trun"
+	}
+	fmt.Fprintln(tw, head)
 	for i, r := range s.Rounds {
 		verdict := string(r.Verdict)
 		if r.Cause != "" {
 			verdict += " (" + r.Cause + ")"
+		}
+		if lanes {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", i+1, r.Lane, r.Probe, r.Seed, verdict, r.Elapsed.Round(time.Second), r.EndedAt.Round(time.Second), r.Dir)
+			continue
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", i+1, r.Probe, r.Seed, verdict, r.Elapsed.Round(time.Second), r.Dir)
 	}
@@ -214,7 +227,15 @@ func printSession(w io.Writer, recipe string, s explore.Session) {
 	if s.Verdict == models.Valid && s.Tally.Coverage.VerdictNote() != "" {
 		note = " " + s.Tally.Coverage.VerdictNote()
 	}
-	fmt.Fprintf(w, "\nexplore %s: %d rounds in %s: %s%s%s\n", recipe, len(s.Rounds), s.Elapsed.Round(time.Second), strings.ToUpper(string(s.Verdict)), note, honestOnly(s))
+	where := ""
+	if lanes {
+		where = fmt.Sprintf(" on %d lanes", s.Lanes)
+	}
+	found := ""
+	if s.Detected > 0 {
+		found = fmt.Sprintf(" (found at %s)", s.Detected.Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(w, "\nexplore %s: %d rounds%s in %s%s: %s%s%s\n", recipe, len(s.Rounds), where, s.Elapsed.Round(time.Second), found, strings.ToUpper(string(s.Verdict)), note, honestOnly(s))
 }
 
 // honestOnly says, for an invalid session whose every invalid round was honest (the

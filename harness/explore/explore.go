@@ -13,6 +13,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/harness"
@@ -57,6 +59,12 @@ type Config struct {
 	FirstRound time.Duration
 	// KeepGoing goes on after a round found a violation, to the budget's end.
 	KeepGoing bool
+	// Lanes is how many rounds run at once, each lane on an ensemble of its own
+	// (0: the service's menu's, lanes; an existing ensemble or nodes over SSH have
+	// one). The feedback chooses each lane's next round from the whole session's
+	// tally, never a probe another lane is running; the first round invalid by more
+	// than an honest cause ends every lane's.
+	Lanes int
 	// Fixed are workload knobs set by hand: they replace the probes' draws.
 	Fixed workloads.Fixed
 	// Menu is the probes to choose from (nil: Run takes Menu of the prepared base, the
@@ -87,8 +95,12 @@ type Round struct {
 	// one of its probe's aims (Probe.Aims) that apply to the service.
 	Coverage  coverage.Table `json:"coverage"`
 	AimLanded bool           `json:"aim_landed"`
-	// Elapsed is the round's wall time, set-up to check.
+	// Elapsed is the round's wall time, set-up to check; EndedAt when it ended,
+	// from the session's start.
 	Elapsed time.Duration `json:"elapsed_ns"`
+	EndedAt time.Duration `json:"ended_at_ns"`
+	// Lane is the lane that ran it (1 and up; Config.Lanes).
+	Lane int `json:"lane"`
 }
 
 // Session is what an exploring session did.
@@ -99,6 +111,12 @@ type Session struct {
 	// no round is unknown.
 	Verdict models.Verdict `json:"verdict"`
 	Elapsed time.Duration  `json:"elapsed_ns"`
+	// Detected is when the round that ended the session (invalid by more than an
+	// honest cause) ended, from the session's start: the time to detect. Zero when
+	// no round did. Elapsed also counts the other lanes' rounds winding down.
+	Detected time.Duration `json:"detected_ns,omitempty"`
+	// Lanes is how many lanes the session ran (Config.Lanes).
+	Lanes int `json:"lanes"`
 	// Dir is the session's directory (rundir.ExploreDir): session.json, and the
 	// servers' files of its ensemble; "" when the session never started.
 	Dir string `json:"-"`
@@ -114,14 +132,15 @@ func (cfg Config) base() harness.Config {
 	return b
 }
 
-// Run is one session: it completes the base, starts one ensemble for every round
-// (harness.StartSite), spends the budget in rounds (each a harness.Test on that
-// ensemble) until it is spent, ctx is cancelled, or (without KeepGoing) a round is
-// invalid by more than an honest cause (Round.Honest: an honest finding is kept and
-// the session goes on, so it cannot hide a recipe bug), writes session.json into the session's directory and stops the ensemble.
-// An error is a base that cannot run, an ensemble that would not start (the session
-// has no Dir then), or a round that could not run or broke down: the rounds before it
-// are returned with it.
+// Run is one session: it completes the base, starts one ensemble for every lane
+// (harness.StartSite; Config.Lanes), spends the budget in rounds (each a harness.Test
+// on its lane's ensemble) until it is spent, ctx is cancelled, or (without
+// KeepGoing) a round is invalid by more than an honest cause (Round.Honest: an honest
+// finding is kept and the session goes on, so it cannot hide a recipe bug), writes
+// session.json into the session's directory and stops the ensembles. An error is a
+// base that cannot run, an ensemble that would not start (the session has no Dir
+// then), or a round that could not run or broke down: the rounds before it are
+// returned with it.
 func Run(ctx context.Context, cfg Config) (Session, error) {
 	if cfg.Budget <= 0 {
 		return Session{}, errors.New("explore: want a budget > 0")
@@ -140,18 +159,28 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	if len(cfg.Menu) == 0 {
 		return Session{}, fmt.Errorf("explore: no probe of the %s menu can run with this configuration", base.Service)
 	}
+	lanes, err := cfg.lanes(base)
+	if err != nil {
+		return Session{}, err
+	}
 	dir := rundir.ExploreDir(base.Store, time.Now())
-	site, err := harness.StartSite(ctx, base, filepath.Join(dir, rundir.Servers))
+	sites, err := startSites(ctx, base, dir, lanes)
 	if err != nil {
 		return Session{}, err
 	}
 	defer func() {
-		if cerr := site.Close(); cerr != nil && cfg.Warn != nil {
-			fmt.Fprintf(cfg.Warn, "zlockcheck explore: removing the ensemble: %v\n", cerr)
+		for _, site := range sites {
+			if cerr := site.Close(); cerr != nil && cfg.Warn != nil {
+				fmt.Fprintf(cfg.Warn, "zlockcheck explore: removing the ensemble: %v\n", cerr)
+			}
 		}
 	}()
-	base.Site = site
-	s, err := cfg.loop(ctx, base, func(ctx context.Context, rc harness.Config) (Round, error) {
+	bases := make([]harness.Config, lanes)
+	for i, site := range sites {
+		bases[i] = base
+		bases[i].Site = site
+	}
+	s, err := cfg.loopLanes(ctx, bases, func(ctx context.Context, rc harness.Config) (Round, error) {
 		return runRound(ctx, rc, cfg.Warn)
 	})
 	s.Dir = dir
@@ -161,62 +190,194 @@ func Run(ctx context.Context, cfg Config) (Session, error) {
 	return s, err
 }
 
+// lanes is how many lanes the session runs on base: Config.Lanes, or the menu's,
+// never more than the menu has probes; one on an ensemble the session does not
+// start, which every lane would share.
+func (cfg Config) lanes(base harness.Config) (int, error) {
+	n := cfg.Lanes
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("explore: %d lanes: want 1 or more (0: the %s menu's)", n, base.Service)
+	case n > 1 && base.Connect != "":
+		return 0, fmt.Errorf("explore: %d lanes on an existing ensemble (connect): its rounds would share its servers and lock; one lane", n)
+	case n > 1 && base.SSH != nil:
+		return 0, fmt.Errorf("explore: %d lanes on nodes over SSH: one ensemble runs there; one lane", n)
+	case n == 0 && (base.Connect != "" || base.SSH != nil):
+		n = 1
+	case n == 0:
+		n = menuOf(base.Service).lanes
+	}
+	return max(1, min(n, len(cfg.Menu))), nil
+}
+
+// startSites starts one ensemble per lane, at once, their servers' directories under
+// the session's dir (servers/, then servers-lane2/ and on); on error it removes those
+// that started.
+func startSites(ctx context.Context, base harness.Config, dir string, lanes int) ([]*harness.Site, error) {
+	sites := make([]*harness.Site, lanes)
+	errs := make([]error, lanes)
+	var wg sync.WaitGroup
+	for i := range lanes {
+		wg.Go(func() { sites[i], errs[i] = harness.StartSite(ctx, base, filepath.Join(dir, laneServers(i+1))) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, site := range sites {
+			if site != nil {
+				err = errors.Join(err, site.Close())
+			}
+		}
+		return nil, err
+	}
+	return sites, nil
+}
+
+// laneServers is lane's servers' directory in the session's directory.
+func laneServers(lane int) string {
+	if lane == 1 {
+		return rundir.Servers
+	}
+	return fmt.Sprintf("%s-lane%d", rundir.Servers, lane)
+}
+
 // roundFunc runs and checks one round's configuration. An error (a round that could
 // not run, or broke down on the way: its workers would not start) ends the session; a
-// Round with a Dir is kept with it.
+// Round with a Dir is kept with it. Lanes call it at once.
 type roundFunc func(ctx context.Context, cfg harness.Config) (Round, error)
 
-// loop is the session's rounds on base, each run by run.
+// loop is the session's rounds on base, one lane.
 func (cfg Config) loop(ctx context.Context, base harness.Config, run roundFunc) (Session, error) {
+	return cfg.loopLanes(ctx, []harness.Config{base}, run)
+}
+
+// lanesState is what a session's lanes share, under mu.
+type lanesState struct {
+	mu    sync.Mutex
+	start time.Time
+	rng   *rand.Rand
+	s     Session
+	// next is the next round's number (from 0, in the order rounds start).
+	next int
+	// running are the probes lanes are running now.
+	running map[string]bool
+	// done: no round starts any more (a finding, an error); err is the first error.
+	done bool
+	err  error
+}
+
+// loopLanes is the session's rounds, one lane per base (each on its own site), all
+// at once; the first round invalid by more than an honest cause (or an error) ends
+// the others' rounds (their context is cancelled: they end as interrupted runs do, and
+// are kept).
+func (cfg Config) loopLanes(ctx context.Context, bases []harness.Config, run roundFunc) (Session, error) {
 	if cfg.Round <= 0 {
 		cfg.Round = DefaultRound
 	}
-	menu := cfg.Menu
-	if menu == nil {
-		menu = menuOf(base.Service).probes(base)
+	if cfg.Menu == nil {
+		cfg.Menu = menuOf(bases[0].Service).probes(bases[0])
 	}
-	start := time.Now()
-	rng := rand.New(rand.NewPCG(uint64(base.Seed), 0x6578706c))
-	s := Session{Tally: NewTally(), Verdict: models.Unknown}
-	for i := 0; ctx.Err() == nil; i++ {
-		left := cfg.Budget - time.Since(start)
-		p := Choose(menu, s.Tally, rng)
-		length := max(cfg.Round, p.FirstLook)
-		if i < len(menu) && cfg.FirstRound > 0 {
-			length = max(min(cfg.Round, cfg.FirstRound), p.FirstLook)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st := &lanesState{start: time.Now(), rng: rand.New(rand.NewPCG(uint64(bases[0].Seed), 0x6578706c)),
+		s: Session{Tally: NewTally(), Verdict: models.Unknown, Lanes: len(bases)}, running: map[string]bool{}}
+	var wg sync.WaitGroup
+	for i, base := range bases {
+		wg.Go(func() { cfg.lane(ctx, cancel, i+1, base, st, run) })
+	}
+	wg.Wait()
+	st.s.Elapsed = time.Since(st.start)
+	return st.s, st.err
+}
+
+// lane runs rounds on one lane's base until the session is done or its budget spent.
+func (cfg Config) lane(ctx context.Context, cancel func(), lane int, base harness.Config, st *lanesState, run roundFunc) {
+	for ctx.Err() == nil {
+		st.mu.Lock()
+		p, i, rc, ok := cfg.nextRound(base, st)
+		st.mu.Unlock()
+		if !ok {
+			return
 		}
-		if left < min(length, minRound) {
-			break
-		}
-		rc := roundConfig(base, p, cfg.Fixed, int64(i), min(length, left))
 		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, "round %d: %s (seed %d, %s)\n", i+1, p.Name, rc.Seed, rc.Duration)
+			fmt.Fprintf(cfg.Log, "round %d%s: %s (seed %d, %s)\n", i+1, laneTag(lane, st.s.Lanes), p.Name, rc.Seed, rc.Duration)
 		}
 		t := time.Now()
 		r, err := run(ctx, rc)
-		r.Probe, r.Seed, r.Elapsed = p.Name, rc.Seed, time.Since(t)
+		r.Probe, r.Seed, r.Elapsed, r.Lane = p.Name, rc.Seed, time.Since(t), lane
 		r.AimLanded = aimLanded(p, r.Coverage)
-		if err != nil {
-			if r.Dir != "" {
-				s.Rounds = append(s.Rounds, r)
-			}
-			s.Elapsed = time.Since(start)
-			return s, fmt.Errorf("round %d (%s): %w", i+1, p.Name, err)
-		}
-		s.add(p, r)
-		if cfg.Log != nil {
-			missed := ""
-			if !r.AimLanded {
-				missed = " (its aim did not land: another look comes soon)"
-			}
-			fmt.Fprintf(cfg.Log, "round %d: %s in %s: %s%s\n", i+1, r.Verdict, r.Elapsed.Round(time.Second), r.Dir, missed)
-		}
-		if r.Verdict == models.Invalid && !cfg.KeepGoing && !r.Honest {
-			break
+		st.mu.Lock()
+		r.EndedAt = time.Since(st.start)
+		delete(st.running, p.Name)
+		ended := cfg.roundEnded(st, p, r, err, i, lane)
+		st.mu.Unlock()
+		if ended {
+			cancel()
+			return
 		}
 	}
-	s.Elapsed = time.Since(start)
-	return s, nil
+}
+
+// nextRound chooses a lane's next round, or says none starts (the session is done,
+// its context ended, or the budget left is too short). Under st.mu.
+func (cfg Config) nextRound(base harness.Config, st *lanesState) (Probe, int, harness.Config, bool) {
+	if st.done {
+		return Probe{}, 0, harness.Config{}, false
+	}
+	left := cfg.Budget - time.Since(st.start)
+	menu := slices.DeleteFunc(slices.Clone(cfg.Menu), func(p Probe) bool { return st.running[p.Name] })
+	if len(menu) == 0 {
+		return Probe{}, 0, harness.Config{}, false
+	}
+	p := Choose(menu, st.s.Tally.withRunning(st.running), st.rng)
+	length := max(cfg.Round, p.FirstLook)
+	if st.next < len(cfg.Menu) && cfg.FirstRound > 0 {
+		length = max(min(cfg.Round, cfg.FirstRound), p.FirstLook)
+	}
+	if left < min(length, minRound) {
+		return Probe{}, 0, harness.Config{}, false
+	}
+	i := st.next
+	st.next++
+	st.running[p.Name] = true
+	return p, i, roundConfig(base, p, cfg.Fixed, int64(i), min(length, left)), true
+}
+
+// roundEnded counts round r (number i, of probe p) into the session and says whether
+// it ends the session: an error, or (without KeepGoing) a round invalid by more than
+// an honest cause. A round that ended with the session (another lane's finding, ctx
+// cancelled) is kept, its error not the session's. Under st.mu.
+func (cfg Config) roundEnded(st *lanesState, p Probe, r Round, err error, i, lane int) bool {
+	if err != nil {
+		if r.Dir != "" {
+			st.s.Rounds = append(st.s.Rounds, r)
+		}
+		if st.done {
+			return false
+		}
+		st.done, st.err = true, fmt.Errorf("round %d (%s): %w", i+1, p.Name, err)
+		return true
+	}
+	st.s.add(p, r)
+	if cfg.Log != nil {
+		missed := ""
+		if !r.AimLanded {
+			missed = " (its aim did not land: another look comes soon)"
+		}
+		fmt.Fprintf(cfg.Log, "round %d%s: %s in %s: %s%s\n", i+1, laneTag(lane, st.s.Lanes), r.Verdict, r.Elapsed.Round(time.Second), r.Dir, missed)
+	}
+	if r.Verdict == models.Invalid && !cfg.KeepGoing && !r.Honest && !st.done {
+		st.done, st.s.Detected = true, r.EndedAt
+		return true
+	}
+	return false
+}
+
+// laneTag names a round's lane in the log when the session has more than one.
+func laneTag(lane, lanes int) string {
+	if lanes < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (lane %d)", lane)
 }
 
 // add counts round r of probe p into the session.

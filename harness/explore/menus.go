@@ -21,6 +21,9 @@ type kindMenu struct {
 	// sooner with 8 s first looks, two with full rounds, even in median
 	// (BENCHMARKS.md).
 	firstRound time.Duration
+	// lanes is how many rounds a session runs at once, each on its own ensemble
+	// (Config.Lanes; zero is one).
+	lanes int
 }
 
 // menus lists every kind's menu; the first (ZooKeeper's) is also the menu of a kind
@@ -33,9 +36,9 @@ var menus = []kindMenu{
 	// more at its end (EtcdProbes).
 	{kinds: []kind.Name{kind.Etcd}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return EtcdProbes(b.SessionTimeout, b.Workload.Fenced) }},
-	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound,
+	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound, lanes: 3,
 		probes: func(b harness.Config) []Probe { return RedisProbes(b.SessionTimeout, failsOverItself(b)) }},
-	{kinds: []kind.Name{kind.Postgres, kind.MariaDB}, firstRound: DefaultFirstRound,
+	{kinds: []kind.Name{kind.Postgres, kind.MariaDB}, firstRound: DefaultFirstRound, lanes: 3,
 		probes: func(b harness.Config) []Probe { return DatabaseProbes(b.SessionTimeout) }},
 }
 

@@ -2,6 +2,7 @@ package explore
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -208,6 +209,22 @@ func (t *Tally) Add(p Probe, covered coverage.Table) {
 		t.ByProbe = map[string]coverage.Table{}
 	}
 	t.ByProbe[p.Name] = coverage.Sum(t.ByProbe[p.Name], covered)
+}
+
+// withRunning is t with one more round of every probe running counted in Runs (its
+// coverage comes when it ends): Choose then spreads a session's lanes over the menu.
+func (t Tally) withRunning(running map[string]bool) Tally {
+	if len(running) == 0 {
+		return t
+	}
+	t.Runs = maps.Clone(t.Runs)
+	if t.Runs == nil {
+		t.Runs = map[string]int{}
+	}
+	for name := range running {
+		t.Runs[name]++
+	}
+	return t
 }
 
 // count is how often the session reached the situation of coverage row id.
