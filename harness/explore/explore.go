@@ -380,6 +380,20 @@ func laneTag(lane, lanes int) string {
 	return fmt.Sprintf(" (lane %d)", lane)
 }
 
+// Finding is the round that ended the session: the first to end invalid by more
+// than an honest cause (false when none was). With lanes it need not be the last
+// round: the others' interrupted rounds end after it.
+func (s Session) Finding() (Round, bool) {
+	var found Round
+	ok := false
+	for _, r := range s.Rounds {
+		if r.Verdict == models.Invalid && !r.Honest && (!ok || r.EndedAt < found.EndedAt) {
+			found, ok = r, true
+		}
+	}
+	return found, ok
+}
+
 // add counts round r of probe p into the session.
 func (s *Session) add(p Probe, r Round) {
 	s.Rounds = append(s.Rounds, r)

@@ -144,3 +144,21 @@ func named(ps ...Probe) []Probe {
 func nameOf(menu []Probe, c harness.Config) string {
 	return menu[c.NemesisInterval/time.Millisecond-1].Name
 }
+
+// TestFinding: the session's finding is the first round to end invalid by more than
+// an honest cause, wherever it stands in the list; honest and valid rounds are none.
+func TestFinding(t *testing.T) {
+	s := Session{Rounds: []Round{
+		{Probe: "honest", Verdict: models.Invalid, Honest: true, EndedAt: time.Second},
+		{Probe: "later", Verdict: models.Invalid, EndedAt: 9 * time.Second},
+		{Probe: "first", Verdict: models.Invalid, EndedAt: 5 * time.Second},
+		{Probe: "valid", Verdict: models.Valid, EndedAt: 2 * time.Second},
+	}}
+	if r, ok := s.Finding(); !ok || r.Probe != "first" {
+		t.Errorf("finding %q (%v); want first", r.Probe, ok)
+	}
+	s.Rounds = s.Rounds[:1]
+	if r, ok := s.Finding(); ok {
+		t.Errorf("an honest round is the finding %q", r.Probe)
+	}
+}
