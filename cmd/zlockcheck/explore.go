@@ -121,7 +121,7 @@ func exploreFlags(stderr io.Writer) (fs *flag.FlagSet, o *runOptions, e *explore
 	fs.DurationVar(&e.round, "round", explore.DefaultRound, "each round's workload time")
 	fs.DurationVar(&e.firstRound, "first-round", 0, "the workload time of the first pass's rounds, one per probe (a probe's own first look when longer, never longer than --round); 0: the service's menu's, 8 s)")
 	fs.BoolVar(&e.keepGoing, "keep-going", false, "go on after a round found a violation, to the end of the budget")
-	fs.IntVar(&e.lanes, "lanes", 0, "how many rounds run at once, each on an ensemble of its own (0: the service's menu's: 3 on Redis and the databases, 1 on ZooKeeper and etcd, and 1 with --connect or --ssh-nodes)")
+	fs.IntVar(&e.lanes, "lanes", 0, "how many rounds run at once, each on an ensemble of its own (0: the service's menu's: 4 on Redis, 3 on the databases, 1 on ZooKeeper and etcd, and 1 with --connect or --ssh-nodes)")
 	file = fs.String("f", "", "read the flags from this YAML file (keys: explore's flags; a suite section lists recipes and seeds, one session each); the command line wins")
 	return fs, o, e, file
 }

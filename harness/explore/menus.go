@@ -36,7 +36,7 @@ var menus = []kindMenu{
 	// more at its end (EtcdProbes).
 	{kinds: []kind.Name{kind.Etcd}, firstRound: DefaultFirstRound,
 		probes: func(b harness.Config) []Probe { return EtcdProbes(b.SessionTimeout, b.Workload.Fenced) }},
-	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound, lanes: 3,
+	{kinds: []kind.Name{kind.Redis}, firstRound: DefaultFirstRound, lanes: 4,
 		probes: func(b harness.Config) []Probe { return RedisProbes(b.SessionTimeout, failsOverItself(b)) }},
 	{kinds: []kind.Name{kind.Postgres, kind.MariaDB}, firstRound: DefaultFirstRound, lanes: 3,
 		probes: func(b harness.Config) []Probe { return DatabaseProbes(b.SessionTimeout) }},
