@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -69,7 +70,8 @@ func TestMariaDBConfAndInit(t *testing.T) {
 		Pid: "/r/zlcmariadb-s2/mariadb.pid", Data: "/r/zlcmariadb-s2/data"}
 	conf := string(mariadbConf(2, 3, lockservice.ServerAddr(2), f, 0))
 	for _, w := range []string{dbMarker + ": MariaDB server 2 of 3 independent\n[mariadbd]\n", "user = root", "datadir = /r/zlcmariadb-s2/data",
-		"bind-address = 10.77.1.2", "port = 3306", "init-file = /r/zlcmariadb-s2/init.sql", "skip-name-resolve", "skip-log-bin"} {
+		"bind-address = 10.77.1.2", "port = 3306", "init-file = /r/zlcmariadb-s2/init.sql", "skip-name-resolve", "skip-log-bin",
+		"tmpdir = /r/zlcmariadb-s2/data"} {
 		if !strings.Contains(conf, w) {
 			t.Errorf("my.cnf lacks %q:\n%s", w, conf)
 		}
@@ -239,5 +241,30 @@ func TestServerOf(t *testing.T) {
 		if got != c.want || ok != c.wantOK {
 			t.Errorf("serverOf(%s, %s, %v) = %d, %v; want %d, %v", c.addr, c.session, c.idFromAddr, got, ok, c.want, c.wantOK)
 		}
+	}
+}
+
+// TestErrorLines: a program's error lines are what its failure says, not the links it
+// prints after them; with none, its last lines.
+func TestErrorLines(t *testing.T) {
+	out := "Installing MariaDB/MySQL system tables in '/d' ...\nERROR: 1051  Unknown table 'mysql.tmp_user_sys'\n\nThe latest information about mysql_install_db is available at\nhttps://mariadb.com/\n"
+	if got := errorLines(out, 8); got != "ERROR: 1051  Unknown table 'mysql.tmp_user_sys'" {
+		t.Errorf("errorLines: %q", got)
+	}
+	if got := errorLines("a\nb\nc", 2); got != "b\nc" {
+		t.Errorf("no error line: %q, want the last two", got)
+	}
+}
+
+// TestInstallErrorReadsTheLog: mariadb-install-db says only "failed" and where to
+// look; the error names what the server's log says.
+func TestInstallErrorReadsTheLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "server.log")
+	if err := os.WriteFile(log, []byte("2026-11-30 1 [Warning] Could not remove temporary table\nERROR: 1051  Unknown table 'mysql.tmp_user_sys'\n2026-11-30 0 [ERROR] Aborting\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := installError(errors.New("exit status 1"), []byte("Installation of system tables failed!\nhttps://mariadb.com/\n"), log)
+	if !strings.Contains(err.Error(), "Unknown table 'mysql.tmp_user_sys'") || !strings.Contains(err.Error(), log) {
+		t.Errorf("error %q does not say what the log says", err)
 	}
 }

@@ -299,7 +299,7 @@ func prepareMariaDB(ctx context.Context, mc MariaDBConfig, f mariadbFiles, keepA
 	cmd := exec.CommandContext(ctx, mc.InstallDB, "--defaults-file="+f.Conf, "--auth-root-authentication-method=normal", "--skip-test-db")
 	cmd.Dir = mc.Dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mariadb-install-db: %w: %s", err, lastLines(string(out), 8))
+		return installError(err, out, f.Log)
 	}
 	return nil
 }

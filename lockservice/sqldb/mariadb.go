@@ -100,9 +100,37 @@ func (m *MariaDB) addServer(ctx context.Context, id int) error {
 		"--auth-root-authentication-method=normal", "--skip-test-db")
 	cmd.Dir = s.Dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return m.errorf(s, fmt.Errorf("mariadb-install-db: %w: %s", err, lastLines(string(out), 8)))
+		return m.errorf(s, installError(err, out, f.Log))
 	}
 	return nil
+}
+
+// installError is a failed mariadb-install-db's error: what its output and the
+// server's log (where the bootstrap writes its own errors) say went wrong.
+func installError(err error, out []byte, log string) error {
+	why := errorLines(string(out), 8)
+	if data, rerr := os.ReadFile(log); rerr == nil {
+		if inLog := errorLines(string(data), 4); strings.Contains(strings.ToLower(inLog), "error") {
+			why = inLog + " (" + log + ")"
+		}
+	}
+	return fmt.Errorf("mariadb-install-db: %w: %s", err, why)
+}
+
+// errorLines is what a program's output says went wrong: its lines that name an
+// error, the last n of them, or its last n lines when none does (mariadb-install-db
+// ends with eight lines of links after its error).
+func errorLines(text string, n int) string {
+	var errs []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(strings.ToLower(l), "error") {
+			errs = append(errs, strings.TrimSpace(l))
+		}
+	}
+	if len(errs) == 0 {
+		return lastLines(text, n)
+	}
+	return lastLines(strings.Join(errs, "\n"), n)
 }
 
 // lastLines is the last n lines of text.

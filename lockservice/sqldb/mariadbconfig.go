@@ -79,6 +79,12 @@ func mariadbConf(id, nodes int, addr netip.Addr, f mariadbFiles, keepAlive time.
 		// than a socket's 107 bytes. Nobody uses it; every client comes over TCP.
 		"socket = mariadb.sock",
 		"pid-file = " + f.Pid,
+		// Its own temporary directory: a starting server (and mariadb-install-db's
+		// bootstrap) deletes every "#sql" file of its tmpdir, so servers sharing /tmp
+		// delete each other's temporary tables: one install in six failed so when
+		// explore's lanes made three at once (2026-11-30). The data directory is the
+		// server's own and exists before the bootstrap.
+		"tmpdir = " + f.Data,
 		"log-error = " + f.Log,
 		// The lock's database and users, made at every start (idempotent).
 		"init-file = " + f.Init,
