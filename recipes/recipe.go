@@ -6,6 +6,7 @@ import (
 	"errors"
 	"github.com/go-zookeeper/zk"
 	"io"
+	"net"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -98,6 +99,10 @@ type Config struct {
 	// (the wire simulator's transport: zksim.HarnessRecipe). Recipes on other
 	// clients ignore them.
 	ZKOptions []func(*zk.Conn)
+	// RedisDialer, when set, is the dialer of every go-redis client a Redis recipe
+	// on independent instances makes (go-redis's Options.Dialer: redsim's simulated
+	// instances); nil dials TCP.
+	RedisDialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Counter is implemented by a recipe that supports the counter workload: a mutex

@@ -3,6 +3,7 @@ package recipes
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,12 +40,18 @@ func redisDrift(ttl time.Duration) time.Duration {
 
 // redisOptions configures a go-redis client of one instance for a lock
 // (redisopt.Lock), its timeouts redisIOTimeout(ttl), named name, onConnect learning
-// each new connection's CLIENT ID.
-func redisOptions(addr string, ttl time.Duration, name string, onConnect func(context.Context, *redis.Conn) error) *redis.Options {
+// each new connection's CLIENT ID, dialling with dial (Config.RedisDialer) when set.
+func redisOptions(addr string, ttl time.Duration, name string, dial redisDialer, onConnect func(context.Context, *redis.Conn) error) *redis.Options {
 	o := redisopt.Lock(addr, redisIOTimeout(ttl))
 	o.ClientName, o.OnConnect = name, onConnect
+	if dial != nil {
+		o.Dialer = dial
+	}
 	return o
 }
+
+// redisDialer is go-redis's Options.Dialer.
+type redisDialer = func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // redisNode is a go-redis client of one Redis instance (redisOptions) that learns
 // the CLIENT ID of each connection it opens, in go-redis's OnConnect hook, before the
@@ -66,9 +73,9 @@ type redisNode struct {
 }
 
 // newRedisNode makes the client; it connects on first use (see connect).
-func newRedisNode(addr string, ttl time.Duration, name string, session func(int64)) *redisNode {
+func newRedisNode(addr string, ttl time.Duration, name string, dial redisDialer, session func(int64)) *redisNode {
 	n := &redisNode{addr: addr, session: session}
-	n.client = redis.NewClient(redisOptions(addr, ttl, name, n.onConnect))
+	n.client = redis.NewClient(redisOptions(addr, ttl, name, dial, n.onConnect))
 	return n
 }
 
@@ -82,7 +89,7 @@ func newPrimaryNode(cfg Config, name string, session func(int64)) *redisNode {
 		return newClusterNode(cfg, name, session)
 	}
 	if cfg.SentinelMaster == "" {
-		return newRedisNode(cfg.Servers[0], cfg.SessionTimeout, name, session)
+		return newRedisNode(cfg.Servers[0], cfg.SessionTimeout, name, cfg.RedisDialer, session)
 	}
 	n := &redisNode{addr: fmt.Sprintf("primary %s of sentinels %s", cfg.SentinelMaster, strings.Join(cfg.Servers, ",")), session: session, sentinels: true}
 	o := redisopt.Failover(cfg.SentinelMaster, cfg.Servers, redisIOTimeout(cfg.SessionTimeout))
@@ -418,6 +425,15 @@ func pollBackoff() time.Duration {
 	var b [1]byte
 	_, _ = rand.Read(b[:])
 	return time.Millisecond + time.Duration(b[0])*9*time.Millisecond/255
+}
+
+// randomDuration returns a uniformly random duration in [0, n), n > 0, from
+// crypto/rand as every random draw of the Redis recipes is (a test can seed it:
+// testing/cryptotest, as redsim does to replay a run).
+func randomDuration(n time.Duration) time.Duration {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return time.Duration(binary.LittleEndian.Uint64(b[:]) % uint64(n))
 }
 
 // pollWait pauses before the next poll of an acquire that runs until deadline (zero:

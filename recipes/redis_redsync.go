@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -96,7 +95,7 @@ func newRedisNodes(ctx context.Context, name string, cfg Config, logger *log.Log
 			if i == 0 {
 				session = func(id int64) { cfg.Events.Session(id, nil) }
 			}
-			return newRedisNode(cfg.Servers[i], cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker), session)
+			return newRedisNode(cfg.Servers[i], cfg.SessionTimeout, fmt.Sprintf("zlc-worker-%d", cfg.Worker), cfg.RedisDialer, session)
 		})
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", name, err)
@@ -162,7 +161,7 @@ func (r *redsyncLock) lock(ctx context.Context, deadline time.Time) (*redsync.Mu
 	defer cancel()
 	timedOut := false
 	delay := func(int) time.Duration {
-		d := 50*time.Millisecond + rand.N(200*time.Millisecond)
+		d := 50*time.Millisecond + randomDuration(200*time.Millisecond)
 		if deadline.IsZero() {
 			return d
 		}

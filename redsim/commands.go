@@ -93,7 +93,10 @@ func cmdSet(in *Instance, s *session, args []string) reply {
 		prev = bulk(old.val)
 	}
 	if (o.nx && old != nil) || (o.xx && old == nil) {
-		return prev
+		if o.get {
+			return prev
+		}
+		return nilReply
 	}
 	e := &entry{val: args[2], expireAt: o.expireAt}
 	if o.keepTTL && old != nil {

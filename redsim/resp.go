@@ -33,11 +33,11 @@ const (
 	mapReply    replyKind = '%'
 )
 
-func status(s string) reply          { return reply{kind: statusReply, str: s} }
+func status(s string) reply           { return reply{kind: statusReply, str: s} }
 func errorf(f string, a ...any) reply { return reply{kind: errorReply, str: fmt.Sprintf(f, a...)} }
-func integer(n int64) reply          { return reply{kind: intReply, num: n} }
-func bulk(s string) reply            { return reply{kind: bulkReply, str: s} }
-func array(e ...reply) reply         { return reply{kind: arrayReply, elems: e} }
+func integer(n int64) reply           { return reply{kind: intReply, num: n} }
+func bulk(s string) reply             { return reply{kind: bulkReply, str: s} }
+func array(e ...reply) reply          { return reply{kind: arrayReply, elems: e} }
 
 var (
 	okReply  = status("OK")

@@ -1,0 +1,581 @@
+package redsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// LockConfig says what the lock property runs.
+type LockConfig struct {
+	// Recipe is the lock recipe under test.
+	Recipe Recipe
+	// Clients is the number of clients; 0 lets each run draw 2 to 4.
+	Clients int
+	// Instances is the number of independent instances (3 or 5 for RedLock); 0
+	// means 1.
+	Instances int
+	// Key is the lock's key; "" means "redsim-lock".
+	Key string
+	// TTL is the lock's time to live, handed to the recipe; 0 means one second.
+	// Ticks and jumps are drawn in proportion to it.
+	TTL time.Duration
+	// Without lists step kinds no random step takes.
+	Without []StepKind
+}
+
+func (c LockConfig) withDefaults() LockConfig {
+	if c.Key == "" {
+		c.Key = "redsim-lock"
+	}
+	if c.TTL <= 0 {
+		c.TTL = time.Second
+	}
+	if c.Instances <= 0 {
+		c.Instances = 1
+	}
+	return c
+}
+
+// durations are the amounts a tick or a jump is drawn from: fractions and
+// multiples of the TTL, the smallest first (rapid shrinks toward it).
+func (c LockConfig) durations() []time.Duration {
+	t := c.TTL
+	return []time.Duration{t / 100, t / 10, t / 4, t / 2, t, 2 * t}
+}
+
+// FailureKind says which property a run broke.
+type FailureKind string
+
+// The properties.
+const (
+	// FailExclusion: two clients believed they held the lock at once.
+	FailExclusion FailureKind = "mutual exclusion"
+	// FailLiveness: with faults off, a client did not acquire within the bound.
+	FailLiveness FailureKind = "liveness"
+	// FailOrphan: once every client was idle, the lock key was left with no
+	// expiry: nobody will ever acquire again.
+	FailOrphan FailureKind = "orphan"
+	// FailHarness: the recipe or the run misbehaved otherwise (a constructor
+	// error, a goroutine that never ends).
+	FailHarness FailureKind = "harness"
+)
+
+// Failure is a broken property: which, and how.
+type Failure struct {
+	Kind FailureKind
+	Msg  string
+}
+
+// Error renders the failure as "<kind>: <msg>".
+func (f *Failure) Error() string { return string(f.Kind) + ": " + f.Msg }
+
+func failf(kind FailureKind, format string, args ...any) *Failure {
+	return &Failure{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// maxRun bounds the requests one StepRun serves.
+const maxRun = 64
+
+// lockRun is one run of the lock property.
+type lockRun struct {
+	cfg   LockConfig
+	sim   *Sim
+	slots []*lockClient
+	procs []*lockClient
+	steps []Step
+	trace []string
+	logf  func(string, ...any)
+	// leftOut are the kinds this run's random steps leave out (swarm testing).
+	leftOut map[StepKind]bool
+	live    bool
+	torn    bool
+	// mu guards what recipe goroutines write.
+	mu sync.Mutex
+}
+
+// lockClient is one process of a run.
+type lockClient struct {
+	id, slot int
+	name     string
+	c        *Client
+	lock     Locker
+	op       *lockOp
+	holding  bool
+	hold     Hold
+	// since is when the hold began.
+	since time.Time
+	// lostHold: told it lost, and not released since.
+	lostHold bool
+	crashed  bool
+	// acquired counts acquires that ended with the lock; liveAcq those of the
+	// liveness phase.
+	liveAcq int
+	work    chan func()
+	closed  bool
+	// Under run.mu.
+	lost []string
+	logs []string
+}
+
+// lockOp is an operation in flight.
+type lockOp struct {
+	f        string
+	cancel   context.CancelFunc
+	timedOut bool
+	// Under run.mu.
+	done bool
+	hold Hold
+	err  error
+}
+
+// newLockRun starts a run with n clients, each with its Locker built.
+func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
+	cfg = cfg.withDefaults()
+	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, slots: make([]*lockClient, n), leftOut: map[StepKind]bool{}}
+	r.note("%s with %d clients on %d instances, key %s, TTL %s", cfg.Recipe.Name, n, cfg.Instances, cfg.Key, cfg.TTL)
+	for i := range n {
+		if err := r.startProcess(i); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// note adds a line to the trace.
+func (r *lockRun) note(format string, args ...any) {
+	l := fmt.Sprintf(format, args...)
+	r.trace = append(r.trace, l)
+	if r.logf != nil {
+		r.logf("%s", l)
+	}
+}
+
+// setupBound bounds the requests a constructor may send.
+const setupBound = 100
+
+// startProcess starts a new process in slot and builds its Locker, serving its
+// requests as they come.
+func (r *lockRun) startProcess(slot int) error {
+	lc := &lockClient{id: len(r.procs), slot: slot, name: "c" + strconv.Itoa(slot)}
+	if r.slots[slot] != nil {
+		lc.name += "#" + strconv.Itoa(lc.id)
+	}
+	lc.c = r.sim.NewClient(lc.name)
+	env := Env{Key: r.cfg.Key, TTL: r.cfg.TTL, client: lc.c,
+		OnLost: func(reason string) { r.mu.Lock(); lc.lost = append(lc.lost, reason); r.mu.Unlock() },
+		Logf: func(format string, args ...any) {
+			r.mu.Lock()
+			lc.logs = append(lc.logs, fmt.Sprintf(format, args...))
+			r.mu.Unlock()
+		},
+	}
+	for i := range r.cfg.Instances {
+		env.Addrs = append(env.Addrs, Addr(i))
+	}
+	var lock Locker
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lock, err = r.cfg.Recipe.New(env)
+	}()
+	r.sim.Settle()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+		default:
+			if i == setupBound || !r.sim.CanRun(lc.c) {
+				return failf(FailHarness, "building %s's lock: it neither returned nor sent a request (%d served)", lc.name, i)
+			}
+			r.sim.Serve(lc.c, Reply)
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return failf(FailHarness, "building %s's lock: %v", lc.name, err)
+	}
+	lc.lock = lock
+	lc.work = make(chan func())
+	go func() {
+		for f := range lc.work {
+			f()
+		}
+	}()
+	r.slots[slot] = lc
+	r.procs = append(r.procs, lc)
+	if len(r.procs) > len(r.slots) {
+		r.note("       %s: new process %d", lc.name, lc.id)
+	}
+	return nil
+}
+
+// can reports whether step kind can target t now.
+func (r *lockRun) can(kind StepKind, t int) bool {
+	switch kind {
+	case StepTick:
+		return true
+	case StepJump, StepRestart:
+		return t < r.cfg.Instances
+	}
+	if t >= len(r.slots) {
+		return false
+	}
+	lc := r.slots[t]
+	switch kind {
+	case StepAcquire:
+		return lc.op == nil && !lc.holding
+	case StepRelease:
+		return lc.op == nil && (lc.holding || lc.lostHold)
+	case StepTimeout:
+		return lc.op != nil && lc.op.f == "acquire" && !lc.op.timedOut
+	case StepStep, StepRun, StepLoseReply, StepDrop, StepDelay:
+		return r.sim.CanRun(lc.c)
+	case StepCrash:
+		return true
+	}
+	return false
+}
+
+// targets returns what a step of kind can target now.
+func (r *lockRun) targets(kind StepKind) []int {
+	n := len(r.slots)
+	if kind.onInstance() {
+		n = r.cfg.Instances
+	}
+	if kind == StepTick {
+		n = 1
+	}
+	var out []int
+	for i := range n {
+		if r.can(kind, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// do applies one step of the schedule, which must be possible now.
+func (r *lockRun) do(st Step) error {
+	if !r.can(st.Kind, st.Target) || (st.Kind == StepTick && st.Target != 0) {
+		return fmt.Errorf("step %s is not possible now", st)
+	}
+	r.steps = append(r.steps, st)
+	r.apply(st, fmt.Sprintf("%3d. %v", len(r.steps), st))
+	return nil
+}
+
+// apply performs a possible step; prefix starts its trace line.
+func (r *lockRun) apply(st Step, prefix string) {
+	var what string
+	switch st.Kind {
+	case StepAcquire:
+		r.startAcquire(r.slots[st.Target])
+	case StepRelease:
+		r.startRelease(r.slots[st.Target])
+	case StepTimeout:
+		op := r.slots[st.Target].op
+		op.timedOut = true
+		op.cancel()
+		r.sim.Settle()
+	case StepStep:
+		what, _ = r.sim.Serve(r.slots[st.Target].c, Reply)
+	case StepRun:
+		var parts []string
+		for i := 0; i < maxRun && r.sim.CanRun(r.slots[st.Target].c); i++ {
+			w, _ := r.sim.Serve(r.slots[st.Target].c, Reply)
+			parts = append(parts, w)
+		}
+		what = strings.Join(parts, "; ")
+	case StepLoseReply:
+		what, _ = r.sim.Serve(r.slots[st.Target].c, LoseReply)
+	case StepDrop:
+		what, _ = r.sim.Serve(r.slots[st.Target].c, Drop)
+	case StepDelay:
+		what, _ = r.sim.Serve(r.slots[st.Target].c, Delay)
+	case StepTick:
+		r.sim.Tick(st.D)
+	case StepJump:
+		r.sim.Jump(st.Target, st.D)
+	case StepRestart:
+		r.sim.Restart(st.Target)
+	case StepCrash:
+		r.sim.Crash(r.slots[st.Target].c)
+	}
+	if what != "" {
+		prefix += ": " + what
+	}
+	r.note("%s", prefix)
+	if st.Kind == StepCrash {
+		r.crashed(r.slots[st.Target])
+	}
+	r.collect()
+}
+
+// start runs f in lc's goroutine as its op, and settles.
+func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
+	lc.op = op
+	lc.work <- func() {
+		h, err := f()
+		r.mu.Lock()
+		op.done, op.hold, op.err = true, h, err
+		r.mu.Unlock()
+	}
+	r.sim.Settle()
+}
+
+func (r *lockRun) startAcquire(lc *lockClient) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.start(lc, &lockOp{f: "acquire", cancel: cancel}, func() (Hold, error) {
+		defer cancel()
+		return lc.lock.Acquire(ctx)
+	})
+}
+
+func (r *lockRun) startRelease(lc *lockClient) {
+	lc.holding = false // the belief ends at the release's call
+	r.start(lc, &lockOp{f: "release"}, func() (Hold, error) { return Hold{}, lc.lock.Release() })
+}
+
+// crashed replaces a crashed process with a new one.
+func (r *lockRun) crashed(lc *lockClient) {
+	lc.crashed, lc.holding, lc.lostHold = true, false, false
+	if err := r.startProcess(lc.slot); err != nil {
+		panic(err) // the recipe built this slot's first Locker; it must build another
+	}
+}
+
+// collect takes in what the recipe goroutines did since the last step: log lines,
+// completed ops, lost events; and ends beliefs whose declared validity passed.
+func (r *lockRun) collect() {
+	for _, n := range r.sim.TakeNotes() {
+		r.note("       sim| %s", n)
+	}
+	for _, lc := range r.procs {
+		r.mu.Lock()
+		logs, lost := lc.logs, lc.lost
+		lc.logs, lc.lost = nil, nil
+		var done *lockOp
+		if lc.op != nil && lc.op.done {
+			done = lc.op
+		}
+		r.mu.Unlock()
+		for _, l := range logs {
+			r.note("       %s| %s", lc.name, l)
+		}
+		if lc.crashed {
+			continue
+		}
+		if done != nil {
+			lc.op = nil
+			r.complete(lc, done)
+		}
+		for _, reason := range lost {
+			if lc.holding && lc.op == nil {
+				r.note("       %s: told it lost the lock: %s", lc.name, reason)
+				lc.holding, lc.lostHold = false, true
+			}
+		}
+		if lc.holding && !lc.hold.Until.IsZero() && !time.Now().Before(lc.hold.Until) {
+			r.note("       %s: its declared validity ended", lc.name)
+			lc.holding, lc.lostHold = false, true
+		}
+	}
+}
+
+// complete takes in the end of lc's op.
+func (r *lockRun) complete(lc *lockClient, op *lockOp) {
+	switch {
+	case op.f == "acquire" && op.err == nil:
+		lc.holding, lc.hold, lc.lostHold, lc.since = true, op.hold, false, time.Now()
+		if r.live {
+			lc.liveAcq++
+		}
+		until := ""
+		if !op.hold.Until.IsZero() {
+			until = fmt.Sprintf(", valid for %s", op.hold.Until.Sub(time.Now()))
+		}
+		r.note("       %s: acquired (token %d%s)", lc.name, op.hold.Token, until)
+	case op.f == "acquire":
+		r.note("       %s: acquire failed: %v", lc.name, op.err)
+	case op.err == nil:
+		lc.lostHold = false
+		r.note("       %s: released", lc.name)
+	default:
+		lc.lostHold = false
+		r.note("       %s: release failed: %v", lc.name, op.err)
+	}
+}
+
+// checkExclusion is the invariant checked after every step: at most one client
+// believes it holds the lock.
+func (r *lockRun) checkExclusion() error {
+	var who []string
+	for _, lc := range r.slots {
+		if lc.holding {
+			who = append(who, fmt.Sprintf("%s (holding for %s)", lc.name, time.Since(lc.since)))
+		}
+	}
+	if len(who) < 2 {
+		return nil
+	}
+	return failf(FailExclusion, "%s believe they hold the lock at once; none released, was told it lost it, or passed the validity it declared",
+		strings.Join(who, " and "))
+}
+
+// Keys of the liveness phase: the bound on its steps per client, and its tick.
+const liveBound = 200
+
+// finish ends a run: the liveness phase (faults off; every client acquires and
+// releases at least once more within liveBound steps per client), then the orphan
+// check: once every client is idle, the lock key must not be left without expiry.
+func (r *lockRun) finish() error {
+	r.note("liveness phase: faults off")
+	r.live = true
+	tick := r.cfg.TTL / 10
+	bound := liveBound * len(r.slots)
+	for n := 0; ; n++ {
+		st, ok := r.nextLive(n, tick)
+		if !ok {
+			break
+		}
+		if n == bound {
+			return failf(FailLiveness, "with faults off, the clients are not done after %d steps: %s", bound, r.state())
+		}
+		r.apply(st, "     "+st.String())
+		if err := r.checkExclusion(); err != nil {
+			return err
+		}
+	}
+	r.note("liveness phase: done")
+	for i := range r.cfg.Instances {
+		for _, k := range r.sim.Keys(i) {
+			if k.Key == r.cfg.Key && k.TTL < 0 {
+				return failf(FailOrphan, "every client is idle, yet instance %d holds the lock key %s = %q with no expiry: nobody can ever acquire it",
+					i, k.Key, k.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// nextLive picks the liveness phase's next step: serve requests (round robin from
+// a rotating start), release holds, start acquires of clients that have not
+// acquired in the phase yet, and tick when only timers are left.
+func (r *lockRun) nextLive(n int, tick time.Duration) (Step, bool) {
+	for _, kind := range []StepKind{StepStep, StepRelease, StepAcquire} {
+		for i := range r.slots {
+			slot := (n + i) % len(r.slots)
+			lc := r.slots[slot]
+			if kind == StepAcquire && lc.liveAcq > 0 {
+				continue
+			}
+			if r.can(kind, slot) {
+				return Step{Kind: kind, Target: slot}, true
+			}
+		}
+	}
+	for _, lc := range r.slots {
+		if lc.op != nil {
+			return Step{Kind: StepTick, D: tick}, true
+		}
+	}
+	return Step{}, false
+}
+
+// state describes the clients and the keys, for a failure message.
+func (r *lockRun) state() string {
+	var parts []string
+	for _, lc := range r.slots {
+		s := lc.name + ": idle"
+		switch {
+		case lc.op != nil:
+			s = lc.name + ": in " + lc.op.f
+		case lc.holding:
+			s = lc.name + ": holding"
+		}
+		parts = append(parts, s)
+	}
+	for i := range r.cfg.Instances {
+		var keys []string
+		for _, k := range r.sim.Keys(i) {
+			keys = append(keys, fmt.Sprintf("%s=%q ttl %s", k.Key, k.Value, k.TTL))
+		}
+		parts = append(parts, fmt.Sprintf("i%d: %s", i, strings.Join(keys, ", ")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// teardownTicks bounds the ticks a teardown waits for recipe goroutines to end.
+const teardownTicks = 20
+
+// errTeardown is the cause of the contexts a teardown ends.
+var errTeardown = errors.New("run over")
+
+// teardown ends every op, closes every Locker (serving what they send meanwhile),
+// breaks every connection, and waits for every recipe goroutine to end.
+func (r *lockRun) teardown() error {
+	if r.torn {
+		return nil
+	}
+	r.torn = true
+	for _, lc := range r.procs {
+		if lc.op != nil && lc.op.cancel != nil {
+			lc.op.cancel()
+		}
+	}
+	r.drain()
+	var wg sync.WaitGroup
+	for _, lc := range r.procs {
+		if lc.lock != nil {
+			wg.Go(lc.lock.Close)
+		}
+	}
+	closed := make(chan struct{})
+	go func() { wg.Wait(); close(closed) }()
+	r.sim.Settle()
+	for i := 0; i < teardownTicks; i++ {
+		select {
+		case <-closed:
+			i = teardownTicks
+			continue
+		default:
+		}
+		r.drain()
+		r.sim.Tick(r.cfg.TTL / 4)
+	}
+	r.sim.Shutdown()
+	for _, lc := range r.procs {
+		if lc.work != nil {
+			close(lc.work)
+		}
+	}
+	r.sim.Settle()
+	select {
+	case <-closed:
+	default:
+		return failf(FailHarness, "a Locker's Close did not return once every connection was broken")
+	}
+	return nil
+}
+
+// drain serves every process's pending requests until none is left (bounded).
+func (r *lockRun) drain() {
+	for range maxRun {
+		any := false
+		for _, lc := range r.procs {
+			if r.sim.CanRun(lc.c) {
+				r.sim.Serve(lc.c, Reply)
+				any = true
+			}
+		}
+		if !any {
+			return
+		}
+	}
+}
