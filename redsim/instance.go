@@ -110,7 +110,12 @@ type KeyInfo struct {
 	Key, Value string
 	// TTL is the time left, or -1 when the key has no expiry.
 	TTL time.Duration
+	// at is the expiry in ms of the instance's clock, 0 for none.
+	at int64
 }
+
+// same reports whether two looks at a key saw the same write.
+func (k KeyInfo) same(o KeyInfo) bool { return k.Key == o.Key && k.Value == o.Value && k.at == o.at }
 
 func sortKeys(ks []KeyInfo) {
 	for i := 1; i < len(ks); i++ {

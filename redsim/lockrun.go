@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -94,6 +95,9 @@ type lockRun struct {
 	leftOut map[StepKind]bool
 	live    bool
 	torn    bool
+	// owner[i] is the process whose request last wrote the lock key on instance
+	// i (nil: none since it was lost).
+	owner []*lockClient
 	// mu guards what recipe goroutines write.
 	mu sync.Mutex
 }
@@ -109,6 +113,12 @@ type lockClient struct {
 	hold     Hold
 	// since is when the hold began.
 	since time.Time
+	// excused: a fault (a restart, a clock jump) took the holder's key from enough
+	// instances that no recipe could keep its lock; others acquired since.
+	excused bool
+	others  []string
+	// spanned: others held while it was excused, and it holds again unaware.
+	spanned []string
 	// lostHold: told it lost, and not released since.
 	lostHold bool
 	crashed  bool
@@ -136,7 +146,8 @@ type lockOp struct {
 // newLockRun starts a run with n clients, each with its Locker built.
 func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
 	cfg = cfg.withDefaults()
-	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, slots: make([]*lockClient, n), leftOut: map[StepKind]bool{}}
+	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, slots: make([]*lockClient, n), leftOut: map[StepKind]bool{},
+		owner: make([]*lockClient, cfg.Instances)}
 	r.note("%s with %d clients on %d instances, key %s, TTL %s", cfg.Recipe.Name, n, cfg.Instances, cfg.Key, cfg.TTL)
 	for i := range n {
 		if err := r.startProcess(i); err != nil {
@@ -273,6 +284,12 @@ func (r *lockRun) do(st Step) error {
 // apply performs a possible step; prefix starts its trace line.
 func (r *lockRun) apply(st Step, prefix string) {
 	var what string
+	// Every step takes stepTime of the clock, so that what two steps start (two
+	// clients' requests, their timeouts, their backoffs) never falls due at one
+	// instant, where the order of the goroutines it wakes would be the Go
+	// scheduler's.
+	time.Sleep(stepTime)
+	before := r.lockKeys()
 	switch st.Kind {
 	case StepAcquire:
 		r.startAcquire(r.slots[st.Target])
@@ -314,7 +331,87 @@ func (r *lockRun) apply(st Step, prefix string) {
 	if st.Kind == StepCrash {
 		r.crashed(r.slots[st.Target])
 	}
+	r.keysMoved(st, before)
 	r.collect()
+}
+
+// stepTime is how long a step takes on the clock.
+const stepTime = time.Microsecond
+
+// lockKeys returns the lock key on every instance ("" for none).
+func (r *lockRun) lockKeys() []KeyInfo {
+	out := make([]KeyInfo, r.cfg.Instances)
+	for i := range out {
+		out[i], _ = r.sim.Key(i, r.cfg.Key)
+	}
+	return out
+}
+
+// keysMoved takes in how a step changed the lock keys: a client step that wrote
+// the key makes its client the key's owner there; a fault that took a key away
+// (a restart, a clock jump) may excuse its owner (excuse).
+func (r *lockRun) keysMoved(st Step, before []KeyInfo) {
+	after := r.lockKeys()
+	for i := range after {
+		switch {
+		case after[i].same(before[i]):
+		case st.Kind == StepRestart || st.Kind == StepJump:
+			if after[i].Key == "" && r.owner[i] != nil {
+				r.note("       the fault took %s's key from i%d", r.owner[i].name, i)
+				r.owner[i] = nil
+				r.excuse()
+			}
+		case after[i].Key != "" && !st.Kind.onInstance() && st.Kind != StepTick:
+			r.owner[i] = r.slots[st.Target]
+		}
+		if after[i].Key == "" {
+			r.owner[i] = nil
+		}
+	}
+	r.unexcuse()
+}
+
+// backing is how many instances hold a key lc wrote last.
+func (r *lockRun) backing(lc *lockClient) int {
+	n := 0
+	for _, o := range r.owner {
+		if o == lc {
+			n++
+		}
+	}
+	return n
+}
+
+// quorum is the number of instances a holder's key must be on.
+func (r *lockRun) quorum() int { return r.cfg.Instances/2 + 1 }
+
+// excuse marks the holders a fault left without their key on a majority: no
+// recipe can keep its lock then, and another client may acquire it. The holder is
+// excused from mutual exclusion until it learns (its hold ends) or its key is
+// back (unexcuse).
+func (r *lockRun) excuse() {
+	for _, lc := range r.slots {
+		if lc.holding && !lc.excused && r.backing(lc) < r.quorum() {
+			lc.excused, lc.others = true, nil
+			r.note("       %s is excused while it does not know: no recipe keeps a lock whose key the servers lost", lc.name)
+		}
+	}
+}
+
+// unexcuse ends the excuse of holders whose key is back on a majority (their own
+// request wrote it again): they count as holders again, and if another client
+// acquired meanwhile the lock was not theirs throughout, though they were never
+// told (checkExclusion fails).
+func (r *lockRun) unexcuse() {
+	for _, lc := range r.slots {
+		if lc.excused && r.backing(lc) >= r.quorum() {
+			lc.excused = false
+			r.note("       %s's key is back; it counts as a holder again", lc.name)
+			if len(lc.others) > 0 {
+				lc.spanned = lc.others
+			}
+		}
+	}
 }
 
 // start runs f in lc's goroutine as its op, and settles.
@@ -365,6 +462,10 @@ func (r *lockRun) collect() {
 			done = lc.op
 		}
 		r.mu.Unlock()
+		// Two goroutines of a process woken at one instant (RedLock's requests
+		// timing out together) log in the Go scheduler's order; the log lines
+		// start with the bubble's time, so sorted they are in time order.
+		slices.Sort(logs)
 		for _, l := range logs {
 			r.note("       %s| %s", lc.name, l)
 		}
@@ -393,6 +494,12 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 	switch {
 	case op.f == "acquire" && op.err == nil:
 		lc.holding, lc.hold, lc.lostHold, lc.since = true, op.hold, false, time.Now()
+		lc.excused, lc.others, lc.spanned = false, nil, nil
+		for _, o := range r.slots {
+			if o != lc && o.excused {
+				o.others = append(o.others, lc.name)
+			}
+		}
 		if r.live {
 			lc.liveAcq++
 		}
@@ -417,8 +524,12 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 func (r *lockRun) checkExclusion() error {
 	var who []string
 	for _, lc := range r.slots {
-		if lc.holding {
-			who = append(who, fmt.Sprintf("%s (holding for %s)", lc.name, time.Since(lc.since)))
+		if lc.holding && len(lc.spanned) > 0 {
+			return failf(FailExclusion, "%s holds again once its key is back, though %s held while a fault had taken it, and it was never told it lost the lock",
+				lc.name, strings.Join(lc.spanned, " and "))
+		}
+		if lc.holding && !lc.excused {
+			who = append(who, fmt.Sprintf("%s (holding for %s)", lc.name, time.Since(lc.since).Round(time.Millisecond)))
 		}
 	}
 	if len(who) < 2 {
@@ -428,24 +539,32 @@ func (r *lockRun) checkExclusion() error {
 		strings.Join(who, " and "))
 }
 
-// Keys of the liveness phase: the bound on its steps per client, and its tick.
-const liveBound = 200
+// The bounds of the liveness phase: its time in TTLs (a lock left by a fault
+// expires within one; the clients then take turns), and its steps.
+const (
+	liveTTLs  = 4
+	liveSteps = 50000
+)
 
 // finish ends a run: the liveness phase (faults off; every client acquires and
-// releases at least once more within liveBound steps per client), then the orphan
+// releases at least once more within liveTTLs TTLs), then the orphan
 // check: once every client is idle, the lock key must not be left without expiry.
 func (r *lockRun) finish() error {
 	r.note("liveness phase: faults off")
 	r.live = true
-	tick := r.cfg.TTL / 10
-	bound := liveBound * len(r.slots)
+	start := time.Now()
 	for n := 0; ; n++ {
-		st, ok := r.nextLive(n, tick)
+		st, ok := r.nextLive(n)
 		if !ok {
 			break
 		}
-		if n == bound {
-			return failf(FailLiveness, "with faults off, the clients are not done after %d steps: %s", bound, r.state())
+		if n == liveSteps || time.Since(start) > liveTTLs*r.cfg.TTL {
+			return failf(FailLiveness, "with faults off, the clients are not done after %s (%d steps): %s",
+				time.Since(start).Round(time.Millisecond), n, r.state())
+		}
+		if st.Kind == StepTick {
+			r.liveTick()
+			continue
 		}
 		r.apply(st, "     "+st.String())
 		if err := r.checkExclusion(); err != nil {
@@ -464,10 +583,35 @@ func (r *lockRun) finish() error {
 	return nil
 }
 
+// liveTick moves the clock a millisecond at a time until a recipe does something
+// (a request, an op's end, a lost event), and at most a TTL: the liveness phase
+// never lets a request wait past its timeout.
+func (r *lockRun) liveTick() {
+	before := r.sim.Requests()
+	start := time.Now()
+	for time.Since(start) < r.cfg.TTL && r.sim.Requests() == before && !r.anyDone() {
+		r.sim.Tick(time.Millisecond)
+	}
+	r.note("     tick %s", time.Since(start))
+	r.collect()
+}
+
+// anyDone reports whether an op ended or a lost event came since the last collect.
+func (r *lockRun) anyDone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, lc := range r.slots {
+		if (lc.op != nil && lc.op.done) || len(lc.lost) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // nextLive picks the liveness phase's next step: serve requests (round robin from
 // a rotating start), release holds, start acquires of clients that have not
 // acquired in the phase yet, and tick when only timers are left.
-func (r *lockRun) nextLive(n int, tick time.Duration) (Step, bool) {
+func (r *lockRun) nextLive(n int) (Step, bool) {
 	for _, kind := range []StepKind{StepStep, StepRelease, StepAcquire} {
 		for i := range r.slots {
 			slot := (n + i) % len(r.slots)
@@ -482,7 +626,7 @@ func (r *lockRun) nextLive(n int, tick time.Duration) (Step, bool) {
 	}
 	for _, lc := range r.slots {
 		if lc.op != nil {
-			return Step{Kind: StepTick, D: tick}, true
+			return Step{Kind: StepTick}, true
 		}
 	}
 	return Step{}, false
@@ -510,6 +654,9 @@ func (r *lockRun) state() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// afterTicks is the seconds a teardown lets pass once every connection is broken.
+const afterTicks = 3
 
 // teardownTicks bounds the ticks a teardown waits for recipe goroutines to end.
 const teardownTicks = 20
@@ -555,7 +702,12 @@ func (r *lockRun) teardown() error {
 			close(lc.work)
 		}
 	}
-	r.sim.Settle()
+	// A client library's own goroutines may sleep before they notice their client
+	// is closed (go-redis's pool retries a failed dial every second), and a bubble
+	// must end with no goroutine left.
+	for range afterTicks {
+		r.sim.Tick(time.Second)
+	}
 	select {
 	case <-closed:
 	default:

@@ -103,7 +103,7 @@ func runInfo(run *lockRun, fail *Failure) RunInfo {
 }
 
 // repeats is the number of rapid Repeats a run makes (30 steps each on average).
-const repeats = 2
+const repeats = 3
 
 // OptionalKinds lists the kinds a random run may leave out altogether (swarm
 // testing): a run without releases builds contention, one whose only fault is a

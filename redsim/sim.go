@@ -64,6 +64,22 @@ func (s *Sim) Keys(i int) []KeyInfo {
 	return s.insts[i].Keys()
 }
 
+// Key returns key on instance i (database 0), if it lives.
+func (s *Sim) Key(i int, key string) (KeyInfo, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.insts[i]
+	e := in.lookup(0, key)
+	if e == nil {
+		return KeyInfo{}, false
+	}
+	ttl := time.Duration(-1)
+	if e.expireAt != 0 {
+		ttl = time.Duration(e.expireAt-in.nowMs()) * time.Millisecond
+	}
+	return KeyInfo{Key: key, Value: e.val, TTL: ttl, at: e.expireAt}, true
+}
+
 // Client is one simulated process: every connection its code dials through
 // Dialer, to any instance, is its.
 type Client struct {

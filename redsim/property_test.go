@@ -1,0 +1,145 @@
+package redsim
+
+import (
+	"flag"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+// TestRedisLockProperty checks redis-lock with rapid: every run keeps mutual
+// exclusion, every client acquires in the liveness phase, and no key is left
+// without expiry. The 10,000-schedule run is
+// go test ./redsim/ -run 'TestRealRecipes/redis-lock' -rapid.checks=10000.
+func TestRedisLockProperty(t *testing.T) {
+	CheckLock(t, LockConfig{Recipe: catalog(t, "redis-lock")})
+}
+
+// realRecipes are the libraries and recipes expected to pass, with their
+// instances.
+var realRecipes = []struct {
+	name      string
+	instances int
+}{{"redis-lock", 1}, {"redislock", 1}, {"redsync", 3}}
+
+// TestRealRecipes checks the real recipes: -rapid.checks schedules each (100 by
+// default; the 10,000 of the issue are
+// go test ./redsim/ -run TestRealRecipes -rapid.checks=10000 -timeout 2h).
+func TestRealRecipes(t *testing.T) {
+	for _, r := range realRecipes {
+		t.Run(r.name, func(t *testing.T) {
+			CheckLock(t, LockConfig{Recipe: catalog(t, r.name), Instances: r.instances})
+		})
+	}
+}
+
+// mutants says how each Redis mutant may fail: which properties its bug breaks
+// first, and on how many instances it runs.
+var mutants = []struct {
+	name      string
+	instances int
+	kinds     []FailureKind
+}{
+	// A holder whose key expired deletes the next holder's key: a third client
+	// takes it while the second holds.
+	{"mutant-redis-blind-del", 1, []FailureKind{FailExclusion}},
+	// A key without TTL outlives a holder that crashed or lost its release.
+	{"mutant-redis-no-expiry", 1, []FailureKind{FailLiveness, FailOrphan}},
+	// A holder cut off between SET NX and PEXPIRE leaves a key without TTL.
+	{"mutant-redis-setnx-then-expire", 1, []FailureKind{FailLiveness, FailOrphan}},
+	// One client's release deletes another's key.
+	{"mutant-redis-static-value", 1, []FailureKind{FailExclusion}},
+	// A holder past its TTL goes on believing.
+	{"mutant-redis-ignore-validity", 1, []FailureKind{FailExclusion}},
+	// A holder whose key was lost (restart, jump) sets it again over the next.
+	{"mutant-redis-extend-recreates", 1, []FailureKind{FailExclusion}},
+	// A holder whose key was lost renews the next holder's.
+	{"mutant-redis-blind-extend", 1, []FailureKind{FailExclusion}},
+	// A minority (1 of 3) counts as success.
+	{"mutant-redlock-minority", 3, []FailureKind{FailExclusion}},
+	// A grant whose replies came late is valid for the full TTL from them.
+	{"mutant-redlock-no-elapsed-check", 3, []FailureKind{FailExclusion}},
+}
+
+// maxShrunk bounds the steps of a mutant's shrunk counterexample: "a few steps,
+// not the fifty drawn" (rapid's shrinker is randomized and may stop above the
+// usual size).
+const maxShrunk = 24
+
+// TestMutantsAreCaught runs the lock property on every Redis mutant and expects
+// each to fail, with a failure kind its bug explains, shrunk to a few steps that
+// replay: rapid's fail file, replayed, gives the same schedule and failure, and so
+// does ReplayLock of the schedule's text.
+func TestMutantsAreCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short cuts rapid's checks; mutants need the defaults")
+	}
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
+			limit := rapidChecks(t)
+			cfg := LockConfig{Recipe: catalog(t, m.name), Instances: m.instances}
+			rec := &recorder{name: t.Name()}
+			var last RunInfo
+			start := time.Now()
+			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
+			elapsed := time.Since(start)
+			checks := rec.checksBefore()
+			switch {
+			case !rec.failed:
+				t.Fatalf("%s passed every check", m.name)
+			case checks < 0 || checks >= limit:
+				t.Fatalf("rapid's report does not say it failed within %d checks: %q", limit, rec.errs)
+			case last.Failure == nil:
+				t.Fatalf("the last run (the shrunk counterexample) passed; rapid says %q", rec.errs)
+			case !slices.Contains(m.kinds, last.Failure.Kind):
+				t.Errorf("%s broke %s, want one of %q: %v", m.name, last.Failure.Kind, m.kinds, last.Failure)
+			}
+			steps := len(last.Schedule.Steps)
+			t.Logf("caught after %d passing checks in %s (shrinking included), shrunk to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
+				checks, elapsed.Round(time.Millisecond), steps, last.Schedule.Clients, last.Failure, last.Schedule, rec.reproduction(),
+				strings.Join(last.Trace, "\n"))
+			if steps > maxShrunk {
+				t.Errorf("the counterexample has %d steps, want at most %d", steps, maxShrunk)
+			}
+			shrunk := last
+			files, _ := filepath.Glob(filepath.Join("testdata", "rapid", "*", "*.fail"))
+			if len(files) != 1 {
+				t.Fatalf("fail files %q", files)
+			}
+			again := &recorder{name: t.Name()}
+			rapid.Check(again, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
+			if n := again.checksBefore(); n != 0 || last.Failure == nil || last.Failure.Kind != shrunk.Failure.Kind ||
+				last.Schedule.String() != shrunk.Schedule.String() {
+				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
+			}
+			parsed, err := ParseSchedule(shrunk.Schedule.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			replay, err := ReplayLock(t, cfg, parsed)
+			if err != nil || replay.Failure == nil || replay.Failure.Kind != shrunk.Failure.Kind {
+				t.Fatalf("ReplayLock of the shrunk schedule: %v, %v; want %v", err, replay.Failure, shrunk.Failure)
+			}
+		})
+	}
+}
+
+// rapidChecks returns rapid's -rapid.checks.
+func rapidChecks(t *testing.T) int {
+	t.Helper()
+	f := flag.Lookup("rapid.checks")
+	if f == nil {
+		t.Fatal("rapid has no -rapid.checks flag")
+	}
+	n, err := strconv.Atoi(f.Value.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
