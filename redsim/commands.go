@@ -359,3 +359,71 @@ func scriptArgs(args []string) (keys, argv []string, bad reply) {
 	}
 	return args[3 : 3+n], args[3+n:], reply{}
 }
+
+// mset sets pairs of keys and values (MSET, and MSETNX when nx: only if none of
+// the keys exists); every key loses its expiry.
+func (in *Instance) mset(s *session, args []string, nx bool) reply {
+	if len(args)%2 == 0 {
+		return errorf("ERR wrong number of arguments for '%s' command", strings.ToLower(args[0]))
+	}
+	if nx {
+		for i := 1; i < len(args); i += 2 {
+			if in.lookup(s.db, args[i]) != nil {
+				return integer(0)
+			}
+		}
+	}
+	for i := 1; i < len(args); i += 2 {
+		in.dbs[s.db][args[i]] = &entry{val: args[i+1]}
+	}
+	if nx {
+		return integer(1)
+	}
+	return okReply
+}
+
+func cmdMSet(in *Instance, s *session, args []string) reply   { return in.mset(s, args, false) }
+func cmdMSetNX(in *Instance, s *session, args []string) reply { return in.mset(s, args, true) }
+
+func cmdMGet(in *Instance, s *session, args []string) reply {
+	out := make([]reply, len(args)-1)
+	for i, k := range args[1:] {
+		out[i] = nilReply
+		if e := in.lookup(s.db, k); e != nil {
+			out[i] = bulk(e.val)
+		}
+	}
+	return array(out...)
+}
+
+// cmdGetRange is GETRANGE with Redis's rules for negative and out-of-range
+// offsets.
+func cmdGetRange(in *Instance, s *session, args []string) reply {
+	start, ok1 := parseInt(args[2])
+	end, ok2 := parseInt(args[3])
+	if !ok1 || !ok2 {
+		return errNotInt
+	}
+	var v string
+	if e := in.lookup(s.db, args[1]); e != nil {
+		v = e.val
+	}
+	n := int64(len(v))
+	if start < 0 && end < 0 && start > end {
+		return bulk("")
+	}
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	start, end = max(start, 0), max(end, 0)
+	if end >= n {
+		end = n - 1
+	}
+	if start > end || n == 0 {
+		return bulk("")
+	}
+	return bulk(v[start : end+1])
+}

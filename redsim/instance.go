@@ -142,6 +142,7 @@ func init() {
 		"incr": {2, cmdIncr}, "client": {-2, cmdClient}, "eval": {-3, cmdEval}, "evalsha": {-3, cmdEvalSha},
 		"script": {-2, cmdScript}, "wait": {3, cmdWait}, "ping": {-1, cmdPing}, "select": {2, cmdSelect},
 		"hello": {-1, cmdHello}, "echo": {2, cmdEcho},
+		"mset": {-3, cmdMSet}, "msetnx": {-3, cmdMSetNX}, "mget": {-2, cmdMGet}, "getrange": {4, cmdGetRange},
 	}
 }
 

@@ -98,6 +98,9 @@ type lockRun struct {
 	// owner[i] is the process whose request last wrote the lock key on instance
 	// i (nil: none since it was lost).
 	owner []*lockClient
+	// fair[i] is when instance i's lock key expires by the clock of the run, as
+	// its TTL said when it was written (zero: no key, or no expiry).
+	fair []time.Time
 	// mu guards what recipe goroutines write.
 	mu sync.Mutex
 }
@@ -147,7 +150,7 @@ type lockOp struct {
 func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
 	cfg = cfg.withDefaults()
 	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, slots: make([]*lockClient, n), leftOut: map[StepKind]bool{},
-		owner: make([]*lockClient, cfg.Instances)}
+		owner: make([]*lockClient, cfg.Instances), fair: make([]time.Time, cfg.Instances)}
 	r.note("%s with %d clients on %d instances, key %s, TTL %s", cfg.Recipe.Name, n, cfg.Instances, cfg.Key, cfg.TTL)
 	for i := range n {
 		if err := r.startProcess(i); err != nil {
@@ -355,20 +358,36 @@ func (r *lockRun) keysMoved(st Step, before []KeyInfo) {
 	for i := range after {
 		switch {
 		case after[i].same(before[i]):
-		case st.Kind == StepRestart || st.Kind == StepJump:
-			if after[i].Key == "" && r.owner[i] != nil {
-				r.note("       the fault took %s's key from i%d", r.owner[i].name, i)
-				r.owner[i] = nil
-				r.excuse()
-			}
+			continue
+		case after[i].Key == "" && r.owner[i] != nil && r.lostByFault(st, i, before[i]):
+			r.note("       the fault took %s's key from i%d", r.owner[i].name, i)
+			r.owner[i] = nil
+			r.excuse()
 		case after[i].Key != "" && !st.Kind.onInstance() && st.Kind != StepTick:
 			r.owner[i] = r.slots[st.Target]
 		}
+		r.fair[i] = time.Time{}
 		if after[i].Key == "" {
 			r.owner[i] = nil
+		} else if after[i].TTL >= 0 {
+			r.fair[i] = time.Now().Add(after[i].TTL)
 		}
 	}
 	r.unexcuse()
+}
+
+// lostByFault reports whether the lock key that instance i had before step st
+// was taken by a fault: a restart, or a clock jump (at the jump, or later by an
+// expiry earlier than its TTL said when it was written: the instance's clock ran
+// ahead). A key deleted by a request, or expired in its time, was not.
+func (r *lockRun) lostByFault(st Step, i int, before KeyInfo) bool {
+	switch {
+	case st.Kind == StepRestart || st.Kind == StepJump:
+		return true
+	case before.TTL < 0 || before.TTL > max(st.D, stepTime)+time.Millisecond:
+		return false // no expiry due in this step: a request deleted it
+	}
+	return !r.fair[i].IsZero() && time.Now().Add(time.Millisecond).Before(r.fair[i])
 }
 
 // backing is how many instances hold a key lc wrote last.
