@@ -120,6 +120,9 @@ type lockClient struct {
 	// instances that no recipe could keep its lock; others acquired since.
 	excused bool
 	others  []string
+	// faultLost: a fault took a key this process wrote since its acquire began
+	// (its grant may still be on its way).
+	faultLost bool
 	// spanned: others held while it was excused, and it holds again unaware.
 	spanned []string
 	// lostHold: told it lost, and not released since.
@@ -361,6 +364,7 @@ func (r *lockRun) keysMoved(st Step, before []KeyInfo) {
 			continue
 		case after[i].Key == "" && r.owner[i] != nil && r.lostByFault(st, i, before[i]):
 			r.note("       the fault took %s's key from i%d", r.owner[i].name, i)
+			r.owner[i].faultLost = true
 			r.owner[i] = nil
 			r.excuse()
 		case after[i].Key != "" && !st.Kind.onInstance() && st.Kind != StepTick:
@@ -410,7 +414,7 @@ func (r *lockRun) quorum() int { return r.cfg.Instances/2 + 1 }
 // back (unexcuse).
 func (r *lockRun) excuse() {
 	for _, lc := range r.slots {
-		if lc.holding && !lc.excused && r.backing(lc) < r.quorum() {
+		if lc.holding && !lc.excused && lc.faultLost && r.backing(lc) < r.quorum() {
 			lc.excused, lc.others = true, nil
 			r.note("       %s is excused while it does not know: no recipe keeps a lock whose key the servers lost", lc.name)
 		}
@@ -446,6 +450,7 @@ func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
 }
 
 func (r *lockRun) startAcquire(lc *lockClient) {
+	lc.faultLost = false
 	ctx, cancel := context.WithCancel(context.Background())
 	r.start(lc, &lockOp{f: "acquire", cancel: cancel}, func() (Hold, error) {
 		defer cancel()
@@ -513,7 +518,10 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 	switch {
 	case op.f == "acquire" && op.err == nil:
 		lc.holding, lc.hold, lc.lostHold, lc.since = true, op.hold, false, time.Now()
-		lc.excused, lc.others, lc.spanned = false, nil, nil
+		lc.excused, lc.others, lc.spanned = lc.faultLost && r.backing(lc) < r.quorum(), nil, nil
+		if lc.excused {
+			r.note("       %s is excused while it does not know: a fault took its key before its grant arrived", lc.name)
+		}
 		for _, o := range r.slots {
 			if o != lc && o.excused {
 				o.others = append(o.others, lc.name)
