@@ -20,6 +20,10 @@ type luaEngine struct {
 	// in and s are the instance and session of the running script.
 	in *Instance
 	s  *session
+	// raised is the error table the running script's last failed redis.call
+	// raised, and line the script's line it was called from.
+	raised *lua.LTable
+	line   string
 }
 
 // engine returns the instance's Lua engine, made on first use.
@@ -81,7 +85,7 @@ func (e *luaEngine) compile(sha, src string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := lua.Compile(chunk, "@user_script")
+	p, err := lua.Compile(chunk, "user_script")
 	if err != nil {
 		return nil, err
 	}
@@ -104,34 +108,39 @@ func (in *Instance) runScript(s *session, sha, src string, keys, argv []string) 
 		return compileError(err)
 	}
 	in.frozen = in.nowMs()
-	e.s = s
-	defer func() { in.frozen, e.s = 0, nil }()
+	e.s, e.raised = s, nil
+	defer func() { in.frozen, e.s, e.raised = 0, nil, nil }()
 	L := e.L
 	L.SetGlobal("KEYS", stringTable(L, keys))
 	L.SetGlobal("ARGV", stringTable(L, argv))
 	L.Push(L.NewFunctionFromProto(p))
 	if err := L.PCall(0, 1, nil); err != nil {
-		return scriptError(err, sha)
+		return e.scriptError(err, sha)
 	}
 	ret := L.Get(-1)
 	L.Pop(1)
 	return fromLua(ret, 0)
 }
 
-// scriptError is the reply to a script that raised an error: the error reply of a
-// failed redis.call as it is, anything else as "ERR <message> script: <sha>".
-func scriptError(err error, sha string) reply {
+// scriptError is the reply to a script that raised an error, as Redis 7 words it:
+// a failed redis.call's error with "script: <sha>, on @user_script:<line>."
+// appended, an error table the script raised itself as it is, anything else as
+// "ERR <message> script: ...".
+func (e *luaEngine) scriptError(err error, sha string) reply {
 	var ae *lua.ApiError
-	if errors.As(err, &ae) {
-		if t, ok := ae.Object.(*lua.LTable); ok {
-			if msg, ok := t.RawGetString("err").(lua.LString); ok {
-				return errorReplyOf(string(msg))
-			}
-		}
-		msg := ae.Object.String()
-		return errorf("ERR %s script: %s, on @user_script:%s.", msg, sha, lineOf(msg))
+	if !errors.As(err, &ae) {
+		return errorf("ERR %v script: %s", err, sha)
 	}
-	return errorf("ERR %v script: %s", err, sha)
+	if t, ok := ae.Object.(*lua.LTable); ok {
+		if msg, ok := t.RawGetString("err").(lua.LString); ok {
+			if t == e.raised {
+				return errorf("%s script: %s, on @user_script:%s.", msg, sha, e.line)
+			}
+			return reply{kind: errorReply, str: string(msg)}
+		}
+	}
+	msg := ae.Object.String()
+	return errorf("ERR %s script: %s, on @user_script:%s.", msg, sha, lineOf(msg))
 }
 
 // lineOf finds the line number in a Lua error message ("user_script:3: ...").
@@ -142,16 +151,6 @@ func lineOf(msg string) string {
 		}
 	}
 	return "0"
-}
-
-// errorReplyOf is an error reply with msg, given a generic ERR code when msg has
-// none (an upper-case first word).
-func errorReplyOf(msg string) reply {
-	code, _, _ := strings.Cut(msg, " ")
-	if code == "" || strings.ToUpper(code) != code {
-		msg = "ERR " + msg
-	}
-	return reply{kind: errorReply, str: msg}
 }
 
 func stringTable(L *lua.LState, ss []string) *lua.LTable {
@@ -177,6 +176,7 @@ func (e *luaEngine) call(L *lua.LState, raise bool) int {
 		t := L.NewTable()
 		t.RawSetString("err", lua.LString(msg))
 		if raise {
+			e.raised, e.line = t, lineOf(L.Where(1))
 			L.Error(t, 1)
 		}
 		L.Push(t)
@@ -218,9 +218,10 @@ func (e *luaEngine) call(L *lua.LState, raise bool) int {
 // noScript are the commands a script may not call.
 var noScript = map[string]bool{"eval": true, "evalsha": true, "script": true, "client": true, "hello": true, "wait": true}
 
-// luaNumberString formats a Lua number as Lua's tostring does ("%.14g").
+// luaNumberString formats a number argument of redis.call as Redis does
+// ("%.17g").
 func luaNumberString(f float64) string {
-	return fmt.Sprintf("%.14g", f)
+	return fmt.Sprintf("%.17g", f)
 }
 
 // toLua converts a reply to Lua by Redis's rules: integer to number, bulk to string,
@@ -268,7 +269,7 @@ func fromLua(v lua.LValue, depth int) reply {
 		}
 	case *lua.LTable:
 		if err, ok := v.RawGetString("err").(lua.LString); ok {
-			return errorReplyOf(string(err))
+			return reply{kind: errorReply, str: string(err)}
 		}
 		if s, ok := v.RawGetString("ok").(lua.LString); ok {
 			return status(string(s))
