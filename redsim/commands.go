@@ -38,7 +38,7 @@ func (in *Instance) parseSet(args []string) (setOptions, reply) {
 			}
 			o.keepTTL = true
 		case "EX", "PX", "EXAT", "PXAT":
-			if unit != "" || o.keepTTL || i+1 == len(args) {
+			if (unit != "" && unit != opt) || o.keepTTL || i+1 == len(args) {
 				return o, errSyntax
 			}
 			unit, amount = opt, args[i+1]
@@ -115,10 +115,6 @@ func cmdExpire(in *Instance, s *session, args []string) reply  { return in.expir
 
 // expire is PEXPIRE and EXPIRE with their NX, XX, GT and LT options.
 func (in *Instance) expire(s *session, args []string, unit string) reply {
-	n, ok := parseInt(args[2])
-	if !ok {
-		return errNotInt
-	}
 	var nx, xx, gt, lt bool
 	for _, a := range args[3:] {
 		switch strings.ToUpper(a) {
@@ -139,6 +135,10 @@ func (in *Instance) expire(s *session, args []string, unit string) reply {
 		return errorf("ERR NX and XX, GT or LT options at the same time are not compatible")
 	case gt && lt:
 		return errorf("ERR GT and LT options at the same time are not compatible")
+	}
+	n, ok := parseInt(args[2])
+	if !ok {
+		return errNotInt
 	}
 	at, ok := in.absExpiry(n, unit)
 	if !ok {

@@ -55,7 +55,17 @@ func newLuaEngine(in *Instance) *luaEngine {
 		"error_reply":  func(L *lua.LState) int { return statusTable(L, "err") },
 		"status_reply": func(L *lua.LState) int { return statusTable(L, "ok") },
 		"sha1hex": func(L *lua.LState) int {
-			L.Push(lua.LString(sha1hex(L.CheckString(1))))
+			if L.GetTop() != 1 {
+				L.RaiseError("wrong number of arguments")
+			}
+			var arg string // nil, a table...: the empty string's, as Redis's
+			switch v := L.Get(1).(type) {
+			case lua.LString:
+				arg = string(v)
+			case lua.LNumber:
+				arg = luaNumberString(float64(v))
+			}
+			L.Push(lua.LString(sha1hex(arg)))
 			return 1
 		},
 		"log":                func(*lua.LState) int { return 0 },
