@@ -38,7 +38,10 @@ func BenchmarkLockProperty(b *testing.B) {
 			if !ok {
 				b.Fatalf("%s failed a schedule (go test -run TestRealRecipes/%s shows it)", r.name, r.name)
 			}
-			b.ReportMetric(float64(runs)/b.Elapsed().Seconds(), "schedules/s")
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "schedules/s")
+			if runs < b.N {
+				b.Fatalf("%d runs, want %d", runs, b.N)
+			}
 		})
 	}
 }

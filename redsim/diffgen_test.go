@@ -26,7 +26,6 @@ var (
 	}
 )
 
-
 // harvestScripts runs each Redis recipe of the catalogue once (acquire, release)
 // in the simulator and returns every script it evaluated.
 func harvestScripts(t *testing.T) []string {

@@ -610,14 +610,15 @@ func (r *lockRun) finish() error {
 	return nil
 }
 
-// liveTick moves the clock a millisecond at a time until a recipe does something
-// (a request, an op's end, a lost event), and at most a TTL: the liveness phase
-// never lets a request wait past its timeout.
+// liveTick moves the clock a hundredth of the TTL at a time until a recipe does
+// something (a request, an op's end, a lost event), and at most a TTL: the
+// liveness phase lets no request wait long (the recipes' shortest request
+// timeout, RedLock's, is a twentieth of the TTL).
 func (r *lockRun) liveTick() {
 	before := r.sim.Requests()
 	start := time.Now()
 	for time.Since(start) < r.cfg.TTL && r.sim.Requests() == before && !r.anyDone() {
-		r.sim.Tick(time.Millisecond)
+		r.sim.Tick(r.cfg.TTL / 100)
 	}
 	r.note("     tick %s", time.Since(start))
 	r.collect()

@@ -35,7 +35,9 @@ func (in *Instance) engine() *luaEngine {
 }
 
 func newLuaEngine(in *Instance) *luaEngine {
-	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+	// A lock's scripts are short: small stacks (the defaults would be most of a
+	// run's allocations).
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 64, RegistrySize: 1024, RegistryMaxSize: 64 * 1024})
 	for _, lib := range []struct {
 		name string
 		open lua.LGFunction
