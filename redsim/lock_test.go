@@ -1,8 +1,13 @@
 package redsim
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
 )
 
 func catalog(t *testing.T, name string) Recipe {
@@ -14,44 +19,149 @@ func catalog(t *testing.T, name string) Recipe {
 	return r
 }
 
-func TestSmokeRedisLock(t *testing.T) {
-	s, err := ParseSchedule("clients 2\nacquire c0\nrun c0\nacquire c1\nrun c1\ntick 100ms\nrun c1\nrelease c0\nrun c0\n")
+// replay runs a schedule's text on recipe and returns the run.
+func replay(t *testing.T, recipe Recipe, text string) RunInfo {
+	t.Helper()
+	s, err := ParseSchedule(text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := ReplayLock(t, LockConfig{Recipe: catalog(t, "redis-lock")}, s)
-	for _, l := range info.Trace {
-		t.Log(l)
+	info, err := ReplayLock(t, LockConfig{Recipe: recipe}, s)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err != nil || info.Failure != nil {
-		t.Fatal(err, info.Failure)
+	return info
+}
+
+// expect checks that a run broke want ("" for none).
+func expect(t *testing.T, info RunInfo, want FailureKind) {
+	t.Helper()
+	var got FailureKind
+	if info.Failure != nil {
+		got = info.Failure.Kind
+	}
+	if got != want {
+		t.Errorf("failure %v, want %q\n%s", info.Failure, want, strings.Join(info.Trace, "\n"))
 	}
 }
 
-func TestDebugCrash(t *testing.T) {
-	s, _ := ParseSchedule("clients 2\nacquire c0\ndelay c0\ncrash c0\n")
-	info, err := ReplayLock(t, LockConfig{Recipe: catalog(t, "redis-lock")}, s)
-	for _, l := range info.Trace {
-		t.Log(l)
-	}
-	t.Log(err, info.Failure)
+// pausedPastTTL: c0 holds, is paused (no step) for two TTLs while its extends
+// time out, and c1 acquires the expired key.
+const pausedPastTTL = `clients 2
+acquire c0
+run c0
+tick 2s
+acquire c1
+run c1
+`
+
+// TestExclusionChecked: a holder paused past its TTL overlaps the next holder
+// unless the recipe tells it it lost the lock. redis-lock does (its validity
+// watch); mutant-redis-ignore-validity does not.
+func TestExclusionChecked(t *testing.T) {
+	expect(t, replay(t, catalog(t, "redis-lock"), pausedPastTTL), "")
+	expect(t, replay(t, catalog(t, "mutant-redis-ignore-validity"), pausedPastTTL), FailExclusion)
 }
 
-func TestDebugStats(t *testing.T) {
-	runs, steps, acq := 0, 0, 0
-	CheckLock(t, LockConfig{Recipe: catalog(t, "redis-lock")}, func(ri RunInfo) {
-		runs++
-		steps += len(ri.Schedule.Steps)
-		for _, l := range ri.Trace {
-			if strings.Contains(l, ": acquired") {
-				acq++
-			}
-		}
-		if runs == 5 {
-			for _, l := range ri.Trace {
-				t.Log(l)
-			}
-		}
-	})
-	t.Logf("%d runs, %d steps, %d acquires", runs, steps, acq)
+// restartUnderHolder: c0 holds when the instance restarts and loses its key; c1
+// acquires (its first try fails: the restart broke its idle connection) and
+// releases; c0's first extend fails the same way, and its second finds the key
+// missing.
+const restartUnderHolder = `clients 2
+acquire c0
+run c0
+restart i0
+acquire c1
+run c1
+acquire c1
+run c1
+release c1
+run c1
+tick 500ms
+tick 250ms
+run c0
+`
+
+// TestFaultExcuses: no recipe keeps a lock whose key the server lost, so the
+// holder is excused until it learns; but a holder that takes its key back after
+// another held it (mutant-redis-extend-recreates) fails, excused or not.
+func TestFaultExcuses(t *testing.T) {
+	expect(t, replay(t, catalog(t, "redis-lock"), restartUnderHolder), "")
+	expect(t, replay(t, catalog(t, "mutant-redis-extend-recreates"), restartUnderHolder), FailExclusion)
 }
+
+// crashedHolder: c0 acquires and crashes; its key must expire for c1.
+const crashedHolder = `clients 2
+acquire c0
+run c0
+crash c0
+`
+
+// TestLivenessChecked: a crashed holder's key expires (redis-lock), or stays for
+// ever (mutant-redis-no-expiry: nobody acquires again).
+func TestLivenessChecked(t *testing.T) {
+	expect(t, replay(t, catalog(t, "redis-lock"), crashedHolder), "")
+	expect(t, replay(t, catalog(t, "mutant-redis-no-expiry"), crashedHolder), FailLiveness)
+}
+
+// setNXLocker is a fake recipe for TestOrphanChecked only: SET NX with no expiry,
+// and an unlock that deletes the key or, with leak, does nothing.
+func setNXLocker(leak bool) Recipe {
+	return Recipe{Name: "fake set-nx lock", New: func(env Env) (Locker, error) {
+		rdb := redis.NewClient(env.Options(0))
+		lock := func(ctx context.Context) (time.Time, error) {
+			for {
+				ok, err := rdb.SetNX(ctx, env.Key, "x", 0).Result()
+				if ok || err != nil {
+					return time.Time{}, err
+				}
+				select {
+				case <-ctx.Done():
+					return time.Time{}, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+		unlock := func() error {
+			if leak {
+				return nil
+			}
+			return rdb.Del(context.Background(), env.Key).Err()
+		}
+		return LockUnlock(rdb.Close, lock, unlock), nil
+	}}
+}
+
+// TestOrphanChecked: a key with no expiry left once every client is done is an
+// orphan. (The schedule is empty: the liveness phase's acquire and release are the
+// run.)
+func TestOrphanChecked(t *testing.T) {
+	expect(t, replay(t, setNXLocker(false), "clients 1\n"), "")
+	expect(t, replay(t, setNXLocker(true), "clients 1\n"), FailOrphan)
+}
+
+// TestUserRecipe is the test a user writes for a lock of their own on go-redis
+// (here bsm/redislock's Obtain and Release, with go-redis's default options),
+// as docs/property-testing.md shows it.
+func TestUserRecipe(t *testing.T) {
+	CheckLock(t, LockConfig{Recipe: Recipe{
+		Name: "bsm/redislock with go-redis's defaults",
+		New: func(env Env) (Locker, error) {
+			rdb := redis.NewClient(env.Options(0))
+			locker := redislock.New(rdb)
+			var lock *redislock.Lock
+			obtain := func(ctx context.Context) (time.Time, error) {
+				start := time.Now()
+				l, err := locker.Obtain(ctx, env.Key, env.TTL, &redislock.Options{RetryStrategy: redislock.LinearBackoff(5 * time.Millisecond)})
+				if err != nil {
+					return time.Time{}, err
+				}
+				lock = l
+				return start.Add(env.TTL), nil // valid for the TTL from before the request
+			}
+			release := func() error { return lock.Release(context.Background()) }
+			return LockUnlock(rdb.Close, obtain, release), nil
+		},
+	}})
+}
+

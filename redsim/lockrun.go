@@ -427,6 +427,9 @@ func (r *lockRun) excuse() {
 // told (checkExclusion fails).
 func (r *lockRun) unexcuse() {
 	for _, lc := range r.slots {
+		if !lc.holding {
+			lc.excused = false // its hold ended: the recipe learnt, or let go
+		}
 		if lc.excused && r.backing(lc) >= r.quorum() {
 			lc.excused = false
 			r.note("       %s's key is back; it counts as a holder again", lc.name)
