@@ -164,4 +164,3 @@ func TestUserRecipe(t *testing.T) {
 		},
 	}})
 }
-
