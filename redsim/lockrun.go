@@ -2,7 +2,6 @@ package redsim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -132,7 +131,6 @@ type lockClient struct {
 	// liveness phase.
 	liveAcq int
 	work    chan func()
-	closed  bool
 	// Under run.mu.
 	lost []string
 	logs []string
@@ -535,7 +533,7 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 		}
 		until := ""
 		if !op.hold.Until.IsZero() {
-			until = fmt.Sprintf(", valid for %s", op.hold.Until.Sub(time.Now()))
+			until = fmt.Sprintf(", valid for %s", time.Until(op.hold.Until))
 		}
 		r.note("       %s: acquired (token %d%s)", lc.name, op.hold.Token, until)
 	case op.f == "acquire":
@@ -691,9 +689,6 @@ const afterTicks = 3
 
 // teardownTicks bounds the ticks a teardown waits for recipe goroutines to end.
 const teardownTicks = 20
-
-// errTeardown is the cause of the contexts a teardown ends.
-var errTeardown = errors.New("run over")
 
 // teardown ends every op, closes every Locker (serving what they send meanwhile),
 // breaks every connection, and waits for every recipe goroutine to end.
