@@ -12,14 +12,6 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestRedisLockProperty checks redis-lock with rapid: every run keeps mutual
-// exclusion, every client acquires in the liveness phase, and no key is left
-// without expiry. The 10,000-schedule run is
-// go test ./redsim/ -run 'TestRealRecipes/redis-lock' -rapid.checks=10000.
-func TestRedisLockProperty(t *testing.T) {
-	CheckLock(t, LockConfig{Recipe: catalog(t, "redis-lock")})
-}
-
 // realRecipes are the libraries and recipes expected to pass, with their
 // instances.
 var realRecipes = []struct {
