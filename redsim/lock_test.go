@@ -144,7 +144,12 @@ func TestOrphanChecked(t *testing.T) {
 // (here bsm/redislock's Obtain and Release, with go-redis's default options),
 // as docs/property-testing.md shows it.
 func TestUserRecipe(t *testing.T) {
-	CheckLock(t, LockConfig{Recipe: Recipe{
+	CheckLock(t, LockConfig{Recipe: userRecipe()})
+}
+
+// userRecipe is TestUserRecipe's recipe.
+func userRecipe() Recipe {
+	return Recipe{
 		Name: "bsm/redislock with go-redis's defaults",
 		New: func(env Env) (Locker, error) {
 			rdb := redis.NewClient(env.Options(0))
@@ -162,5 +167,5 @@ func TestUserRecipe(t *testing.T) {
 			release := func() error { return lock.Release(context.Background()) }
 			return LockUnlock(rdb.Close, obtain, release), nil
 		},
-	}})
+	}
 }
