@@ -169,3 +169,34 @@ func userRecipe() Recipe {
 		},
 	}
 }
+
+// lateGrant: c0's SETs reach two of three instances; the third times out 50 ms
+// later (RedLock's per-instance timeout, a twentieth of the TTL); the clock is
+// then 10 ms past the keys' expiry, and c1 takes all three.
+const lateGrant = `clients 2
+instances 3
+acquire c0
+step c0
+step c0
+tick 10ms
+tick 1s
+acquire c1
+run c1
+`
+
+// TestRedLockValidityChecked: redsync counts the validity from before its
+// requests and has let go when c1 acquires; mutant-redlock-no-elapsed-check
+// counts it from the replies and overlaps c1.
+func TestRedLockValidityChecked(t *testing.T) {
+	for name, want := range map[string]FailureKind{"redsync": "", "mutant-redlock-no-elapsed-check": FailExclusion} {
+		s, err := ParseSchedule(lateGrant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := ReplayLock(t, LockConfig{Recipe: catalog(t, name)}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expect(t, info, want)
+	}
+}
