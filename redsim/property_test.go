@@ -62,9 +62,11 @@ var mutants = []struct {
 // where the others get rapid's default (100): mutant-redis-blind-del and
 // mutant-redis-static-value need a holder that lost its key to release after the
 // next acquired, and another acquire (caught after 169 and 3 checks here, and
-// missed once in 100); mutant-redlock-no-elapsed-check a grant whose last reply timed out,
+// missed once in 100); mutant-redis-extend-recreates a restart under a holder,
+// another client's acquire and release, then the holder's extend (missed once in
+// 100); mutant-redlock-no-elapsed-check a grant whose last reply timed out,
 // followed by ticks that end within the 50 ms its validity outlives its keys.
-var rareChecks = map[string]int{"mutant-redis-blind-del": 1000, "mutant-redis-static-value": 1000, "mutant-redlock-no-elapsed-check": 2000}
+var rareChecks = map[string]int{"mutant-redis-blind-del": 1000, "mutant-redis-static-value": 1000, "mutant-redis-extend-recreates": 1000, "mutant-redlock-no-elapsed-check": 2000}
 
 // maxShrunk bounds the steps of a mutant's shrunk counterexample: "a few steps,
 // not the fifty drawn" (rapid's shrinker is randomized and may stop above the
