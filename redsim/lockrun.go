@@ -618,10 +618,12 @@ func (r *lockRun) finish() error {
 func (r *lockRun) liveTick() {
 	before := r.sim.Requests()
 	start := time.Now()
+	keys := r.lockKeys()
 	for time.Since(start) < r.cfg.TTL && r.sim.Requests() == before && !r.anyDone() {
 		r.sim.Tick(r.cfg.TTL / 100)
 	}
 	r.note("     tick %s", time.Since(start))
+	r.keysMoved(Step{Kind: StepTick, D: time.Since(start)}, keys)
 	r.collect()
 }
 
