@@ -36,26 +36,31 @@ var mutants = []struct {
 	name      string
 	instances int
 	kinds     []FailureKind
+	// fixed, when set, says why the random search is not expected to find the
+	// mutant, and which fixed schedule catches it instead.
+	fixed string
 }{
 	// A holder whose key expired deletes the next holder's key: a third client
 	// takes it while the second holds.
-	{"mutant-redis-blind-del", 1, []FailureKind{FailExclusion}},
+	{"mutant-redis-blind-del", 1, []FailureKind{FailExclusion}, ""},
 	// A key without TTL outlives a holder that crashed or lost its release.
-	{"mutant-redis-no-expiry", 1, []FailureKind{FailLiveness, FailOrphan}},
+	{"mutant-redis-no-expiry", 1, []FailureKind{FailLiveness, FailOrphan}, ""},
 	// A holder cut off between SET NX and PEXPIRE leaves a key without TTL.
-	{"mutant-redis-setnx-then-expire", 1, []FailureKind{FailLiveness, FailOrphan}},
+	{"mutant-redis-setnx-then-expire", 1, []FailureKind{FailLiveness, FailOrphan}, ""},
 	// One client's release deletes another's key.
-	{"mutant-redis-static-value", 1, []FailureKind{FailExclusion}},
+	{"mutant-redis-static-value", 1, []FailureKind{FailExclusion}, ""},
 	// A holder past its TTL goes on believing.
-	{"mutant-redis-ignore-validity", 1, []FailureKind{FailExclusion}},
+	{"mutant-redis-ignore-validity", 1, []FailureKind{FailExclusion}, ""},
 	// A holder whose key was lost (restart, jump) sets it again over the next.
-	{"mutant-redis-extend-recreates", 1, []FailureKind{FailExclusion}},
+	{"mutant-redis-extend-recreates", 1, []FailureKind{FailExclusion}, ""},
 	// A holder whose key was lost renews the next holder's.
-	{"mutant-redis-blind-extend", 1, []FailureKind{FailExclusion}},
+	{"mutant-redis-blind-extend", 1, []FailureKind{FailExclusion}, ""},
 	// A minority (1 of 3) counts as success.
-	{"mutant-redlock-minority", 3, []FailureKind{FailExclusion}},
+	{"mutant-redlock-minority", 3, []FailureKind{FailExclusion}, ""},
 	// A grant whose replies came late is valid for the full TTL from them.
-	{"mutant-redlock-no-elapsed-check", 3, []FailureKind{FailExclusion}},
+	{"mutant-redlock-no-elapsed-check", 3, []FailureKind{FailExclusion},
+		"its overlap lasts at most RedLock's per-instance timeout (50 ms) and needs a grant that waited for it, then ticks that end inside those 50 ms: " +
+			"not found in 2,000 random checks (2026-11-30); TestRedLockValidityChecked's 7-step schedule catches it"},
 }
 
 // rareChecks is how many checks a mutant whose bug needs a rare schedule gets,
@@ -64,9 +69,9 @@ var mutants = []struct {
 // next acquired, and another acquire (caught after 169 and 3 checks here, and
 // missed once in 100); mutant-redis-extend-recreates a restart under a holder,
 // another client's acquire and release, then the holder's extend (missed once in
-// 100); mutant-redlock-no-elapsed-check a grant whose last reply timed out,
-// followed by ticks that end within the 50 ms its validity outlives its keys.
-var rareChecks = map[string]int{"mutant-redis-blind-del": 1000, "mutant-redis-static-value": 1000, "mutant-redis-extend-recreates": 1000, "mutant-redlock-no-elapsed-check": 2000}
+// 100); (mutants[].fixed says why mutant-redlock-no-elapsed-check is left to a fixed
+// schedule).
+var rareChecks = map[string]int{"mutant-redis-blind-del": 1000, "mutant-redis-static-value": 1000, "mutant-redis-extend-recreates": 1000}
 
 // maxShrunk bounds the steps of a mutant's shrunk counterexample: "a few steps,
 // not the fifty drawn" (rapid's shrinker is randomized and may stop above the
@@ -83,6 +88,9 @@ func TestMutantsAreCaught(t *testing.T) {
 	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
+			if m.fixed != "" {
+				t.Skip(m.fixed)
+			}
 			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
 			limit := withRapidChecks(t, rareChecks[m.name])
 			cfg := LockConfig{Recipe: catalog(t, m.name), Instances: m.instances}
