@@ -2,6 +2,7 @@ package redsim
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,40 @@ func TestRedLockValidityChecked(t *testing.T) {
 			t.Fatal(err)
 		}
 		expect(t, info, want)
+	}
+}
+
+// randomLogger is a fake recipe for TestDivergenceChecked only: setNXLocker that
+// logs a number from math/rand/v2's global generator, which no run seeds.
+func randomLogger() Recipe {
+	r := setNXLocker(false)
+	inner := r.New
+	r.New = func(env Env) (Locker, error) {
+		env.Logf("drawn %d", rand.Uint64())
+		return inner(env)
+	}
+	return r
+}
+
+// TestDivergenceChecked: the determinism check finds the trace line where two
+// runs of one schedule differ, and finds none for a recipe that replays.
+func TestDivergenceChecked(t *testing.T) {
+	s, err := ParseSchedule(crashedHolder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		recipe  Recipe
+		diverge bool
+	}{{catalog(t, "redis-lock"), false}, {randomLogger(), true}} {
+		cfg := LockConfig{Recipe: c.recipe}
+		info, err := ReplayLock(t, cfg, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := divergence(t, cfg, info)
+		if (d != "") != c.diverge || (c.diverge && !strings.Contains(d, "drawn")) {
+			t.Errorf("%s: divergence %q, want one: %v", c.recipe.Name, d, c.diverge)
+		}
 	}
 }
