@@ -46,6 +46,8 @@ func TestDiffRedisServer(t *testing.T) {
 		t.Fatalf("the recipes evaluated %d scripts, want their acquire, release and extend scripts", len(scripts))
 	}
 	addr := startRedis(t)
+	compared := 0
+	defer func() { t.Logf("%d commands compared, %d scripts of the recipes among the draws", compared, len(scripts)) }()
 	rapid.Check(t, func(rt *rapid.T) {
 		real, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -76,6 +78,7 @@ func TestDiffRedisServer(t *testing.T) {
 			if err != nil {
 				rt.Fatalf("%q: reading the simulator's reply: %v", args, err)
 			}
+			compared++
 			if d := diffReply(strings.ToLower(args[0]), got, want); d != "" {
 				rt.Fatalf("%s: %s\nsimulator: %v\nredis-server: %v", quoteArgs(args), d, got, want)
 			}
