@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -43,9 +44,11 @@ func harvestScripts(t *testing.T) []string {
 				t.Fatal(err)
 			}
 			defer r.teardown()
-			for _, st := range []StepKind{StepAcquire, StepRun, StepRun, StepRelease, StepRun, StepRun} {
-				if r.can(st, 0) {
-					r.apply(Step{Kind: st}, string(st))
+			// Acquire, hold past a third of the TTL (the extenders' period), release.
+			for _, st := range []Step{{Kind: StepAcquire}, {Kind: StepRun}, {Kind: StepRun}, {Kind: StepTick, D: 400 * time.Millisecond},
+				{Kind: StepRun}, {Kind: StepRelease}, {Kind: StepRun}, {Kind: StepRun}} {
+				if r.can(st.Kind, 0) {
+					r.apply(st, st.String())
 				}
 			}
 			for _, in := range r.sim.insts {
