@@ -47,7 +47,9 @@ func TestDiffRedisServer(t *testing.T) {
 	}
 	addr := startRedis(t)
 	compared := 0
-	defer func() { t.Logf("%d commands compared, %d scripts of the recipes among the draws", compared, len(scripts)) }()
+	defer func() {
+		t.Logf("%d commands compared, %d scripts of the recipes among the draws", compared, len(scripts))
+	}()
 	rapid.Check(t, func(rt *rapid.T) {
 		real, err := net.Dial("tcp", addr)
 		if err != nil {

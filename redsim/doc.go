@@ -56,8 +56,8 @@
 // acquire, release, timeout, step, run and tick, and the faults lose-reply, drop,
 // delay, crash (a new process takes the slot), jump (an instance's clock) and
 // restart (an instance loses its keys). Ticks and jumps are drawn from a
-// hundredth of the TTL to twice it. A Schedule (ParseSchedule) replays a run
-// exactly (ReplayLock). Checked:
+// hundredth, a tenth, a quarter, half, one and two TTLs. A Schedule
+// (ParseSchedule) replays a run exactly (ReplayLock). Checked:
 //
 //   - after every step, mutual exclusion in virtual time: at most one client
 //     believes it holds. A belief begins when Acquire returns and ends at the
