@@ -83,12 +83,30 @@ tick 250ms
 run c0
 `
 
+// restartUnderHolders is restartUnderHolder with c1 still holding when c0
+// extends.
+const restartUnderHolders = `clients 2
+acquire c0
+run c0
+restart i0
+acquire c1
+run c1
+acquire c1
+run c1
+tick 500ms
+tick 250ms
+run c0
+`
+
 // TestFaultExcuses: no recipe keeps a lock whose key the server lost, so the
 // holder is excused until it learns; but a holder that takes its key back after
-// another held it (mutant-redis-extend-recreates) fails, excused or not.
+// another held it (mutant-redis-extend-recreates), or renews another's key
+// (mutant-redis-blind-extend), fails.
 func TestFaultExcuses(t *testing.T) {
 	expect(t, replay(t, catalog(t, "redis-lock"), restartUnderHolder), "")
 	expect(t, replay(t, catalog(t, "mutant-redis-extend-recreates"), restartUnderHolder), FailExclusion)
+	expect(t, replay(t, catalog(t, "redis-lock"), restartUnderHolders), "")
+	expect(t, replay(t, catalog(t, "mutant-redis-blind-extend"), restartUnderHolders), FailExclusion)
 }
 
 // crashedHolder: c0 acquires and crashes; its key must expire for c1.
@@ -235,4 +253,27 @@ func TestDivergenceChecked(t *testing.T) {
 			t.Errorf("%s: divergence %q, want one: %v", c.recipe.Name, d, c.diverge)
 		}
 	}
+}
+
+// releaseAfterLoss: c0 loses its hold (paused past its TTL), c1 acquires, c0
+// releases anyway and acquires again.
+const releaseAfterLoss = `clients 2
+acquire c0
+run c0
+tick 2s
+acquire c1
+run c1
+release c0
+run c0
+acquire c0
+run c0
+`
+
+// TestReleaseAfterLossChecked: redis-lock's release compares the value and leaves
+// c1's key; mutant-redis-blind-del deletes it, and so does
+// mutant-redis-static-value (every client's value ends with the same token).
+func TestReleaseAfterLossChecked(t *testing.T) {
+	expect(t, replay(t, catalog(t, "redis-lock"), releaseAfterLoss), "")
+	expect(t, replay(t, catalog(t, "mutant-redis-blind-del"), releaseAfterLoss), FailExclusion)
+	expect(t, replay(t, catalog(t, "mutant-redis-static-value"), releaseAfterLoss), FailExclusion)
 }
