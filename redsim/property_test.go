@@ -66,8 +66,8 @@ var mutants = []struct {
 // rareChecks is how many checks a mutant whose bug needs a rare schedule gets,
 // where the others get rapid's default (100): mutant-redis-blind-del and
 // mutant-redis-static-value need a holder that lost its key to release after the
-// next acquired, and another acquire (caught after 169, and 3 to 86, checks
-// here; each missed once in 100); mutant-redis-extend-recreates a restart under a
+// next acquired, and another acquire (caught after 169 and 86 checks here;
+// each missed once in 100); mutant-redis-extend-recreates a restart under a
 // holder, another client's acquire and release, then the holder's extend (caught
 // after 55, missed once in 100). mutants[].fixed says why
 // mutant-redlock-no-elapsed-check is left to a fixed schedule.
