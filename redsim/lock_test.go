@@ -3,6 +3,8 @@ package redsim
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +278,37 @@ func TestReleaseAfterLossChecked(t *testing.T) {
 	expect(t, replay(t, catalog(t, "redis-lock"), releaseAfterLoss), "")
 	expect(t, replay(t, catalog(t, "mutant-redis-blind-del"), releaseAfterLoss), FailExclusion)
 	expect(t, replay(t, catalog(t, "mutant-redis-static-value"), releaseAfterLoss), FailExclusion)
+}
+
+// TestKeptSchedules replays the schedules kept in testdata/schedules: each names
+// its recipe ("# recipe: ...") and must pass; each once failed a real recipe
+// through a fault in the checker, which it now guards.
+func TestKeptSchedules(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "schedules", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no schedules in testdata/schedules: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := ""
+			for _, l := range strings.Split(string(data), "\n") {
+				if v, ok := strings.CutPrefix(l, "# recipe: "); ok {
+					name = strings.TrimSpace(v)
+				}
+			}
+			s, err := ParseSchedule(string(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := ReplayLock(t, LockConfig{Recipe: catalog(t, name)}, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, info, "")
+		})
+	}
 }

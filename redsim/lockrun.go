@@ -100,6 +100,8 @@ type lockRun struct {
 	// fair[i] is when instance i's lock key expires by the clock of the run, as
 	// its TTL said when it was written (zero: no key, or no expiry).
 	fair []time.Time
+	// written[i] is when owner[i] wrote it.
+	written []time.Time
 	// mu guards what recipe goroutines write.
 	mu sync.Mutex
 }
@@ -120,8 +122,9 @@ type lockClient struct {
 	excused bool
 	others  []string
 	// faultLost: a fault took a key this process wrote since its acquire began
-	// (its grant may still be on its way).
-	faultLost bool
+	// (its grant may still be on its way); acquiredFrom is when that acquire began.
+	faultLost    bool
+	acquiredFrom time.Time
 	// spanned: others held while it was excused, and it holds again unaware.
 	spanned []string
 	// lostHold: told it lost, and not released since.
@@ -151,7 +154,7 @@ type lockOp struct {
 func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
 	cfg = cfg.withDefaults()
 	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, slots: make([]*lockClient, n), leftOut: map[StepKind]bool{},
-		owner: make([]*lockClient, cfg.Instances), fair: make([]time.Time, cfg.Instances)}
+		owner: make([]*lockClient, cfg.Instances), fair: make([]time.Time, cfg.Instances), written: make([]time.Time, cfg.Instances)}
 	r.note("%s with %d clients on %d instances, key %s, TTL %s", cfg.Recipe.Name, n, cfg.Instances, cfg.Key, cfg.TTL)
 	for i := range n {
 		if err := r.startProcess(i); err != nil {
@@ -362,11 +365,13 @@ func (r *lockRun) keysMoved(st Step, before []KeyInfo) {
 			continue
 		case after[i].Key == "" && r.owner[i] != nil && r.lostByFault(st, i, before[i]):
 			r.note("       the fault took %s's key from i%d", r.owner[i].name, i)
-			r.owner[i].faultLost = true
+			if o := r.owner[i]; !r.written[i].Before(o.acquiredFrom) {
+				o.faultLost = true // a key of its current acquire, not an earlier one's
+			}
 			r.owner[i] = nil
 			r.excuse()
 		case after[i].Key != "" && !st.Kind.onInstance() && st.Kind != StepTick:
-			r.owner[i] = r.slots[st.Target]
+			r.owner[i], r.written[i] = r.slots[st.Target], time.Now()
 		}
 		r.fair[i] = time.Time{}
 		if after[i].Key == "" {
@@ -392,11 +397,12 @@ func (r *lockRun) lostByFault(st Step, i int, before KeyInfo) bool {
 	return !r.fair[i].IsZero() && time.Now().Add(time.Millisecond).Before(r.fair[i])
 }
 
-// backing is how many instances hold a key lc wrote last.
+// backing is how many instances hold a key lc wrote last, since its last acquire
+// began (a key it wrote for an earlier hold, not expired yet, is not this hold's).
 func (r *lockRun) backing(lc *lockClient) int {
 	n := 0
-	for _, o := range r.owner {
-		if o == lc {
+	for i, o := range r.owner {
+		if o == lc && !r.written[i].Before(lc.acquiredFrom) {
 			n++
 		}
 	}
@@ -451,7 +457,7 @@ func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
 }
 
 func (r *lockRun) startAcquire(lc *lockClient) {
-	lc.faultLost = false
+	lc.faultLost, lc.acquiredFrom = false, time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	r.start(lc, &lockOp{f: "acquire", cancel: cancel}, func() (Hold, error) {
 		defer cancel()
