@@ -69,8 +69,8 @@ var mutants = []struct {
 // next acquired, and another acquire (caught after 169 and 86 checks here;
 // each missed once in 100); mutant-redis-extend-recreates a restart under a
 // holder, another client's acquire and release, then the holder's extend (caught
-// after 55 and 236), and so does mutant-redis-blind-extend (caught after 8 and 47,
-// missed once in 100). mutants[].fixed says why
+// after 55 and 236, missed once in 100), and so does mutant-redis-blind-extend
+// (caught after 8 and 47, missed once in 100). mutants[].fixed says why
 // mutant-redlock-no-elapsed-check is left to a fixed schedule.
 var rareChecks = map[string]int{"mutant-redis-blind-del": 1000, "mutant-redis-static-value": 1000, "mutant-redis-extend-recreates": 1000, "mutant-redis-blind-extend": 1000}
 
