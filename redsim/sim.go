@@ -41,8 +41,13 @@ func New(n int) *Sim {
 	return s
 }
 
-// Addr is the address of instance i: what a client dials through the Sim's dialer.
-func Addr(i int) string { return "redsim-" + strconv.Itoa(i) + ":6379" }
+// Addr is the address of instance i: what a client dials through the Sim's
+// dialer. It is a loopback address nothing listens on (127.0.83.1:6379 for
+// instance 0), so that a client that dials it without the simulator's dialer fails
+// at once, and no name needs resolving: go-redis's maintenance notifications
+// (on by default) look a host name up to classify it, and a lookup inside a bubble
+// leaves the net package's resolver bound to that bubble, which crashes the next.
+func Addr(i int) string { return "127.0.83." + strconv.Itoa(i+1) + ":6379" }
 
 // instanceOf returns the instance an address names, or -1.
 func (s *Sim) instanceOf(addr string) int {
