@@ -12,7 +12,7 @@ RUN_FLAGS ?= --nemesis kill,pause,partition --nemesis-interval 5s
 # (lockservice/zookeeper/releases/pom.xml) and the Java workers' libraries
 # (recipes/jvm/pom.xml), each once: a second setup downloads nothing.
 
-.PHONY: all setup examples-setup build build-tool run test test-long test-short vet bench chaos mutants mutants-redis mutants-db mutants-etcd explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property clean cleanup
+.PHONY: all setup examples-setup build build-tool run test test-long test-short vet bench chaos mutants mutants-redis mutants-db mutants-etcd explore matrix fencing bench-detect bench-tuning bench-herd bench-cpu bench-services property property-redis clean cleanup
 
 all: build
 
@@ -196,6 +196,11 @@ bench-services: build
 # make test runs too.
 property: build
 	ZLC_PROPERTY=1 ZLC_LONG=1 ZLC_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 60m -v -run 'TestLockProperty|TestGoZKOrphan|TestPropEnv' ./harness/
+
+# The Redis simulator's mutants (redsim's lock property, rapid; about 5 minutes): each
+# Redis mutant caught in the simulator and shrunk (docs/property-testing.md).
+property-redis:
+	ZLC_LONG=1 $(GO) test -count=1 -timeout 30m -v -run 'TestMutantsAreCaught' ./redsim/
 
 cleanup: build
 	./$(BIN) cleanup

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"pgregory.net/rapid"
 )
 
@@ -87,6 +88,8 @@ func TestMutantsAreCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short cuts rapid's checks; mutants need the defaults")
 	}
+	testenv.Long(t, "4 to 5 minutes, and blind-del passed 1,000 checks once (2026-11-30): make property-redis runs it; "+
+		"make test keeps every check's fixed schedules (TestExclusionChecked, TestLivenessChecked, TestOrphanChecked, TestRedLockValidityChecked, ...) and the kept schedules")
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			if m.fixed != "" {
