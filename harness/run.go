@@ -313,6 +313,14 @@ func (r *runner) finalPhase(ctx context.Context, w *workload, end workloadEnd) *
 		w.group.Go(func() error { turns <- r.finalTurn(w); return nil })
 	}
 	finals, proof := r.awaitFinals(ctx, w, turns)
+	if ctx.Err() != nil {
+		// Interrupted mid-phase (Ctrl-C; explore's other lane found the bug): the
+		// turns still waiting were cut off, not refused, so there is no verdict.
+		r.out.Interrupted = true
+		r.logf("final phase interrupted: no liveness verdict")
+		r.hard.close()
+		return nil
+	}
 	liveness := r.judgeLiveness(ctx, finals)
 	switch {
 	case liveness.OK || proof.text == "":
