@@ -2,6 +2,7 @@ package redsim
 
 import (
 	"flag"
+	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -98,7 +99,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
 			limit := withRapidChecks(t, rareChecks[m.name])
 			cfg := LockConfig{Recipe: catalog(t, m.name), Instances: m.instances}
-			rec := &recorder{name: t.Name()}
+			rec := rapidrec.New(t.Name())
 			var last RunInfo
 			var caughtIn time.Duration
 			start := time.Now()
@@ -109,21 +110,21 @@ func TestMutantsAreCaught(t *testing.T) {
 				}
 			}))
 			elapsed := time.Since(start)
-			checks := rec.checksBefore()
+			checks := rec.ChecksBefore()
 			switch {
-			case !rec.failed:
+			case !rec.Failed():
 				t.Fatalf("%s passed every check", m.name)
 			case checks < 0 || checks >= limit:
-				t.Fatalf("rapid's report does not say it failed within %d checks: %q", limit, rec.errs)
+				t.Fatalf("rapid's report does not say it failed within %d checks: %q", limit, rec.Errs())
 			case last.Failure == nil:
-				t.Fatalf("the last run (the shrunk counterexample) passed; rapid says %q", rec.errs)
+				t.Fatalf("the last run (the shrunk counterexample) passed; rapid says %q", rec.Errs())
 			case !slices.Contains(m.kinds, last.Failure.Kind):
 				t.Errorf("%s broke %s, want one of %q: %v", m.name, last.Failure.Kind, m.kinds, last.Failure)
 			}
 			steps := len(last.Schedule.Steps)
 			t.Logf("caught after %d passing checks in %s, shrunk in %s to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
 				checks, caughtIn.Round(time.Millisecond), (elapsed - caughtIn).Round(time.Millisecond), steps, last.Schedule.Clients,
-				last.Failure, last.Schedule, rec.reproduction(), strings.Join(last.Trace, "\n"))
+				last.Failure, last.Schedule, rec.Reproduction(), strings.Join(last.Trace, "\n"))
 			switch shrinkTime := rapidShrinkTime(t); {
 			case steps <= maxShrunk:
 			case elapsed-caughtIn >= shrinkTime:
@@ -137,9 +138,9 @@ func TestMutantsAreCaught(t *testing.T) {
 			if len(files) != 1 {
 				t.Fatalf("fail files %q", files)
 			}
-			again := &recorder{name: t.Name()}
+			again := rapidrec.New(t.Name())
 			rapid.Check(again, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
-			if n := again.checksBefore(); n != 0 || last.Failure == nil || last.Failure.Kind != shrunk.Failure.Kind ||
+			if n := again.ChecksBefore(); n != 0 || last.Failure == nil || last.Failure.Kind != shrunk.Failure.Kind ||
 				last.Schedule.String() != shrunk.Schedule.String() {
 				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
 			}

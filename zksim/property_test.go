@@ -2,6 +2,7 @@ package zksim
 
 import (
 	"flag"
+	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,28 +97,28 @@ func TestMutantsAreCaught(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
 			limit := withRapidChecks(t, rareChecks[m])
-			rec := &recorder{name: t.Name()}
+			rec := rapidrec.New(t.Name())
 			var last RunInfo
 			cfg := LockConfig{Recipe: ZLCMutex(m)}
 			start := time.Now()
 			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
 			elapsed := time.Since(start)
-			if !rec.failed {
+			if !rec.Failed() {
 				t.Fatalf("%s passed every check", m)
 			}
-			checks := rec.checksBefore()
+			checks := rec.ChecksBefore()
 			if checks < 0 || checks >= limit {
-				t.Fatalf("rapid's report does not say it failed within %d checks: %q", limit, rec.errs)
+				t.Fatalf("rapid's report does not say it failed within %d checks: %q", limit, rec.Errs())
 			}
 			if last.Failure == nil {
-				t.Fatalf("the last run (the shrunk counterexample) passed; rapid says %q", rec.errs)
+				t.Fatalf("the last run (the shrunk counterexample) passed; rapid says %q", rec.Errs())
 			}
 			if !slices.Contains(caught[m], last.Failure.Kind) {
 				t.Errorf("%s broke %s, want one of %q: %v", m, last.Failure.Kind, caught[m], last.Failure)
 			}
 			steps := len(last.Schedule.Steps)
 			t.Logf("caught after %d passing checks, shrunk to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
-				checks, steps, last.Schedule.Clients, last.Failure, last.Schedule, rec.reproduction(), strings.Join(last.Trace(), "\n"))
+				checks, steps, last.Schedule.Clients, last.Failure, last.Schedule, rec.Reproduction(), strings.Join(last.Trace(), "\n"))
 			switch shrinkTime := rapidShrinkTime(t); {
 			case steps <= maxShrunk:
 			case raceEnabled || elapsed >= shrinkTime:
@@ -133,9 +134,9 @@ func TestMutantsAreCaught(t *testing.T) {
 				t.Fatalf("fail files %q", files)
 			}
 			shrunk := last
-			again := &recorder{name: t.Name()}
+			again := rapidrec.New(t.Name())
 			rapid.Check(again, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
-			if n := again.checksBefore(); n != 0 || last.Failure == nil || last.Failure.Kind != shrunk.Failure.Kind ||
+			if n := again.ChecksBefore(); n != 0 || last.Failure == nil || last.Failure.Kind != shrunk.Failure.Kind ||
 				last.Schedule.String() != shrunk.Schedule.String() {
 				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
 			}

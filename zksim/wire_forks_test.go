@@ -2,6 +2,7 @@ package zksim
 
 import (
 	"errors"
+	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
 	"strings"
 	"testing"
 	"time"
@@ -78,13 +79,13 @@ func TestWireForkLocks(t *testing.T) {
 			t.Chdir(t.TempDir())
 			shrinkFor(t, 8*time.Second)
 			rec, last := checkUntilVerdict(t, LockConfig{Recipe: r, Without: []StepKind{StepExpire}}, 12)
-			if !rec.failed || last.Failure == nil {
-				t.Fatalf("%s passed every check: %q", r.Name, rec.errs)
+			if !rec.Failed() || last.Failure == nil {
+				t.Fatalf("%s passed every check: %q", r.Name, rec.Errs())
 			}
 			if k := last.Failure.Kind; k != FailLiveness && k != FailOrphan {
 				t.Errorf("%s broke %s, want liveness or orphan: %v", r.Name, k, last.Failure)
 			}
-			t.Logf("caught after %d passing checks, shrunk to %d steps: %v\n%s\n%s", rec.checksBefore(), len(last.Schedule.Steps),
+			t.Logf("caught after %d passing checks, shrunk to %d steps: %v\n%s\n%s", rec.ChecksBefore(), len(last.Schedule.Steps),
 				last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
 		})
 	}
@@ -94,15 +95,15 @@ func TestWireForkLocks(t *testing.T) {
 // fails with a verdict (a Failure), and returns that round's recorder and last run.
 // A round that passed, or failed without a verdict (a library's leaked goroutine that
 // rapid cannot reproduce), is logged and run again.
-func checkUntilVerdict(t *testing.T, cfg LockConfig, tries int) (*recorder, RunInfo) {
+func checkUntilVerdict(t *testing.T, cfg LockConfig, tries int) (*rapidrec.Recorder, RunInfo) {
 	t.Helper()
-	var rec *recorder
+	var rec *rapidrec.Recorder
 	var last RunInfo
-	for try := 0; try < tries && (rec == nil || !rec.failed || last.Failure == nil); try++ {
+	for try := 0; try < tries && (rec == nil || !rec.Failed() || last.Failure == nil); try++ {
 		if rec != nil {
-			t.Logf("try %d gave no verdict (failed %v): %q; logs %q", try, rec.failed, rec.errs, rec.logs)
+			t.Logf("try %d gave no verdict (failed %v): %q; logs %q", try, rec.Failed(), rec.Errs(), rec.Logs())
 		}
-		rec, last = &recorder{name: t.Name()}, RunInfo{}
+		rec, last = rapidrec.New(t.Name()), RunInfo{}
 		rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
 	}
 	return rec, last

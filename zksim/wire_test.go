@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
 	"math/rand/v2"
 	"pgregory.net/rapid"
 	"slices"
@@ -106,16 +107,16 @@ func goZKLock() Recipe {
 func TestWireGoZKLockOrphan(t *testing.T) {
 	t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
 	shrinkFor(t, 8*time.Second)
-	rec := &recorder{name: t.Name()}
+	rec := rapidrec.New(t.Name())
 	var last RunInfo
 	start := time.Now()
 	rapid.Check(rec, LockProperty(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
-	if !rec.failed {
+	if !rec.Failed() {
 		t.Fatal("zk.Lock passed every check")
 	}
-	checks := rec.checksBefore()
+	checks := rec.ChecksBefore()
 	if checks < 0 || last.Failure == nil {
-		t.Fatalf("rapid's report: %q; last run %v", rec.errs, last.Failure)
+		t.Fatalf("rapid's report: %q; last run %v", rec.Errs(), last.Failure)
 	}
 	if k := last.Failure.Kind; k != FailLiveness && k != FailOrphan {
 		t.Errorf("zk.Lock broke %s, want liveness or orphan: %v", k, last.Failure)
@@ -128,9 +129,9 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	}
 	// Rapid's fail file replays the shrunk counterexample first thing, exactly.
 	shrunk := last
-	again := &recorder{name: t.Name()}
+	again := rapidrec.New(t.Name())
 	rapid.Check(again, LockProperty(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
-	if n := again.checksBefore(); n != 0 || last.Failure == nil || last.Failure.Msg != shrunk.Failure.Msg ||
+	if n := again.ChecksBefore(); n != 0 || last.Failure == nil || last.Failure.Msg != shrunk.Failure.Msg ||
 		last.Schedule.String() != shrunk.Schedule.String() {
 		t.Errorf("replaying the fail file: failed after %d checks with\n%s%v\nwant\n%s%v", n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
 	}
@@ -231,24 +232,24 @@ func TestWireHarnessGoZK(t *testing.T) {
 		Recipe:  HarnessRecipe("gozk", recipes.NewGoZK, 10*time.Second),
 		Without: []StepKind{StepCrash, StepLoseReply},
 	}
-	rec := &recorder{name: t.Name()}
+	rec := rapidrec.New(t.Name())
 	var last RunInfo
-	for round := 0; round < 20 && (!rec.failed || last.Failure == nil); round++ {
-		if rec.failed {
+	for round := 0; round < 20 && (!rec.Failed() || last.Failure == nil); round++ {
+		if rec.Failed() {
 			// A round that ended with no verdict (rapid's "invalid data: overrun", once
 			// in a make test under load) is no finding: the next round starts afresh.
-			t.Logf("round %d gave no verdict: %q", round, rec.errs)
-			rec, last = &recorder{name: t.Name()}, RunInfo{}
+			t.Logf("round %d gave no verdict: %q", round, rec.Errs())
+			rec, last = rapidrec.New(t.Name()), RunInfo{}
 		}
 		rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
 	}
-	if !rec.failed || last.Failure == nil {
-		t.Fatalf("gozk passed every check: %q", rec.errs)
+	if !rec.Failed() || last.Failure == nil {
+		t.Fatalf("gozk passed every check: %q", rec.Errs())
 	}
 	if k := last.Failure.Kind; k != FailModel && k != FailExclusion {
 		t.Fatalf("gozk broke %s, want the history check or mutual exclusion: %v", k, last.Failure)
 	}
-	t.Logf("caught after %d passing checks, shrunk to %d steps: %v\n%s\n%s", rec.checksBefore(),
+	t.Logf("caught after %d passing checks, shrunk to %d steps: %v\n%s\n%s", rec.ChecksBefore(),
 		len(last.Schedule.Steps), last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
 }
 
@@ -281,13 +282,13 @@ func TestWireRaceMutantsAreCaught(t *testing.T) {
 			t.Chdir(t.TempDir())
 			shrinkFor(t, 4*time.Second)
 			rec, last := checkUntilVerdict(t, LockConfig{Recipe: ZLCMutexWire(m)}, 3)
-			if !rec.failed || last.Failure == nil {
-				t.Fatalf("%s passed three rounds of checks over the wire: %q", m, rec.errs)
+			if !rec.Failed() || last.Failure == nil {
+				t.Fatalf("%s passed three rounds of checks over the wire: %q", m, rec.Errs())
 			}
 			if !slices.Contains(caught[m], last.Failure.Kind) {
 				t.Errorf("%s broke %s, want one of %q: %v", m, last.Failure.Kind, caught[m], last.Failure)
 			}
-			t.Logf("caught after %d passing checks, shrunk to %d steps: %v", rec.checksBefore(), len(last.Schedule.Steps), last.Failure)
+			t.Logf("caught after %d passing checks, shrunk to %d steps: %v", rec.ChecksBefore(), len(last.Schedule.Steps), last.Failure)
 		})
 	}
 }
