@@ -56,6 +56,10 @@ const (
 	// (Redis Sentinel's sentinels, a Redis Cluster's bus) are cut, their clients and
 	// replication are not.
 	ClassCoordinationPartition Class = "coordination-partition"
+	// ClassConnectionReset silences a worker's connections to the servers for a
+	// moment, then resets them (ConnectionReset): what it sent meanwhile is lost for
+	// good, and it reconnects at once to a live session.
+	ClassConnectionReset Class = "connection-reset"
 )
 
 // classSpec is one fault class of the catalogue: everything the schedule knows about
@@ -115,6 +119,7 @@ func catalogue() []classSpec {
 		{ClassClientVanish, false, func(d drawer) fault { return ClientVanish{Target: d.clientTarget()} }, noHold, true, 0},
 		{ClassCompaction, true, func(d drawer) fault { return Compaction{} }, noHold, true, kind.Compact},
 		{ClassCoordinationPartition, true, func(d drawer) fault { return Partition{Shape: d.shape(), Coordination: true} }, serverHold, true, kind.Coordinate},
+		{ClassConnectionReset, false, func(d drawer) fault { return ConnectionReset{Target: d.clientTarget()} }, resetHold, true, 0},
 	}
 }
 
@@ -154,6 +159,16 @@ func replyLossHold(s Schedule) (lo, hi time.Duration) {
 		return s.ClientHold, s.ClientHold
 	}
 	d := time.Duration(ReplyLossFraction * float64(s.SessionTimeout))
+	return d, d
+}
+
+// resetHold: ResetFraction of a session timeout, unless the schedule says
+// (Schedule.ClientHold).
+func resetHold(s Schedule) (lo, hi time.Duration) {
+	if s.ClientHold > 0 {
+		return s.ClientHold, s.ClientHold
+	}
+	d := time.Duration(ResetFraction * float64(s.SessionTimeout))
 	return d, d
 }
 
@@ -262,7 +277,7 @@ type Setup struct {
 	Shapes        []Shape        `json:"shapes,omitempty"`
 	// Interval is the mean quiet time between faults (0: the run's).
 	Interval time.Duration `json:"interval_ns,omitempty"`
-	// ClientHold is how long a client partition, pause or reply loss lasts (0: the
+	// ClientHold is how long a client partition, pause, reply loss or connection reset lasts (0: the
 	// class's own; Schedule.ClientHold).
 	ClientHold time.Duration `json:"client_hold_ns,omitempty"`
 }

@@ -586,6 +586,56 @@ func TestIntegration(t *testing.T) {
 		e.assertHealed(t)
 	})
 
+	t.Run("connection-reset", func(t *testing.T) {
+		const timeout = 4 * time.Second // a read timeout (2/3) longer than the silence
+		h := e.worker(t, 6, timeout, false)
+		// A raw connection from the worker's namespace, open before the fault, that
+		// sends a four-letter word into the silence: a request in flight.
+		script := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181; sleep 1; echo srvr >&3; cat <&3", lockservice.ServerAddr(1))
+		type result struct {
+			out []byte
+			at  time.Time
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, _ := netns.Exec(ctx, h.host.Netns, nil, "timeout", "10", "bash", "-c", script)
+			done <- result{out, time.Now()}
+		}()
+		time.Sleep(300 * time.Millisecond) // the raw connection is open, its request not sent
+		a, err := nemesis.ConnectionReset{Target: nemesis.TargetRandomClient}.Apply(ctx, c, rng)
+		defer a.Undo(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ports, _ := a.Value["ports"].([]int); len(ports) < 2 {
+			t.Fatalf("silenced %v, want the helper's connection and the raw one", a.Value["ports"])
+		}
+		time.Sleep(1500 * time.Millisecond) // the request goes out into the silence
+		reset := time.Now()
+		if err := a.Undo(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if strings.Contains(string(r.out), "Zookeeper version") {
+			t.Fatalf("the request sent into the silence was answered: %s", r.out)
+		}
+		if d := r.at.Sub(reset); d > 2*time.Second {
+			t.Fatalf("the raw connection ended %s after the reset, want at once", d)
+		}
+		if _, ok := h.waitFor(timeout, func(m helperMsg) bool { return m.State == "StateHasSession" }); !ok {
+			t.Fatalf("worker did not get its session back: %v", h.states())
+		}
+		if st := h.states(); !slices.Contains(st, "StateDisconnected") || slices.Contains(st, "StateExpired") {
+			t.Fatalf("worker saw %v, want a connection loss and its session back", st)
+		}
+		if !e.exists(t, h.path) {
+			t.Fatal("the worker's ephemeral node is gone: its session did not survive")
+		}
+		t.Logf("observed: the request sent into the silence was never answered (raw connection ended %s after the reset); the worker saw %v and kept its session",
+			r.at.Sub(reset).Round(time.Millisecond), h.states())
+		e.assertHealed(t)
+	})
+
 	t.Run("client-server-partition", func(t *testing.T) {
 		h := e.worker(t, 5, testSessionTimeout, false)
 		a, err := nemesis.ClientServerPartition{Target: nemesis.TargetLeader}.Apply(ctx, c, rng)

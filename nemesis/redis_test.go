@@ -138,7 +138,7 @@ func TestNamedClassesAreNotInAll(t *testing.T) {
 			t.Errorf("all includes %s", c)
 		}
 	}
-	got, err := ParseClasses("restart,failover,clock-jump,connection-kill,client-vanish,compaction,coordination-partition")
+	got, err := ParseClasses("restart,failover,clock-jump,connection-kill,client-vanish,compaction,coordination-partition,connection-reset")
 	if err != nil || !reflect.DeepEqual(got, NamedClasses()) {
 		t.Fatalf("ParseClasses: %v %v", got, err)
 	}

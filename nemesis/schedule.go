@@ -23,6 +23,7 @@ const DefaultInterval = 10 * time.Second
 //   - client-partition, client-pause: uniform in [1.75, 2.25)·SessionTimeout, so the
 //     servers expire the worker's session while it is cut off or frozen;
 //   - reply-loss: ReplyLossFraction·SessionTimeout (see there), or ClientHold;
+//   - connection-reset: ResetFraction·SessionTimeout (see there), or ClientHold;
 //   - session-expire, client-kill: nothing to hold (they are over when applied).
 //
 // Every choice comes from a random number generator seeded with Seed, so the same
@@ -49,7 +50,8 @@ type Schedule struct {
 	// instead of about twice the session timeout: shorter than a session, the
 	// worker's client drops its connection (past its read timeout) and gets its
 	// session back once the fault heals, with whatever it sent meanwhile lost. It
-	// is also how long a reply loss lasts instead of ReplyLossFraction of a session.
+	// is also how long a reply loss lasts instead of ReplyLossFraction of a session,
+	// and a connection reset instead of ResetFraction.
 	ClientHold time.Duration
 }
 
