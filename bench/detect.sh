@@ -28,7 +28,7 @@ cases=(
   "mutant-unprotected-create|reply-loss at random|--nemesis reply-loss --nemesis-targets random --nemesis-interval 2s --think-max 200ms --acquire-timeout 10s"
   "mutant-missed-wakeup|no faults, 2 workers, holds under 1ms|--workers 2 --hold-max 1ms --think-max 2ms --acquire-timeout 3s"
   "mutant-withdrawn-watch|no faults, acquires giving up after a hold|--workers 3 --hold-max 5ms --think-max 2ms --acquire-timeout 10ms"
-  "mutant-swallowed-release|client-partition aimed at the holder, shorter than a session|--nemesis client-partition --nemesis-targets holder --client-hold 3400ms --nemesis-interval 2s --hold-max 100ms --think-max 100ms --acquire-timeout 10s"
+  "mutant-swallowed-release|connection-reset aimed at the holder|--nemesis connection-reset --nemesis-targets holder --nemesis-interval 2s --hold-max 100ms --think-max 100ms --acquire-timeout 10s"
 )
 only=${ONLY:-both}
 if [ "$only" != explore ]; then
@@ -75,35 +75,53 @@ round=${ROUND:-20s}
 # client-partition,client-kill,connection-kill,restart,clock-jump for one Redis).
 baseline_nemesis=${BASELINE_NEMESIS:-all}
 budget_s=$(python3 -c "import sys; v=sys.argv[1]; print(int(v[:-1])*{'s':1,'m':60,'h':3600}[v[-1]])" "$budget")
-# baseline prints the wall time of `run --nemesis all` rounds of $round, seeds
-# seed*1000, +1, ... until one is invalid ("-" when the budget ran out first), and the
-# number of rounds.
+# baseline_lanes is how many baseline runs go at once (BASELINE_LANES, default 1, as
+# Jepsen runs one cluster): explore's lanes run rounds on as many ensembles at once
+# (Redis 4, the databases 3), so BASELINE_LANES=4 gives the baseline the same servers.
+baseline_lanes=${BASELINE_LANES:-1}
+# caught reports whether the run whose results.json is $1 is invalid by more than an
+# honest cause (a recipe bug, or a liveness failure, which has no class), as
+# explore's session stops only at such a round.
+caught() {
+  python3 - "$1" <<'PY'
+import json, sys
+honest = {"unfenced overlap", "configuration", "server lost the lock", "clock"}
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(1)
+sys.exit(0 if any(c["verdict"] == "invalid" and (c.get("cause") or {}).get("class") not in honest for c in r["checks"]) else 1)
+PY
+}
+# baseline prints the wall time of steps of $baseline_lanes `run --nemesis all` runs at
+# once, each of $round, seeds seed*1000+1, +2, ... in turn, until one is invalid ("-"
+# when the budget ran out first), and the number of steps.
 baseline() {
-  local mutant=$1 seed=$2 start rounds=0 code
+  local mutant=$1 seed=$2 start rounds=0 k fd
   start=$(date +%s.%N)
   while python3 -c "import sys,time; sys.exit(0 if time.time()-float(sys.argv[1]) < float(sys.argv[2]) else 1)" "$start" "$budget_s"; do
     rounds=$((rounds+1))
-    code=0
-    # shellcheck disable=SC2086
-    locked "$bin" run --quiet --allow-mutants --recipe "$mutant" --nemesis "$baseline_nemesis" --time "$round" --seed $((seed*1000+rounds)) --store "$store" $explore_args >/dev/null || code=$?
-    # Caught: invalid by more than an honest cause (a recipe bug, or a liveness
-    # failure, which has no class), as explore's session stops only at such a round.
-    if [ "$code" = 1 ] && python3 - "$store/latest/results.json" <<'PY'
-import json, sys
-honest = {"unfenced overlap", "configuration", "server lost the lock", "clock"}
-r = json.load(open(sys.argv[1]))
-sys.exit(0 if any(c["verdict"] == "invalid" and (c.get("cause") or {}).get("class") not in honest for c in r["checks"]) else 1)
-PY
-    then
-      python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.1f}', sys.argv[2])" "$start" "$rounds"
-      return
-    fi
+    if [ -n "${ZLC_LOCK:-}" ]; then exec {fd}>>"$ZLC_LOCK"; flock "$fd"; fi
+    for k in $(seq 1 "$baseline_lanes"); do
+      rm -rf "$store/b$k"
+      # shellcheck disable=SC2086
+      "$bin" run --quiet --allow-mutants --recipe "$mutant" --nemesis "$baseline_nemesis" --time "$round" \
+        --seed $((seed*1000+(rounds-1)*baseline_lanes+k)) --store "$store/b$k" $explore_args >/dev/null 2>&1 &
+    done
+    wait
+    if [ -n "${ZLC_LOCK:-}" ]; then exec {fd}>&-; fi
+    for k in $(seq 1 "$baseline_lanes"); do
+      if caught "$store/b$k/latest/results.json"; then
+        python3 -c "import sys,time; print(f'{time.time()-float(sys.argv[1]):.1f}', sys.argv[2])" "$start" "$rounds"
+        return
+      fi
+    done
   done
   echo "- $rounds"
 }
 ratios=$(mktemp)
 echo
-echo "## Time to detect with one command: explore --budget $budget $explore_args ($(date -u +%F), $seeds seeds), beside a random baseline (run --nemesis $baseline_nemesis, $round rounds, the same budget)"
+echo "## Time to detect with one command: explore --budget $budget $explore_args ($(date -u +%F), $seeds seeds), beside a random baseline (run --nemesis $baseline_nemesis, $round rounds, $baseline_lanes at once, the same budget)"
 printf '| mutant | caught | median (s) | worst (s) | rounds (median) | cause | baseline caught | baseline median (s) | baseline worst (s) | baseline / explore |\n|---|---|---|---|---|---|---|---|---|---|\n'
 for mutant in $mutants; do
   out=()

@@ -60,10 +60,10 @@ var exposures = []exposure{
 	// Waiters that give up after about one hold: the given-up acquire's watch fires
 	// before the next acquire and creates a node nobody waits with.
 	{"mutant-withdrawn-watch", []string{"--workers", "3", "--hold-max", "5ms", "--think-max", "2ms", "--acquire-timeout", "10ms"}, "liveness", "", true, "", false},
-	// A holder cut off for less than a session as it releases: its delete is lost
-	// with the connection its client drops past the read timeout, and the session
-	// comes back at the heal with the node the mutant says it deleted.
-	{"mutant-swallowed-release", []string{"--nemesis", "client-partition", "--nemesis-targets", "holder", "--client-hold", "3400ms",
+	// A holder's connections silenced as it releases, then reset: its delete is lost
+	// for good, and its client reconnects at once to the session that still has the
+	// node the mutant says it deleted.
+	{"mutant-swallowed-release", []string{"--nemesis", "connection-reset", "--nemesis-targets", "holder",
 		"--nemesis-interval", "2s", "--hold-max", "100ms", "--think-max", "100ms", "--acquire-timeout", "10s"}, "liveness", "", true, "", true},
 }
 
