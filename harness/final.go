@@ -198,29 +198,33 @@ func (r *runner) lockChildren(ctx context.Context) ([]ChildInfo, error) {
 		out = append(out, info)
 	}
 	views := r.workerViews()
-	state := func(process int) workloads.State { return views[process].state }
-	return classifyChildren(out, state, r.cfg.Workload.Kind.QueuesBehindLowest()), nil
+	view := func(process int) workerView { return views[process] }
+	return classifyChildren(out, view, r.cfg.Workload.Kind.QueuesBehindLowest()), nil
 }
 
 // classifyChildren labels the lock node's children (sorted, lowest first) by who
-// waits on them: state says where a process stands (Between when it is no current
-// worker). A node of a live session that nobody waits with is an orphan: no current
-// worker owns it, or its worker is not acquiring with it (it holds nothing and asks
-// for nothing, or it waits with a newer node of its own). The node a current worker
-// waits with is no orphan; when it is the lowest and waiters queue behind the lowest
-// (queues), its owner should have been granted: a missed wake-up.
-func classifyChildren(out []ChildInfo, state func(process int) workloads.State, queues bool) []ChildInfo {
+// waits on them: view says where a process stands (state Between when it is no
+// current worker) and whether its latest release ended unknown. A node of a live
+// session that nobody waits with is an orphan: no current worker owns it, or its
+// worker is not acquiring with it (it holds nothing and asks for nothing, it waits
+// with a newer node of its own, or its latest release ended unknown and it has no
+// other node: that release's node, which its recipe refuses to lock past or waits
+// behind). The node a current worker waits with is no orphan; when it is the lowest
+// and waiters queue behind the lowest (queues), its owner should have been granted:
+// a missed wake-up.
+func classifyChildren(out []ChildInfo, view func(process int) workerView, queues bool) []ChildInfo {
 	newest := map[string]string{}
 	for _, c := range out {
 		newest[c.EphemeralOwner] = c.Node
 	}
 	for i := range out {
 		c := &out[i]
-		st := workloads.Between
+		v := workerView{state: workloads.Between}
 		if c.Process >= 0 {
-			st = state(c.Process)
+			v = view(c.Process)
 		}
-		waitsWithIt := st == workloads.Acquiring && newest[c.EphemeralOwner] == c.Node
+		st := v.state
+		waitsWithIt := st == workloads.Acquiring && newest[c.EphemeralOwner] == c.Node && v.unknownRelease == ""
 		switch {
 		case c.EphemeralOwner == lockservice.PersistentOwner:
 			c.Orphan, c.Note = true, "persistent node: nothing will ever delete it"
@@ -235,6 +239,9 @@ func classifyChildren(out []ChildInfo, state func(process int) workloads.State, 
 			c.Note = fmt.Sprintf("the lowest node: worker process %d waits for the lock with it and was never granted, a missed wake-up (the recipe did not notice its node became the lowest)", c.Process)
 		case waitsWithIt:
 			c.Note = fmt.Sprintf("worker process %d waits for the lock with it", c.Process)
+		case v.unknownRelease != "":
+			c.Orphan = true
+			c.Note = fmt.Sprintf("left there, most likely, by %s: worker process %d kept its session, and the recipe did not remove the node", v.unknownRelease, c.Process)
 		default:
 			c.Orphan = true
 			c.Note = fmt.Sprintf("its session is alive, and its worker process %d neither holds the lock nor waits with it (or is gone: killed, or its host vanished)", c.Process)

@@ -15,8 +15,14 @@ func TestClassifyChildren(t *testing.T) {
 	child := func(node, owner string, process int, alive bool) ChildInfo {
 		return ChildInfo{Node: node, EphemeralOwner: owner, Process: process, SessionAlive: alive}
 	}
-	states := map[int]workloads.State{1: workloads.Acquiring, 2: workloads.Acquiring, 3: workloads.Thinking, 4: workloads.Holding}
-	state := func(p int) workloads.State { return states[p] } // Between: no current worker
+	states := map[int]workloads.State{1: workloads.Acquiring, 2: workloads.Acquiring, 3: workloads.Thinking, 4: workloads.Holding, 5: workloads.Acquiring}
+	view := func(p int) workerView { // Between: no current worker
+		v := workerView{state: states[p]}
+		if p == 5 {
+			v.unknownRelease = "the release of process 4 that ended unknown at 3.7s (unlock: zk: connection closed)"
+		}
+		return v
+	}
 	type label struct{ orphan, missed bool }
 	for _, tc := range []struct {
 		name     string
@@ -39,12 +45,15 @@ func TestClassifyChildren(t *testing.T) {
 		{"a holder's node is fine, its older node is an orphan",
 			[]ChildInfo{child("n1", "0x4", 4, true), child("n3", "0x4", 4, true)}, true,
 			[]label{{orphan: true}, {}}},
+		{"an acquiring worker whose latest release ended unknown: its only node is that release's orphan, no missed wake-up",
+			[]ChildInfo{child("n1", "0x5", 5, true), child("n2", "0x1", 1, true)}, true,
+			[]label{{orphan: true}, {}}},
 		{"no current worker, an unknown session, a persistent node, an expired session",
 			[]ChildInfo{child("n1", "0x9", 9, true), child("n2", "0x8", -1, true), child("n3", lockservice.PersistentOwner, -1, false), child("n4", "0x7", 1, false)}, true,
 			[]label{{orphan: true}, {orphan: true}, {orphan: true}, {}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := classifyChildren(append([]ChildInfo(nil), tc.children...), state, tc.queues)
+			got := classifyChildren(append([]ChildInfo(nil), tc.children...), view, tc.queues)
 			for i, c := range got {
 				if (label{c.Orphan, c.MissedWakeup}) != tc.want[i] {
 					t.Errorf("%s: orphan %v, missed wake-up %v (%s); want %+v", c.Node, c.Orphan, c.MissedWakeup, c.Note, tc.want[i])

@@ -47,18 +47,21 @@ type blockingOrphan struct {
 	// Waiting: the node is its worker's own waiting node (a missed wake-up, if it
 	// stays so), not an orphan.
 	Waiting bool
+	// LeftBy names the worker's release that ended unknown, when its latest did: the
+	// node is most likely that lock's, left behind the session the worker kept.
+	LeftBy string
 	// idleSpell tells one thinking spell of the worker from the next.
 	idleSpell int64
 }
 
 // record is the value of the orphan op that reports o.
 func (o blockingOrphan) record() histories.Orphan {
-	return histories.Orphan{Node: o.Node, Owner: o.Owner, Process: o.Process, Newer: o.Newer, MissedWakeup: o.Waiting}
+	return histories.Orphan{Node: o.Node, Owner: o.Owner, Process: o.Process, Newer: o.Newer, MissedWakeup: o.Waiting, LeftBy: o.LeftBy}
 }
 
 // same reports whether o is the same orphan, in the same situation, as p.
 func (o blockingOrphan) same(p blockingOrphan) bool {
-	return o.Node == p.Node && o.Owner == p.Owner && o.Process == p.Process && o.Waiting == p.Waiting &&
+	return o.Node == p.Node && o.Owner == p.Owner && o.Process == p.Process && o.Waiting == p.Waiting && o.LeftBy == p.LeftBy &&
 		(o.Newer != "") == (p.Newer != "") && o.idleSpell == p.idleSpell
 }
 
@@ -70,6 +73,12 @@ func (o blockingOrphan) describe(held time.Duration) string {
 		why = "which waits for the lock with it and was not granted: a missed wake-up (the recipe did not notice its node became the lowest)"
 	case o.Newer != "":
 		why = fmt.Sprintf("which holds nothing and waits with its newer node %s behind it", o.Newer)
+	}
+	if o.LeftBy != "" {
+		why = "left there, most likely, by " + o.LeftBy + ": the worker kept its session, and the recipe did not remove the node"
+		if o.Newer != "" {
+			why += fmt.Sprintf(" (it waits with its newer node %s behind it)", o.Newer)
+		}
 	}
 	text := fmt.Sprintf("the lowest lock node %s belongs to the live session %s of worker process %d, %s", o.Node, o.Owner, o.Process, why)
 	if held > 0 {
@@ -138,7 +147,7 @@ func (r *runner) findBlockingOrphan(lock lockservice.LockReader) (*blockingOrpha
 	if !current || view.state == workloads.Holding {
 		return nil, nil
 	}
-	o := &blockingOrphan{Node: lowest, Owner: lowestOwner, Process: process}
+	o := &blockingOrphan{Node: lowest, Owner: lowestOwner, Process: process, LeftBy: view.unknownRelease}
 	if view.state == workloads.Thinking {
 		o.idleSpell = view.idleSpell
 		return o, nil
@@ -153,7 +162,10 @@ func (r *runner) findBlockingOrphan(lock lockservice.LockReader) (*blockingOrpha
 			return o, nil
 		}
 	}
-	o.Waiting = true
+	// A worker whose latest release ended unknown and that has no newer node is not
+	// waiting with this one: its recipe refuses to lock again (zk.Lock's "trying to
+	// acquire a lock twice") or waits behind it without a node of its own.
+	o.Waiting = o.LeftBy == ""
 	return o, nil
 }
 

@@ -84,3 +84,26 @@ func TestQuietWaitsForTheKindsSettle(t *testing.T) {
 		}
 	}
 }
+
+// TestOrphanLeftByAnUnknownRelease: an orphan whose worker's latest release ended
+// unknown is described as that release's node, not as a missed wake-up, and its record
+// says so.
+func TestOrphanLeftByAnUnknownRelease(t *testing.T) {
+	left := "the release of process 4 that ended unknown at 3.7s (unlock: zk: connection closed)"
+	o := blockingOrphan{Node: "lock-0047", Owner: "0x8", Process: 5, LeftBy: left}
+	got := o.describe(2 * time.Second)
+	for _, want := range []string{"left there, most likely, by " + left, "kept its session", "stayed so for 2s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("describe: %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "missed wake-up") {
+		t.Errorf("describe calls it a missed wake-up: %q", got)
+	}
+	if r := o.record(); r.MissedWakeup || r.LeftBy != left {
+		t.Errorf("record %+v", r)
+	}
+	if o.same(blockingOrphan{Node: "lock-0047", Owner: "0x8", Process: 5}) {
+		t.Error("the same node without the unknown release counts as the same situation")
+	}
+}

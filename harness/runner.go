@@ -296,6 +296,8 @@ type workerView struct {
 	slot      int
 	state     workloads.State
 	idleSpell int64
+	// unknownRelease names the worker's latest release if it ended unknown ("": not).
+	unknownRelease string
 }
 
 // workerViews returns the current workers (one per slot) by process id.
@@ -304,7 +306,11 @@ func (r *runner) workerViews() map[int]workerView {
 	defer r.cluster.mu.Unlock()
 	views := make(map[int]workerView, len(r.cluster.workers))
 	for slot, w := range r.cluster.workers {
-		views[w.Process()] = workerView{slot: slot, state: w.State(), idleSpell: w.idleSpells.Load()}
+		v := workerView{slot: slot, state: w.State(), idleSpell: w.idleSpells.Load()}
+		if u := w.unknownRelease.Load(); u != nil {
+			v.unknownRelease = *u
+		}
+		views[w.Process()] = v
 	}
 	return views
 }

@@ -334,6 +334,9 @@ func (s *session) completed(step workloads.Step, reply workloads.Message, t int6
 	}
 	s.env.rec.recordAt(op, t)
 	s.step = workloads.Step{}
+	if step.F == histories.FRelease && step.Key == s.key {
+		s.w.noteRelease(reply, t)
+	}
 	if reply.Type == workloads.ReplyInfo {
 		if s.keepsAfter(step) {
 			s.renumber()

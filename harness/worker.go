@@ -43,6 +43,24 @@ type worker struct {
 	// place is where its latest grant's lock lives, if the worker said
 	// (workloads.LockPlace; nil: it did not).
 	place atomic.Pointer[workloads.LockPlace]
+	// unknownRelease says which of its releases ended with an unknown outcome, when
+	// its latest did ("": it ended ok or failed): a kept worker's session may still
+	// have that lock's node (the orphan watch names it).
+	unknownRelease atomic.Pointer[string]
+}
+
+// noteRelease keeps what the orphan watch needs of a release of the worker's lock
+// that completed at t (ns since the run's start) as reply says.
+func (w *worker) noteRelease(reply workloads.Message, t int64) {
+	if reply.Type != workloads.ReplyInfo {
+		w.unknownRelease.Store(nil)
+		return
+	}
+	what := fmt.Sprintf("the release of process %d that ended unknown at %.1fs", w.Process(), float64(t)/1e9)
+	if reply.Error != "" {
+		what += " (" + reply.Error + ")"
+	}
+	w.unknownRelease.Store(&what)
 }
 
 // startWorker starts argv in host's namespace as history process `process`, stderr

@@ -190,6 +190,10 @@ type Orphan struct {
 	// its node became the lowest. It makes the run's liveness check invalid whatever
 	// the final phase finds (the waiter may give up, and the lock move on, later).
 	MissedWakeup bool `json:"missed_wakeup,omitempty"`
+	// LeftBy names the owner's release that ended with an unknown outcome, when its
+	// latest did: the node is most likely that lock's, left behind a session the
+	// worker kept ("": none).
+	LeftBy string `json:"left_by,omitempty"`
 }
 
 // Func returns FOrphan.

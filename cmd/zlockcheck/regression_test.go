@@ -24,6 +24,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"zlc-mutex-zombie-observer.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"kazoo-lock-zksim-expired-while-stalled.jsonl", nil, exitInvalid, []string{"2 holders at once"}},
 		{"curator-kept-worker-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ORPHAN"}},
+		{"gozk-unlock-lost-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ORPHAN", "left there, most likely, by the release of process 3 that ended unknown"}},
 		{"mutant-withdrawn-watch-orphan.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "could never be granted again", "ORPHAN"}},
 		{"mutant-missed-wakeup-narrow-race.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "a missed wake-up", "the final phase then granted every worker"}},
 		{"delete-lowest-stall.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "ended early at 13.9s", "79 more (79 of them orphans"}},
