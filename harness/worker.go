@@ -44,8 +44,8 @@ type worker struct {
 	// (workloads.LockPlace; nil: it did not).
 	place atomic.Pointer[workloads.LockPlace]
 	// unknownRelease says which of its releases ended with an unknown outcome, when
-	// its latest did ("": it ended ok or failed): a kept worker's session may still
-	// have that lock's node (the orphan watch names it).
+	// its latest did (nil: it ended ok or failed, or there was none): a kept worker's
+	// session may still have that lock's node (the orphan watch names it).
 	unknownRelease atomic.Pointer[string]
 }
 
