@@ -587,8 +587,8 @@ func TestIntegration(t *testing.T) {
 	})
 
 	t.Run("connection-reset", func(t *testing.T) {
-		const timeout = 4 * time.Second // a read timeout (2/3) longer than the silence
-		h := e.worker(t, 6, timeout, false)
+		const timeout = 4 * time.Second     // a read timeout (2/3) longer than the silence
+		h := e.worker(t, 9, timeout, false) // a slot no later subtest reuses: its node outlives it by a session
 		// A raw connection from the worker's namespace, open before the fault, that
 		// sends a four-letter word into the silence: a request in flight.
 		script := fmt.Sprintf("exec 3<>/dev/tcp/%s/2181; sleep 1; echo srvr >&3; cat <&3", lockservice.ServerAddr(1))
