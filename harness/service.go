@@ -115,6 +115,9 @@ func (c Config) validateService() error {
 		if err := k.Refuse(cl.Needs()); err != nil {
 			return fmt.Errorf("nemesis %s: %w", cl, err)
 		}
+		if n := cl.MinServers(); c.Nodes < n {
+			return fmt.Errorf("nemesis %s: cuts servers off from each other: needs at least %d servers, the run has %d (--nodes)", cl, n, c.Nodes)
+		}
 	}
 	return c.validateSettings()
 }

@@ -73,7 +73,10 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		"redis-persistence": func(c *Config) { c.Settings = redis.RedisSettings{Persistence: "rdb"} },
 		"plain Redis":       func(c *Config) { c.BaselineArgv = []string{"plain-loop"} },
 		"no sessions":       func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassSessionExpire} },
-		"ZooKeeper recipe":  func(c *Config) { c.Recipe = "gozk" },
+		"partition: cuts servers off from each other: needs at least 2 servers, the run has 1": func(c *Config) {
+			c.Nemesis = []nemesis.Class{nemesis.ClassPause, nemesis.ClassPartition}
+		},
+		"ZooKeeper recipe": func(c *Config) { c.Recipe = "gozk" },
 		"want zookeeper, redis, postgres": func(c *Config) {
 			c.Service = "consul"
 		},
@@ -82,10 +85,15 @@ func TestValidateRefusesWhatRedisCannotDo(t *testing.T) {
 		t.Fatalf("a valid Redis run: %v", err)
 	}
 	ok := redisConfig()
-	ok.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition, nemesis.ClassClientPause,
+	ok.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassClientPause,
 		nemesis.ClassClientServerPartition, nemesis.ClassReplyLoss}
 	if err := ok.Defaults().Validate(); err != nil {
-		t.Errorf("kill, pause, partition, client-pause, client-server-partition and reply-loss on Redis: %v", err)
+		t.Errorf("kill, pause, client-pause, client-server-partition and reply-loss on one Redis instance: %v", err)
+	}
+	ok.Nemesis = append(ok.Nemesis, nemesis.ClassPartition)
+	ok.Settings = redis.RedisSettings{Topology: redis.RedisReplicas}
+	if err := ok.Defaults().Validate(); err != nil {
+		t.Errorf("the same and partition on three Redis instances: %v", err)
 	}
 	onNodes := redisConfig()
 	onNodes.Settings, onNodes.SSH = redis.RedisSettings{Topology: redis.RedisRedlock}, &lockservice.SSHConfig{Nodes: []string{"a", "b", "c"}}
@@ -169,7 +177,9 @@ func TestValidateDatabases(t *testing.T) {
 		{"pg-table", func(c *Config) { c.Service = kind.Redis }, "--service postgres"},
 		{"redis-lock", func(c *Config) { c.Service = kind.Postgres }, "--service redis"},
 		{"gozk", func(c *Config) { c.Service = kind.MariaDB }, "the MariaDB recipes: mariadb-getlock"},
+		{"pg-table", func(c *Config) { c.Nemesis = []nemesis.Class{nemesis.ClassPartition} }, "needs at least 2 servers, the run has 1 (--nodes)"},
 		{"pg-table", func(c *Config) {
+			c.Nodes = 2
 			c.Nemesis = []nemesis.Class{nemesis.ClassKill, nemesis.ClassRestart, nemesis.ClassPause, nemesis.ClassPartition,
 				nemesis.ClassClientPause, nemesis.ClassClientPartition, nemesis.ClassClientKill, nemesis.ClassClientServerPartition,
 				nemesis.ClassReplyLoss, nemesis.ClassConnectionKill}
@@ -233,5 +243,28 @@ func TestLockQuorum(t *testing.T) {
 		if l := r.lock(); l.Path != "/zlc/abc123/l0" || !slices.Equal(l.Quorum, c.quorum) || r.lockKey() != c.key {
 			t.Errorf("%s: lock %+v, key %s; want the quorum %q, the key %s", c.recipe, l, r.lockKey(), c.quorum, c.key)
 		}
+	}
+}
+
+// TestRunnableKeepsWhatTheRunTakes: a setup loses the classes the run refuses and
+// keeps the others; one left with none is refused with the run's reason.
+func TestRunnableKeepsWhatTheRunTakes(t *testing.T) {
+	one := redisConfig().Defaults()
+	server := nemesis.Setup{Name: "server", Classes: []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause, nemesis.ClassPartition}}
+	got, err := one.Runnable(server)
+	if err != nil || !slices.Equal(got.Classes, []nemesis.Class{nemesis.ClassKill, nemesis.ClassPause}) || got.Name != "server" {
+		t.Errorf("server faults on one Redis instance: %v, %v; want kill and pause", got.Classes, err)
+	}
+	three := redisConfig()
+	three.Settings = redis.RedisSettings{Topology: redis.RedisReplicas}
+	if got, err := three.Defaults().Runnable(server); err != nil || len(got.Classes) != 3 {
+		t.Errorf("server faults on three instances: %v, %v; want all three", got.Classes, err)
+	}
+	if _, err := one.Runnable(nemesis.Setup{Classes: []nemesis.Class{nemesis.ClassPartition, nemesis.ClassSessionExpire}}); err == nil ||
+		!strings.Contains(err.Error(), "needs at least 2 servers") {
+		t.Errorf("only refused classes: %v, want the first refusal", err)
+	}
+	if _, err := one.Runnable(nemesis.Setup{Name: "none"}); err != nil {
+		t.Errorf("no faults on one instance: %v", err)
 	}
 }

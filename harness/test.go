@@ -233,6 +233,34 @@ func (c Config) WithSetup(s nemesis.Setup) Config {
 	return c
 }
 
+// Runnable is setup s less the fault classes c refuses with it (Validate: a class
+// the service or topology cannot have, a partition of one server), so that a
+// refusal is written in one place and a setup of several classes keeps the ones that
+// run. It is Validate's error when s had classes and none is left, or when c refuses
+// a fault-free s.
+func (c Config) Runnable(s nemesis.Setup) (nemesis.Setup, error) {
+	if len(s.Classes) == 0 {
+		return s, c.WithSetup(s).Validate()
+	}
+	var kept []nemesis.Class
+	var first error
+	for _, cl := range s.Classes {
+		one := s
+		one.Classes = []nemesis.Class{cl}
+		switch err := c.WithSetup(one).Validate(); {
+		case err == nil:
+			kept = append(kept, cl)
+		case first == nil:
+			first = err
+		}
+	}
+	if len(kept) == 0 {
+		return s, first
+	}
+	s.Classes = kept
+	return s, nil
+}
+
 // checkConfig is how the run's history is judged: Check, its unset fields from the
 // workload (the lock's model, a semaphore's permits) and the search's default budget.
 // The one place a run's models.Config is made: Defaults records it in config.json,

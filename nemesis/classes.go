@@ -215,6 +215,17 @@ func (c Class) Needs() kind.Ability {
 	return s.needs
 }
 
+// MinServers is how many servers a run needs for faults of class c: a partition
+// cuts servers off from each other (Grudge), so it needs two; every other class
+// takes one. A run with fewer refuses the class (on one Redis instance a partition
+// would only be a fault that fails, taking a fault's place in the schedule).
+func (c Class) MinServers() int {
+	if c == ClassPartition || c == ClassCoordinationPartition {
+		return 2
+	}
+	return 1
+}
+
 func classes(named bool) []Class {
 	var out []Class
 	for _, s := range catalogue() {

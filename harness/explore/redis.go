@@ -11,37 +11,20 @@ import (
 )
 
 // Menu is explore's menu for the base run, its kind's (menus.go), each probe less
-// the fault classes the base refuses with that probe's setup (harness.Config.Validate:
+// the fault classes the base refuses with that probe's setup (harness.Config.Runnable:
 // a class the service or topology cannot have, such as failover off the replicas
-// topology), so that a refusal is written in one place; a probe left with no class it
-// had is dropped.
+// topology or a partition of one instance); a probe left with no class it had is
+// dropped.
 func Menu(base harness.Config) []Probe {
-	menu := menuOf(base.Service).probes(base)
 	var out []Probe
-	for _, p := range menu {
-		if p, ok := runnable(base, p); ok {
+	for _, p := range menuOf(base.Service).probes(base) {
+		s, err := base.Runnable(p.Setup)
+		if err == nil {
+			p.Setup = s
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// runnable is p with only the classes base can run with p's setup; ok is false when
-// p had classes and none is left, or a fault-free p is refused.
-func runnable(base harness.Config, p Probe) (Probe, bool) {
-	if len(p.Classes) == 0 {
-		return p, base.WithSetup(p.Setup).Validate() == nil
-	}
-	var kept []nemesis.Class
-	for _, c := range p.Classes {
-		one := p.Setup
-		one.Classes = []nemesis.Class{c}
-		if base.WithSetup(one).Validate() == nil {
-			kept = append(kept, c)
-		}
-	}
-	p.Classes = kept
-	return p, len(kept) > 0
 }
 
 // LeaseTTL is the session timeout explore gives a recipe on Redis or a database

@@ -78,6 +78,11 @@ func TestRedisMenuHasOnlyWhatTheTopologyRuns(t *testing.T) {
 		if got := slices.Contains(all, nemesis.ClassFailover); got != tc.failover {
 			t.Errorf("%s on %s: failover in the menu: %v, want %v", tc.recipe, tc.topology, got, tc.failover)
 		}
+		// A partition of one instance would only be a fault that fails (2026-11-30:
+		// a third of *instances slowed, paused, cut off*'s faults on one instance).
+		if got := slices.Contains(all, nemesis.ClassPartition); got != (tc.nodes > 1) {
+			t.Errorf("%s on %s (%d instances): partition in the menu: %v", tc.recipe, tc.topology, tc.nodes, got)
+		}
 	}
 }
 

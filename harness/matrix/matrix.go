@@ -14,7 +14,9 @@
 //     choice open (Redis's topologies) runs on the first deployment its run without
 //     faults accepts (harness.Config.Deployments, Validate): single for the
 //     single-instance recipes, redlock for RedLock's.
-//   - A cell is the row's run with the column's setup. When the run refuses the
+//   - A cell is the row's run with the column's setup, less the classes the run
+//     refuses when others are left (a partition of one instance: the server
+//     faults column kills and pauses it). When the run refuses the
 //     setup and the row's deployment was chosen, the cell runs on the first other
 //     deployment that accepts it (failover: the single-instance recipes on replicas
 //     of 3); when none does, the cell is n/a, with the refusal as its reason. Nothing
@@ -143,10 +145,15 @@ func planRow(ctx context.Context, base harness.Config, name string, given []lock
 	return Row{}, fmt.Errorf("recipe %s: %w", name, err)
 }
 
-// planCell is the row's run under setup s: on the row's deployment, else (when the
-// matrix chose it) on the first other one whose run accepts s, else an NA cell that
-// says why the row's run refused it.
+// planCell is the row's run under setup s: on the row's deployment, less the classes
+// it refuses when others are left (harness.Config.Runnable: the server faults'
+// partition on one instance), else (when the matrix chose the deployment) on the
+// first other one whose run accepts s, else an NA cell that says why the row's run
+// refused it.
 func planCell(ctx context.Context, row Row, s nemesis.Setup) Run {
+	if kept, err := row.base.Runnable(s); err == nil {
+		s = kept
+	}
 	c := row.base.WithSetup(s)
 	c.Name = "matrix-" + row.Recipe + "-" + s.Name
 	cfg, err := c.Prepare(ctx)
