@@ -344,6 +344,31 @@ func TestChooseFollowsTheTable(t *testing.T) {
 	}
 }
 
+// TestEverySecondLookBeforeAThird: once every probe's aim has landed and no row is
+// flagged, a probe whose aim is a rare row (x: a handful a round, where y and z
+// come by the dozen) does not take a third look while others have had one: the
+// others' second looks come first, least covered first. Only then does x's probe
+// run again.
+func TestEverySecondLookBeforeAThird(t *testing.T) {
+	menu := []Probe{probe("a", "x"), probe("b", "y"), probe("c", "z")}
+	rng := rand.New(rand.NewPCG(1, 1))
+	tally := NewTally()
+	for _, p := range menu {
+		tally.Add(p, table(map[string]int{p.Aims[0]: 1}))
+	}
+	tally.Add(menu[0], table(map[string]int{"x": 1}))
+	tally.Coverage = table(map[string]int{"x": 2, "y": 50, "z": 40})
+	var order []string
+	for range 3 {
+		p := Choose(menu, tally, rng)
+		order = append(order, p.Name)
+		tally.Runs[p.Name]++
+	}
+	if !slices.Equal(order, []string{"c", "b", "a"}) {
+		t.Errorf("order %v, want c and b's second looks (z less covered than y), then a's third", order)
+	}
+}
+
 // TestFeedbackSendsAMissedProbeBack: a session on ZooKeeper's own menu, whose rounds
 // are faked (this is a unit test of the loop): a recipe whose bug shows only when a
 // reply is lost while a create is in flight. Replies lost's first look lands its
