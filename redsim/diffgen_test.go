@@ -43,7 +43,7 @@ func harvestScripts(t *testing.T) []string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer r.teardown()
+			defer r.Teardown()
 			// Acquire, hold past a third of the TTL (the extenders' period), release.
 			for _, st := range []Step{{Kind: StepAcquire}, {Kind: StepRun}, {Kind: StepRun}, {Kind: StepTick, D: 400 * time.Millisecond},
 				{Kind: StepRun}, {Kind: StepRelease}, {Kind: StepRun}, {Kind: StepRun}} {

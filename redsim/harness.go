@@ -3,8 +3,8 @@ package redsim
 import (
 	"context"
 	"fmt"
-	"strings"
 
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/workloads"
 )
@@ -24,14 +24,14 @@ func HarnessRecipe(name string, build recipes.Constructor) Recipe {
 				SessionTimeout: env.TTL,
 				Path:           env.Key,
 				Kind:           workloads.Mutex,
-				Log:            logWriter{env.Logf},
-				Events:         harnessEvents{env.OnLost},
+				Log:            simsched.LogWriter{Logf: env.Logf},
+				Events:         simsched.LostEvents{OnLost: env.OnLost},
 				RedisDialer:    env.Dialer(),
 			})
 			if err != nil {
 				return nil, err
 			}
-			return harnessLocker{r}, nil
+			return simsched.HarnessLocker[Hold]{R: r}, nil
 		},
 	}
 }
@@ -46,36 +46,4 @@ func CatalogRecipe(name string) (Recipe, error) {
 		return Recipe{}, fmt.Errorf("recipe %s does not run in process", name)
 	}
 	return HarnessRecipe(name, e.New), nil
-}
-
-// harnessLocker adapts a harness recipe to Locker.
-type harnessLocker struct{ r recipes.Recipe }
-
-var _ Locker = harnessLocker{}
-
-func (h harnessLocker) Acquire(ctx context.Context) (Hold, error) {
-	_, err := h.r.Acquire(ctx, recipes.AcquireRequest{})
-	return Hold{}, err
-}
-
-func (h harnessLocker) Release() error { return h.r.Release(context.Background()) }
-
-func (h harnessLocker) Close() { _ = h.r.Close() }
-
-// harnessEvents passes a harness recipe's lost events on.
-type harnessEvents struct{ onLost func(string) }
-
-var _ recipes.Events = harnessEvents{}
-
-func (e harnessEvents) Lost(reason string)    { e.onLost(reason) }
-func (e harnessEvents) Session(int64, []byte) {}
-func (e harnessEvents) Renewed()              {}
-
-// logWriter sends a recipe's log lines to Logf, without the logger's timestamp
-// (the bubble's clock, the same in every replay, but noise in a trace).
-type logWriter struct{ logf func(string, ...any) }
-
-func (w logWriter) Write(b []byte) (int, error) {
-	w.logf("%s", strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }

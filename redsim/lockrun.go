@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 )
 
 // LockConfig says what the lock property runs.
@@ -49,33 +51,27 @@ func (c LockConfig) durations() []time.Duration {
 }
 
 // FailureKind says which property a run broke.
-type FailureKind string
+type FailureKind = simsched.FailureKind
 
 // The properties.
 const (
 	// FailExclusion: two clients believed they held the lock at once.
-	FailExclusion FailureKind = "mutual exclusion"
+	FailExclusion = simsched.FailExclusion
 	// FailLiveness: with faults off, a client did not acquire within the bound.
-	FailLiveness FailureKind = "liveness"
+	FailLiveness = simsched.FailLiveness
 	// FailOrphan: once every client was idle, the lock key was left with no
 	// expiry: nobody will ever acquire again.
-	FailOrphan FailureKind = "orphan"
+	FailOrphan = simsched.FailOrphan
 	// FailHarness: the recipe or the run misbehaved otherwise (a constructor
 	// error, a goroutine that never ends).
-	FailHarness FailureKind = "harness"
+	FailHarness = simsched.FailHarness
 )
 
 // Failure is a broken property: which, and how.
-type Failure struct {
-	Kind FailureKind
-	Msg  string
-}
-
-// Error renders the failure as "<kind>: <msg>".
-func (f *Failure) Error() string { return string(f.Kind) + ": " + f.Msg }
+type Failure = simsched.Failure
 
 func failf(kind FailureKind, format string, args ...any) *Failure {
-	return &Failure{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+	return simsched.Failf(kind, format, args...)
 }
 
 // maxRun bounds the requests one StepRun serves.
@@ -260,13 +256,14 @@ func (r *lockRun) can(kind StepKind, t int) bool {
 	return false
 }
 
-// targets returns what a step of kind can target now.
-func (r *lockRun) targets(kind StepKind) []int {
+// Targets returns how many targets a step of kind has (clients, instances, or one
+// for a tick), and those it can target now.
+func (r *lockRun) Targets(kind StepKind) (int, []int) {
 	n := len(r.slots)
-	if kind.onInstance() {
+	switch kind.Target() {
+	case simsched.OnInstance:
 		n = r.cfg.Instances
-	}
-	if kind == StepTick {
+	case simsched.NoTarget:
 		n = 1
 	}
 	var out []int
@@ -275,11 +272,41 @@ func (r *lockRun) targets(kind StepKind) []int {
 			out = append(out, i)
 		}
 	}
+	return n, out
+}
+
+// Choices returns the kinds among kinds a random step may take now: possible, and
+// neither left out by the run nor by the config.
+func (r *lockRun) Choices(kinds []StepKind) []StepKind {
+	var out []StepKind
+	for _, k := range kinds {
+		if _, ts := r.Targets(k); !slices.Contains(r.cfg.Without, k) && !r.leftOut[k] && len(ts) > 0 {
+			out = append(out, k)
+		}
+	}
 	return out
 }
 
-// do applies one step of the schedule, which must be possible now.
-func (r *lockRun) do(st Step) error {
+// Durations are what a tick or a jump is drawn from.
+func (r *lockRun) Durations() []time.Duration { return r.cfg.durations() }
+
+// Clients is the run's number of clients.
+func (r *lockRun) Clients() int { return len(r.slots) }
+
+// Steps are the steps the run took, not those of the liveness phase.
+func (r *lockRun) Steps() []Step { return r.steps }
+
+// Schedule renders the run's schedule.
+func (r *lockRun) Schedule() string {
+	return Schedule{Clients: len(r.slots), Instances: r.cfg.Instances, Steps: r.steps}.String()
+}
+
+// Trace tells the run: each step, the requests it served and their replies, the
+// recipe's log lines, the liveness phase.
+func (r *lockRun) Trace() []string { return r.trace }
+
+// Do applies one step of the schedule, which must be possible now.
+func (r *lockRun) Do(st Step) error {
 	if !r.can(st.Kind, st.Target) || (st.Kind == StepTick && st.Target != 0) {
 		return fmt.Errorf("step %s is not possible now", st)
 	}
@@ -370,7 +397,7 @@ func (r *lockRun) keysMoved(st Step, before []KeyInfo) {
 			}
 			r.owner[i] = nil
 			r.excuse()
-		case after[i].Key != "" && !st.Kind.onInstance() && st.Kind != StepTick:
+		case after[i].Key != "" && st.Kind.Target() == simsched.OnClient:
 			r.owner[i], r.written[i] = r.slots[st.Target], time.Now()
 		}
 		r.fair[i] = time.Time{}
@@ -553,9 +580,9 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 	}
 }
 
-// checkExclusion is the invariant checked after every step: at most one client
+// CheckExclusion is the invariant checked after every step: at most one client
 // believes it holds the lock.
-func (r *lockRun) checkExclusion() error {
+func (r *lockRun) CheckExclusion() error {
 	var who []string
 	for _, lc := range r.slots {
 		if lc.holding && len(lc.spanned) > 0 {
@@ -580,10 +607,10 @@ const (
 	liveSteps = 50000
 )
 
-// finish ends a run: the liveness phase (faults off; every client acquires and
+// Finish ends a run: the liveness phase (faults off; every client acquires and
 // releases at least once more within liveTTLs TTLs), then the orphan
 // check: once every client is idle, the lock key must not be left without expiry.
-func (r *lockRun) finish() error {
+func (r *lockRun) Finish() error {
 	r.note("liveness phase: faults off")
 	r.live = true
 	start := time.Now()
@@ -601,7 +628,7 @@ func (r *lockRun) finish() error {
 			continue
 		}
 		r.apply(st, "     "+st.String())
-		if err := r.checkExclusion(); err != nil {
+		if err := r.CheckExclusion(); err != nil {
 			return err
 		}
 	}
@@ -698,9 +725,9 @@ const afterTicks = 3
 // teardownTicks bounds the ticks a teardown waits for recipe goroutines to end.
 const teardownTicks = 20
 
-// teardown ends every op, closes every Locker (serving what they send meanwhile),
+// Teardown ends every op, closes every Locker (serving what they send meanwhile),
 // breaks every connection, and waits for every recipe goroutine to end.
-func (r *lockRun) teardown() error {
+func (r *lockRun) Teardown() error {
 	if r.torn {
 		return nil
 	}

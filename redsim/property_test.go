@@ -1,11 +1,9 @@
 package redsim
 
 import (
-	"flag"
 	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +95,7 @@ func TestMutantsAreCaught(t *testing.T) {
 				t.Skip(m.fixed)
 			}
 			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
-			limit := withRapidChecks(t, rareChecks[m.name])
+			limit := rapidrec.WithChecks(t, rareChecks[m.name])
 			cfg := LockConfig{Recipe: catalog(t, m.name), Instances: m.instances}
 			rec := rapidrec.New(t.Name())
 			var last RunInfo
@@ -125,7 +123,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			t.Logf("caught after %d passing checks in %s, shrunk in %s to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
 				checks, caughtIn.Round(time.Millisecond), (elapsed - caughtIn).Round(time.Millisecond), steps, last.Schedule.Clients,
 				last.Failure, last.Schedule, rec.Reproduction(), strings.Join(last.Trace, "\n"))
-			switch shrinkTime := rapidShrinkTime(t); {
+			switch shrinkTime := rapidrec.ShrinkTime(t); {
 			case steps <= maxShrunk:
 			case elapsed-caughtIn >= shrinkTime:
 				// Not a verdict on the shrinking: it ran out of time.
@@ -154,40 +152,4 @@ func TestMutantsAreCaught(t *testing.T) {
 			}
 		})
 	}
-}
-
-// withRapidChecks sets -rapid.checks to n (when n > 0) until the test ends, and
-// returns the number of checks.
-func withRapidChecks(t *testing.T, n int) int {
-	t.Helper()
-	f := flag.Lookup("rapid.checks")
-	if f == nil {
-		t.Fatal("rapid has no -rapid.checks flag")
-	}
-	was := f.Value.String()
-	if n > 0 {
-		if err := f.Value.Set(strconv.Itoa(n)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Value.Set(was) })
-	}
-	limit, err := strconv.Atoi(f.Value.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return limit
-}
-
-// rapidShrinkTime returns rapid's -rapid.shrinktime, the time shrinking may take.
-func rapidShrinkTime(t *testing.T) time.Duration {
-	t.Helper()
-	f := flag.Lookup("rapid.shrinktime")
-	if f == nil {
-		t.Fatal("rapid has no -rapid.shrinktime flag")
-	}
-	d, err := time.ParseDuration(f.Value.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }

@@ -3,7 +3,6 @@ package redsim
 import (
 	"bufio"
 	"io"
-	"net"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -72,8 +71,6 @@ func TestMalformedFrameClosesConnection(t *testing.T) {
 		s.Shutdown()
 	})
 }
-
-var _ net.Conn = (*clientEnd)(nil)
 
 // TestScheduleRoundTrip: a schedule renders as ParseSchedule reads it; bad lines
 // are errors.

@@ -1,20 +1,12 @@
 package redsim
 
-import (
-	"bufio"
-	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
-)
+import "github.com/zlockcheck/zlockcheck/internal/simsched"
 
 // StepKind is one kind of scheduler step of the lock property.
 type StepKind string
 
 // The steps: client steps, the clock, then faults. (zksim has its own kinds for
-// ZooKeeper; the two share the textual format, not the code: zksim's Step has no
-// duration and no instance.)
+// ZooKeeper; the two share simsched's Step and text format.)
 const (
 	// StepAcquire starts an acquire on an idle client.
 	StepAcquire StepKind = "acquire"
@@ -60,79 +52,29 @@ func (k StepKind) IsFault() bool {
 	return false
 }
 
-// onInstance reports whether the kind names an instance rather than a client.
-func (k StepKind) onInstance() bool { return k == StepJump || k == StepRestart }
-
-// timed reports whether the kind carries a duration.
-func (k StepKind) timed() bool { return k == StepTick || k == StepJump }
-
-// Step is one scheduler step: a kind, the client or instance it applies to (none
-// for a tick), and a duration for a tick or a jump.
-type Step struct {
-	Kind StepKind
-	// Target is the client (c<n>) or, for a jump or a restart, the instance (i<n>).
-	Target int
-	D      time.Duration
+// Target says what a step of the kind names: an instance for a jump or a restart,
+// nothing for a tick, else a client.
+func (k StepKind) Target() simsched.Target {
+	switch k {
+	case StepTick:
+		return simsched.NoTarget
+	case StepJump, StepRestart:
+		return simsched.OnInstance
+	}
+	return simsched.OnClient
 }
 
-// String renders the step as a schedule line: "step c1", "tick 250ms",
+// Timed reports whether the kind carries a duration: a tick or a jump.
+func (k StepKind) Timed() bool { return k == StepTick || k == StepJump }
+
+// Step is one scheduler step: a kind, the client (c<n>) or, for a jump or a
+// restart, the instance (i<n>) it applies to (Target; none for a tick), and a
+// duration for a tick or a jump (D). Its text is "step c1", "tick 250ms",
 // "jump i0 1s", "restart i2".
-func (s Step) String() string {
-	var parts []string
-	parts = append(parts, string(s.Kind))
-	switch {
-	case s.Kind == StepTick:
-	case s.Kind.onInstance():
-		parts = append(parts, "i"+strconv.Itoa(s.Target))
-	default:
-		parts = append(parts, "c"+strconv.Itoa(s.Target))
-	}
-	if s.Kind.timed() {
-		parts = append(parts, s.D.String())
-	}
-	return strings.Join(parts, " ")
-}
+type Step = simsched.Step[StepKind]
 
 // ParseStep reads a step written by Step.String.
-func ParseStep(line string) (Step, error) {
-	f := strings.Fields(line)
-	if len(f) == 0 {
-		return Step{}, fmt.Errorf("empty step")
-	}
-	st := Step{Kind: StepKind(f[0])}
-	if !slices.Contains(StepKinds(), st.Kind) {
-		return Step{}, fmt.Errorf("unknown step %q", f[0])
-	}
-	want := 1
-	if st.Kind != StepTick {
-		want++
-	}
-	if st.Kind.timed() {
-		want++
-	}
-	if len(f) != want {
-		return Step{}, fmt.Errorf("step %q: want %d fields, as in %q", line, want, Step{Kind: st.Kind, D: time.Second})
-	}
-	if st.Kind != StepTick {
-		prefix := "c"
-		if st.Kind.onInstance() {
-			prefix = "i"
-		}
-		n, err := strconv.Atoi(strings.TrimPrefix(f[1], prefix))
-		if !strings.HasPrefix(f[1], prefix) || err != nil || n < 0 || f[1] != prefix+strconv.Itoa(n) {
-			return Step{}, fmt.Errorf("step %q: bad target %q (want %s0, %s1...)", line, f[1], prefix, prefix)
-		}
-		st.Target = n
-	}
-	if st.Kind.timed() {
-		d, err := time.ParseDuration(f[len(f)-1])
-		if err != nil || d <= 0 {
-			return Step{}, fmt.Errorf("step %q: bad duration %q", line, f[len(f)-1])
-		}
-		st.D = d
-	}
-	return st, nil
-}
+func ParseStep(line string) (Step, error) { return simsched.ParseStep(line, StepKinds()) }
 
 // Schedule is an explicit run of the lock property: how many clients and
 // instances, and the steps (the liveness phase follows them, as in every run).
@@ -141,65 +83,19 @@ type Schedule struct {
 	Steps              []Step
 }
 
-// maxClients bounds a schedule's clients and instances.
-const maxClients = 16
-
 // String renders the schedule in the format ParseSchedule reads.
-func (s Schedule) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "clients %d\ninstances %d\n", s.Clients, s.Instances)
-	for _, st := range s.Steps {
-		b.WriteString(st.String())
-		b.WriteByte('\n')
-	}
-	return b.String()
+func (s Schedule) String() string { return s.generic().String() }
+
+func (s Schedule) generic() simsched.Schedule[StepKind] {
+	return simsched.Schedule[StepKind]{Clients: s.Clients, Instances: s.Instances, Steps: s.Steps}
 }
 
 // ParseSchedule reads a schedule: "clients N", "instances M" (1 when missing),
 // then one step per line. Blank lines and lines starting with # are ignored.
 func ParseSchedule(text string) (Schedule, error) {
-	s := Schedule{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for n := 1; sc.Scan(); n++ {
-		l := strings.TrimSpace(sc.Text())
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		if head, rest, ok := strings.Cut(l, " "); ok && (head == "clients" || head == "instances") {
-			v, err := strconv.Atoi(strings.TrimSpace(rest))
-			if err != nil || v < 1 || v > maxClients || len(s.Steps) > 0 {
-				return Schedule{}, fmt.Errorf("line %d: want %q (1 <= N <= %d) before the steps: %q", n, head+" N", maxClients, l)
-			}
-			if head == "clients" {
-				s.Clients = v
-			} else {
-				s.Instances = v
-			}
-			continue
-		}
-		st, err := ParseStep(l)
-		if err != nil {
-			return Schedule{}, fmt.Errorf("line %d: %w", n, err)
-		}
-		s.Steps = append(s.Steps, st)
-	}
-	if err := sc.Err(); err != nil {
+	s, err := simsched.ParseSchedule(text, StepKinds(), true)
+	if err != nil {
 		return Schedule{}, err
 	}
-	if s.Clients == 0 {
-		return Schedule{}, fmt.Errorf("no \"clients N\" line")
-	}
-	if s.Instances == 0 {
-		s.Instances = 1
-	}
-	for i, st := range s.Steps {
-		limit := s.Clients
-		if st.Kind.onInstance() {
-			limit = s.Instances
-		}
-		if st.Kind != StepTick && st.Target >= limit {
-			return Schedule{}, fmt.Errorf("step %d (%s): there are only %d", i+1, st, limit)
-		}
-	}
-	return s, nil
+	return Schedule{Clients: s.Clients, Instances: s.Instances, Steps: s.Steps}, nil
 }

@@ -5,14 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing/synctest"
 	"time"
+
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 )
 
 // Sim is a set of independent simulated Redis instances and their clients, and the
@@ -105,15 +105,14 @@ type conn struct {
 	c    *Client
 	inst int
 	seq  int
-	srv  net.Conn
-	out  chan []byte
+	// end is the server's end of the pipe; its queue is used under sim.mu.
+	end *simsched.ServerEnd
 	// Under sim.mu.
 	sess    *session
 	epoch   int
 	pending [][]string
-	// broken: the server closed it; closed: nothing more is queued; gone: the
-	// client closed it.
-	broken, closed, gone bool
+	// broken: the server closed it; gone: the client closed it.
+	broken, gone bool
 	// delayed holds replies until the next tick.
 	delayed [][]byte
 }
@@ -147,65 +146,27 @@ func (c *Client) dial(addr string) (net.Conn, error) {
 	case i < 0:
 		return nil, fmt.Errorf("redsim: no instance at %s (want one of %s...)", addr, Addr(0))
 	}
-	cli, srv := net.Pipe()
-	cn := &conn{c: c, inst: i, seq: c.dials[i], srv: srv, out: make(chan []byte, 64)}
+	cli, end := simsched.Pipe(connQueue)
+	cn := &conn{c: c, inst: i, seq: c.dials[i], end: end}
 	c.dials[i]++
 	c.conns = append(c.conns, cn)
-	go cn.write()
 	go s.serve(cn)
-	return &clientEnd{Conn: cli}, nil
+	return cli, nil
 }
 
-// clientEnd is the client's end of a pipe, made to write as a TCP socket does: once
-// the server closed the connection, a write still succeeds (the bytes are lost; the
-// client finds out when it reads).
-type clientEnd struct {
-	net.Conn
-	closed atomic.Bool
-}
-
-// Write implements net.Conn.
-func (c *clientEnd) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if errors.Is(err, io.ErrClosedPipe) && !c.closed.Load() {
-		return len(b), nil
-	}
-	return n, err
-}
-
-// Close implements net.Conn.
-func (c *clientEnd) Close() error {
-	c.closed.Store(true)
-	return c.Conn.Close()
-}
-
-// write writes cn's queued replies in order, and closes the pipe after the last.
-func (cn *conn) write() {
-	defer cn.srv.Close()
-	failed := false
-	for b := range cn.out {
-		if b == nil {
-			return
-		}
-		if !failed {
-			_, err := cn.srv.Write(b)
-			failed = err != nil
-		}
-	}
-}
+// connQueue bounds the replies queued on one connection.
+const connQueue = 64
 
 // serve reads cn's requests and queues them for the scheduler; a malformed frame
 // is answered with a protocol error and closes the connection, as Redis does.
 func (s *Sim) serve(cn *conn) {
-	br := bufio.NewReader(cn.srv)
+	br := bufio.NewReader(cn.end.Conn)
 	for {
 		args, err := readCommand(br)
 		s.mu.Lock()
 		switch {
 		case err != nil && isProtocolError(err):
-			if !cn.closed {
-				cn.out <- reply{kind: errorReply, str: err.Error()}.write(nil, 2)
-			}
+			cn.end.Send(reply{kind: errorReply, str: err.Error()}.write(nil, 2))
 			s.note("%s: %v; connection closed", cn, err)
 			cn.breakConn()
 		case err != nil:
@@ -235,17 +196,7 @@ func (cn *conn) breakConn() {
 	cn.broken = true
 	cn.pending = nil
 	cn.delayed = nil
-	if !cn.closed {
-		cn.closed = true
-		cn.out <- nil
-	}
-}
-
-// send queues a reply on cn, unless it is closed. Under mu.
-func (cn *conn) send(b []byte) {
-	if !cn.closed {
-		cn.out <- b
-	}
+	cn.end.Close()
 }
 
 // note adds a line to what happened on the Sim's own since the last TakeNotes.
@@ -338,7 +289,7 @@ func (s *Sim) Serve(c *Client, f Fate) (string, error) {
 			cn.delayed = append(cn.delayed, b)
 			what += " (reply held past the next tick)"
 		default:
-			cn.send(b)
+			cn.end.Send(b)
 		}
 	}
 	if cn.gone && len(cn.pending) == 0 {
@@ -369,7 +320,7 @@ func (s *Sim) Tick(d time.Duration) {
 	for _, c := range s.clients {
 		for _, cn := range c.conns {
 			for _, b := range cn.delayed {
-				cn.send(b)
+				cn.end.Send(b)
 			}
 			cn.delayed = nil
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/models"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
@@ -49,34 +50,28 @@ func (c LockConfig) withDefaults() LockConfig {
 }
 
 // FailureKind says which property a run broke.
-type FailureKind string
+type FailureKind = simsched.FailureKind
 
 // The properties.
 const (
 	// FailExclusion: two clients held the lock at once, neither told it was lost and
 	// both nodes on the servers.
-	FailExclusion FailureKind = "mutual exclusion"
+	FailExclusion = simsched.FailExclusion
 	// FailModel: the recorded history is not linearizable for models' mutex.
-	FailModel FailureKind = "history"
+	FailModel = simsched.FailModel
 	// FailLiveness: with faults off, a waiting client did not acquire in time, or is
 	// blocked forever.
-	FailLiveness FailureKind = "liveness"
+	FailLiveness = simsched.FailLiveness
 	// FailOrphan: lock nodes were left over once every client was idle, or once every
 	// session was gone.
-	FailOrphan FailureKind = "orphan"
+	FailOrphan = simsched.FailOrphan
 	// FailHarness: the recipe or the run misbehaved otherwise (a constructor error, a
 	// goroutine that never ends, a structurally bad history).
-	FailHarness FailureKind = "harness"
+	FailHarness = simsched.FailHarness
 )
 
 // Failure is a broken property: which, and how.
-type Failure struct {
-	Kind FailureKind
-	Msg  string
-}
-
-// Error renders the failure as "<kind>: <msg>".
-func (f *Failure) Error() string { return string(f.Kind) + ": " + f.Msg }
+type Failure = simsched.Failure
 
 // failf makes a failure. Protected names' random GUIDs are masked: a failure must
 // read the same in every replay of its run (rapid compares them).
@@ -181,7 +176,7 @@ func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, err
 	r.note("%s with %d clients, lock %s", cfg.Recipe.Name, n, cfg.Path)
 	for i := range n {
 		if err := r.startProcess(i); err != nil {
-			return nil, err
+			return r, err
 		}
 	}
 	return r, nil
@@ -266,8 +261,8 @@ func (r *lockRun) note(format string, args ...any) {
 	}
 }
 
-// lines renders the trace.
-func (r *lockRun) lines() []string {
+// Trace renders the trace.
+func (r *lockRun) Trace() []string {
 	out := make([]string, len(r.trace))
 	for i, l := range r.trace {
 		out[i] = l.String()
@@ -307,6 +302,22 @@ func (r *lockRun) enabled(kind StepKind) []int {
 	}
 	return ids
 }
+
+// Targets returns the clients a random step of kind is drawn from, and those that
+// can take it now (enabled).
+func (r *lockRun) Targets(kind StepKind) (int, []int) { return len(r.slots), r.enabled(kind) }
+
+// Durations is nil: no step is timed.
+func (r *lockRun) Durations() []time.Duration { return nil }
+
+// Clients is the run's number of clients.
+func (r *lockRun) Clients() int { return len(r.slots) }
+
+// Steps are the steps the run took, not those of the liveness phase.
+func (r *lockRun) Steps() []Step { return r.steps }
+
+// Schedule renders the run's schedule.
+func (r *lockRun) Schedule() string { return Schedule{Clients: len(r.slots), Steps: r.steps}.String() }
 
 // can reports whether slot can take a step of kind now. StepTick is possible while
 // some op is in flight (a timer may be waiting).
@@ -354,10 +365,10 @@ func OptionalKinds() []StepKind {
 	return []StepKind{StepRelease, StepTimeout, StepLoseReply, StepDrop, StepExpire, StepCrash}
 }
 
-// choices returns the kinds among kinds that a random step may take now: possible
+// Choices returns the kinds among kinds that a random step may take now: possible
 // for some client and not left out by the run, unless nothing but a tick would be
 // possible, in which case the left-out kinds are allowed too (a run must not stall).
-func (r *lockRun) choices(kinds []StepKind) []StepKind {
+func (r *lockRun) Choices(kinds []StepKind) []StepKind {
 	var out []StepKind
 	for _, k := range kinds {
 		if slices.Contains(r.cfg.Without, k) {
@@ -395,13 +406,13 @@ func (r *lockRun) expirable(slot int) *lockClient {
 	return nil
 }
 
-// do applies one step of the schedule, which must be possible now, then takes in what
+// Do applies one step of the schedule, which must be possible now, then takes in what
 // the recipe did.
-func (r *lockRun) do(st Step) error {
-	if st.Client < 0 || st.Client >= len(r.slots) || (st.Kind == StepTick && st.Client != 0) {
-		return fmt.Errorf("step %s: no client c%d", st, st.Client)
+func (r *lockRun) Do(st Step) error {
+	if st.Target < 0 || st.Target >= len(r.slots) || (st.Kind == StepTick && st.Target != 0) {
+		return fmt.Errorf("step %s: no client c%d", st, st.Target)
 	}
-	if !r.can(st.Kind, st.Client) {
+	if !r.can(st.Kind, st.Target) {
 		return fmt.Errorf("step %s is not possible now", st)
 	}
 	r.steps = append(r.steps, st)
@@ -410,7 +421,7 @@ func (r *lockRun) do(st Step) error {
 
 // apply performs a step that is possible now; prefix starts its trace line.
 func (r *lockRun) apply(st Step, prefix line) error {
-	lc := r.slots[st.Client]
+	lc := r.slots[st.Target]
 	var what Trace
 	var err error
 	switch st.Kind {
@@ -443,7 +454,7 @@ func (r *lockRun) apply(st Step, prefix line) error {
 	case StepDrop:
 		what, err = r.sim.Drop(lc.c)
 	case StepExpire:
-		p := r.expirable(st.Client)
+		p := r.expirable(st.Target)
 		what, err = r.sim.Expire(p.c)
 		if p != lc {
 			what = tracef("%v (of crashed %s)", what, p.name)
@@ -631,10 +642,10 @@ func (r *lockRun) ownNode(lc *lockClient) string {
 	return best
 }
 
-// checkExclusion is the invariant checked after every step: at most one client holds
+// CheckExclusion is the invariant checked after every step: at most one client holds
 // among those that have not been told they lost the lock and whose node the servers
 // still have.
-func (r *lockRun) checkExclusion() error {
+func (r *lockRun) CheckExclusion() error {
 	var holders []*lockClient
 	for _, lc := range r.slots {
 		if !lc.holding {
@@ -678,7 +689,7 @@ func witness(res models.Result) string {
 // liveBound is the number of steps the liveness phase may take per client.
 const liveBound = 100
 
-// finish ends a run: the liveness phase, the orphan checks, and the check of the
+// Finish ends a run: the liveness phase, the orphan checks, and the check of the
 // history by models.
 //
 // The liveness phase turns faults off: crashed clients' sessions expire, cut-off
@@ -690,7 +701,7 @@ const liveBound = 100
 // cfg.StrictCleanup. Every acquire of the
 // phase must end with the lock (but those timed out before it), within liveBound
 // steps per client.
-func (r *lockRun) finish() error {
+func (r *lockRun) Finish() error {
 	r.note("liveness phase: faults off")
 	r.live = true
 	for _, p := range r.procs {
@@ -728,12 +739,12 @@ func (r *lockRun) finish() error {
 				r.busy(), r.state())
 		}
 		if st.Kind == StepAcquire {
-			r.slots[st.Client].cycled = true
+			r.slots[st.Target].cycled = true
 		}
 		if err := r.apply(st, line{"     %v", []any{st}}); err != nil {
 			return failf(FailHarness, "liveness phase: %v", err)
 		}
-		if err := r.checkExclusion(); err != nil {
+		if err := r.CheckExclusion(); err != nil {
 			return err
 		}
 	}
@@ -744,7 +755,7 @@ func (r *lockRun) finish() error {
 	if left := r.sim.Children(r.cfg.Path); len(left) > 0 {
 		return failf(FailOrphan, "every client is idle, yet lock nodes are left: %s", r.describeNodes(left))
 	}
-	if err := r.teardown(); err != nil {
+	if err := r.Teardown(); err != nil {
 		return err
 	}
 	if left := r.sim.Children(r.cfg.Path); len(left) > 0 {
@@ -790,7 +801,7 @@ func (r *lockRun) nextLive(n int) (Step, bool) {
 				continue
 			}
 			if r.can(kind, slot) {
-				return Step{Kind: kind, Client: slot}, true
+				return Step{Kind: kind, Target: slot}, true
 			}
 		}
 	}
@@ -885,9 +896,9 @@ func (r *lockRun) allClosed() bool {
 // errTeardown ends the acquires still running when a run is torn down.
 var errTeardown = errors.New("run over")
 
-// teardown closes every client and waits for every recipe goroutine to end. It is
+// Teardown closes every client and waits for every recipe goroutine to end. It is
 // safe to call more than once.
-func (r *lockRun) teardown() error {
+func (r *lockRun) Teardown() error {
 	if r.torn {
 		return nil
 	}

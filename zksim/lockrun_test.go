@@ -36,9 +36,9 @@ func TestHistoryIsRecordedAsTheHarnessDoes(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer run.teardown()
+		defer run.Teardown()
 		for _, st := range sched.Steps {
-			if err := run.do(st); err != nil {
+			if err := run.Do(st); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -181,7 +181,7 @@ func TestRunsAreDeterministic(t *testing.T) {
 			for i := range 2 {
 				inBubble(t, func() error {
 					run, f := randomRun(rand.New(rand.NewPCG(seed, 3)), LockConfig{Recipe: ZLCMutex(m)}, 90)
-					traces[i], hists[i], fails[i] = run.lines(), run.hist, fmt.Sprint(f)
+					traces[i], hists[i], fails[i] = run.Trace(), run.hist, fmt.Sprint(f)
 					return nil
 				})
 			}

@@ -1,14 +1,10 @@
 package zksim
 
 import (
-	"fmt"
-	"runtime"
-	"runtime/debug"
-	"slices"
 	"strings"
 	"testing"
-	"testing/synctest"
 
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"pgregory.net/rapid"
 )
 
@@ -28,7 +24,7 @@ func (ri RunInfo) Trace() []string {
 	if ri.run == nil {
 		return nil
 	}
-	return ri.run.lines()
+	return ri.run.Trace()
 }
 
 // CheckLock checks the lock property of cfg.Recipe with rapid: each check is one run
@@ -52,147 +48,12 @@ func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 // library) is not deterministic under the simulator, and t fails saying so and
 // where they diverged, rather than let rapid shrink noise.
 func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*rapid.T) {
-	checked := false
-	return func(rt *rapid.T) {
-		n := cfg.Clients
-		if n == 0 {
-			n = rapid.IntRange(2, 5).Draw(rt, "clients")
-		}
-		leftOut := map[StepKind]bool{}
-		for _, k := range OptionalKinds() {
-			if rapid.Bool().Draw(rt, "leave out "+string(k)) {
-				leftOut[k] = true
-			}
-		}
-		var run *lockRun
-		fail := inBubble(t, func() error {
-			var err error
-			if run, err = newLockRun(cfg, n, rt.Logf); err != nil {
-				return err
-			}
-			defer run.teardown()
-			run.leftOut = leftOut
-			m := actions(run)
-			for range repeats {
-				rt.Repeat(m)
-			}
-			return run.finish()
-		})
-		info := RunInfo{Failure: fail, run: run}
-		if run != nil {
-			info.Schedule = Schedule{Clients: n, Steps: run.steps}
-		}
+	return property(cfg).Check(t, func(run *lockRun, fail *Failure) {
+		info := runInfo(run, fail)
 		for _, f := range onRun {
 			f(info)
 		}
-		if fail != nil && !checked {
-			checked = true
-			if d := divergence(t, cfg, info); d != "" {
-				t.Fatalf("%s is not deterministic under the simulator, so its failure cannot be shrunk or replayed: %s\nthe schedule:\n%s",
-					cfg.Recipe.Name, d, info.Schedule)
-			}
-		}
-		if fail != nil {
-			rt.Logf("the schedule, for ParseSchedule and ReplayLock:\n%s", info.Schedule)
-		}
-		report(rt, fail)
-	}
-}
-
-// repeats is the number of rapid Repeats a run makes. A Repeat takes 30 steps on
-// average (rapid's -rapid.steps); a lock needs more to build a queue, interleave its
-// clients and break it.
-const repeats = 3
-
-// report fails rt with f. Each kind fails from its own line, so that rapid (which
-// tells failures apart by where they happened) shrinks a failure into the same kind.
-func report(rt *rapid.T, f *Failure) {
-	if f == nil {
-		return
-	}
-	switch f.Kind {
-	case FailExclusion:
-		rt.Fatal(f)
-	case FailModel:
-		rt.Fatal(f)
-	case FailLiveness:
-		rt.Fatal(f)
-	case FailOrphan:
-		rt.Fatal(f)
-	default:
-		rt.Fatal(f)
-	}
-}
-
-// actionKey is one action of the rapid state machine: a name and the step kinds it
-// draws from.
-type actionKey struct {
-	name  string
-	kinds []StepKind
-}
-
-// actionKeys are the actions of the state machine: one per kind of client step, and
-// one for all faults, so that faults come about as often as one kind of client step.
-func actionKeys() []actionKey {
-	var keys []actionKey
-	var faults []StepKind
-	for _, kind := range StepKinds() {
-		if kind.IsFault() {
-			faults = append(faults, kind)
-			continue
-		}
-		keys = append(keys, actionKey{name: string(kind), kinds: []StepKind{kind}})
-	}
-	return append(keys, actionKey{name: "fault", kinds: faults})
-}
-
-// actions is the rapid state machine of a run: its action keys, each skipped when no
-// client can take it, and the mutual exclusion invariant.
-func actions(run *lockRun) map[string]func(*rapid.T) {
-	m := map[string]func(*rapid.T){
-		"": func(*rapid.T) {
-			if err := run.checkExclusion(); err != nil {
-				panic(err)
-			}
-		},
-	}
-	for _, key := range actionKeys() {
-		m[key.name] = func(rt *rapid.T) { runStep(rt, run, key.kinds) }
-	}
-	return m
-}
-
-// runStep draws one of kinds that the run may take now, and a client that can take
-// it, and applies the step; it skips the action when there is none. Both draws are
-// over every kind of the action and every client, moved on to the next one that is
-// possible: so a step keeps its kind and client when rapid shrinks away an earlier
-// step, as long as it is still possible.
-func runStep(rt *rapid.T, run *lockRun, kinds []StepKind) {
-	possible := run.choices(kinds)
-	if len(possible) == 0 {
-		rt.Skip("no client can take this step")
-	}
-	kind := kinds[pick(rt, "fault", len(kinds), func(i int) bool { return slices.Contains(possible, kinds[i]) })]
-	ids := run.enabled(kind)
-	id := pick(rt, "client", len(run.slots), func(i int) bool { return slices.Contains(ids, i) })
-	if err := run.do(Step{Kind: kind, Client: id}); err != nil {
-		panic(failf(FailHarness, "%v", err))
-	}
-}
-
-// pick draws one of 0..n-1 and returns the first from there on, round, for which ok
-// holds (one must); it draws nothing when n is 1.
-func pick(rt *rapid.T, label string, n int, ok func(int) bool) int {
-	d := 0
-	if n > 1 {
-		d = rapid.IntRange(0, n-1).Draw(rt, label)
-	}
-	for k := range n {
-		if i := (d + k) % n; ok(i) {
-			return i
-		}
-	}
-	panic("pick: nothing to pick")
+	})
 }
 
 // ReplayLock runs one explicit schedule of the lock property in a synctest bubble of
@@ -201,82 +62,50 @@ func pick(rt *rapid.T, label string, n int, ok func(int) bool) int {
 // possible at its turn.
 func ReplayLock(t *testing.T, cfg LockConfig, s Schedule) (RunInfo, error) {
 	t.Helper()
-	var run *lockRun
-	var bad error
-	fail := inBubble(t, func() error {
-		var err error
-		if run, err = newLockRun(cfg, s.Clients, nil); err != nil {
-			return err
-		}
-		defer run.teardown()
-		for _, st := range s.Steps {
-			if err := run.do(st); err != nil {
-				bad = err
-				return nil
-			}
-			if err := run.checkExclusion(); err != nil {
-				return err
-			}
-		}
-		return run.finish()
-	})
+	run, fail, bad := property(cfg).Replay(t, s.Clients, s.Steps)
+	return runInfo(run, fail), bad
+}
+
+// property is the lock property of cfg: runs drawn with 2 to 5 clients (or
+// cfg.Clients), their failures and traces read with protected names' GUIDs masked.
+func property(cfg LockConfig) simsched.Property[StepKind, *lockRun] {
+	return simsched.Property[StepKind, *lockRun]{
+		Recipe:     cfg.Recipe.Name,
+		Clients:    cfg.Clients,
+		MaxClients: 5,
+		Kinds:      StepKinds(),
+		Optional:   OptionalKinds(),
+		Start: func(n int, leftOut map[StepKind]bool, logf func(string, ...any)) (*lockRun, error) {
+			run, err := newLockRun(cfg, n, logf)
+			run.leftOut = leftOut
+			return run, err
+		},
+		Bubble: bubble(),
+		Same:   func(line string) string { return watchesLast(maskGUIDs(line)) },
+	}
+}
+
+// bubble is how a run's bubble is set up: as it is, its failures masked.
+func bubble() simsched.Bubble { return simsched.Bubble{Mask: maskGUIDs} }
+
+// runInfo is what run did, and its failure.
+func runInfo(run *lockRun, fail *Failure) RunInfo {
 	info := RunInfo{Failure: fail, run: run}
 	if run != nil {
-		info.Schedule = Schedule{Clients: s.Clients, Steps: run.steps}
+		info.Schedule = Schedule{Clients: len(run.slots), Steps: run.steps}
 	}
-	return info, bad
+	return info
 }
 
 // inBubble runs f in a new synctest bubble of t and returns its failure. A *Failure
 // that f panics with is returned too; any other panic is raised again outside the
 // bubble (a runtime error with the stack where it happened).
-func inBubble(t *testing.T, f func() error) (fail *Failure) {
-	var p any
-	synctest.Test(t, func(*testing.T) {
-		defer func() {
-			p = recover()
-			if pf, ok := p.(*Failure); ok {
-				fail, p = pf, nil
-			} else if re, ok := p.(runtime.Error); ok {
-				p = fmt.Sprintf("%v\n%s", re, debug.Stack())
-			}
-		}()
-		if err := f(); err != nil {
-			if fail, _ = err.(*Failure); fail == nil {
-				fail = failf(FailHarness, "%v", err)
-			}
-		}
-	})
-	if p != nil {
-		panic(p)
-	}
-	return fail
-}
+func inBubble(t *testing.T, f func() error) *Failure { return bubble().Run(t, f) }
 
 // divergence replays a failed run's schedule twice and returns where a replay's
 // trace first differs from the run's (GUIDs masked), or "" when both agree.
 func divergence(t *testing.T, cfg LockConfig, ri RunInfo) string {
-	want := ri.Trace()
-	for i := range 2 {
-		again, err := ReplayLock(t, cfg, ri.Schedule)
-		if err != nil {
-			return fmt.Sprintf("replay %d: %v", i+1, err)
-		}
-		got := again.Trace()
-		for j := range max(len(got), len(want)) {
-			var w, g string
-			if j < len(want) {
-				w = watchesLast(maskGUIDs(want[j]))
-			}
-			if j < len(got) {
-				g = watchesLast(maskGUIDs(got[j]))
-			}
-			if w != g {
-				return fmt.Sprintf("replay %d diverged at trace line %d:\n  run:    %s\n  replay: %s", i+1, j+1, w, g)
-			}
-		}
-	}
-	return ""
+	return property(cfg).Divergence(t, ri.Trace(), ri.Schedule.Clients, ri.Schedule.Steps)
 }
 
 // watchesLast is a trace line with its setWatches requests moved to its end, in their

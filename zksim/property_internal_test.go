@@ -3,6 +3,8 @@ package zksim
 import (
 	"slices"
 	"testing"
+
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 )
 
 // TestWatchesLast: a replay whose only difference is where go-zookeeper's re-sent
@@ -29,7 +31,7 @@ func TestWatchesLast(t *testing.T) {
 func TestSetWatchesGoFirst(t *testing.T) {
 	s := NewWire()
 	c := s.NewWireClient("c0")
-	wc := &wireConn{out: make(chan []byte, 8)}
+	wc := simsched.NewServerEnd(nil, 8)
 	c.wire.conn = wc
 	var get, watches juteWriter
 	get.int32(7)

@@ -1,12 +1,10 @@
 package zksim
 
 import (
-	"flag"
 	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,27 +61,6 @@ var caught = map[zlcmutex.Mutant][]FailureKind{
 // schedules (measured 2026-11-29: caught after 0-112 passing checks in 6 tries).
 var rareChecks = map[zlcmutex.Mutant]int{zlcmutex.MutantSwallowedRelease: 1000}
 
-// withRapidChecks sets -rapid.checks to n (when n > 0) until the test ends.
-func withRapidChecks(t *testing.T, n int) int {
-	t.Helper()
-	f := flag.Lookup("rapid.checks")
-	if f == nil {
-		t.Fatal("rapid has no -rapid.checks flag")
-	}
-	was := f.Value.String()
-	if n > 0 {
-		if err := f.Value.Set(strconv.Itoa(n)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Value.Set(was) })
-	}
-	limit, err := strconv.Atoi(f.Value.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return limit
-}
-
 // TestMutantsAreCaught runs the property of TestZLCMutex on every mutant of
 // zlc-mutex, with rapid's default number of checks (rareChecks for a rare bug), and
 // expects each to fail with a shrunk counterexample of a few steps, which it logs.
@@ -96,7 +73,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	for _, m := range zlcmutex.Mutants() {
 		t.Run(m.String(), func(t *testing.T) {
 			t.Chdir(t.TempDir()) // rapid writes its fail files under ./testdata
-			limit := withRapidChecks(t, rareChecks[m])
+			limit := rapidrec.WithChecks(t, rareChecks[m])
 			rec := rapidrec.New(t.Name())
 			var last RunInfo
 			cfg := LockConfig{Recipe: ZLCMutex(m)}
@@ -119,7 +96,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			steps := len(last.Schedule.Steps)
 			t.Logf("caught after %d passing checks, shrunk to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
 				checks, steps, last.Schedule.Clients, last.Failure, last.Schedule, rec.Reproduction(), strings.Join(last.Trace(), "\n"))
-			switch shrinkTime := rapidShrinkTime(t); {
+			switch shrinkTime := rapidrec.ShrinkTime(t); {
 			case steps <= maxShrunk:
 			case raceEnabled || elapsed >= shrinkTime:
 				// Not a verdict on the shrinking: it ran out of time.
@@ -142,19 +119,6 @@ func TestMutantsAreCaught(t *testing.T) {
 			}
 		})
 	}
-}
-
-// rapidShrinkTime returns rapid's -rapid.shrinktime, the time shrinking may take.
-func rapidShrinkTime(t *testing.T) time.Duration {
-	f := flag.Lookup("rapid.shrinktime")
-	if f == nil {
-		t.Fatal("rapid has no -rapid.shrinktime flag")
-	}
-	d, err := time.ParseDuration(f.Value.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 // regression is a shrunk counterexample kept in testdata/schedules: a schedule
@@ -250,16 +214,16 @@ func replayLenient(t *testing.T, cfg LockConfig, s Schedule) RunInfo {
 		if run, err = newLockRun(cfg, s.Clients, nil); err != nil {
 			return err
 		}
-		defer run.teardown()
+		defer run.Teardown()
 		for _, st := range s.Steps {
-			if st.Client < len(run.slots) && run.can(st.Kind, st.Client) {
-				run.do(st)
-				if err := run.checkExclusion(); err != nil {
+			if st.Target < len(run.slots) && run.can(st.Kind, st.Target) {
+				run.Do(st)
+				if err := run.CheckExclusion(); err != nil {
 					return err
 				}
 			}
 		}
-		return run.finish()
+		return run.Finish()
 	})
 	return RunInfo{Failure: fail, run: run}
 }

@@ -3,6 +3,8 @@ package zksim
 import (
 	"math/rand/v2"
 	"slices"
+
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 )
 
 // randomRun runs one schedule drawn with rng the way the rapid property draws one (a
@@ -18,18 +20,18 @@ func randomRun(rng *rand.Rand, cfg LockConfig, steps int) (*lockRun, *Failure) {
 	if err != nil {
 		return nil, err.(*Failure)
 	}
-	defer run.teardown()
+	defer run.Teardown()
 	run.leftOut = map[StepKind]bool{}
 	for _, k := range OptionalKinds() {
 		if rng.IntN(2) == 0 {
 			run.leftOut[k] = true
 		}
 	}
-	keys := actionKeys()
+	keys := simsched.ActionKeys(StepKinds())
 	for range steps {
 		var possible []StepKind
 		for range 100 { // as rapid's Repeat, which skips impossible actions
-			if possible = run.choices(keys[rng.IntN(len(keys))].kinds); len(possible) > 0 {
+			if possible = run.Choices(keys[rng.IntN(len(keys))].Kinds); len(possible) > 0 {
 				break
 			}
 		}
@@ -42,14 +44,14 @@ func randomRun(rng *rand.Rand, cfg LockConfig, steps int) (*lockRun, *Failure) {
 				break
 			}
 		}
-		if err := run.do(Step{Kind: kind, Client: id}); err != nil {
+		if err := run.Do(Step{Kind: kind, Target: id}); err != nil {
 			return run, failf(FailHarness, "%v", err)
 		}
-		if err := run.checkExclusion(); err != nil {
+		if err := run.CheckExclusion(); err != nil {
 			return run, err.(*Failure)
 		}
 	}
-	if err := run.finish(); err != nil {
+	if err := run.Finish(); err != nil {
 		return run, err.(*Failure)
 	}
 	return run, nil

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
@@ -37,20 +37,10 @@ type wireEnd struct {
 	// says every server was tried, and the dialer refuses.
 	dead chan struct{}
 	// Under sim.mu.
-	conn *wireConn
+	conn *simsched.ServerEnd
 	// stalled: the servers read the client's packets but answer none, pings
 	// included.
 	stalled bool
-}
-
-// wireConn is one connection: the servers' end of a pipe, and the queue of packets
-// its writer goroutine writes, in order.
-type wireConn struct {
-	srv net.Conn
-	out chan []byte
-	// closed, under sim.mu: nothing more is queued; the writer closes the pipe once
-	// it has written what was queued before.
-	closed bool
 }
 
 // wireQueue bounds the packets queued on one connection; a client library reads
@@ -59,8 +49,8 @@ const wireQueue = 256
 
 // send queues a packet on the current connection, if any. Under sim.mu.
 func (e *wireEnd) send(pkt []byte) {
-	if e.conn != nil && !e.conn.closed {
-		e.conn.out <- pkt
+	if e.conn != nil {
+		e.conn.Send(pkt)
 	}
 }
 
@@ -73,7 +63,7 @@ func (e *wireEnd) breakConn() {
 	if e.conn == nil {
 		return
 	}
-	e.conn.close()
+	e.conn.Close()
 	e.conn = nil
 	c := e.c
 	if t := c.sim.tcp; t != nil && c.sim.srv.alive(c.sess.ID) && c.sim.srv.sessions[c.sess.ID].client == c {
@@ -84,14 +74,6 @@ func (e *wireEnd) breakConn() {
 	e.stalled = false
 	if c.sess.State == zlcmutex.StateConnected {
 		c.setSession(zlcmutex.Session{ID: c.sess.ID, State: zlcmutex.StateDisconnected})
-	}
-}
-
-// close stops queueing on wc. Under sim.mu.
-func (wc *wireConn) close() {
-	if !wc.closed {
-		wc.closed = true
-		wc.out <- nil
 	}
 }
 
@@ -141,57 +123,10 @@ func (e *wireEnd) dial(_, _ string, _ time.Duration) (net.Conn, error) {
 		s.wireNote("%s: a second connection while one is open (one zk.Conn per process)", e.c.name)
 		return nil, errors.New("zksim: one zk.Conn per process")
 	}
-	cli, srv := net.Pipe()
-	wc := &wireConn{srv: srv, out: make(chan []byte, wireQueue)}
+	cli, wc := simsched.Pipe(wireQueue)
 	e.conn = wc
-	go wc.write()
 	go s.serve(e, wc)
-	return &clientEnd{Conn: cli}, nil
-}
-
-// clientEnd is the client's end of a pipe, made to write as a TCP socket does: once
-// the servers closed the connection, a write still succeeds (the bytes are lost;
-// the client finds out when it reads), where a bare pipe would fail it. A library's
-// error path for a failed write may differ from the one real sockets take:
-// go-zookeeper's answers a request twice, and then blocks.
-type clientEnd struct {
-	net.Conn
-	// closed, set by Close from the client's side only; atomic, as the library
-	// closes from one goroutine while another writes.
-	closed atomic.Bool
-}
-
-// Write implements net.Conn.
-func (c *clientEnd) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if errors.Is(err, io.ErrClosedPipe) && !c.closed.Load() {
-		return len(b), nil
-	}
-	return n, err
-}
-
-// Close implements net.Conn.
-func (c *clientEnd) Close() error {
-	c.closed.Store(true)
-	return c.Conn.Close()
-}
-
-// write writes wc's queued packets in order, and closes the pipe after the last.
-func (wc *wireConn) write() {
-	defer wc.srv.Close()
-	for pkt := range wc.out {
-		if pkt == nil {
-			return
-		}
-		if _, err := wc.srv.Write(pkt); err != nil {
-			// The client closed its end; drain until the servers close too.
-			for pkt := range wc.out {
-				if pkt == nil {
-					return
-				}
-			}
-		}
-	}
+	return cli, nil
 }
 
 // readPacket reads one length-prefixed packet.
@@ -211,8 +146,8 @@ func readPacket(r io.Reader) ([]byte, error) {
 
 // serve reads wc's packets: the handshake, then requests (queued for the
 // scheduler), pings (answered at once unless the servers stall) and close.
-func (s *Sim) serve(e *wireEnd, wc *wireConn) {
-	pkt, err := readPacket(wc.srv)
+func (s *Sim) serve(e *wireEnd, wc *simsched.ServerEnd) {
+	pkt, err := readPacket(wc.Conn)
 	if err == nil {
 		var req connectRequest
 		if req, err = decodeConnect(pkt); err == nil {
@@ -222,7 +157,7 @@ func (s *Sim) serve(e *wireEnd, wc *wireConn) {
 		}
 	}
 	for err == nil {
-		if pkt, err = readPacket(wc.srv); err == nil {
+		if pkt, err = readPacket(wc.Conn); err == nil {
 			s.mu.Lock()
 			s.received(e, wc, pkt)
 			s.mu.Unlock()
@@ -233,17 +168,17 @@ func (s *Sim) serve(e *wireEnd, wc *wireConn) {
 		s.wireNote("%s: connection closed by the client (%v)", e.c.name, err)
 		e.breakConn()
 	}
-	wc.close()
+	wc.Close()
 	s.mu.Unlock()
 }
 
 // handshake answers a connect request: with the session the client names if it
 // lives, a new session if it names none, or all zeros (expired) and the end of
 // the connection. Under mu.
-func (s *Sim) handshake(e *wireEnd, wc *wireConn, req connectRequest) {
+func (s *Sim) handshake(e *wireEnd, wc *simsched.ServerEnd, req connectRequest) {
 	c := e.c
 	if e.conn != wc || c.dead {
-		wc.close()
+		wc.Close()
 		return
 	}
 	timeout := min(max(req.timeout, minSessionTimeoutMs), maxSessionTimeoutMs)
@@ -262,17 +197,17 @@ func (s *Sim) handshake(e *wireEnd, wc *wireConn, req connectRequest) {
 		c.setSession(zlcmutex.Session{ID: req.sessionID, State: zlcmutex.StateConnected})
 		s.wireNote("%s: connected with session 0x%x", c.name, uint64(req.sessionID))
 	default:
-		wc.out <- connectResponse(0, 0, make([]byte, 16), req.readOnly)
+		wc.Send(connectResponse(0, 0, make([]byte, 16), req.readOnly))
 		c.setSession(zlcmutex.Session{ID: req.sessionID, State: zlcmutex.StateExpired})
 		s.wireNote("%s: told session 0x%x has expired", c.name, uint64(req.sessionID))
 		e.conn = nil
-		wc.close()
+		wc.Close()
 		return
 	}
 	if s.tcp != nil {
 		delete(s.tcp.lostAt, c.sess.ID)
 	}
-	wc.out <- connectResponse(s.srv.sessions[c.sess.ID].timeout, c.sess.ID, sessionPasswd(c.sess.ID), req.readOnly)
+	wc.Send(connectResponse(s.srv.sessions[c.sess.ID].timeout, c.sess.ID, sessionPasswd(c.sess.ID), req.readOnly))
 }
 
 // sessionPasswd is a session's password: any 16 bytes, the same in every replay.
@@ -281,7 +216,7 @@ func sessionPasswd(sid int64) []byte {
 }
 
 // received takes a packet of an established connection. Under mu.
-func (s *Sim) received(e *wireEnd, wc *wireConn, pkt []byte) {
+func (s *Sim) received(e *wireEnd, wc *simsched.ServerEnd, pkt []byte) {
 	if e.conn != wc {
 		return // a connection the servers broke; the client has not noticed yet
 	}
@@ -296,7 +231,7 @@ func (s *Sim) received(e *wireEnd, wc *wireConn, pkt []byte) {
 			s.faultPing(e.c) // a holder sends only pings: faults must reach it too
 		}
 		if e.conn == wc && !e.stalled {
-			wc.out <- replyHeader(xidPing, s.srv.zxid, codeOK).packet()
+			wc.Send(replyHeader(xidPing, s.srv.zxid, codeOK).packet())
 		}
 	case op == opClose:
 		c := e.c
@@ -304,7 +239,7 @@ func (s *Sim) received(e *wireEnd, wc *wireConn, pkt []byte) {
 			s.srv.closeSession(c.sess.ID)
 		}
 		s.wireNote("%s: closed its session 0x%x", c.name, uint64(c.sess.ID))
-		wc.out <- replyHeader(xid, s.srv.zxid, codeOK).packet()
+		wc.Send(replyHeader(xid, s.srv.zxid, codeOK).packet())
 		s.kill(c)
 	default:
 		r := decodeRequest(xid, op, in.b)

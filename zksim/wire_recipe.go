@@ -5,10 +5,10 @@ import (
 	"errors"
 	"net"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/recipes"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 	"github.com/zlockcheck/zlockcheck/workloads"
@@ -218,47 +218,18 @@ func HarnessRecipe(name string, build recipes.Constructor, sessionTimeout time.D
 				SessionTimeout: sessionTimeout,
 				Path:           env.Path,
 				Kind:           workloads.Mutex,
-				Log:            logWriter{env.Logf},
-				Events:         harnessEvents{env.OnLost},
+				Log:            simsched.LogWriter{Logf: env.Logf},
+				Events:         simsched.LostEvents{OnLost: env.OnLost},
 				ZKOptions:      []func(*zk.Conn){env.Transport()},
 			})
 			if err != nil {
 				return nil, err
 			}
-			return harnessLocker{r}, nil
+			return simsched.HarnessLocker[Hold]{R: r}, nil
 		},
 		Definite: func(err error) bool {
 			reply, _ := recipes.Classify(err)
 			return reply == workloads.ReplyFail
 		},
 	}
-}
-
-// harnessLocker adapts a harness recipe to Locker.
-type harnessLocker struct{ r recipes.Recipe }
-
-var _ Locker = harnessLocker{}
-
-func (h harnessLocker) Acquire(ctx context.Context) (Hold, error) {
-	_, err := h.r.Acquire(ctx, recipes.AcquireRequest{})
-	return Hold{}, err
-}
-
-func (h harnessLocker) Release() error { return h.r.Release(context.Background()) }
-
-func (h harnessLocker) Close() { _ = h.r.Close() }
-
-// harnessEvents passes a harness recipe's lost events on.
-type harnessEvents struct{ onLost func(string) }
-
-func (e harnessEvents) Lost(reason string)    { e.onLost(reason) }
-func (e harnessEvents) Session(int64, []byte) {}
-func (e harnessEvents) Renewed()              {}
-
-// logWriter sends a recipe's log lines to Logf.
-type logWriter struct{ logf func(string, ...any) }
-
-func (w logWriter) Write(b []byte) (int, error) {
-	w.logf("%s", strings.TrimRight(string(b), "\n"))
-	return len(b), nil
 }

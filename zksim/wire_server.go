@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
@@ -135,11 +136,11 @@ func (s *Server) accept() {
 		c.sess = zlcmutex.Session{State: zlcmutex.StateDisconnected}
 		c.wire = &wireEnd{c: c, permits: make(chan struct{}, 1), dead: make(chan struct{})}
 		sim.clients = append(sim.clients, c)
-		wc := &wireConn{srv: conn, out: make(chan []byte, wireQueue)}
+		wc := simsched.NewServerEnd(conn, wireQueue)
 		c.wire.conn = wc
 		sim.mu.Unlock()
 		s.wg.Add(2)
-		go func() { defer s.wg.Done(); wc.write() }()
+		go func() { defer s.wg.Done(); wc.Write() }()
 		go func() { defer s.wg.Done(); sim.serve(c.wire, wc) }()
 	}
 }

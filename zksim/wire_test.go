@@ -124,7 +124,7 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	if checks >= 100 {
 		t.Errorf("found after %d checks, want within rapid's default 100", checks)
 	}
-	if steps := len(last.Schedule.Steps); steps > maxShrunk && time.Since(start) < rapidShrinkTime(t) && !raceEnabled {
+	if steps := len(last.Schedule.Steps); steps > maxShrunk && time.Since(start) < rapidrec.ShrinkTime(t) && !raceEnabled {
 		t.Errorf("the counterexample has %d steps, want at most %d", steps, maxShrunk)
 	}
 	// Rapid's fail file replays the shrunk counterexample first thing, exactly.
@@ -182,7 +182,7 @@ func (c *coinLocker) Acquire(ctx context.Context) (Hold, error) {
 // apart from its replays (the check LockProperty makes before rapid shrinks a
 // failure), and a deterministic one's is not.
 func TestDivergenceIsReported(t *testing.T) {
-	steps := []Step{{Kind: StepAcquire, Client: 0}, {Kind: StepAcquire, Client: 1}, {Kind: StepAcquire, Client: 2}}
+	steps := []Step{{Kind: StepAcquire, Target: 0}, {Kind: StepAcquire, Target: 1}, {Kind: StepAcquire, Target: 2}}
 	sched := Schedule{Clients: 3, Steps: steps}
 	diverged := 0
 	for range 10 {

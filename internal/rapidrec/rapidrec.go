@@ -1,5 +1,7 @@
 // Package rapidrec owns Recorder, the rapid.TB the simulators' tests (zksim, redsim)
-// hand to rapid.Check to see a property fail, and how, instead of failing the test.
+// hand to rapid.Check to see a property fail, and how, instead of failing the test;
+// and the helpers those tests share to read and set rapid's flags (WithChecks,
+// ShrinkTime).
 package rapidrec
 
 import (
