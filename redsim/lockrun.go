@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,10 +78,9 @@ const maxRun = 64
 
 // lockRun is one run of the lock property.
 type lockRun struct {
-	cfg   LockConfig
-	sim   *Sim
-	slots []*lockClient
-	procs []*lockClient
+	cfg LockConfig
+	sim *Sim
+	simsched.Procs[*lockClient]
 	steps []Step
 	trace []string
 	logf  func(string, ...any)
@@ -98,19 +96,13 @@ type lockRun struct {
 	fair []time.Time
 	// written[i] is when owner[i] wrote it.
 	written []time.Time
-	// mu guards what recipe goroutines write.
-	mu sync.Mutex
 }
 
 // lockClient is one process of a run.
 type lockClient struct {
-	id, slot int
-	name     string
-	c        *Client
-	lock     Locker
-	op       *lockOp
-	holding  bool
-	hold     Hold
+	*simsched.Process[Hold]
+	c    *Client
+	lock Locker
 	// since is when the hold began.
 	since time.Time
 	// excused: a fault (a restart, a clock jump) took the holder's key from enough
@@ -123,33 +115,17 @@ type lockClient struct {
 	acquiredFrom time.Time
 	// spanned: others held while it was excused, and it holds again unaware.
 	spanned []string
-	// lostHold: told it lost, and not released since.
-	lostHold bool
-	crashed  bool
-	// acquired counts acquires that ended with the lock; liveAcq those of the
-	// liveness phase.
+	// liveAcq counts the acquires of the liveness phase that ended with the lock.
 	liveAcq int
-	work    chan func()
-	// Under run.mu.
-	lost []string
-	logs []string
 }
 
 // lockOp is an operation in flight.
-type lockOp struct {
-	f        string
-	cancel   context.CancelFunc
-	timedOut bool
-	// Under run.mu.
-	done bool
-	hold Hold
-	err  error
-}
+type lockOp = simsched.Op[Hold]
 
 // newLockRun starts a run with n clients, each with its Locker built.
 func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
 	cfg = cfg.withDefaults()
-	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, slots: make([]*lockClient, n), leftOut: map[StepKind]bool{},
+	r := &lockRun{cfg: cfg, sim: New(cfg.Instances), logf: logf, Procs: simsched.Procs[*lockClient]{Slots: make([]*lockClient, n)}, leftOut: map[StepKind]bool{},
 		owner: make([]*lockClient, cfg.Instances), fair: make([]time.Time, cfg.Instances), written: make([]time.Time, cfg.Instances)}
 	r.note("%s with %d clients on %d instances, key %s, TTL %s", cfg.Recipe.Name, n, cfg.Instances, cfg.Key, cfg.TTL)
 	for i := range n {
@@ -175,18 +151,11 @@ const setupBound = 100
 // startProcess starts a new process in slot and builds its Locker, serving its
 // requests as they come.
 func (r *lockRun) startProcess(slot int) error {
-	lc := &lockClient{id: len(r.procs), slot: slot, name: "c" + strconv.Itoa(slot)}
-	if r.slots[slot] != nil {
-		lc.name += "#" + strconv.Itoa(lc.id)
-	}
-	lc.c = r.sim.NewClient(lc.name)
-	env := Env{Key: r.cfg.Key, TTL: r.cfg.TTL, client: lc.c,
-		OnLost: func(reason string) { r.mu.Lock(); lc.lost = append(lc.lost, reason); r.mu.Unlock() },
-		Logf: func(format string, args ...any) {
-			r.mu.Lock()
-			lc.logs = append(lc.logs, fmt.Sprintf(format, args...))
-			r.mu.Unlock()
-		},
+	lc := &lockClient{Process: simsched.NewProcess[Hold](len(r.All), slot, r.Slots[slot] != nil)}
+	lc.c = r.sim.NewClient(lc.Name)
+	env := Env{Key: r.cfg.Key, TTL: r.cfg.TTL, client: lc.c, OnLost: lc.OnLost,
+		// Formatted at once: collect sorts them.
+		Logf: func(format string, args ...any) { lc.Logf("%s", fmt.Sprintf(format, args...)) },
 	}
 	for i := range r.cfg.Instances {
 		env.Addrs = append(env.Addrs, Addr(i))
@@ -204,7 +173,7 @@ func (r *lockRun) startProcess(slot int) error {
 		case <-done:
 		default:
 			if i == setupBound || !r.sim.CanRun(lc.c) {
-				return failf(FailHarness, "building %s's lock: it neither returned nor sent a request (%d served)", lc.name, i)
+				return failf(FailHarness, "building %s's lock: it neither returned nor sent a request (%d served)", lc.Name, i)
 			}
 			r.sim.Serve(lc.c, Reply)
 			continue
@@ -212,19 +181,12 @@ func (r *lockRun) startProcess(slot int) error {
 		break
 	}
 	if err != nil {
-		return failf(FailHarness, "building %s's lock: %v", lc.name, err)
+		return failf(FailHarness, "building %s's lock: %v", lc.Name, err)
 	}
 	lc.lock = lock
-	lc.work = make(chan func())
-	go func() {
-		for f := range lc.work {
-			f()
-		}
-	}()
-	r.slots[slot] = lc
-	r.procs = append(r.procs, lc)
-	if len(r.procs) > len(r.slots) {
-		r.note("       %s: new process %d", lc.name, lc.id)
+	lc.StartWorker()
+	if r.Add(slot, lc) {
+		r.note("       %s: new process %d", lc.Name, lc.ID)
 	}
 	return nil
 }
@@ -237,17 +199,14 @@ func (r *lockRun) can(kind StepKind, t int) bool {
 	case StepJump, StepRestart:
 		return t < r.cfg.Instances
 	}
-	if t >= len(r.slots) {
+	if t >= len(r.Slots) {
 		return false
 	}
-	lc := r.slots[t]
+	lc := r.Slots[t]
+	if can, ok := lc.OpStep(string(kind)); ok {
+		return can
+	}
 	switch kind {
-	case StepAcquire:
-		return lc.op == nil && !lc.holding
-	case StepRelease:
-		return lc.op == nil && (lc.holding || lc.lostHold)
-	case StepTimeout:
-		return lc.op != nil && lc.op.f == "acquire" && !lc.op.timedOut
 	case StepStep, StepRun, StepLoseReply, StepDrop, StepDelay:
 		return r.sim.CanRun(lc.c)
 	case StepCrash:
@@ -259,7 +218,7 @@ func (r *lockRun) can(kind StepKind, t int) bool {
 // Targets returns how many targets a step of kind has (clients, instances, or one
 // for a tick), and those it can target now.
 func (r *lockRun) Targets(kind StepKind) (int, []int) {
-	n := len(r.slots)
+	n := len(r.Slots)
 	switch kind.Target() {
 	case simsched.OnInstance:
 		n = r.cfg.Instances
@@ -291,14 +250,14 @@ func (r *lockRun) Choices(kinds []StepKind) []StepKind {
 func (r *lockRun) Durations() []time.Duration { return r.cfg.durations() }
 
 // Clients is the run's number of clients.
-func (r *lockRun) Clients() int { return len(r.slots) }
+func (r *lockRun) Clients() int { return len(r.Slots) }
 
 // Steps are the steps the run took, not those of the liveness phase.
 func (r *lockRun) Steps() []Step { return r.steps }
 
 // Schedule renders the run's schedule.
 func (r *lockRun) Schedule() string {
-	return Schedule{Clients: len(r.slots), Instances: r.cfg.Instances, Steps: r.steps}.String()
+	return Schedule{Clients: len(r.Slots), Instances: r.cfg.Instances, Steps: r.steps}.String()
 }
 
 // Trace tells the run: each step, the requests it served and their replies, the
@@ -326,29 +285,29 @@ func (r *lockRun) apply(st Step, prefix string) {
 	before := r.lockKeys()
 	switch st.Kind {
 	case StepAcquire:
-		r.startAcquire(r.slots[st.Target])
+		r.startAcquire(r.Slots[st.Target])
 	case StepRelease:
-		r.startRelease(r.slots[st.Target])
+		r.startRelease(r.Slots[st.Target])
 	case StepTimeout:
-		op := r.slots[st.Target].op
-		op.timedOut = true
-		op.cancel()
+		op := r.Slots[st.Target].Op
+		op.TimedOut = true
+		op.Cancel(nil)
 		r.sim.Settle()
 	case StepStep:
-		what, _ = r.sim.Serve(r.slots[st.Target].c, Reply)
+		what, _ = r.sim.Serve(r.Slots[st.Target].c, Reply)
 	case StepRun:
 		var parts []string
-		for i := 0; i < maxRun && r.sim.CanRun(r.slots[st.Target].c); i++ {
-			w, _ := r.sim.Serve(r.slots[st.Target].c, Reply)
+		for i := 0; i < maxRun && r.sim.CanRun(r.Slots[st.Target].c); i++ {
+			w, _ := r.sim.Serve(r.Slots[st.Target].c, Reply)
 			parts = append(parts, w)
 		}
 		what = strings.Join(parts, "; ")
 	case StepLoseReply:
-		what, _ = r.sim.Serve(r.slots[st.Target].c, LoseReply)
+		what, _ = r.sim.Serve(r.Slots[st.Target].c, LoseReply)
 	case StepDrop:
-		what, _ = r.sim.Serve(r.slots[st.Target].c, Drop)
+		what, _ = r.sim.Serve(r.Slots[st.Target].c, Drop)
 	case StepDelay:
-		what, _ = r.sim.Serve(r.slots[st.Target].c, Delay)
+		what, _ = r.sim.Serve(r.Slots[st.Target].c, Delay)
 	case StepTick:
 		r.sim.Tick(st.D)
 	case StepJump:
@@ -356,14 +315,14 @@ func (r *lockRun) apply(st Step, prefix string) {
 	case StepRestart:
 		r.sim.Restart(st.Target)
 	case StepCrash:
-		r.sim.Crash(r.slots[st.Target].c)
+		r.sim.Crash(r.Slots[st.Target].c)
 	}
 	if what != "" {
 		prefix += ": " + what
 	}
 	r.note("%s", prefix)
 	if st.Kind == StepCrash {
-		r.crashed(r.slots[st.Target])
+		r.crashed(r.Slots[st.Target])
 	}
 	r.keysMoved(st, before)
 	r.collect()
@@ -391,14 +350,14 @@ func (r *lockRun) keysMoved(st Step, before []KeyInfo) {
 		case after[i].same(before[i]):
 			continue
 		case after[i].Key == "" && r.owner[i] != nil && r.lostByFault(st, i, before[i]):
-			r.note("       the fault took %s's key from i%d", r.owner[i].name, i)
+			r.note("       the fault took %s's key from i%d", r.owner[i].Name, i)
 			if o := r.owner[i]; !r.written[i].Before(o.acquiredFrom) {
 				o.faultLost = true // a key of its current acquire, not an earlier one's
 			}
 			r.owner[i] = nil
 			r.excuse()
 		case after[i].Key != "" && st.Kind.Target() == simsched.OnClient:
-			r.owner[i], r.written[i] = r.slots[st.Target], time.Now()
+			r.owner[i], r.written[i] = r.Slots[st.Target], time.Now()
 		}
 		r.fair[i] = time.Time{}
 		if after[i].Key == "" {
@@ -444,10 +403,10 @@ func (r *lockRun) quorum() int { return r.cfg.Instances/2 + 1 }
 // excused from mutual exclusion until it learns (its hold ends) or its key is
 // back (unexcuse).
 func (r *lockRun) excuse() {
-	for _, lc := range r.slots {
-		if lc.holding && !lc.excused && lc.faultLost && r.backing(lc) < r.quorum() {
+	for _, lc := range r.Slots {
+		if lc.Holding && !lc.excused && lc.faultLost && r.backing(lc) < r.quorum() {
 			lc.excused, lc.others = true, nil
-			r.note("       %s is excused while it does not know: no recipe keeps a lock whose key the servers lost", lc.name)
+			r.note("       %s is excused while it does not know: no recipe keeps a lock whose key the servers lost", lc.Name)
 		}
 	}
 }
@@ -457,13 +416,13 @@ func (r *lockRun) excuse() {
 // acquired meanwhile the lock was not theirs throughout, though they were never
 // told (checkExclusion fails).
 func (r *lockRun) unexcuse() {
-	for _, lc := range r.slots {
-		if !lc.holding {
+	for _, lc := range r.Slots {
+		if !lc.Holding {
 			lc.excused = false // its hold ended: the recipe learnt, or let go
 		}
 		if lc.excused && r.backing(lc) >= r.quorum() {
 			lc.excused = false
-			r.note("       %s's key is back; it counts as a holder again", lc.name)
+			r.note("       %s's key is back; it counts as a holder again", lc.Name)
 			if len(lc.others) > 0 {
 				lc.spanned = lc.others
 			}
@@ -473,34 +432,28 @@ func (r *lockRun) unexcuse() {
 
 // start runs f in lc's goroutine as its op, and settles.
 func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
-	lc.op = op
-	lc.work <- func() {
-		h, err := f()
-		r.mu.Lock()
-		op.done, op.hold, op.err = true, h, err
-		r.mu.Unlock()
-	}
+	lc.Start(op, f)
 	r.sim.Settle()
 }
 
 func (r *lockRun) startAcquire(lc *lockClient) {
 	lc.faultLost, lc.acquiredFrom = false, time.Now()
-	ctx, cancel := context.WithCancel(context.Background())
-	r.start(lc, &lockOp{f: "acquire", cancel: cancel}, func() (Hold, error) {
-		defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r.start(lc, &lockOp{F: simsched.OpAcquire, Cancel: cancel}, func() (Hold, error) {
+		defer cancel(nil)
 		return lc.lock.Acquire(ctx)
 	})
 }
 
 func (r *lockRun) startRelease(lc *lockClient) {
-	lc.holding = false // the belief ends at the release's call
-	r.start(lc, &lockOp{f: "release"}, func() (Hold, error) { return Hold{}, lc.lock.Release() })
+	lc.Holding = false // the belief ends at the release's call
+	r.start(lc, &lockOp{F: simsched.OpRelease}, func() (Hold, error) { return Hold{}, lc.lock.Release() })
 }
 
 // crashed replaces a crashed process with a new one.
 func (r *lockRun) crashed(lc *lockClient) {
-	lc.crashed, lc.holding, lc.lostHold = true, false, false
-	if err := r.startProcess(lc.slot); err != nil {
+	lc.Crashed, lc.Holding, lc.LostHold = true, false, false
+	if err := r.startProcess(lc.Slot); err != nil {
 		panic(err) // the recipe built this slot's first Locker; it must build another
 	}
 }
@@ -511,38 +464,35 @@ func (r *lockRun) collect() {
 	for _, n := range r.sim.TakeNotes() {
 		r.note("       sim| %s", n)
 	}
-	for _, lc := range r.procs {
-		r.mu.Lock()
-		logs, lost := lc.logs, lc.lost
-		lc.logs, lc.lost = nil, nil
-		var done *lockOp
-		if lc.op != nil && lc.op.done {
-			done = lc.op
-		}
-		r.mu.Unlock()
+	for _, lc := range r.All {
+		lines, lost, done := lc.Take()
 		// Two goroutines of a process woken at one instant (RedLock's requests
 		// timing out together) log in the Go scheduler's order; the log lines
 		// start with the bubble's time, so sorted they are in time order.
+		logs := make([]string, len(lines))
+		for i, l := range lines {
+			logs[i] = l.String()
+		}
 		slices.Sort(logs)
 		for _, l := range logs {
-			r.note("       %s| %s", lc.name, l)
+			r.note("       %s| %s", lc.Name, l)
 		}
-		if lc.crashed {
+		if lc.Crashed {
 			continue
 		}
 		if done != nil {
-			lc.op = nil
+			lc.Op = nil
 			r.complete(lc, done)
 		}
 		for _, reason := range lost {
-			if lc.holding && lc.op == nil {
-				r.note("       %s: told it lost the lock: %s", lc.name, reason)
-				lc.holding, lc.lostHold = false, true
+			if lc.Holding && lc.Op == nil {
+				r.note("       %s: told it lost the lock: %s", lc.Name, reason)
+				lc.Holding, lc.LostHold = false, true
 			}
 		}
-		if lc.holding && !lc.hold.Until.IsZero() && !time.Now().Before(lc.hold.Until) {
-			r.note("       %s: its declared validity ended", lc.name)
-			lc.holding, lc.lostHold = false, true
+		if lc.Holding && !lc.Hold.Until.IsZero() && !time.Now().Before(lc.Hold.Until) {
+			r.note("       %s: its declared validity ended", lc.Name)
+			lc.Holding, lc.LostHold = false, true
 		}
 	}
 }
@@ -550,33 +500,33 @@ func (r *lockRun) collect() {
 // complete takes in the end of lc's op.
 func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 	switch {
-	case op.f == "acquire" && op.err == nil:
-		lc.holding, lc.hold, lc.lostHold, lc.since = true, op.hold, false, time.Now()
+	case op.F == simsched.OpAcquire && op.Err == nil:
+		lc.Holding, lc.Hold, lc.LostHold, lc.since = true, op.Hold, false, time.Now()
 		lc.excused, lc.others, lc.spanned = lc.faultLost && r.backing(lc) < r.quorum(), nil, nil
 		if lc.excused {
-			r.note("       %s is excused while it does not know: a fault took its key before its grant arrived", lc.name)
+			r.note("       %s is excused while it does not know: a fault took its key before its grant arrived", lc.Name)
 		}
-		for _, o := range r.slots {
+		for _, o := range r.Slots {
 			if o != lc && o.excused {
-				o.others = append(o.others, lc.name)
+				o.others = append(o.others, lc.Name)
 			}
 		}
 		if r.live {
 			lc.liveAcq++
 		}
 		until := ""
-		if !op.hold.Until.IsZero() {
-			until = fmt.Sprintf(", valid for %s", time.Until(op.hold.Until))
+		if !op.Hold.Until.IsZero() {
+			until = fmt.Sprintf(", valid for %s", time.Until(op.Hold.Until))
 		}
-		r.note("       %s: acquired (token %d%s)", lc.name, op.hold.Token, until)
-	case op.f == "acquire":
-		r.note("       %s: acquire failed: %v", lc.name, op.err)
-	case op.err == nil:
-		lc.lostHold = false
-		r.note("       %s: released", lc.name)
+		r.note("       %s: acquired (token %d%s)", lc.Name, op.Hold.Token, until)
+	case op.F == simsched.OpAcquire:
+		r.note("       %s: acquire failed: %v", lc.Name, op.Err)
+	case op.Err == nil:
+		lc.LostHold = false
+		r.note("       %s: released", lc.Name)
 	default:
-		lc.lostHold = false
-		r.note("       %s: release failed: %v", lc.name, op.err)
+		lc.LostHold = false
+		r.note("       %s: release failed: %v", lc.Name, op.Err)
 	}
 }
 
@@ -584,13 +534,13 @@ func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 // believes it holds the lock.
 func (r *lockRun) CheckExclusion() error {
 	var who []string
-	for _, lc := range r.slots {
-		if lc.holding && len(lc.spanned) > 0 {
+	for _, lc := range r.Slots {
+		if lc.Holding && len(lc.spanned) > 0 {
 			return failf(FailExclusion, "%s holds again once its key is back, though %s held while a fault had taken it, and it was never told it lost the lock",
-				lc.name, strings.Join(lc.spanned, " and "))
+				lc.Name, strings.Join(lc.spanned, " and "))
 		}
-		if lc.holding && !lc.excused {
-			who = append(who, fmt.Sprintf("%s (holding for %s)", lc.name, time.Since(lc.since).Round(time.Millisecond)))
+		if lc.Holding && !lc.excused {
+			who = append(who, fmt.Sprintf("%s (holding for %s)", lc.Name, time.Since(lc.since).Round(time.Millisecond)))
 		}
 	}
 	if len(who) < 2 {
@@ -662,10 +612,8 @@ func (r *lockRun) liveTick() {
 
 // anyDone reports whether an op ended or a lost event came since the last collect.
 func (r *lockRun) anyDone() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, lc := range r.slots {
-		if (lc.op != nil && lc.op.done) || len(lc.lost) > 0 {
+	for _, lc := range r.Slots {
+		if lc.Pending() {
 			return true
 		}
 	}
@@ -677,9 +625,9 @@ func (r *lockRun) anyDone() bool {
 // acquired in the phase yet, and tick when only timers are left.
 func (r *lockRun) nextLive(n int) (Step, bool) {
 	for _, kind := range []StepKind{StepStep, StepRelease, StepAcquire} {
-		for i := range r.slots {
-			slot := (n + i) % len(r.slots)
-			lc := r.slots[slot]
+		for i := range r.Slots {
+			slot := (n + i) % len(r.Slots)
+			lc := r.Slots[slot]
 			if kind == StepAcquire && lc.liveAcq > 0 {
 				continue
 			}
@@ -688,8 +636,8 @@ func (r *lockRun) nextLive(n int) (Step, bool) {
 			}
 		}
 	}
-	for _, lc := range r.slots {
-		if lc.op != nil {
+	for _, lc := range r.Slots {
+		if lc.Op != nil {
 			return Step{Kind: StepTick}, true
 		}
 	}
@@ -699,13 +647,13 @@ func (r *lockRun) nextLive(n int) (Step, bool) {
 // state describes the clients and the keys, for a failure message.
 func (r *lockRun) state() string {
 	var parts []string
-	for _, lc := range r.slots {
-		s := lc.name + ": idle"
+	for _, lc := range r.Slots {
+		s := lc.Name + ": idle"
 		switch {
-		case lc.op != nil:
-			s = lc.name + ": in " + lc.op.f
-		case lc.holding:
-			s = lc.name + ": holding"
+		case lc.Op != nil:
+			s = lc.Name + ": in " + lc.Op.F
+		case lc.Holding:
+			s = lc.Name + ": holding"
 		}
 		parts = append(parts, s)
 	}
@@ -732,14 +680,14 @@ func (r *lockRun) Teardown() error {
 		return nil
 	}
 	r.torn = true
-	for _, lc := range r.procs {
-		if lc.op != nil && lc.op.cancel != nil {
-			lc.op.cancel()
+	for _, lc := range r.All {
+		if lc.Op != nil && lc.Op.Cancel != nil {
+			lc.Op.Cancel(nil)
 		}
 	}
 	r.drain()
 	var wg sync.WaitGroup
-	for _, lc := range r.procs {
+	for _, lc := range r.All {
 		if lc.lock != nil {
 			wg.Go(lc.lock.Close)
 		}
@@ -758,10 +706,8 @@ func (r *lockRun) Teardown() error {
 		r.sim.Tick(r.cfg.TTL / 4)
 	}
 	r.sim.Shutdown()
-	for _, lc := range r.procs {
-		if lc.work != nil {
-			close(lc.work)
-		}
+	for _, lc := range r.All {
+		lc.StopWorker()
 	}
 	// A client library's own goroutines may sleep before they notice their client
 	// is closed (go-redis's pool retries a failed dial every second), and a bubble
@@ -781,7 +727,7 @@ func (r *lockRun) Teardown() error {
 func (r *lockRun) drain() {
 	for range maxRun {
 		any := false
-		for _, lc := range r.procs {
+		for _, lc := range r.All {
 			if r.sim.CanRun(lc.c) {
 				r.sim.Serve(lc.c, Reply)
 				any = true

@@ -40,18 +40,13 @@ func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 // deterministic under the simulator, and t fails saying where, rather than let
 // rapid shrink noise.
 func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*rapid.T) {
-	return property(cfg).Check(t, func(run *lockRun, fail *Failure) {
-		info := runInfo(run, fail)
-		for _, f := range onRun {
-			f(info)
-		}
-	})
+	return property(cfg).Check(t, onRun...)
 }
 
 func runInfo(run *lockRun, fail *Failure) RunInfo {
 	info := RunInfo{Failure: fail}
 	if run != nil {
-		info.Schedule = Schedule{Clients: len(run.slots), Instances: run.cfg.Instances, Steps: run.steps}
+		info.Schedule = Schedule{Clients: len(run.Slots), Instances: run.cfg.Instances, Steps: run.steps}
 		info.Trace = run.trace
 	}
 	return info
@@ -71,14 +66,13 @@ func OptionalKinds() []StepKind {
 func ReplayLock(t *testing.T, cfg LockConfig, s Schedule) (RunInfo, error) {
 	t.Helper()
 	cfg.Instances = s.Instances
-	run, fail, bad := property(cfg).Replay(t, s.Clients, s.Steps)
-	return runInfo(run, fail), bad
+	return property(cfg).Replay(t, s.Clients, s.Steps)
 }
 
 // property is the lock property of cfg: runs drawn with 2 to 4 clients (or
 // cfg.Clients), in bubbles whose crypto/rand is seeded.
-func property(cfg LockConfig) simsched.Property[StepKind, *lockRun] {
-	return simsched.Property[StepKind, *lockRun]{
+func property(cfg LockConfig) simsched.Property[StepKind, *lockRun, RunInfo] {
+	return simsched.Property[StepKind, *lockRun, RunInfo]{
 		Recipe:     cfg.Recipe.Name,
 		Clients:    cfg.Clients,
 		MaxClients: 4,
@@ -95,6 +89,7 @@ func property(cfg LockConfig) simsched.Property[StepKind, *lockRun] {
 			}
 			return run, nil
 		},
+		Info:   runInfo,
 		Bubble: simsched.Bubble{Before: emptyPools, Setup: func(bt *testing.T) { cryptotest.SetGlobalRandom(bt, seed) }},
 	}
 }

@@ -9,11 +9,11 @@ type StepKind string
 // ZooKeeper; the two share simsched's Step and text format.)
 const (
 	// StepAcquire starts an acquire on an idle client.
-	StepAcquire StepKind = "acquire"
+	StepAcquire StepKind = simsched.OpAcquire
 	// StepRelease starts a release on a client that holds (or was told it lost).
-	StepRelease StepKind = "release"
+	StepRelease StepKind = simsched.OpRelease
 	// StepTimeout ends the context of the client's acquire.
-	StepTimeout StepKind = "timeout"
+	StepTimeout StepKind = simsched.OpTimeout
 	// StepStep serves the client's next request; its reply comes back.
 	StepStep StepKind = "step"
 	// StepRun serves the client's requests until it has none (at most maxRun).

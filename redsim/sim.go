@@ -29,7 +29,7 @@ type Sim struct {
 	insts    []*Instance
 	clients  []*Client
 	requests int
-	notes    []string
+	notes    simsched.Notes
 }
 
 // New returns a Sim of n empty instances (n >= 1), addressed Addr(0)...Addr(n-1).
@@ -201,7 +201,7 @@ func (cn *conn) breakConn() {
 
 // note adds a line to what happened on the Sim's own since the last TakeNotes.
 func (s *Sim) note(format string, args ...any) {
-	s.notes = append(s.notes, fmt.Sprintf(format, args...))
+	s.notes.Add(format, args...)
 }
 
 // TakeNotes returns, and forgets, what happened on the Sim's own since the last
@@ -209,9 +209,7 @@ func (s *Sim) note(format string, args ...any) {
 func (s *Sim) TakeNotes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.notes
-	s.notes = nil
-	return out
+	return s.notes.Take()
 }
 
 // Settle returns once every other goroutine of the bubble is durably blocked.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/zlockcheck/zlockcheck/histories"
@@ -87,12 +86,9 @@ const maxRun = 64
 type lockRun struct {
 	cfg LockConfig
 	sim *Sim
-	// slots holds each client's current process; steps name slots ("c1"). A process
-	// that crashed or was retired is replaced by a new one, as the harness replaces a
-	// worker, with a new process number.
-	slots []*lockClient
-	// procs holds every process ever started, in order.
-	procs []*lockClient
+	// Procs are the run's processes: a process that crashed or was retired is
+	// replaced by a new one, with a new process number.
+	simsched.Procs[*lockClient]
 	hist  histories.History
 	steps []Step
 	// trace is the run's story: steps, what they did, the recipe's log lines.
@@ -108,62 +104,27 @@ type lockRun struct {
 	live     bool
 	cycling  bool
 	liveFail *Failure
-
-	// mu guards what recipe goroutines write: op results, lost reasons, log lines.
-	mu sync.Mutex
 }
 
 // lockClient is one process of a run (a client with its Locker) and what the run
 // knows of it.
 type lockClient struct {
-	// id is the process number in the history; slot the client it runs as.
-	id   int
-	slot int
-	name string
+	*simsched.Process[Hold]
 	c    *Client
 	lock Locker
 	guid int
-
-	// Scheduler side.
-	op *lockOp
-	// holding: the last acquire was ok and neither a release nor a lost event came
-	// since.
-	holding bool
-	hold    Hold
-	// lostHold: the client was told it lost its hold and has not released since; its
-	// node may still exist.
-	lostHold bool
-	crashed  bool
 	// retired: an op ended as info; the client's session was closed.
 	retired bool
-	// work runs the process's ops, one at a time, in one goroutine (whose stack,
-	// once grown, stays so).
-	work chan func()
-	// closing is the Locker's Close, once teardown started it.
-	closing *lockOp
+	// closed is closed once the Locker's Close, which teardown starts, returned.
+	closed chan struct{}
 	// cycled: the liveness phase started this client's last acquire.
 	cycled bool
-
-	// Under run.mu.
-	lost []string
-	logs []line
 }
 
-func (lc *lockClient) dead() bool { return lc.crashed || lc.retired }
+func (lc *lockClient) dead() bool { return lc.Crashed || lc.retired }
 
 // lockOp is an operation of a client, running in its own goroutine.
-type lockOp struct {
-	f        string
-	cancel   context.CancelCauseFunc
-	timedOut bool
-	// live: started in the liveness phase.
-	live bool
-
-	// Under run.mu.
-	done bool
-	hold Hold
-	err  error
-}
+type lockOp = simsched.Op[Hold]
 
 // newLockRun starts a run with n clients, each with its Locker built.
 func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, error) {
@@ -172,7 +133,7 @@ func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, err
 	if cfg.Recipe.NewConn != nil {
 		sim = NewWire()
 	}
-	r := &lockRun{cfg: cfg, sim: sim, logf: logf, slots: make([]*lockClient, n)}
+	r := &lockRun{cfg: cfg, sim: sim, logf: logf, Procs: simsched.Procs[*lockClient]{Slots: make([]*lockClient, n)}}
 	r.note("%s with %d clients, lock %s", cfg.Recipe.Name, n, cfg.Path)
 	for i := range n {
 		if err := r.startProcess(i); err != nil {
@@ -185,28 +146,16 @@ func newLockRun(cfg LockConfig, n int, logf func(string, ...any)) (*lockRun, err
 // startProcess starts a new process in slot: a new client, with a new session, and
 // its Locker.
 func (r *lockRun) startProcess(slot int) error {
-	lc := &lockClient{id: len(r.procs), slot: slot, name: "c" + strconv.Itoa(slot)}
-	if r.slots[slot] != nil {
-		lc.name += "#" + strconv.Itoa(lc.id)
-	}
-	onLost := func(reason string) {
-		r.mu.Lock()
-		lc.lost = append(lc.lost, reason)
-		r.mu.Unlock()
-	}
-	logf := func(format string, args ...any) {
-		r.mu.Lock()
-		lc.logs = append(lc.logs, line{format, args})
-		r.mu.Unlock()
-	}
+	lc := &lockClient{Process: simsched.NewProcess[Hold](len(r.All), slot, r.Slots[slot] != nil)}
+	onLost, logf := lc.OnLost, lc.Logf
 	newGUID := func() string {
 		lc.guid++
-		return fmt.Sprintf("p%dg%d", lc.id, lc.guid)
+		return fmt.Sprintf("p%dg%d", lc.ID, lc.guid)
 	}
 	var lock Locker
 	var err error
 	if r.cfg.Recipe.NewConn != nil {
-		lc.c = r.sim.NewWireClient(lc.name)
+		lc.c = r.sim.NewWireClient(lc.Name)
 		lock, err = r.cfg.Recipe.NewConn(ConnEnv{
 			Servers:   []string{WireAddress},
 			Path:      r.cfg.Path,
@@ -218,7 +167,7 @@ func (r *lockRun) startProcess(slot int) error {
 		})
 		r.sim.Settle() // the first connection
 	} else {
-		lc.c = r.sim.NewClient(lc.name)
+		lc.c = r.sim.NewClient(lc.Name)
 		lock, err = r.cfg.Recipe.New(LockEnv{
 			Client:  lc.c,
 			Path:    r.cfg.Path,
@@ -228,19 +177,12 @@ func (r *lockRun) startProcess(slot int) error {
 		})
 	}
 	if err != nil {
-		return failf(FailHarness, "building %s's lock: %v", lc.name, err)
+		return failf(FailHarness, "building %s's lock: %v", lc.Name, err)
 	}
 	lc.lock = lock
-	lc.work = make(chan func())
-	go func() {
-		for f := range lc.work {
-			f()
-		}
-	}()
-	r.slots[slot] = lc
-	r.procs = append(r.procs, lc)
-	if len(r.procs) > len(r.slots) {
-		r.note("       %s: new process %d, session 0x%x", lc.name, lc.id, uint64(r.sim.Session(lc.c).ID))
+	lc.StartWorker()
+	if r.Add(slot, lc) {
+		r.note("       %s: new process %d, session 0x%x", lc.Name, lc.ID, uint64(r.sim.Session(lc.c).ID))
 	}
 	return nil
 }
@@ -278,7 +220,7 @@ func (r *lockRun) record(op histories.Op) {
 }
 
 func (r *lockRun) recordOp(lc *lockClient, t histories.Type, f string, edit ...func(*histories.Op)) {
-	op := histories.Op{Type: t, F: f, Process: histories.Client(lc.id)}
+	op := histories.Op{Type: t, F: f, Process: histories.Client(lc.ID)}
 	for _, e := range edit {
 		e(&op)
 	}
@@ -295,7 +237,7 @@ func (r *lockRun) enabled(kind StepKind) []int {
 		return nil
 	}
 	var ids []int
-	for i := range r.slots {
+	for i := range r.Slots {
 		if r.can(kind, i) {
 			ids = append(ids, i)
 		}
@@ -305,31 +247,28 @@ func (r *lockRun) enabled(kind StepKind) []int {
 
 // Targets returns the clients a random step of kind is drawn from, and those that
 // can take it now (enabled).
-func (r *lockRun) Targets(kind StepKind) (int, []int) { return len(r.slots), r.enabled(kind) }
+func (r *lockRun) Targets(kind StepKind) (int, []int) { return len(r.Slots), r.enabled(kind) }
 
 // Durations is nil: no step is timed.
 func (r *lockRun) Durations() []time.Duration { return nil }
 
 // Clients is the run's number of clients.
-func (r *lockRun) Clients() int { return len(r.slots) }
+func (r *lockRun) Clients() int { return len(r.Slots) }
 
 // Steps are the steps the run took, not those of the liveness phase.
 func (r *lockRun) Steps() []Step { return r.steps }
 
 // Schedule renders the run's schedule.
-func (r *lockRun) Schedule() string { return Schedule{Clients: len(r.slots), Steps: r.steps}.String() }
+func (r *lockRun) Schedule() string { return Schedule{Clients: len(r.Slots), Steps: r.steps}.String() }
 
 // can reports whether slot can take a step of kind now. StepTick is possible while
 // some op is in flight (a timer may be waiting).
 func (r *lockRun) can(kind StepKind, slot int) bool {
-	s, lc := r.sim, r.slots[slot]
+	s, lc := r.sim, r.Slots[slot]
+	if can, ok := lc.OpStep(string(kind)); ok {
+		return can
+	}
 	switch kind {
-	case StepAcquire:
-		return lc.op == nil && !lc.holding
-	case StepRelease:
-		return lc.op == nil && (lc.holding || lc.lostHold)
-	case StepTimeout:
-		return lc.op != nil && lc.op.f == histories.FAcquire && !lc.op.timedOut
 	case StepStep, StepRun, StepLoseReply:
 		return s.CanRun(lc.c)
 	case StepDeliver:
@@ -350,8 +289,8 @@ func (r *lockRun) can(kind StepKind, slot int) bool {
 
 // anyBusy reports whether some client has an op in flight.
 func (r *lockRun) anyBusy() bool {
-	for _, lc := range r.slots {
-		if lc.op != nil {
+	for _, lc := range r.Slots {
+		if lc.Op != nil {
 			return true
 		}
 	}
@@ -395,12 +334,12 @@ func (r *lockRun) stalled() bool {
 // process of the slot whose session still lives, or else the slot's process if its
 // session lives; nil when there is none.
 func (r *lockRun) expirable(slot int) *lockClient {
-	for _, p := range r.procs {
-		if p.slot == slot && p.crashed && r.sim.SessionAlive(p.c) {
+	for _, p := range r.All {
+		if p.Slot == slot && p.Crashed && r.sim.SessionAlive(p.c) {
 			return p
 		}
 	}
-	if lc := r.slots[slot]; r.sim.SessionAlive(lc.c) {
+	if lc := r.Slots[slot]; r.sim.SessionAlive(lc.c) {
 		return lc
 	}
 	return nil
@@ -409,7 +348,7 @@ func (r *lockRun) expirable(slot int) *lockClient {
 // Do applies one step of the schedule, which must be possible now, then takes in what
 // the recipe did.
 func (r *lockRun) Do(st Step) error {
-	if st.Target < 0 || st.Target >= len(r.slots) || (st.Kind == StepTick && st.Target != 0) {
+	if st.Target < 0 || st.Target >= len(r.Slots) || (st.Kind == StepTick && st.Target != 0) {
 		return fmt.Errorf("step %s: no client c%d", st, st.Target)
 	}
 	if !r.can(st.Kind, st.Target) {
@@ -421,7 +360,7 @@ func (r *lockRun) Do(st Step) error {
 
 // apply performs a step that is possible now; prefix starts its trace line.
 func (r *lockRun) apply(st Step, prefix line) error {
-	lc := r.slots[st.Target]
+	lc := r.Slots[st.Target]
 	var what Trace
 	var err error
 	switch st.Kind {
@@ -430,8 +369,8 @@ func (r *lockRun) apply(st Step, prefix line) error {
 	case StepRelease:
 		r.startRelease(lc)
 	case StepTimeout:
-		lc.op.timedOut = true
-		lc.op.cancel(context.DeadlineExceeded)
+		lc.Op.TimedOut = true
+		lc.Op.Cancel(context.DeadlineExceeded)
 		r.sim.Settle()
 	case StepStep:
 		what, err = r.sim.Run(lc.c)
@@ -457,7 +396,7 @@ func (r *lockRun) apply(st Step, prefix line) error {
 		p := r.expirable(st.Target)
 		what, err = r.sim.Expire(p.c)
 		if p != lc {
-			what = tracef("%v (of crashed %s)", what, p.name)
+			what = tracef("%v (of crashed %s)", what, p.Name)
 		}
 	case StepCrash:
 		what, err = r.sim.Crash(lc.c)
@@ -479,20 +418,14 @@ func (r *lockRun) apply(st Step, prefix line) error {
 
 // start runs f in lc's goroutine as its op, and waits until everything blocks.
 func (r *lockRun) start(lc *lockClient, op *lockOp, f func() (Hold, error)) {
-	lc.op = op
-	lc.work <- func() {
-		h, err := f()
-		r.mu.Lock()
-		op.done, op.hold, op.err = true, h, err
-		r.mu.Unlock()
-	}
+	lc.Start(op, f)
 	r.sim.Settle()
 }
 
 func (r *lockRun) startAcquire(lc *lockClient) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.recordOp(lc, histories.Invoke, histories.FAcquire)
-	r.start(lc, &lockOp{f: histories.FAcquire, cancel: cancel, live: r.live}, func() (Hold, error) {
+	r.start(lc, &lockOp{F: histories.FAcquire, Cancel: cancel, Live: r.live}, func() (Hold, error) {
 		defer cancel(nil)
 		return lc.lock.Acquire(ctx)
 	})
@@ -500,8 +433,8 @@ func (r *lockRun) startAcquire(lc *lockClient) {
 
 func (r *lockRun) startRelease(lc *lockClient) {
 	r.recordOp(lc, histories.Invoke, histories.FRelease)
-	lc.holding = false // the certain part of the hold ends at the release's invoke
-	r.start(lc, &lockOp{f: histories.FRelease}, func() (Hold, error) {
+	lc.Holding = false // the certain part of the hold ends at the release's invoke
+	r.start(lc, &lockOp{F: histories.FRelease}, func() (Hold, error) {
 		return Hold{}, lc.lock.Release()
 	})
 }
@@ -510,21 +443,21 @@ func (r *lockRun) startRelease(lc *lockClient) {
 // completes as info, and a hold ends at some unknown time from now (a release invoked
 // now, completed as info). A new process takes the slot.
 func (r *lockRun) crashed(lc *lockClient) {
-	lc.crashed = true
-	if lc.op != nil {
-		r.recordOp(lc, histories.Info, lc.op.f, func(op *histories.Op) { op.Error = "crashed" })
+	lc.Crashed = true
+	if lc.Op != nil {
+		r.recordOp(lc, histories.Info, lc.Op.F, func(op *histories.Op) { op.Error = "crashed" })
 	}
-	if lc.holding {
+	if lc.Holding {
 		r.recordOp(lc, histories.Invoke, histories.FRelease)
 		r.recordOp(lc, histories.Info, histories.FRelease, func(op *histories.Op) { op.Error = "crashed while holding" })
 	}
-	lc.holding, lc.lostHold = false, false
+	lc.Holding, lc.LostHold = false, false
 	r.restart(lc)
 }
 
 // restart gives dead lc's slot a new process.
 func (r *lockRun) restart(lc *lockClient) {
-	if err := r.startProcess(lc.slot); err != nil {
+	if err := r.startProcess(lc.Slot); err != nil {
 		panic(err) // the recipe built this slot's first Locker; it must build another
 	}
 }
@@ -535,38 +468,31 @@ func (r *lockRun) collect() {
 	for _, n := range r.sim.TakeNotes() {
 		r.note("       wire| %s", n)
 	}
-	for i := 0; i < len(r.procs); i++ { // a retirement may start a process
-		lc := r.procs[i]
-		r.mu.Lock()
-		logs, lost := lc.logs, lc.lost
-		lc.logs, lc.lost = nil, nil
-		var done *lockOp
-		if lc.op != nil && lc.op.done {
-			done = lc.op
-		}
-		r.mu.Unlock()
+	for i := 0; i < len(r.All); i++ { // a retirement may start a process
+		lc := r.All[i]
+		logs, lost, done := lc.Take()
 		for _, l := range logs {
-			r.note("       %s| %v", lc.name, l)
+			r.note("       %s| %v", lc.Name, l)
 		}
 		if lc.dead() {
 			if done != nil {
-				lc.op = nil // nobody is there to hear it
+				lc.Op = nil // nobody is there to hear it
 			}
 			continue
 		}
 		if done != nil {
-			lc.op = nil
+			lc.Op = nil
 			r.complete(lc, done)
 		}
 		for _, reason := range lost {
-			if !lc.holding || lc.op != nil {
-				r.note("       %s: lost event while not holding (ignored): %s", lc.name, reason)
+			if !lc.Holding || lc.Op != nil {
+				r.note("       %s: lost event while not holding (ignored): %s", lc.Name, reason)
 				continue
 			}
 			r.recordOp(lc, histories.Invoke, histories.FRelease, func(op *histories.Op) { op.Lost, op.Error = true, reason })
 			r.recordOp(lc, histories.OK, histories.FRelease, func(op *histories.Op) { op.Lost, op.Error = true, reason })
-			r.note("       %s: told it lost the lock: %s", lc.name, reason)
-			lc.holding, lc.lostHold = false, true
+			r.note("       %s: told it lost the lock: %s", lc.Name, reason)
+			lc.Holding, lc.LostHold = false, true
 		}
 	}
 }
@@ -575,49 +501,49 @@ func (r *lockRun) collect() {
 func (r *lockRun) complete(lc *lockClient, op *lockOp) {
 	t := histories.OK
 	switch {
-	case op.err == nil:
-	case r.cfg.Recipe.Definite(op.err):
+	case op.Err == nil:
+	case r.cfg.Recipe.Definite(op.Err):
 		t = histories.Fail
 	default:
 		t = histories.Info
 	}
-	r.recordOp(lc, t, op.f, func(o *histories.Op) {
-		if op.err != nil {
-			o.Error = op.err.Error()
+	r.recordOp(lc, t, op.F, func(o *histories.Op) {
+		if op.Err != nil {
+			o.Error = op.Err.Error()
 		}
-		if t == histories.OK && op.f == histories.FAcquire {
-			o.Value = json.RawMessage(`{"token":` + strconv.FormatInt(op.hold.Token, 10) + `}`)
+		if t == histories.OK && op.F == histories.FAcquire {
+			o.Value = json.RawMessage(`{"token":` + strconv.FormatInt(op.Hold.Token, 10) + `}`)
 		}
 	})
 	switch {
-	case t == histories.OK && op.f == histories.FAcquire:
-		if op.hold.Node == "" && r.cfg.Recipe.NewConn != nil {
-			op.hold.Node = r.ownNode(lc)
+	case t == histories.OK && op.F == histories.FAcquire:
+		if op.Hold.Node == "" && r.cfg.Recipe.NewConn != nil {
+			op.Hold.Node = r.ownNode(lc)
 		}
-		lc.holding, lc.hold, lc.lostHold = true, op.hold, false
-		r.note("       %s: acquired %s (token %d)", lc.name, op.hold.Node, op.hold.Token)
-	case op.f == histories.FAcquire:
-		r.note("       %s: acquire %s: %v", lc.name, t, op.err)
+		lc.Holding, lc.Hold, lc.LostHold = true, op.Hold, false
+		r.note("       %s: acquired %s (token %d)", lc.Name, op.Hold.Node, op.Hold.Token)
+	case op.F == histories.FAcquire:
+		r.note("       %s: acquire %s: %v", lc.Name, t, op.Err)
 		// A wire client's library fails the calls in flight when it hears of an
 		// earlier fault (go-zookeeper fails them all when its session expired): only
 		// its acquires started with faults off must end with the lock.
-		wireExcused := r.cfg.Recipe.NewConn != nil && !op.live
-		if r.live && !op.timedOut && r.liveFail == nil && !wireExcused {
-			r.liveFail = failf(FailLiveness, "with faults off, %s's acquire ended without the lock: %s: %v", lc.name, t, op.err)
+		wireExcused := r.cfg.Recipe.NewConn != nil && !op.Live
+		if r.live && !op.TimedOut && r.liveFail == nil && !wireExcused {
+			r.liveFail = failf(FailLiveness, "with faults off, %s's acquire ended without the lock: %s: %v", lc.Name, t, op.Err)
 		}
 	case t == histories.OK:
-		lc.lostHold = false
-		r.note("       %s: released", lc.name)
+		lc.LostHold = false
+		r.note("       %s: released", lc.Name)
 	default:
-		lc.lostHold = false
-		r.note("       %s: release %s: %v", lc.name, t, op.err)
+		lc.LostHold = false
+		r.note("       %s: release %s: %v", lc.Name, t, op.Err)
 	}
 	if t == histories.Info {
 		// The harness retires a worker after info: its session ends, and a new worker
 		// takes its place.
-		lc.retired, lc.holding, lc.lostHold = true, false, false
+		lc.retired, lc.Holding, lc.LostHold = true, false, false
 		w, _ := r.sim.Close(lc.c)
-		r.note("       %s: retired after info: %v", lc.name, w)
+		r.note("       %s: retired after info: %v", lc.Name, w)
 		r.restart(lc)
 	}
 }
@@ -647,12 +573,12 @@ func (r *lockRun) ownNode(lc *lockClient) string {
 // still have.
 func (r *lockRun) CheckExclusion() error {
 	var holders []*lockClient
-	for _, lc := range r.slots {
-		if !lc.holding {
+	for _, lc := range r.Slots {
+		if !lc.Holding {
 			continue
 		}
-		if lc.hold.Node != "" {
-			if _, _, ok := r.sim.Node(lc.hold.Node); !ok {
+		if lc.Hold.Node != "" {
+			if _, _, ok := r.sim.Node(lc.Hold.Node); !ok {
 				continue
 			}
 		}
@@ -663,7 +589,7 @@ func (r *lockRun) CheckExclusion() error {
 	}
 	var who []string
 	for _, lc := range holders {
-		who = append(who, fmt.Sprintf("%s holds %s (token %d)", lc.name, lc.hold.Node, lc.hold.Token))
+		who = append(who, fmt.Sprintf("%s holds %s (token %d)", lc.Name, lc.Hold.Node, lc.Hold.Token))
 	}
 	msg := strings.Join(who, " and ") + "; none was told it lost the lock, and the servers have all these nodes"
 	// models' mutex checker must agree that the history so far is not linearizable.
@@ -704,14 +630,14 @@ const liveBound = 100
 func (r *lockRun) Finish() error {
 	r.note("liveness phase: faults off")
 	r.live = true
-	for _, p := range r.procs {
-		if p.crashed && r.sim.SessionAlive(p.c) {
+	for _, p := range r.All {
+		if p.Crashed && r.sim.SessionAlive(p.c) {
 			w, _ := r.sim.Expire(p.c)
-			r.note("     expire %s (crashed): %v", p.name, w)
+			r.note("     expire %s (crashed): %v", p.Name, w)
 			r.collect()
 		}
 	}
-	bound := liveBound * len(r.slots)
+	bound := liveBound * len(r.Slots)
 	steps := 0
 	for ; r.liveFail == nil; steps++ {
 		st, ok := r.nextLive(steps)
@@ -739,7 +665,7 @@ func (r *lockRun) Finish() error {
 				r.busy(), r.state())
 		}
 		if st.Kind == StepAcquire {
-			r.slots[st.Target].cycled = true
+			r.Slots[st.Target].cycled = true
 		}
 		if err := r.apply(st, line{"     %v", []any{st}}); err != nil {
 			return failf(FailHarness, "liveness phase: %v", err)
@@ -794,10 +720,10 @@ func (r *lockRun) cycle(why string) bool {
 // when there is nothing left to do.
 func (r *lockRun) nextLive(n int) (Step, bool) {
 	for _, kind := range []StepKind{StepReconnect, StepDeliver, StepStep, StepRelease, StepAcquire} {
-		for i := range r.slots {
-			slot := (n + i) % len(r.slots)
-			lc := r.slots[slot]
-			if kind == StepAcquire && (!r.cycling || lc.cycled || lc.lostHold) {
+		for i := range r.Slots {
+			slot := (n + i) % len(r.Slots)
+			lc := r.Slots[slot]
+			if kind == StepAcquire && (!r.cycling || lc.cycled || lc.LostHold) {
 				continue
 			}
 			if r.can(kind, slot) {
@@ -814,9 +740,9 @@ func (r *lockRun) nextLive(n int) (Step, bool) {
 // busy names the clients with an op in flight, or returns "".
 func (r *lockRun) busy() string {
 	var names []string
-	for _, lc := range r.slots {
-		if lc.op != nil {
-			names = append(names, fmt.Sprintf("%s's %s", lc.name, lc.op.f))
+	for _, lc := range r.Slots {
+		if lc.Op != nil {
+			names = append(names, fmt.Sprintf("%s's %s", lc.Name, lc.Op.F))
 		}
 	}
 	return strings.Join(names, ", ")
@@ -828,14 +754,14 @@ func (r *lockRun) progress() int { return r.sim.Requests() + len(r.hist) }
 // state describes the clients and the lock's queue, for a failure message.
 func (r *lockRun) state() string {
 	var parts []string
-	for _, lc := range r.slots {
+	for _, lc := range r.Slots {
 		st := r.sim.Session(lc.c)
-		s := fmt.Sprintf("%s: session 0x%x %s", lc.name, uint64(st.ID), st.State)
+		s := fmt.Sprintf("%s: session 0x%x %s", lc.Name, uint64(st.ID), st.State)
 		switch {
-		case lc.op != nil:
-			s += ", in " + lc.op.f
-		case lc.holding:
-			s += ", holding " + lc.hold.Node
+		case lc.Op != nil:
+			s += ", in " + lc.Op.F
+		case lc.Holding:
+			s += ", holding " + lc.Hold.Node
 		default:
 			s += ", idle"
 		}
@@ -858,9 +784,9 @@ func (r *lockRun) describeNodes(names []string) string {
 		owner := "persistent"
 		if st.EphemeralOwner != 0 {
 			owner = fmt.Sprintf("session 0x%x", uint64(st.EphemeralOwner))
-			for _, p := range r.procs {
+			for _, p := range r.All {
 				if r.sim.Session(p.c).ID == st.EphemeralOwner {
-					owner += " of " + p.name
+					owner += " of " + p.Name
 				}
 			}
 		}
@@ -871,10 +797,8 @@ func (r *lockRun) describeNodes(names []string) string {
 
 // opsRunning reports whether some process's op has not returned yet.
 func (r *lockRun) opsRunning() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, lc := range r.procs {
-		if lc.op != nil && !lc.op.done {
+	for _, lc := range r.All {
+		if lc.Running() {
 			return true
 		}
 	}
@@ -883,14 +807,22 @@ func (r *lockRun) opsRunning() bool {
 
 // allClosed reports whether every Locker's Close returned.
 func (r *lockRun) allClosed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, lc := range r.procs {
-		if !lc.closing.done {
+	for _, lc := range r.All {
+		if !lc.hasClosed() {
 			return false
 		}
 	}
 	return true
+}
+
+// hasClosed reports whether lc's Close returned.
+func (lc *lockClient) hasClosed() bool {
+	select {
+	case <-lc.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // errTeardown ends the acquires still running when a run is torn down.
@@ -903,19 +835,19 @@ func (r *lockRun) Teardown() error {
 		return nil
 	}
 	r.torn = true
-	for _, lc := range r.procs {
+	for _, lc := range r.All {
 		if !r.sim.Dead(lc.c) {
 			r.sim.Close(lc.c)
 		}
-		if lc.op != nil && lc.op.cancel != nil {
-			lc.op.cancel(errTeardown)
+		if lc.Op != nil && lc.Op.Cancel != nil {
+			lc.Op.Cancel(errTeardown)
 		}
 	}
-	for _, lc := range r.procs {
+	for _, lc := range r.All {
 		if r.sim.SessionAlive(lc.c) {
 			r.sim.Expire(lc.c) // a crashed process's session
 		}
-		close(lc.work)
+		lc.StopWorker()
 	}
 	r.sim.Settle()
 	// A wire recipe's ops may wait on their library's timers to end (go-zookeeper
@@ -925,15 +857,12 @@ func (r *lockRun) Teardown() error {
 	for i := 0; r.cfg.Recipe.NewConn != nil && i < 5 && r.opsRunning(); i++ {
 		r.sim.Tick(time.Second)
 	}
-	for _, lc := range r.procs {
-		op := &lockOp{f: "close"}
-		lc.closing = op
-		lock := lc.lock
+	for _, lc := range r.All {
+		closed, lock := make(chan struct{}), lc.lock
+		lc.closed = closed
 		go func() {
 			lock.Close()
-			r.mu.Lock()
-			op.done = true
-			r.mu.Unlock()
+			close(closed)
 		}()
 	}
 	r.sim.Settle()
@@ -942,15 +871,13 @@ func (r *lockRun) Teardown() error {
 	for i := 0; r.cfg.Recipe.NewConn != nil && i < 5 && !r.allClosed(); i++ {
 		r.sim.Tick(time.Second)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var stuck []string
-	for _, lc := range r.procs {
-		if lc.op != nil && !lc.op.done {
-			stuck = append(stuck, lc.name+"'s "+lc.op.f)
+	for _, lc := range r.All {
+		if lc.Running() {
+			stuck = append(stuck, lc.Name+"'s "+lc.Op.F)
 		}
-		if !lc.closing.done {
-			stuck = append(stuck, lc.name+"'s close")
+		if !lc.hasClosed() {
+			stuck = append(stuck, lc.Name+"'s close")
 		}
 	}
 	if len(stuck) > 0 {

@@ -48,12 +48,7 @@ func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 // library) is not deterministic under the simulator, and t fails saying so and
 // where they diverged, rather than let rapid shrink noise.
 func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*rapid.T) {
-	return property(cfg).Check(t, func(run *lockRun, fail *Failure) {
-		info := runInfo(run, fail)
-		for _, f := range onRun {
-			f(info)
-		}
-	})
+	return property(cfg).Check(t, onRun...)
 }
 
 // ReplayLock runs one explicit schedule of the lock property in a synctest bubble of
@@ -62,14 +57,13 @@ func LockProperty(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) func(*ra
 // possible at its turn.
 func ReplayLock(t *testing.T, cfg LockConfig, s Schedule) (RunInfo, error) {
 	t.Helper()
-	run, fail, bad := property(cfg).Replay(t, s.Clients, s.Steps)
-	return runInfo(run, fail), bad
+	return property(cfg).Replay(t, s.Clients, s.Steps)
 }
 
 // property is the lock property of cfg: runs drawn with 2 to 5 clients (or
 // cfg.Clients), their failures and traces read with protected names' GUIDs masked.
-func property(cfg LockConfig) simsched.Property[StepKind, *lockRun] {
-	return simsched.Property[StepKind, *lockRun]{
+func property(cfg LockConfig) simsched.Property[StepKind, *lockRun, RunInfo] {
+	return simsched.Property[StepKind, *lockRun, RunInfo]{
 		Recipe:     cfg.Recipe.Name,
 		Clients:    cfg.Clients,
 		MaxClients: 5,
@@ -80,6 +74,7 @@ func property(cfg LockConfig) simsched.Property[StepKind, *lockRun] {
 			run.leftOut = leftOut
 			return run, err
 		},
+		Info:   runInfo,
 		Bubble: bubble(),
 		Same:   func(line string) string { return watchesLast(maskGUIDs(line)) },
 	}
@@ -92,7 +87,7 @@ func bubble() simsched.Bubble { return simsched.Bubble{Mask: maskGUIDs} }
 func runInfo(run *lockRun, fail *Failure) RunInfo {
 	info := RunInfo{Failure: fail, run: run}
 	if run != nil {
-		info.Schedule = Schedule{Clients: len(run.slots), Steps: run.steps}
+		info.Schedule = Schedule{Clients: len(run.Slots), Steps: run.steps}
 	}
 	return info
 }

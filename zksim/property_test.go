@@ -216,7 +216,7 @@ func replayLenient(t *testing.T, cfg LockConfig, s Schedule) RunInfo {
 		}
 		defer run.Teardown()
 		for _, st := range s.Steps {
-			if st.Target < len(run.slots) && run.can(st.Kind, st.Target) {
+			if st.Target < len(run.Slots) && run.can(st.Kind, st.Target) {
 				run.Do(st)
 				if err := run.CheckExclusion(); err != nil {
 					return err

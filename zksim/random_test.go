@@ -38,8 +38,8 @@ func randomRun(rng *rand.Rand, cfg LockConfig, steps int) (*lockRun, *Failure) {
 		kind := possible[rng.IntN(len(possible))]
 		ids := run.enabled(kind)
 		id := ids[0]
-		for d, k := rng.IntN(len(run.slots)), 0; k < len(run.slots); k++ { // as pick
-			if i := (d + k) % len(run.slots); slices.Contains(ids, i) {
+		for d, k := rng.IntN(len(run.Slots)), 0; k < len(run.Slots); k++ { // as pick
+			if i := (d + k) % len(run.Slots); slices.Contains(ids, i) {
 				id = i
 				break
 			}

@@ -8,11 +8,11 @@ type StepKind string
 // The steps: client steps, then faults.
 const (
 	// StepAcquire starts an acquire on an idle client.
-	StepAcquire StepKind = "acquire"
+	StepAcquire StepKind = simsched.OpAcquire
 	// StepRelease starts a release on a client that holds (or was told it lost).
-	StepRelease StepKind = "release"
+	StepRelease StepKind = simsched.OpRelease
 	// StepTimeout times out the client's acquire: its context ends.
-	StepTimeout StepKind = "timeout"
+	StepTimeout StepKind = simsched.OpTimeout
 	// StepStep lets the client's next pending request run, reply included.
 	StepStep StepKind = "step"
 	// StepRun lets the client's pending requests run, one after the other, until it

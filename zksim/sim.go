@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/recipes/zlcmutex"
 )
 
@@ -34,7 +35,7 @@ type Sim struct {
 	// step made a recipe do anything.
 	requests int
 	// notes are what wire connections did on their own since TakeNotes.
-	notes []string
+	notes simsched.Notes
 	// realTime: a TCP server's simulation (Server), driven as requests come, in no
 	// bubble; Settle does nothing.
 	realTime bool

@@ -265,16 +265,14 @@ func (s *Sim) received(e *wireEnd, wc *simsched.ServerEnd, pkt []byte) {
 // handshake, a connection the client closed, a close); the lock property puts them
 // in its trace. Under mu.
 func (s *Sim) wireNote(format string, args ...any) {
-	s.notes = append(s.notes, fmt.Sprintf(format, args...))
+	s.notes.Add(format, args...)
 }
 
 // TakeNotes returns, and forgets, what the wire did on its own since the last call.
 func (s *Sim) TakeNotes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.notes
-	s.notes = nil
-	return out
+	return s.notes.Take()
 }
 
 // wireMaxPacket bounds a packet either way: a lock recipe's are far smaller.

@@ -39,8 +39,8 @@ type Run[K Kind] interface {
 }
 
 // Property is a simulator's lock property: what CheckLock checks with rapid and
-// ReplayLock replays.
-type Property[K Kind, R Run[K]] struct {
+// ReplayLock replays. I is what the simulator tells of a run (its RunInfo).
+type Property[K Kind, R Run[K], I any] struct {
 	// Recipe names the recipe under test.
 	Recipe string
 	// Clients is the number of clients; 0 lets each run draw 2 to MaxClients.
@@ -58,6 +58,8 @@ type Property[K Kind, R Run[K]] struct {
 	// Same, if set, rewrites a trace line before it is compared with a replay's:
 	// what may differ between two replays that are the same run.
 	Same func(line string) string
+	// Info tells of a run that ended with fail (nil if it passed).
+	Info func(run R, fail *Failure) I
 }
 
 // repeats is the number of rapid Repeats a run makes. A Repeat takes 30 steps on
@@ -67,14 +69,14 @@ const repeats = 3
 
 // Check returns the property for rapid.Check: each check draws the clients, the
 // kinds the run leaves out and the steps, runs them in a bubble of t, checking
-// mutual exclusion after every step, then finishes the run. onRun is called after
-// every run with the run and its failure.
+// mutual exclusion after every step, then finishes the run. Each onRun is called
+// after every run with what Info tells of it.
 //
 // The first run that fails is replayed twice before rapid may shrink it, and the
 // replays' traces compared with its own: if they differ, the recipe is not
 // deterministic under the simulator, and t fails saying where, rather than let
 // rapid shrink noise.
-func (p Property[K, R]) Check(t *testing.T, onRun func(R, *Failure)) func(*rapid.T) {
+func (p Property[K, R, I]) Check(t *testing.T, onRun ...func(I)) func(*rapid.T) {
 	checked := false
 	return func(rt *rapid.T) {
 		n := p.Clients
@@ -103,7 +105,10 @@ func (p Property[K, R]) Check(t *testing.T, onRun func(R, *Failure)) func(*rapid
 			}
 			return run.Teardown()
 		})
-		onRun(run, fail)
+		info := p.Info(run, fail)
+		for _, f := range onRun {
+			f(info)
+		}
 		if fail != nil && !checked {
 			checked = true
 			if d := p.Divergence(t, run.Trace(), run.Clients(), run.Steps()); d != "" {
@@ -163,7 +168,7 @@ func ActionKeys[K Kind](kinds []K) []ActionKey[K] {
 
 // actions is the rapid state machine of a run: its action keys, each skipped when
 // no step of it is possible, and the mutual exclusion invariant.
-func (p Property[K, R]) actions(run R) map[string]func(*rapid.T) {
+func (p Property[K, R, I]) actions(run R) map[string]func(*rapid.T) {
 	m := map[string]func(*rapid.T){
 		"": func(*rapid.T) {
 			if err := run.CheckExclusion(); err != nil {
@@ -182,7 +187,7 @@ func (p Property[K, R]) actions(run R) map[string]func(*rapid.T) {
 // when none is possible. The draws of the kind and the target are over all of
 // them, moved on to the next one that is possible: so a step keeps its kind and
 // target when rapid shrinks away an earlier step, as long as it is still possible.
-func (p Property[K, R]) step(rt *rapid.T, run R, kinds []K) {
+func (p Property[K, R, I]) step(rt *rapid.T, run R, kinds []K) {
 	possible := run.Choices(kinds)
 	if len(possible) == 0 {
 		rt.Skip("no step of this kind is possible")
@@ -216,10 +221,16 @@ func Pick(rt *rapid.T, label string, n int, ok func(int) bool) int {
 
 // Replay runs one explicit schedule, clients clients and steps, in a bubble of t
 // exactly as a run of Check: the steps, each checked for mutual exclusion, then
-// Finish. It returns the run, its failure, and bad, the error of a step that was
+// Finish. It returns what Info tells of the run, and the error of a step that was
 // not possible at its turn (the run ends there).
-func (p Property[K, R]) Replay(t *testing.T, clients int, steps []Step[K]) (run R, fail *Failure, bad error) {
+func (p Property[K, R, I]) Replay(t *testing.T, clients int, steps []Step[K]) (I, error) {
 	t.Helper()
+	run, fail, bad := p.replay(t, clients, steps)
+	return p.Info(run, fail), bad
+}
+
+// replay is Replay, which returns the run and its failure.
+func (p Property[K, R, I]) replay(t *testing.T, clients int, steps []Step[K]) (run R, fail *Failure, bad error) {
 	fail = p.Bubble.Run(t, func() error {
 		var err error
 		if run, err = p.Start(clients, nil, nil); err != nil {
@@ -246,9 +257,9 @@ func (p Property[K, R]) Replay(t *testing.T, clients int, steps []Step[K]) (run 
 // Divergence replays a failed run's schedule (clients and steps) twice and
 // returns where a replay's trace first differs from the run's, want (lines
 // rewritten by Same), or "" when both agree.
-func (p Property[K, R]) Divergence(t *testing.T, want []string, clients int, steps []Step[K]) string {
+func (p Property[K, R, I]) Divergence(t *testing.T, want []string, clients int, steps []Step[K]) string {
 	for i := range 2 {
-		again, _, err := p.Replay(t, clients, steps)
+		again, _, err := p.replay(t, clients, steps)
 		if err != nil {
 			return fmt.Sprintf("replay %d: %v", i+1, err)
 		}
@@ -270,7 +281,7 @@ func (p Property[K, R]) Divergence(t *testing.T, want []string, clients int, ste
 }
 
 // same is line as Same rewrites it.
-func (p Property[K, R]) same(line string) string {
+func (p Property[K, R, I]) same(line string) string {
 	if p.Same == nil {
 		return line
 	}
