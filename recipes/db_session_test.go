@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +129,42 @@ func TestPgAdvisory(t *testing.T) {
 		if !b.d.alive() {
 			t.Fatal("a lock_timeout closed the connection")
 		}
+	})
+	// PostgreSQL can grant a waiting session the lock and still end its statement
+	// with lock_timeout (55P03): the backend is granted the lock while its timeout is
+	// pending (here: stopped while a releases and its lock_timeout passes), and on
+	// waking it raises the timeout anyway (proc.c's LockErrorCleanup keeps the
+	// grant). A session-level advisory lock survives the failed statement: a recipe
+	// that takes 55P03 for "not acquired" keeps a lock it does not know it holds,
+	// and every other session waits for it for ever (explore found it as a
+	// liveness failure of pg-advisory under a paused server, 2026-11-30).
+	t.Run("lock-timeout-after-the-grant", func(t *testing.T) {
+		k := pgAdvisoryKit(w)
+		a, _ := k.newLock(t, sessCorrect, workloads.Mutex, 2*time.Second, 1)
+		b, evB := k.newLock(t, sessCorrect, workloads.Mutex, 2*time.Second, 2)
+		c, _ := k.newLock(t, sessCorrect, workloads.Mutex, 2*time.Second, 3)
+		mustAcquire(t, a, "a")
+		backend := int(lastSessionID(t, evB))
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.Acquire(context.Background(), AcquireRequest{Timeout: 300 * time.Millisecond})
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // b waits in the server's queue
+		if err := syscall.Kill(backend, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stopping b's backend %d: %v", backend, err)
+		}
+		mustRelease(t, a, "a") // grants the lock to b's stopped backend
+		time.Sleep(400 * time.Millisecond)
+		if err := syscall.Kill(backend, syscall.SIGCONT); err != nil {
+			t.Fatalf("resuming b's backend %d: %v", backend, err)
+		}
+		err := <-done
+		t.Logf("b, its backend stopped past its lock_timeout: %v", err)
+		if err == nil {
+			mustRelease(t, b, "b")
+		}
+		mustAcquire(t, c, "c, once b was told it has no lock or released it")
 	})
 }
 

@@ -91,9 +91,34 @@ func (d *pgAdvisoryDriver) lock(ctx context.Context, timeout time.Duration) erro
 	}
 	_, err := d.s.conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d; SELECT %s(%d)", ms, fn, d.key))
 	if pgCode(err) == "55P03" { // lock_not_available: lock_timeout
-		return Fail(fmt.Errorf("%w: lock_timeout %dms", ErrTimeout, ms))
+		return d.timedOut(ms)
 	}
 	return err
+}
+
+// timedOut is a session lock's acquire after lock_timeout (55P03). PostgreSQL can
+// grant the lock to a waiter whose timeout is already pending and raise the timeout
+// anyway (proc.c: LockErrorCleanup keeps the grant); a session-level advisory lock
+// then outlives the failed statement, held by a session that was told it has
+// nothing. The timeout comes only to a waiter, and a session already holding the
+// key never waits (its lock stacks at once), so any hold of the key now is that
+// grant: one pg_advisory_unlock gives it back. A transaction-level lock ended with
+// the statement's transaction. If the unlock cannot be done, the connection is
+// dropped (the server frees the session's locks) and the acquire is unknown.
+func (d *pgAdvisoryDriver) timedOut(ms int64) error {
+	timeout := Fail(fmt.Errorf("%w: lock_timeout %dms", ErrTimeout, ms))
+	if d.xact {
+		return timeout
+	}
+	held, err := d.unlock(context.Background())
+	switch {
+	case err != nil:
+		d.drop()
+		return Info(fmt.Errorf("acquire: lock_timeout %dms, and giving back a grant that may have come with it failed: %w (the connection is closed: the session's locks are freed once the server sees it)", ms, err))
+	case held:
+		d.s.log.Printf("acquire: lock_timeout %dms came after the server had granted the lock: given back", ms)
+	}
+	return timeout
 }
 
 func (d *pgAdvisoryDriver) unlock(ctx context.Context) (bool, error) {

@@ -75,6 +75,7 @@ func TestRecordedHistories(t *testing.T) {
 		{"etcd-mutex-3.4-deposed-leader-requests-stall.jsonl", nil, exitValid, []string{"VALID", "12  acquires that timed out while queued behind another"}},
 		{"pg-advisory-client-vanish-keepalive.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "CONFIGURATION", "vanished with its host", "tcp_keepalives_idle"}},
 		{"pg-advisory-killed-nested-holder.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
+		{"pg-advisory-lock-timeout-after-grant.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"key liveness: invalid", "slot 1, process 7: fail after 7.3s"}},
 		{"mariadb-getlock-kill-at-grant.jsonl", []string{"--model", "reentrant"}, exitInvalid, []string{"2 holders at once"}},
 		{"pg-table-killed-holder-no-expiry.jsonl", nil, exitInvalid, []string{"key liveness: invalid", "RECIPE BUG", "nothing removes the entry of an owner that died"}},
 	}
