@@ -71,8 +71,9 @@ explore_args=${EXPLORE_ARGS---sync-limit 10}
 mutants=${MUTANTS:-$("$bin" recipes --allow-mutants | awk '/^mutant-/ && !/^mutant-(herd|redis|redlock|pg-|mariadb)/ {print $1}')}
 round=${ROUND:-20s}
 # The baseline's fault classes: every class of the service ("all" is ZooKeeper's; give
-# Redis's or a database's own list, e.g. kill,pause,partition,packet,client-pause,
-# client-partition,client-kill,connection-kill,restart,clock-jump for one Redis).
+# Redis's or a database's own list, e.g. kill,pause,packet,client-pause,
+# client-partition,client-kill,connection-kill,restart,clock-jump,connection-reset for
+# one Redis; partition too for three instances: a run of one server refuses it).
 baseline_nemesis=${BASELINE_NEMESIS:-all}
 budget_s=$(python3 -c "import sys; v=sys.argv[1]; print(int(v[:-1])*{'s':1,'m':60,'h':3600}[v[-1]])" "$budget")
 # baseline_lanes is how many baseline runs go at once (BASELINE_LANES, default 1, as
