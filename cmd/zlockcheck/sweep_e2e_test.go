@@ -165,8 +165,10 @@ func TestSIGKILLedRunIsSweptByTheNext(t *testing.T) {
 func TestConcurrentRunsDoNotSweepEachOther(t *testing.T) {
 	requireIntegration(t)
 	storeA, storeB := t.TempDir(), t.TempDir()
+	// No faults: a partition of the one server, which this run had until 2026-11-30,
+	// never did anything (it needs two servers, and is refused now).
 	a, errA := startBackground(t, "run", "--nodes", "1", "--workers", "2", "--time", "14s", "--seed", "5",
-		"--nemesis", "partition", "--nemesis-interval", "2s", "--store", storeA, "--quiet")
+		"--nemesis", "none", "--store", storeA, "--quiet")
 	var idA string
 	if !waitFor(40*time.Second, func() bool {
 		if _, err := os.Stat(filepath.Join(storeA, "latest", "history.jsonl")); err != nil {
