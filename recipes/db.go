@@ -154,6 +154,14 @@ func pgDefinite(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
+// pgSessionEnded reports whether err is the server ending the session itself: a
+// FATAL or PANIC reply, after which the backend exits and every lock of its session
+// is freed.
+func pgSessionEnded(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Severity == "FATAL" || pe.Severity == "PANIC")
+}
+
 // pgCode returns the SQLSTATE of a server error reply, "" for other errors.
 func pgCode(err error) string {
 	var pe *pgconn.PgError

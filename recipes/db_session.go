@@ -28,6 +28,10 @@ type sessionDriver interface {
 	ping(ctx context.Context) error
 	// definite reports whether an error of lock or unlock certainly changed nothing.
 	definite(err error) bool
+	// ended reports whether err is the server ending the session itself (a FATAL
+	// reply, such as a primary's orphaned backend finding its postmaster gone):
+	// whatever the request did, no lock of that session survives it.
+	ended(err error) bool
 	// drop closes the connection, ending the session and so every lock it holds.
 	drop()
 	// alive reports whether the connection is open (as far as the client knows).
@@ -138,6 +142,11 @@ func (r *sessionLock) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 		return Grant{}, err
 	case r.d.definite(err):
 		return Grant{}, Fail(fmt.Errorf("acquire: %w", err))
+	case r.depth == 0 && r.d.ended(err):
+		// The session held nothing before, and whatever this request took went
+		// with it: not acquired, for certain, and the next acquire opens a new one.
+		r.d.drop()
+		return Grant{}, Fail(fmt.Errorf("acquire: %w (the server ended the session: it holds nothing)", err))
 	}
 	r.endSession("the acquire's outcome is unknown")
 	return Grant{}, Info(fmt.Errorf("acquire: %w (the connection is closed: the session, and any lock it took, is gone)", err))

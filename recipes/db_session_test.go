@@ -130,6 +130,28 @@ func TestPgAdvisory(t *testing.T) {
 			t.Fatal("a lock_timeout closed the connection")
 		}
 	})
+	// A session the server ended while it held nothing (here: terminated; in a
+	// failover, an old primary's orphaned backend that finds its postmaster gone)
+	// answers the next acquire with a FATAL reply: not acquired, for certain (a fail
+	// the application retries, not an unknown outcome), and the acquire after it
+	// opens a new session.
+	t.Run("acquire-on-an-ended-session", func(t *testing.T) {
+		k := pgAdvisoryKit(w)
+		b, evB := k.newLock(t, sessCorrect, workloads.Mutex, 2*time.Second, 2)
+		first := lastSessionID(t, evB)
+		k.kill(t, first)
+		time.Sleep(200 * time.Millisecond)
+		_, err := b.Acquire(context.Background(), AcquireRequest{Timeout: time.Second})
+		typ, msg := Classify(err)
+		t.Logf("acquire on the ended session: %s %q", typ, msg)
+		if typ != workloads.ReplyFail {
+			t.Fatalf("acquire on a session the server ended: %s %q, want fail", typ, msg)
+		}
+		mustAcquire(t, b, "b on a new session")
+		if lastSessionID(t, evB) == first {
+			t.Fatal("b acquired on the ended session")
+		}
+	})
 	// PostgreSQL can grant a waiting session the lock and still end its statement
 	// with lock_timeout (55P03): the backend is granted the lock while its timeout is
 	// pending (here: stopped while a releases and its lock_timeout passes), and on

@@ -197,6 +197,10 @@ func (d *mariadbDriver) definite(err error) bool {
 	return errors.As(err, &me) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, errPollAgain)
 }
 
+// ended: MariaDB's replies carry no severity; a killed connection is a reply
+// (definite) or a closed socket (unknown).
+func (d *mariadbDriver) ended(error) bool { return false }
+
 func (d *mariadbDriver) drop() {
 	if d.conn != nil {
 		d.conn.Close()

@@ -138,6 +138,8 @@ func (d *pgAdvisoryDriver) ping(ctx context.Context) error {
 
 func (d *pgAdvisoryDriver) definite(err error) bool { return pgDefinite(err) }
 
+func (d *pgAdvisoryDriver) ended(err error) bool { return pgSessionEnded(err) }
+
 func (d *pgAdvisoryDriver) drop() { d.s.drop() }
 
 func (d *pgAdvisoryDriver) alive() bool { return !d.s.closed() }
