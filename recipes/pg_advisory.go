@@ -103,8 +103,10 @@ func (d *pgAdvisoryDriver) lock(ctx context.Context, timeout time.Duration) erro
 // nothing. The timeout comes only to a waiter, and a session already holding the
 // key never waits (its lock stacks at once), so any hold of the key now is that
 // grant: one pg_advisory_unlock gives it back. A transaction-level lock ended with
-// the statement's transaction. If the unlock cannot be done, the connection is
-// dropped (the server frees the session's locks) and the acquire is unknown.
+// the statement's transaction. If the unlock cannot be done, the outcome is
+// unknown: the error is one the session lock ends the session for (sessionLock's
+// Acquire, the one place that classifies), the unlock's own error only named, so
+// that no reply of it reads as a definite refusal.
 func (d *pgAdvisoryDriver) timedOut(ms int64) error {
 	timeout := Fail(fmt.Errorf("%w: lock_timeout %dms", ErrTimeout, ms))
 	if d.xact {
@@ -113,8 +115,7 @@ func (d *pgAdvisoryDriver) timedOut(ms int64) error {
 	held, err := d.unlock(context.Background())
 	switch {
 	case err != nil:
-		d.drop()
-		return Info(fmt.Errorf("acquire: lock_timeout %dms, and giving back a grant that may have come with it failed: %w (the connection is closed: the session's locks are freed once the server sees it)", ms, err))
+		return fmt.Errorf("lock_timeout %dms, and giving back a grant that may have come with it failed: %v", ms, err)
 	case held:
 		d.s.log.Printf("acquire: lock_timeout %dms came after the server had granted the lock: given back", ms)
 	}
