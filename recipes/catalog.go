@@ -110,7 +110,7 @@ type Entry struct {
 	ClusterQuorum bool
 	// Replicas marks a Redis recipe that needs its primary to have replicas (it
 	// waits for one after a grant: WAIT): it runs on the replicas or sentinel
-	// topology only.
+	// topology, or on a cluster whose primaries have replicas.
 	Replicas bool
 	// SessionLock marks a lock that lives in the holder's session on the server (a
 	// PostgreSQL advisory lock, a MariaDB GET_LOCK): it goes when the server ends the
@@ -313,7 +313,7 @@ func redisEntries() []Entry {
 	}
 	for _, v := range redisLockVariants {
 		e := Entry{Name: v.name, Runtime: InProcess, Kinds: []workloads.Kind{workloads.Mutex, workloads.Counter}, Service: kind.Redis, Library: goRedis, Sentinel: true,
-			Cluster: v.m != redisWait, Mutant: v.m.mutant(), Replicas: v.m == redisWait, New: redisLockVariant(v.m), Doc: v.doc}
+			Cluster: true, Mutant: v.m.mutant(), Replicas: v.m == redisWait, New: redisLockVariant(v.m), Doc: v.doc}
 		if v.m == redisCorrect {
 			e.New = NewRedisLock
 		}

@@ -280,6 +280,17 @@ func redisDefinite(err error) bool {
 	return false
 }
 
+// redisMoved reports whether err is a Redis Cluster's redirection (MOVED or ASK):
+// the instance asked does not serve the key's slot, and did nothing.
+func redisMoved(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
 // redisReply reports whether err is an error reply of the server.
 func redisReply(err error) bool {
 	var reply redis.Error

@@ -22,24 +22,9 @@ import (
 func startRedisCluster(t *testing.T) []*redisServer {
 	t.Helper()
 	requireRedis(t)
-	clusterArgs := func(dir string) []string {
-		return []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "1000"}
-	}
 	var servers []*redisServer
-	for len(servers) < 3 {
-		addr := freeAddr(t)
-		_, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
-		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
-		if err != nil {
-			continue // no bus port: another
-		}
-		bus.Close()
-		s, err := tryStartRedisAt(t, addr, clusterArgs)
-		if err != nil {
-			t.Fatalf("starting a cluster instance: %v", err)
-		}
-		servers = append(servers, s)
+	for range 3 {
+		servers = append(servers, startClusterInstance(t))
 	}
 	ctx := context.Background()
 	for i, s := range servers {
@@ -64,6 +49,59 @@ func startRedisCluster(t *testing.T) []*redisServer {
 		}
 	}
 	return servers
+}
+
+// startClusterInstance starts a cluster-enabled redis-server on a free port of
+// 127.0.0.1 whose cluster bus port, 10000 above it, is free too; it knows no other
+// instance yet.
+func startClusterInstance(t *testing.T) *redisServer {
+	t.Helper()
+	clusterArgs := func(dir string) []string {
+		return []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "1000"}
+	}
+	for {
+		addr := freeAddr(t)
+		_, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
+		if err != nil {
+			continue // no bus port: another
+		}
+		bus.Close()
+		s, err := tryStartRedisAt(t, addr, clusterArgs)
+		if err != nil {
+			t.Fatalf("starting a cluster instance: %v", err)
+		}
+		return s
+	}
+}
+
+// addClusterReplica starts an instance, joins it to the cluster of servers and
+// makes it a replica of primary; it returns it once its link to primary is up.
+func addClusterReplica(t *testing.T, servers []*redisServer, primary *redisServer) *redisServer {
+	t.Helper()
+	// Redis 7 waits repl-diskless-sync-delay (5 s) for more replicas before it sends
+	// the first one its data: not here.
+	primary.do(t, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+	replica := startClusterInstance(t)
+	_, port, _ := net.SplitHostPort(replica.addr)
+	servers[0].do(t, "CLUSTER", "MEET", "127.0.0.1", port)
+	id, _ := primary.do(t, "CLUSTER", "MYID").(string)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err := replica.admin.Do(context.Background(), "CLUSTER", "REPLICATE", id).Err(); err == nil {
+			break // the replica has heard of the primary
+		} else if time.Now().After(deadline) {
+			t.Fatalf("CLUSTER REPLICATE %s: %v", id, err)
+		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if info, _ := replica.do(t, "INFO", "replication").(string); strings.Contains(info, "master_link_status:up") {
+			return replica
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica's link never came up")
+		}
+	}
 }
 
 // slotServer is the server of startRedisCluster's that serves key's slot.
@@ -146,14 +184,41 @@ func TestRedisRecipesOnACluster(t *testing.T) {
 	}
 }
 
-// TestRedisLockWaitRefusesACluster: redis-lock-wait's WAIT counts one primary's
-// replicas: a cluster is refused before anything is dialled.
-func TestRedisLockWaitRefusesACluster(t *testing.T) {
-	_, err := redisLockVariant(redisWait)(context.Background(), Config{Servers: []string{"127.0.0.1:1"}, RedisCluster: true,
-		SessionTimeout: time.Second, Path: "/l", Kind: workloads.Mutex, Permits: 1})
-	if typ, msg := Classify(err); typ != workloads.ReplyFail || !strings.Contains(msg, "no Redis Cluster mode") {
-		t.Errorf("redis-lock-wait on a cluster: %s %q", typ, msg)
+// TestRedisLockWaitOnACluster: redis-lock-wait on a cluster sends its SET and its
+// WAIT 1 to the primary of the key's slot, over one connection. With no replica
+// there every grant is given back and the acquire times out, leaving no key; once
+// that primary has a replica, the acquire is granted and the replica has the key
+// (read with READONLY) when it returns.
+func TestRedisLockWaitOnACluster(t *testing.T) {
+	servers := startRedisCluster(t)
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.addr
 	}
+	key := testRedisKey(t)
+	home := slotServer(servers, key)
+	r, err := redisLockVariant(redisWait)(context.Background(), Config{Servers: addrs, RedisCluster: true,
+		SessionTimeout: 2 * time.Second, Path: key, Kind: workloads.Mutex, Permits: 1, Worker: 1, Log: newTestLog(t), Events: newRecordedEvents()})
+	if err != nil {
+		t.Fatalf("new recipe: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	expectTimeout(t, r, "no replica")
+	if v := home.get(t, key); v != "" {
+		t.Fatalf("after the timeout the key holds %q, want none", v)
+	}
+	replica := addClusterReplica(t, servers, home)
+	g := mustAcquire(t, r, "with a replica")
+	cn := replica.admin.Conn()
+	defer cn.Close()
+	ctx := context.Background()
+	if err := cn.ReadOnly(ctx).Err(); err != nil {
+		t.Fatalf("READONLY: %v", err)
+	}
+	if got, err := cn.Get(ctx, key).Result(); err != nil || got != g.Lock.Value {
+		t.Fatalf("the replica has %q (%v) when the grant returned, want the grant's value %q", got, err, g.Lock.Value)
+	}
+	mustRelease(t, r, "with a replica")
 }
 
 // TestRedsyncOnAClusterDialsAgain: redsync's one pool on a cluster client, started

@@ -60,7 +60,7 @@ var redisLockVariants = []struct {
 	{redisIgnoreValidity, "mutant-redis-ignore-validity", "redis-lock never reporting lost when its validity runs out: a holder paused past the TTL overlaps the next"},
 	{redisExtendRecreates, "mutant-redis-extend-recreates", "redis-lock whose extend sets the key again when it is missing: a holder whose key the server lost takes it back after another client held it, and never learns it lost the lock"},
 	{redisBlindExtend, "mutant-redis-blind-extend", "redis-lock extending with a plain PEXPIRE, whoever's key it is: a holder whose key the server lost renews the next holder's key and goes on holding"},
-	{redisWait, "redis-lock-wait", "redis-lock with WAIT 1 after the SET, as Redis's replication page advises: a grant counts once a replica has the key (a failover then promotes one that has it), and is given back when no replica acknowledges it within the request timeout; needs replicas (the replicas or sentinel topology)"},
+	{redisWait, "redis-lock-wait", "redis-lock with WAIT 1 after the SET, as Redis's replication page advises: a grant counts once a replica has the key (a failover then promotes one that has it), and is given back when no replica acknowledges it within the request timeout; needs replicas (the replicas, sentinel or cluster topology; on a cluster, a replica of the primary of the key's slot)"},
 }
 
 // staticToken is the token every client of mutant-redis-static-value shares.
@@ -144,8 +144,8 @@ type redisLock struct {
 	// token is the last grant's fencing token, shown to the fenced counter; 0 after
 	// a release. Request goroutine only.
 	token int64
-	// primary is the node's client of its one primary (redis-lock-wait's WAIT goes
-	// there); nil on a cluster.
+	// primary is the node's client of its one primary (redis-lock-wait's SET and
+	// WAIT go there); nil on a cluster, where waitClient asks the slot map.
 	primary *redis.Client
 }
 
@@ -155,9 +155,6 @@ func newRedisLock(ctx context.Context, cfg Config, m redisMutant) (Recipe, error
 	name := redisLockVariants[m].name
 	if err := checkRedisConfig(name, cfg, 1, true); err != nil {
 		return nil, err
-	}
-	if m == redisWait && cfg.RedisCluster {
-		return nil, Fail(fmt.Errorf("recipe %s has no Redis Cluster mode: WAIT counts the replicas of one primary", name))
 	}
 	fence, err := besideKey(cfg, cfg.Path, ":fence")
 	if err != nil {
@@ -221,10 +218,19 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 		return Grant{}, false, Fail(err)
 	}
 	start := time.Now()
-	token, err := r.setNX(ctx, value)
+	client, err := r.setClient(ctx)
+	if err != nil {
+		return Grant{}, false, fmt.Errorf("%w: %w", errPollAgain, err)
+	}
+	token, err := r.setNX(ctx, client, value)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Grant{}, false, nil
+	case client != r.node.client && redisMoved(err):
+		// redis-lock-wait on a cluster sent to the primary its slot map named, which
+		// no longer serves the slot: nothing was set; ask the cluster again.
+		r.node.client.(*redis.ClusterClient).ReloadState(ctx)
+		return Grant{}, false, fmt.Errorf("%w: %w", errPollAgain, err)
 	case redisReply(err):
 		return Grant{}, false, Fail(fmt.Errorf("acquire: %w", err))
 	case err != nil && redisDefinite(err):
@@ -238,7 +244,7 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 		}
 	}
 	if r.mutant == redisWait {
-		if g, ok, err := r.waitReplica(ctx, value); !ok {
+		if g, ok, err := r.waitReplica(ctx, client.(*redis.Client), value); !ok {
 			return g, false, err
 		}
 	}
@@ -255,13 +261,37 @@ func (r *redisLock) try(ctx context.Context) (Grant, bool, error) {
 	return Grant{Token: json.RawMessage(strconv.FormatInt(token, 10)), Lock: &place}, true, nil
 }
 
-// waitReplica waits (WAIT 1, up to the request timeout) until a replica has the
-// key just set with value; ok when one does. Otherwise the grant is given back
-// (retract) and the acquire polls again; a WAIT whose outcome is unknown is info.
-func (r *redisLock) waitReplica(ctx context.Context, value string) (Grant, bool, error) {
+// setClient is the client an attempt's SET goes through: the node's, or for
+// redis-lock-wait the client of its primary, since WAIT counts the replicas that
+// have the writes of the connection it arrives on, so the SET and the WAIT must
+// share one (each client has one connection, redisopt). On a Redis Cluster that is
+// the client of the primary the slot map names now: a MOVED reply then fails the
+// attempt rather than following the redirect to another primary's connection,
+// and the gen check in try retracts a grant whose slot map changed under it.
+func (r *redisLock) setClient(ctx context.Context) (redis.Scripter, error) {
+	switch {
+	case r.mutant != redisWait:
+		return r.node.client, nil
+	case r.primary != nil:
+		return r.primary, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.io)
+	defer cancel()
+	primary, err := r.node.client.(*redis.ClusterClient).MasterForKey(ctx, r.cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("finding the primary of %s's slot: %w", r.cfg.Path, err)
+	}
+	return primary, nil
+}
+
+// waitReplica waits (WAIT 1 through primary, the connection the SET went through,
+// up to the request timeout) until a replica has the key just set with value; ok
+// when one does. Otherwise the grant is given back (retract) and the acquire polls
+// again; a WAIT whose outcome is unknown is info.
+func (r *redisLock) waitReplica(ctx context.Context, primary *redis.Client, value string) (Grant, bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, 2*r.io)
 	defer cancel()
-	n, err := r.primary.Wait(wctx, 1, r.io).Result()
+	n, err := primary.Wait(wctx, 1, r.io).Result()
 	switch {
 	case err != nil && redisReply(err):
 		return r.retract(value, fmt.Sprintf("WAIT 1 was refused (%v)", err))
@@ -284,14 +314,14 @@ func (r *redisLock) newValue(id int64) (string, error) {
 
 // setNX runs the variant's acquire script and returns the fencing token, or
 // redis.Nil when the key is taken.
-func (r *redisLock) setNX(ctx context.Context, value string) (int64, error) {
+func (r *redisLock) setNX(ctx context.Context, client redis.Scripter, value string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.io)
 	defer cancel()
 	script := redisAcquireScript
 	if r.mutant == redisNoExpiry || r.mutant == redisSetNXThenExpire {
 		script = redisAcquireNoTTLScript
 	}
-	return script.Run(ctx, r.node.client, r.keys, value, r.cfg.SessionTimeout.Milliseconds()).Int64()
+	return script.Run(ctx, client, r.keys, value, r.cfg.SessionTimeout.Milliseconds()).Int64()
 }
 
 // pexpire is mutant-redis-setnx-then-expire's second command.

@@ -254,7 +254,7 @@ func TestServeRedisClusterNeedsAClusterMode(t *testing.T) {
 		{"redis-lock", cluster, "ok", ""},
 		{"redislock", cluster, "ok", ""},
 		{"mutant-redis-blind-del", cluster, "ok", ""},
-		{"redis-lock-wait", cluster, "fail", "init: redis_cluster: recipe redis-lock-wait has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
+		{"redis-lock-wait", cluster, "ok", ""},
 		{"redsync", cluster, "ok", ""},
 		{"redisson-redlock", cluster, "fail", "init: redis_cluster: recipe redisson-redlock has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},
 		{"gozk", cluster, "fail", "init: redis_cluster: recipe gozk has no Redis Cluster mode here (connect names a cluster's instances, each serving some slots)"},

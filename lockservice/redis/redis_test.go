@@ -35,8 +35,10 @@ func TestRedisConfRendersEachSetting(t *testing.T) {
 			[]string{"appendonly yes", "appendfsync always"}, []string{"appendfsync everysec"}},
 		{"replica", RedisSettings{Topology: RedisReplicas}, lockservice.ServerAddr(1),
 			[]string{"replicaof 10.77.1.1 6379", "a replicas topology"}, []string{"min-replicas"}},
-		{"sentinel's replica, guarded", RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: 1}}, lockservice.ServerAddr(1),
+		{"sentinel's replica, guarded", RedisSettings{Topology: RedisSentinel, Guard: ReplicationGuard{MinReplicasToWrite: 1}}, lockservice.ServerAddr(1),
 			[]string{"replicaof 10.77.1.1 6379", "a sentinel topology", "min-replicas-to-write 1", "min-replicas-max-lag 10"}, nil},
+		{"cluster's instance, guarded", RedisSettings{Topology: RedisCluster, Guard: ReplicationGuard{MinReplicasToWrite: 1, MinReplicasMaxLag: 2 * time.Second}}, netip.Addr{},
+			[]string{"cluster-enabled yes", "min-replicas-to-write 1", "min-replicas-max-lag 2"}, []string{"replicaof"}},
 	}
 	for _, c := range cases {
 		conf := string(redisConf(c.s, 2, addr, f, c.primary))
@@ -74,9 +76,15 @@ func TestRedisSettingsValidate(t *testing.T) {
 		{RedisSettings{Topology: RedisSentinel}, 2, "at least 3"},
 		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{DownAfter: 10 * time.Millisecond}}, 3, "redis-down-after"},
 		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{FailoverTimeout: 500 * time.Millisecond}}, 3, "redis-failover-timeout"},
-		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: -1}}, 3, "redis-min-replicas-to-write"},
-		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasToWrite: 1, MinReplicasMaxLag: 1500 * time.Millisecond}}, 3, "whole seconds"},
-		{RedisSettings{Topology: RedisSentinel, Sentinel: SentinelSettings{MinReplicasMaxLag: 2 * time.Second}}, 3, "needs --redis-min-replicas-to-write"},
+		{RedisSettings{Topology: RedisSentinel, Guard: ReplicationGuard{MinReplicasToWrite: -1}}, 3, "redis-min-replicas-to-write"},
+		{RedisSettings{Topology: RedisSentinel, Guard: ReplicationGuard{MinReplicasToWrite: 1, MinReplicasMaxLag: 1500 * time.Millisecond}}, 3, "whole seconds"},
+		{RedisSettings{Topology: RedisSentinel, Guard: ReplicationGuard{MinReplicasMaxLag: 2 * time.Second}}, 3, "needs --redis-min-replicas-to-write"},
+		{RedisSettings{Topology: RedisSentinel, Guard: ReplicationGuard{MinReplicasToWrite: 3}}, 3, "a primary of the sentinel topology of 3 has 2"},
+		{RedisSettings{Topology: RedisSingle, Guard: ReplicationGuard{MinReplicasToWrite: 1}}, 1, "has 0"},
+		{RedisSettings{Topology: RedisRedlock, Guard: ReplicationGuard{MinReplicasToWrite: 1}}, 3, "has 0"},
+		{RedisSettings{Topology: RedisCluster, Guard: ReplicationGuard{MinReplicasToWrite: 1}}, 3, "a primary of the cluster topology of 3 has 0"},
+		{RedisSettings{Topology: RedisCluster, Guard: ReplicationGuard{MinReplicasToWrite: 1}}, 6, ""},
+		{RedisSettings{Topology: RedisReplicas, Guard: ReplicationGuard{MinReplicasToWrite: 2}}, 3, ""},
 		{RedisSettings{Topology: RedisReplicas, Sentinel: SentinelSettings{DownAfter: time.Second}}, 3, "sentinel settings"},
 		{RedisSettings{Topology: "galaxy"}, 3, "redis-topology"},
 		{RedisSettings{Persistence: "rdb"}, 1, "redis-persistence"},
@@ -285,18 +293,19 @@ func TestSentinelTopologyFits(t *testing.T) {
 }
 
 // TestARecipeThatWaitsForAReplicaNeedsOne: a recipe that waits for a replica after
-// each grant (redis-lock-wait) runs on the replicas and sentinel topologies, and is
-// refused on one instance or independent ones, naming the topologies it needs.
+// each grant (redis-lock-wait) runs on the replicas and sentinel topologies and on a
+// cluster with replicas, and is refused on one instance or independent ones, naming
+// the topologies it needs (TestClusterTopologyFits: a cluster without replicas).
 func TestARecipeThatWaitsForAReplicaNeedsOne(t *testing.T) {
-	p := lockservice.Plan{Recipe: "redis-lock-wait", Catalogued: true, Sentinel: true, Replicas: true, Nodes: 3}
+	p := lockservice.Plan{Recipe: "redis-lock-wait", Catalogued: true, Sentinel: true, Cluster: true, Replicas: true, Nodes: 3}
 	for _, c := range []struct {
 		topology RedisTopology
 		nodes    int
 		ok       bool
-	}{{RedisReplicas, 3, true}, {RedisSentinel, 3, true}, {RedisSingle, 1, false}, {RedisRedlock, 3, false}} {
+	}{{RedisReplicas, 3, true}, {RedisSentinel, 3, true}, {RedisCluster, 6, true}, {RedisSingle, 1, false}, {RedisRedlock, 3, false}} {
 		p.Nodes = c.nodes
 		err := RedisSettings{Topology: c.topology}.Validate(p)
-		if c.ok != (err == nil) || !c.ok && !strings.Contains(err.Error(), "replicas or sentinel") {
+		if c.ok != (err == nil) || !c.ok && !strings.Contains(err.Error(), "replicas, sentinel or cluster") {
 			t.Errorf("%s: %v", c.topology, err)
 		}
 	}

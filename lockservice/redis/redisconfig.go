@@ -52,9 +52,10 @@ type RedisSettings struct {
 	Topology RedisTopology `json:"topology,omitempty"`
 	// Persistence is the instances' ("" on an existing Redis: its owners').
 	Persistence RedisPersistence `json:"persistence,omitempty"`
-	// Sentinel is the sentinels' settings and the primary's replication guards
-	// (the sentinel topology only).
+	// Sentinel is the sentinels' settings (the sentinel topology only).
 	Sentinel SentinelSettings `json:"sentinel,omitzero"`
+	// Guard is the primaries' replication guard (topologies with replicas).
+	Guard ReplicationGuard `json:"guard,omitzero"`
 	// Cluster is the cluster topology's settings (that topology only).
 	Cluster ClusterSettings `json:"cluster,omitzero"`
 }
@@ -97,6 +98,7 @@ func (s RedisSettings) WithDefaults() RedisSettings {
 	if s.Persistence == "" {
 		s.Persistence = PersistNone
 	}
+	s.Guard = s.Guard.withDefaults()
 	switch s.Topology {
 	case RedisSentinel:
 		s.Sentinel = s.Sentinel.withDefaults()
@@ -141,7 +143,7 @@ func (s RedisSettings) validateNodes(nodes int) error {
 	case s.Topology == RedisSentinel && nodes < 3:
 		return fmt.Errorf("nodes: the sentinel topology wants at least 3 instances, each with its sentinel (a majority of sentinels must outlive one), got %d", nodes)
 	case s.Topology != RedisSentinel && s.Sentinel != (SentinelSettings{}):
-		return fmt.Errorf("redis-down-after, redis-failover-timeout, redis-min-replicas-to-write, redis-min-replicas-max-lag: sentinel settings, for --redis-topology sentinel, not %s", s.Topology)
+		return fmt.Errorf("redis-down-after, redis-failover-timeout: sentinel settings, for --redis-topology sentinel, not %s", s.Topology)
 	case s.Topology != RedisCluster && s.Cluster != (ClusterSettings{}):
 		return fmt.Errorf("redis-cluster-node-timeout: a cluster setting, for --redis-topology cluster, not %s", s.Topology)
 	case s.Topology == RedisCluster:
@@ -149,7 +151,7 @@ func (s RedisSettings) validateNodes(nodes int) error {
 			return err
 		}
 	}
-	return errors.Join(s.Sentinel.validate(), s.Cluster.validate())
+	return errors.Join(s.Sentinel.validate(), s.Cluster.validate(), s.Guard.validate(), s.Guard.fits(s.Topology, nodes))
 }
 
 // RedisConfig says how to run a set of Redis instances.
@@ -237,11 +239,8 @@ func redisConf(s RedisSettings, id int, addr netip.Addr, f redisFiles, primary n
 	if s.Topology == RedisCluster {
 		lines = append(lines, clusterLines(s.Cluster, f.Nodes)...)
 	}
-	if g := s.Sentinel; g.MinReplicasToWrite > 0 {
-		// Every instance: a replica the sentinels promote keeps the guard.
-		lines = append(lines, fmt.Sprintf("min-replicas-to-write %d", g.MinReplicasToWrite),
-			fmt.Sprintf("min-replicas-max-lag %d", int(g.MinReplicasMaxLag/time.Second)))
-	}
+	// Every instance: a replica promoted later keeps the guard.
+	lines = append(lines, s.Guard.conf()...)
 	return []byte(strings.Join(lines, "\n") + "\n")
 }
 

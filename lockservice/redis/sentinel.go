@@ -40,12 +40,6 @@ type SentinelSettings struct {
 	// FailoverTimeout bounds a failover, and is how long the sentinels wait before
 	// they try the same primary again (failover-timeout).
 	FailoverTimeout time.Duration `json:"failover_timeout_ns,omitempty"`
-	// MinReplicasToWrite, when above 0, makes a primary refuse writes unless that
-	// many replicas answered within MinReplicasMaxLag (min-replicas-to-write,
-	// min-replicas-max-lag): the setting that bounds what an isolated primary can
-	// still acknowledge.
-	MinReplicasToWrite int           `json:"min_replicas_to_write,omitempty"`
-	MinReplicasMaxLag  time.Duration `json:"min_replicas_max_lag_ns,omitempty"`
 }
 
 // The sentinel settings' defaults: a primary is found down after a second, and a
@@ -53,7 +47,6 @@ type SentinelSettings struct {
 const (
 	defaultDownAfter       = time.Second
 	defaultFailoverTimeout = 5 * time.Second
-	defaultMinReplicasLag  = 10 * time.Second
 )
 
 // withDefaults fills what is unset.
@@ -63,9 +56,6 @@ func (g SentinelSettings) withDefaults() SentinelSettings {
 	}
 	if g.FailoverTimeout == 0 {
 		g.FailoverTimeout = defaultFailoverTimeout
-	}
-	if g.MinReplicasToWrite > 0 && g.MinReplicasMaxLag == 0 {
-		g.MinReplicasMaxLag = defaultMinReplicasLag
 	}
 	return g
 }
@@ -77,12 +67,6 @@ func (g SentinelSettings) validate() error {
 		return fmt.Errorf("redis-down-after: want at least 100ms, got %s", g.DownAfter)
 	case g.FailoverTimeout < 0 || (g.FailoverTimeout > 0 && g.FailoverTimeout < time.Second):
 		return fmt.Errorf("redis-failover-timeout: want at least 1s, got %s", g.FailoverTimeout)
-	case g.MinReplicasToWrite < 0:
-		return fmt.Errorf("redis-min-replicas-to-write: want 0 or more replicas, got %d", g.MinReplicasToWrite)
-	case g.MinReplicasMaxLag != 0 && (g.MinReplicasMaxLag < time.Second || g.MinReplicasMaxLag%time.Second != 0):
-		return fmt.Errorf("redis-min-replicas-max-lag: want whole seconds, at least 1s, got %s", g.MinReplicasMaxLag)
-	case g.MinReplicasMaxLag != 0 && g.MinReplicasToWrite == 0:
-		return fmt.Errorf("redis-min-replicas-max-lag: needs --redis-min-replicas-to-write")
 	}
 	return nil
 }

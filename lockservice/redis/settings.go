@@ -31,12 +31,13 @@ func flags(fs *flag.FlagSet) func() (lockservice.Settings, error) {
 	var g SentinelSettings
 	fs.DurationVar(&g.DownAfter, "redis-down-after", 0, "with --redis-topology sentinel: how long a sentinel waits for the primary before it finds it down (down-after-milliseconds; 0: 1s)")
 	fs.DurationVar(&g.FailoverTimeout, "redis-failover-timeout", 0, "with --redis-topology sentinel: the sentinels' failover-timeout (0: 5s)")
-	fs.IntVar(&g.MinReplicasToWrite, "redis-min-replicas-to-write", 0, "with --redis-topology sentinel: a primary refuses writes unless this many replicas answered within --redis-min-replicas-max-lag (0: no such guard)")
-	fs.DurationVar(&g.MinReplicasMaxLag, "redis-min-replicas-max-lag", 0, "with --redis-min-replicas-to-write: the replicas' largest lag, whole seconds (0: 10s)")
+	var guard ReplicationGuard
+	fs.IntVar(&guard.MinReplicasToWrite, "redis-min-replicas-to-write", 0, "with --redis-topology replicas, sentinel or cluster (of 6): every primary refuses writes unless this many replicas answered within --redis-min-replicas-max-lag (0: no such guard)")
+	fs.DurationVar(&guard.MinReplicasMaxLag, "redis-min-replicas-max-lag", 0, "with --redis-min-replicas-to-write: the replicas' largest lag, whole seconds (0: 10s)")
 	var c ClusterSettings
 	fs.DurationVar(&c.NodeTimeout, "redis-cluster-node-timeout", 0, "with --redis-topology cluster: how long a primary may be out of reach before the cluster promotes its replica (cluster-node-timeout; 0: 1s)")
 	return func() (lockservice.Settings, error) {
-		s := RedisSettings{Sentinel: g, Cluster: c}
+		s := RedisSettings{Sentinel: g, Cluster: c, Guard: guard}
 		var err error
 		if *topology != "" {
 			if s.Topology, err = ParseRedisTopology(*topology); err != nil {
@@ -148,6 +149,8 @@ func validateConnect(s RedisSettings, p lockservice.Plan) error {
 		return fmt.Errorf("nodes: --connect names %d Redis instances, --nodes says %d", len(addrs), p.Nodes)
 	case s.Persistence != "":
 		return errors.New("redis-persistence: an existing Redis (connect) keeps the persistence its owners gave it; --redis-persistence is for the instances zlockcheck starts")
+	case s.Guard.on():
+		return errors.New("redis-min-replicas-to-write: an existing Redis (connect) keeps the settings its owners gave it; the guard is for the instances zlockcheck starts")
 	}
 	return nil
 }
@@ -164,8 +167,10 @@ func (s RedisSettings) fits(p lockservice.Plan) error {
 	switch {
 	case p.ClusterOnly && topology != RedisCluster:
 		return fmt.Errorf("recipe %s is RedLock over keys of one Redis Cluster (a misuse, docs/redis.md): run it with --redis-topology cluster, not %s", p.Recipe, topology)
-	case p.Replicas && !topology.replicated():
-		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas or sentinel, not %s", p.Recipe, topology)
+	case p.Replicas && topology == RedisCluster && p.Nodes == clusterPrimaries:
+		return fmt.Errorf("recipe %s waits for a replica after each grant: a cluster of %d primaries has none; run it with --nodes %d (a replica of each)", p.Recipe, clusterPrimaries, 2*clusterPrimaries)
+	case p.Replicas && !topology.replicated() && topology != RedisCluster:
+		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas, sentinel or cluster, not %s", p.Recipe, topology)
 	case p.RedLock && p.Sentinel && topology == RedisSentinel:
 		return nil // one pool, on the primary the sentinels name
 	case p.RedLock && p.Cluster && topology == RedisCluster:
