@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -76,21 +77,27 @@ func (g ReplicationGuard) conf() []string {
 		fmt.Sprintf("min-replicas-max-lag %d", int(g.MinReplicasMaxLag/time.Second))}
 }
 
-// UnmarshalJSON reads RedisSettings, and the guard of a config.json written while
-// it was a sentinel setting (its fields in the "sentinel" section).
+// UnmarshalJSON reads RedisSettings, refusing a field they do not have, and the
+// guard of a config.json written while it was a sentinel setting (its fields in the
+// "sentinel" section).
 func (s *RedisSettings) UnmarshalJSON(b []byte) error {
 	type plain RedisSettings
-	var old struct {
-		Sentinel ReplicationGuard `json:"sentinel"`
+	var wire struct {
+		plain
+		Sentinel struct {
+			SentinelSettings
+			ReplicationGuard
+		} `json:"sentinel"`
 	}
-	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&wire); err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, &old); err != nil {
-		return err
-	}
+	*s = RedisSettings(wire.plain)
+	s.Sentinel = wire.Sentinel.SentinelSettings
 	if !s.Guard.on() {
-		s.Guard = old.Sentinel
+		s.Guard = wire.Sentinel.ReplicationGuard
 	}
 	return nil
 }

@@ -30,6 +30,10 @@ func TestGuardReadsOldConfigs(t *testing.T) {
 			t.Errorf("old: the sentinel settings were lost: %+v", s.Sentinel)
 		}
 	}
+	var s RedisSettings
+	if err := json.Unmarshal([]byte(`{"sentinel":{"zlc_nonsense":1}}`), &s); err == nil {
+		t.Error("an unknown field of the sentinel section was accepted")
+	}
 	out, err := json.Marshal(RedisSettings{Topology: RedisCluster, Guard: ReplicationGuard{MinReplicasToWrite: 1}})
 	if err != nil || string(out) != `{"topology":"cluster","guard":{"min_replicas_to_write":1}}` {
 		t.Errorf("marshal: %s, %v", out, err)
