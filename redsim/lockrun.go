@@ -246,8 +246,32 @@ func (r *lockRun) Choices(kinds []StepKind) []StepKind {
 	return out
 }
 
-// Durations are what a tick or a jump is drawn from.
-func (r *lockRun) Durations() []time.Duration { return r.cfg.durations() }
+// Durations are what a tick or a jump is drawn from: the config's, and the time
+// until just past the lock key's next expiry on an instance (expiryEdge).
+func (r *lockRun) Durations() []time.Duration {
+	ds := r.cfg.durations()
+	if d, ok := r.expiryEdge(); ok && !slices.Contains(ds, d) {
+		ds = append(ds, d)
+		slices.Sort(ds)
+	}
+	return ds
+}
+
+// expiryEdge is how long until a millisecond past the soonest expiry of the lock
+// key on any instance (Redis deletes a key once its time is strictly past), if a
+// key with an expiry lives. Timing bugs live at that edge: a holder that counts
+// its validity too generously still believes, and the next client may take the
+// key, only in the moments after it expires, which the fixed durations (a
+// hundredth of the TTL and up) step over more often than not.
+func (r *lockRun) expiryEdge() (time.Duration, bool) {
+	soonest, found := time.Duration(0), false
+	for _, k := range r.lockKeys() {
+		if k.Key != "" && k.TTL >= 0 && (!found || k.TTL < soonest) {
+			soonest, found = k.TTL, true
+		}
+	}
+	return soonest + time.Millisecond, found
+}
 
 // Clients is the run's number of clients.
 func (r *lockRun) Clients() int { return len(r.Slots) }
