@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 )
 
 // quietLogger discards go-redis's own log lines (a crashed client's failed
@@ -16,5 +17,6 @@ func (quietLogger) Printf(context.Context, string, ...interface{}) {}
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
+	simsched.TuneGC()
 	os.Exit(m.Run())
 }

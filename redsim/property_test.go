@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"github.com/zlockcheck/zlockcheck/internal/testenv"
 	"pgregory.net/rapid"
 )
@@ -77,10 +78,9 @@ var mutants = []struct {
 var rareChecks = map[string]int{"mutant-redis-blind-del": 1000, "mutant-redis-static-value": 1000, "mutant-redis-extend-recreates": 1000, "mutant-redis-blind-extend": 1000,
 	"mutant-redlock-no-elapsed-check": 3000}
 
-// maxShrunk bounds the steps of a mutant's shrunk counterexample: "a few steps,
-// not the fifty drawn" (rapid's shrinker is randomized and may stop above the
-// usual size).
-const maxShrunk = 24
+// maxShrunk bounds the steps of a mutant's minimized counterexample: "a few
+// steps, not the fifty drawn".
+const maxShrunk = 16
 
 // TestMutantsAreCaught runs the lock property on every Redis mutant and expects
 // each to fail, with a failure kind its bug explains, shrunk to a few steps that
@@ -126,13 +126,8 @@ func TestMutantsAreCaught(t *testing.T) {
 			t.Logf("caught after %d passing checks in %s, shrunk in %s to %d steps (%d clients): %v\n%s\nreplay: %s\n%s",
 				checks, caughtIn.Round(time.Millisecond), (elapsed - caughtIn).Round(time.Millisecond), steps, last.Schedule.Clients,
 				last.Failure, last.Schedule, rec.Reproduction(), strings.Join(last.Trace, "\n"))
-			switch shrinkTime := rapidrec.ShrinkTime(t); {
-			case steps <= maxShrunk:
-			case elapsed-caughtIn >= shrinkTime:
-				// Not a verdict on the shrinking: it ran out of time.
-				t.Logf("the counterexample has %d steps; shrinking was cut short by -rapid.shrinktime=%v", steps, shrinkTime)
-			default:
-				t.Errorf("the counterexample has %d steps, want at most %d", steps, maxShrunk)
+			if shrinkTime := rapidrec.ShrinkTime(t); elapsed-caughtIn >= shrinkTime {
+				t.Logf("rapid's counterexample has %d steps; its shrinking was cut short by -rapid.shrinktime=%v", steps, shrinkTime)
 			}
 			shrunk := last
 			files, _ := filepath.Glob(filepath.Join("testdata", "rapid", "*", "*.fail"))
@@ -153,6 +148,32 @@ func TestMutantsAreCaught(t *testing.T) {
 			if err != nil || replay.Failure == nil || replay.Failure.Kind != shrunk.Failure.Kind {
 				t.Fatalf("ReplayLock of the shrunk schedule: %v, %v; want %v", err, replay.Failure, shrunk.Failure)
 			}
+			checkMinimized(t, cfg, shrunk)
 		})
+	}
+}
+
+// checkMinimized minimizes a mutant's shrunk counterexample as CheckLock does and
+// expects a few steps that fail the same way, and whose text replays so.
+func checkMinimized(t *testing.T, cfg LockConfig, shrunk RunInfo) {
+	t.Helper()
+	start := time.Now()
+	got, done := MinimizeLock(t, cfg, shrunk.Schedule, shrunk.Failure.Kind, simsched.MinimizeBudget)
+	steps := len(got.Schedule.Steps)
+	t.Logf("minimized in %s to %d steps (one-minimal: %v):\n%s%v", time.Since(start).Round(time.Millisecond), steps, done, got.Schedule, got.Failure)
+	switch {
+	case got.Failure == nil || got.Failure.Kind != shrunk.Failure.Kind:
+		t.Fatalf("the minimized schedule fails with %v, want %s", got.Failure, shrunk.Failure.Kind)
+	case steps > len(shrunk.Schedule.Steps):
+		t.Errorf("minimizing added steps: %d, from %d", steps, len(shrunk.Schedule.Steps))
+	case steps > maxShrunk:
+		t.Errorf("the minimized counterexample has %d steps, want at most %d (one-minimal: %v)", steps, maxShrunk, done)
+	}
+	parsed, err := ParseSchedule(got.Schedule.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replay, err := ReplayLock(t, cfg, parsed); err != nil || replay.Failure == nil || replay.Failure.Kind != shrunk.Failure.Kind {
+		t.Fatalf("ReplayLock of the minimized schedule: %v, %v; want %s", err, replay.Failure, shrunk.Failure.Kind)
 	}
 }

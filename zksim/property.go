@@ -3,6 +3,7 @@ package zksim
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"pgregory.net/rapid"
@@ -33,9 +34,31 @@ func (ri RunInfo) Trace() []string {
 // liveness, checked for orphaned lock nodes, and its history checked by models'
 // mutex checker. A failure is shrunk to a short schedule, which t's log shows step by
 // step. The number of checks is rapid's -rapid.checks (100 by default).
+//
+// rapid's shrunk schedule is then minimized further (MinimizeLock, for at most
+// simsched.MinimizeBudget), and t's log shows the minimized schedule too.
 func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 	t.Helper()
-	rapid.Check(t, LockProperty(t, cfg, onRun...))
+	var last RunInfo
+	defer func() {
+		if last.Failure == nil || !t.Failed() {
+			return
+		}
+		info, done := MinimizeLock(t, cfg, last.Schedule, last.Failure.Kind, simsched.MinimizeBudget)
+		t.Logf("%s", simsched.MinimizedReport(len(last.Schedule.Steps), len(info.Schedule.Steps), done, info.Schedule.String(), info.Failure, info.Trace()))
+	}()
+	rapid.Check(t, LockProperty(t, cfg, append(onRun[:len(onRun):len(onRun)], func(ri RunInfo) { last = ri })...))
+}
+
+// MinimizeLock removes steps from s, a schedule that fails the lock property of
+// cfg with a failure of kind, while it still fails so (simsched's Minimize), and
+// replays the shortest: its RunInfo, whose Schedule it is. done is false when
+// budget ran out before no single step could go.
+func MinimizeLock(t *testing.T, cfg LockConfig, s Schedule, kind FailureKind, budget time.Duration) (info RunInfo, done bool) {
+	t.Helper()
+	p := property(cfg)
+	steps, done := p.Minimize(t, s.Clients, s.Steps, kind, budget)
+	return p.MinimizedRun(t, s.Clients, steps), done
 }
 
 // LockProperty returns the lock property of CheckLock, for rapid.Check and its

@@ -1,0 +1,70 @@
+package simsched
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// MinimizeBudget bounds a Minimize that CheckLock runs after a failure.
+const MinimizeBudget = 30 * time.Second
+
+// Minimize removes steps from a failing schedule (clients clients, steps) while
+// its replay still fails with a failure of kind: chunks of half the steps, then
+// of a quarter, and so on down to single steps, each size tried again while it
+// removes something (delta debugging's ddmin, removals only). It returns the
+// shortest failing schedule found, one-minimal unless budget ran out (done says
+// which). Each try is one Replay, exact because the simulator is: a step that is
+// no longer possible at its turn makes a try pass.
+//
+// rapid's shrinker, which works on the draws behind a schedule, often stops at
+// dozens of steps where a handful fail the same way; this pass, on the schedule
+// itself, takes what rapid leaves.
+func (p Property[K, R, I]) Minimize(t *testing.T, clients int, steps []Step[K], kind FailureKind, budget time.Duration) (shortest []Step[K], done bool) {
+	t.Helper()
+	deadline := time.Now().Add(budget)
+	fails := func(s []Step[K]) bool {
+		_, fail, bad := p.replay(t, clients, s)
+		return bad == nil && fail != nil && fail.Kind == kind
+	}
+	steps = slices.Clone(steps)
+	for n := max(len(steps)/2, 1); n >= 1 && len(steps) > 0; {
+		removed := false
+		for i := 0; i+n <= len(steps); {
+			if time.Now().After(deadline) {
+				return steps, false
+			}
+			if try := slices.Concat(steps[:i], steps[i+n:]); fails(try) {
+				steps, removed = try, true
+				continue
+			}
+			i += n
+		}
+		if !removed {
+			n /= 2
+		}
+		n = min(n, max(len(steps)/2, 1))
+	}
+	return steps, true
+}
+
+// MinimizedRun replays a minimized schedule and returns what Info tells of it.
+func (p Property[K, R, I]) MinimizedRun(t *testing.T, clients int, steps []Step[K]) I {
+	t.Helper()
+	run, fail, _ := p.replay(t, clients, steps)
+	return p.Info(run, fail)
+}
+
+// MinimizedReport is what CheckLock logs of a minimized counterexample: rapid's
+// steps and the minimized ones, the schedule's text (for ParseSchedule and
+// ReplayLock), the failure and the trace of its replay.
+func MinimizedReport(rapidSteps, steps int, done bool, schedule string, fail *Failure, trace []string) string {
+	how := "one-minimal: no single step can go"
+	if !done {
+		how = fmt.Sprintf("cut short after %s", MinimizeBudget)
+	}
+	return fmt.Sprintf("rapid's counterexample of %d steps minimized to %d (%s); replay it with ParseSchedule and ReplayLock:\n%s\n%v\n%s",
+		rapidSteps, steps, how, schedule, fail, strings.Join(trace, "\n"))
+}
