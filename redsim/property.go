@@ -27,31 +27,50 @@ type RunInfo struct {
 // failure is shrunk to a short schedule, which t's log shows step by step. The
 // number of checks is rapid's -rapid.checks (100 by default).
 //
-// rapid's shrunk schedule is then minimized further (MinimizeLock, for at most
-// simsched.MinimizeBudget), and t's log shows the minimized schedule too.
+// rapid's shrunk schedule, and the shortest others that failed as it shrank, are
+// then minimized further (MinimizeLock, for at most simsched.MinimizeBudget),
+// and t's log shows the shortest schedule found too.
 func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 	t.Helper()
 	var last RunInfo
+	var failing Failing
 	defer func() {
 		if last.Failure == nil || !t.Failed() {
 			return
 		}
-		info, done := MinimizeLock(t, cfg, last.Schedule, last.Failure.Kind, simsched.MinimizeBudget)
+		info, done := MinimizeLock(t, cfg, &failing, last.Failure.Kind, simsched.MinimizeBudget)
 		t.Logf("%s", simsched.MinimizedReport(len(last.Schedule.Steps), len(info.Schedule.Steps), done, info.Schedule.String(), info.Failure, info.Trace))
 	}()
-	rapid.Check(t, LockProperty(t, cfg, append(onRun[:len(onRun):len(onRun)], func(ri RunInfo) { last = ri })...))
+	rapid.Check(t, LockProperty(t, cfg, append(onRun[:len(onRun):len(onRun)], func(ri RunInfo) {
+		last = ri
+		failing.Add(ri)
+	})...))
 }
 
-// MinimizeLock removes steps from s, a schedule that fails the lock property of
-// cfg with a failure of kind, while it still fails so (simsched's Minimize), and
-// replays the shortest: its RunInfo, whose Schedule it is. done is false when
-// budget ran out before no single step could go.
-func MinimizeLock(t *testing.T, cfg LockConfig, s Schedule, kind FailureKind, budget time.Duration) (info RunInfo, done bool) {
+// Failing keeps the shortest failing runs of a check (simsched.MaxCandidates of
+// them) for MinimizeLock: add every run to it (LockProperty's onRun).
+type Failing struct{ c simsched.Candidates[StepKind] }
+
+// Add keeps ri's schedule if it failed and is among the shortest.
+func (f *Failing) Add(ri RunInfo) {
+	if ri.Failure != nil {
+		f.c.Add(simsched.Candidate[StepKind]{Clients: ri.Schedule.Clients, Steps: ri.Schedule.Steps, Kind: ri.Failure.Kind})
+	}
+}
+
+// MinimizeLock removes steps from each schedule f kept that failed the lock
+// property of cfg with a failure of kind, while it still fails so (simsched's
+// Minimize), and replays the shortest found: its RunInfo, whose Schedule it is
+// (a zero RunInfo when f kept none of kind). done is false when budget ran out
+// before no single step of any could go.
+func MinimizeLock(t *testing.T, cfg LockConfig, f *Failing, kind FailureKind, budget time.Duration) (info RunInfo, done bool) {
 	t.Helper()
-	cfg.Instances = s.Instances
 	p := property(cfg)
-	steps, done := p.Minimize(t, s.Clients, s.Steps, kind, budget)
-	return p.MinimizedRun(t, s.Clients, steps), done
+	best, found, done := p.MinimizeBest(t, f.c, kind, budget)
+	if !found {
+		return RunInfo{}, done
+	}
+	return p.MinimizedRun(t, best.Clients, best.Steps), done
 }
 
 // LockProperty returns the lock property of CheckLock, for rapid.Check and its

@@ -77,7 +77,8 @@ func TestMutantsAreCaught(t *testing.T) {
 			var last RunInfo
 			cfg := LockConfig{Recipe: ZLCMutex(m)}
 			start := time.Now()
-			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri }))
+			var failing Failing
+			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri; failing.Add(ri) }))
 			elapsed := time.Since(start)
 			if !rec.Failed() {
 				t.Fatalf("%s passed every check", m)
@@ -111,17 +112,18 @@ func TestMutantsAreCaught(t *testing.T) {
 				last.Schedule.String() != shrunk.Schedule.String() {
 				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
 			}
-			checkMinimized(t, cfg, shrunk)
+			checkMinimized(t, cfg, &failing, shrunk)
 		})
 	}
 }
 
-// checkMinimized minimizes a mutant's shrunk counterexample as CheckLock does and
-// expects a few steps that fail the same way, and whose text replays so.
-func checkMinimized(t *testing.T, cfg LockConfig, shrunk RunInfo) {
+// checkMinimized minimizes the failing schedules of a mutant's check (failing:
+// rapid's shrunk counterexample, shrunk, and the shortest others) as CheckLock
+// does, and expects a few steps that fail the same way, and whose text replays so.
+func checkMinimized(t *testing.T, cfg LockConfig, failing *Failing, shrunk RunInfo) {
 	t.Helper()
 	start := time.Now()
-	got, done := MinimizeLock(t, cfg, shrunk.Schedule, shrunk.Failure.Kind, simsched.MinimizeBudget)
+	got, done := MinimizeLock(t, cfg, failing, shrunk.Failure.Kind, simsched.MinimizeBudget)
 	steps := len(got.Schedule.Steps)
 	t.Logf("minimized in %s to %d steps (one-minimal: %v):\n%s%v", time.Since(start).Round(time.Millisecond), steps, done, got.Schedule, got.Failure)
 	switch {

@@ -110,7 +110,8 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	rec := rapidrec.New(t.Name())
 	var last RunInfo
 	start := time.Now()
-	rapid.Check(rec, LockProperty(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri }))
+	var failing Failing
+	rapid.Check(rec, LockProperty(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri; failing.Add(ri) }))
 	if !rec.Failed() {
 		t.Fatal("zk.Lock passed every check")
 	}
@@ -135,7 +136,7 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	t.Logf("caught after %d passing checks in %v, shrunk to %d steps (%d clients): %v\n%s\n%s",
 		checks, time.Since(start).Round(time.Millisecond), len(last.Schedule.Steps), last.Schedule.Clients,
 		last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
-	checkMinimized(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, shrunk)
+	checkMinimized(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, &failing, shrunk)
 }
 
 // TestWireZLCMutex checks zlc-mutex over the wire (the real zlcmutex.ZKClient on

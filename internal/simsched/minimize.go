@@ -50,6 +50,71 @@ func (p Property[K, R, I]) Minimize(t *testing.T, clients int, steps []Step[K], 
 	return steps, true
 }
 
+// Candidate is a failing schedule to minimize: its clients, its steps and the
+// kind of its failure.
+type Candidate[K Kind] struct {
+	Clients int
+	Steps   []Step[K]
+	Kind    FailureKind
+}
+
+// MaxCandidates is how many failing schedules Candidates keeps.
+const MaxCandidates = 8
+
+// Candidates keeps the shortest failing schedules of a check (at most
+// MaxCandidates, shortest first, each once) for MinimizeBest: rapid's final
+// counterexample is one of them, but another it tried while shrinking may
+// minimize further (removals alone reach a one-minimal schedule, not the
+// shortest).
+type Candidates[K Kind] []Candidate[K]
+
+// Add keeps c if it is among the shortest.
+func (cs *Candidates[K]) Add(c Candidate[K]) {
+	i := 0
+	for ; i < len(*cs); i++ {
+		o := (*cs)[i]
+		if o.Clients == c.Clients && o.Kind == c.Kind && slices.Equal(o.Steps, c.Steps) {
+			return
+		}
+		if len(o.Steps) > len(c.Steps) {
+			break
+		}
+	}
+	if i == MaxCandidates {
+		return
+	}
+	c.Steps = slices.Clone(c.Steps)
+	*cs = slices.Insert(*cs, i, c)
+	if len(*cs) > MaxCandidates {
+		*cs = (*cs)[:MaxCandidates]
+	}
+}
+
+// MinimizeBest minimizes each candidate whose failure is of kind, shortest
+// first, all within budget, and returns the shortest schedule found; done is
+// false when the budget ran out first. found is false when no candidate is of
+// kind.
+func (p Property[K, R, I]) MinimizeBest(t *testing.T, cs Candidates[K], kind FailureKind, budget time.Duration) (best Candidate[K], found, done bool) {
+	t.Helper()
+	deadline := time.Now().Add(budget)
+	done = true
+	for _, c := range cs {
+		if c.Kind != kind {
+			continue
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return best, found, false
+		}
+		steps, ok := p.Minimize(t, c.Clients, c.Steps, kind, left)
+		done = done && ok
+		if !found || len(steps) < len(best.Steps) {
+			best, found = Candidate[K]{c.Clients, steps, kind}, true
+		}
+	}
+	return best, found, done
+}
+
 // MinimizedRun replays a minimized schedule and returns what Info tells of it.
 func (p Property[K, R, I]) MinimizedRun(t *testing.T, clients int, steps []Step[K]) I {
 	t.Helper()

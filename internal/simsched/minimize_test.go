@@ -85,3 +85,29 @@ func TestMinimizeKeepsWhatTheFailureNeeds(t *testing.T) {
 		t.Errorf("no budget: %v (done %v), want the schedule as it was, not done", got, done)
 	}
 }
+
+// TestMinimizeBestTriesTheShortest: Candidates keeps the shortest failing
+// schedules, each once, at most MaxCandidates; MinimizeBest minimizes those of the
+// kind asked and returns the shortest result, and finds none of another kind.
+func TestMinimizeBestTriesTheShortest(t *testing.T) {
+	p := toyProperty()
+	poke := func(c int) Step[kind] { return Step[kind]{Kind: "poke", Target: c} }
+	crash := func(c int) Step[kind] { return Step[kind]{Kind: "crash", Target: c} }
+	var cs Candidates[kind]
+	for n := 12; n >= 1; n-- { // n pokes of c2, then the two steps the failure needs
+		steps := append(slices.Repeat([]Step[kind]{poke(2)}, n), crash(1), poke(0))
+		cs.Add(Candidate[kind]{Clients: 3, Steps: steps, Kind: FailExclusion})
+		cs.Add(Candidate[kind]{Clients: 3, Steps: steps, Kind: FailExclusion})
+	}
+	cs.Add(Candidate[kind]{Clients: 3, Steps: []Step[kind]{poke(0)}, Kind: FailLiveness})
+	if len(cs) != MaxCandidates || len(cs[0].Steps) != 1 || len(cs[1].Steps) != 3 || len(cs[MaxCandidates-1].Steps) != 9 {
+		t.Fatalf("kept %d candidates, %d to %d steps", len(cs), len(cs[0].Steps), len(cs[len(cs)-1].Steps))
+	}
+	best, found, done := p.MinimizeBest(t, cs, FailExclusion, time.Minute)
+	if !found || !done || !slices.Equal(best.Steps, []Step[kind]{crash(1), poke(0)}) {
+		t.Errorf("best %v (found %v, done %v), want the crash and the poke", best.Steps, found, done)
+	}
+	if _, found, _ := p.MinimizeBest(t, cs, FailOrphan, time.Minute); found {
+		t.Error("found a candidate of a kind none has")
+	}
+}
