@@ -2,7 +2,8 @@
 // recipe through a simulated lock service under a scheduler: the schedule (its step
 // kinds' contract, steps, and their text format), the rapid lock property's runner
 // (it draws a schedule, runs it in a testing/synctest bubble, checks that a failure
-// replays, reports it and replays a schedule), the failures a run reports, the
+// replays, reports it and replays a schedule), the minimizing pass over a failing
+// schedule after rapid's shrinking, the failures a run reports, the
 // server's end of a connection inside the bubble, and the adapter that runs one of
 // the harness's recipes on a simulator.
 //
