@@ -36,23 +36,11 @@ func (ri RunInfo) Trace() []string {
 // step. The number of checks is rapid's -rapid.checks (100 by default).
 //
 // rapid's shrunk schedule, and the shortest others that failed as it shrank, are
-// then minimized further (MinimizeLock, for at most simsched.MinimizeBudget),
-// and t's log shows the shortest schedule found too.
+// then minimized further (as MinimizeLock does, for at most
+// simsched.MinimizeBudget), and t's log shows the shortest schedule found too.
 func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 	t.Helper()
-	var last RunInfo
-	var failing Failing
-	defer func() {
-		if last.Failure == nil || !t.Failed() {
-			return
-		}
-		info, done := MinimizeLock(t, cfg, &failing, last.Failure.Kind, simsched.MinimizeBudget)
-		t.Logf("%s", simsched.MinimizedReport(len(last.Schedule.Steps), len(info.Schedule.Steps), done, info.Schedule.String(), info.Failure, info.Trace()))
-	}()
-	rapid.Check(t, LockProperty(t, cfg, append(onRun[:len(onRun):len(onRun)], func(ri RunInfo) {
-		last = ri
-		failing.Add(ri)
-	})...))
+	property(cfg).CheckMinimized(t, onRun...)
 }
 
 // Failing keeps the shortest failing runs of a check (simsched.MaxCandidates of

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// MinimizeBudget bounds a Minimize that CheckLock runs after a failure.
+// MinimizeBudget bounds the minimizing pass CheckMinimized runs after a failure.
 const MinimizeBudget = 30 * time.Second
 
 // Minimize removes steps from a failing schedule (clients clients, steps) while
@@ -122,10 +122,10 @@ func (p Property[K, R, I]) MinimizedRun(t *testing.T, clients int, steps []Step[
 	return p.Info(run, fail)
 }
 
-// MinimizedReport is what CheckLock logs of a minimized counterexample: rapid's
-// steps and the minimized ones, the schedule's text (for ParseSchedule and
+// minimizedReport is what CheckMinimized logs of a minimized counterexample:
+// rapid's steps and the minimized ones, the schedule's text (for ParseSchedule and
 // ReplayLock), the failure and the trace of its replay.
-func MinimizedReport(rapidSteps, steps int, done bool, schedule string, fail *Failure, trace []string) string {
+func minimizedReport(rapidSteps, steps int, done bool, schedule string, fail *Failure, trace []string) string {
 	how := "one-minimal: no single step can go"
 	if !done {
 		how = fmt.Sprintf("cut short after %s", MinimizeBudget)

@@ -77,6 +77,41 @@ const repeats = 3
 // deterministic under the simulator, and t fails saying where, rather than let
 // rapid shrink noise.
 func (p Property[K, R, I]) Check(t *testing.T, onRun ...func(I)) func(*rapid.T) {
+	return p.check(t, nil, onRun...)
+}
+
+// CheckMinimized is rapid.Check of Check, followed, when it fails, by the
+// minimizing pass over the shortest failing schedules the check saw
+// (MinimizeBest, for at most MinimizeBudget): t's log then shows the shortest
+// schedule found, its failure and its trace.
+func (p Property[K, R, I]) CheckMinimized(t *testing.T, onRun ...func(I)) {
+	t.Helper()
+	var rec checkRecord[K]
+	defer func() { // also when rapid.Check ends the test with FailNow
+		if rec.last == nil || !t.Failed() {
+			return
+		}
+		best, found, done := p.MinimizeBest(t, rec.failing, rec.last.Kind, MinimizeBudget)
+		if !found {
+			return
+		}
+		run, fail, _ := p.replay(t, best.Clients, best.Steps)
+		t.Logf("%s", minimizedReport(rec.lastSteps, len(best.Steps), done, run.Schedule(), fail, run.Trace()))
+	}()
+	rapid.Check(t, p.check(t, &rec, onRun...))
+}
+
+// checkRecord is what CheckMinimized keeps of a check's runs: the shortest
+// failing schedules, and the last run's failure (rapid's counterexample, when
+// the check failed) and its number of steps.
+type checkRecord[K Kind] struct {
+	failing   Candidates[K]
+	last      *Failure
+	lastSteps int
+}
+
+// check is Check, keeping what rec wants of each run (rec may be nil).
+func (p Property[K, R, I]) check(t *testing.T, rec *checkRecord[K], onRun ...func(I)) func(*rapid.T) {
 	checked := false
 	return func(rt *rapid.T) {
 		n := p.Clients
@@ -105,6 +140,13 @@ func (p Property[K, R, I]) Check(t *testing.T, onRun ...func(I)) func(*rapid.T) 
 			}
 			return run.Teardown()
 		})
+		if rec != nil {
+			rec.last = fail
+			if fail != nil {
+				rec.lastSteps = len(run.Steps())
+				rec.failing.Add(Candidate[K]{Clients: run.Clients(), Steps: run.Steps(), Kind: fail.Kind})
+			}
+		}
 		info := p.Info(run, fail)
 		for _, f := range onRun {
 			f(info)
