@@ -104,6 +104,15 @@ func addClusterReplica(t *testing.T, servers []*redisServer, primary *redisServe
 	}
 }
 
+// addrsOf is the servers' addresses, in order.
+func addrsOf(servers []*redisServer) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.addr
+	}
+	return addrs
+}
+
 // slotServer is the server of startRedisCluster's that serves key's slot.
 func slotServer(servers []*redisServer, key string) *redisServer {
 	return servers[redisopt.KeySlot(key)*3/redisopt.SlotCount]
@@ -116,10 +125,7 @@ func slotServer(servers []*redisServer, key string) *redisServer {
 // excludes and is handed over; the fenced counter works.
 func TestRedisRecipesOnACluster(t *testing.T) {
 	servers := startRedisCluster(t)
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.addr
-	}
+	addrs := addrsOf(servers)
 	for _, c := range []struct {
 		name  string
 		new   Constructor
@@ -191,10 +197,7 @@ func TestRedisRecipesOnACluster(t *testing.T) {
 // (read with READONLY) when it returns.
 func TestRedisLockWaitOnACluster(t *testing.T) {
 	servers := startRedisCluster(t)
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.addr
-	}
+	addrs := addrsOf(servers)
 	key := testRedisKey(t)
 	home := slotServer(servers, key)
 	r, err := redisLockVariant(redisWait)(context.Background(), Config{Servers: addrs, RedisCluster: true,

@@ -108,10 +108,7 @@ func TestRedsyncOneClusterRefuses(t *testing.T) {
 // independent instances, one of which loses its key, keeps the other out.
 func TestRedsyncOneClusterLosesItsQuorumWithOnePrimary(t *testing.T) {
 	servers := startRedisCluster(t)
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.addr
-	}
+	addrs := addrsOf(servers)
 	path := testRedisKey(t)
 	keys := locknames.ClusterRedLockKeys(path)
 	newRecipe := func(worker int) (Recipe, *recordedEvents) {

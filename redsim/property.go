@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"testing"
 	"testing/cryptotest"
-	"time"
 
 	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"pgregory.net/rapid"
@@ -28,37 +27,11 @@ type RunInfo struct {
 // number of checks is rapid's -rapid.checks (100 by default).
 //
 // rapid's shrunk schedule, and the shortest others that failed as it shrank, are
-// then minimized further (as MinimizeLock does, for at most
+// then minimized further (simsched's CheckMinimized, for at most
 // simsched.MinimizeBudget), and t's log shows the shortest schedule found too.
 func CheckLock(t *testing.T, cfg LockConfig, onRun ...func(RunInfo)) {
 	t.Helper()
 	property(cfg).CheckMinimized(t, onRun...)
-}
-
-// Failing keeps the shortest failing runs of a check (simsched.MaxCandidates of
-// them) for MinimizeLock: add every run to it (LockProperty's onRun).
-type Failing struct{ c simsched.Candidates[StepKind] }
-
-// Add keeps ri's schedule if it failed and is among the shortest.
-func (f *Failing) Add(ri RunInfo) {
-	if ri.Failure != nil {
-		f.c.Add(simsched.Candidate[StepKind]{Clients: ri.Schedule.Clients, Steps: ri.Schedule.Steps, Kind: ri.Failure.Kind})
-	}
-}
-
-// MinimizeLock removes steps from each schedule f kept that failed the lock
-// property of cfg with a failure of kind, while it still fails so (simsched's
-// Minimize), and replays the shortest found: its RunInfo, whose Schedule it is
-// (a zero RunInfo when f kept none of kind). done is false when budget ran out
-// before no single step of any could go.
-func MinimizeLock(t *testing.T, cfg LockConfig, f *Failing, kind FailureKind, budget time.Duration) (info RunInfo, done bool) {
-	t.Helper()
-	p := property(cfg)
-	best, found, done := p.MinimizeBest(t, f.c, kind, budget)
-	if !found {
-		return RunInfo{}, done
-	}
-	return p.MinimizedRun(t, best.Clients, best.Steps), done
 }
 
 // LockProperty returns the lock property of CheckLock, for rapid.Check and its

@@ -105,12 +105,11 @@ func TestMutantsAreCaught(t *testing.T) {
 			cfg := LockConfig{Recipe: catalog(t, m.name), Instances: m.instances}
 			rec := rapidrec.New(t.Name())
 			var last RunInfo
-			var failing Failing
+			var record simsched.Record[StepKind]
 			var caughtIn time.Duration
 			start := time.Now()
-			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) {
+			rapid.Check(rec, property(cfg).CheckRecorded(t, &record, func(ri RunInfo) {
 				last = ri
-				failing.Add(ri)
 				if ri.Failure != nil && caughtIn == 0 {
 					caughtIn = time.Since(start)
 				}
@@ -153,18 +152,21 @@ func TestMutantsAreCaught(t *testing.T) {
 			if err != nil || replay.Failure == nil || replay.Failure.Kind != shrunk.Failure.Kind {
 				t.Fatalf("ReplayLock of the shrunk schedule: %v, %v; want %v", err, replay.Failure, shrunk.Failure)
 			}
-			checkMinimized(t, cfg, &failing, shrunk)
+			checkMinimized(t, cfg, &record, shrunk)
 		})
 	}
 }
 
-// checkMinimized minimizes the failing schedules of a mutant's check (failing:
+// checkMinimized minimizes the failing schedules of a mutant's check (rec:
 // rapid's shrunk counterexample, shrunk, and the shortest others) as CheckLock
 // does, and expects a few steps that fail the same way, and whose text replays so.
-func checkMinimized(t *testing.T, cfg LockConfig, failing *Failing, shrunk RunInfo) {
+func checkMinimized(t *testing.T, cfg LockConfig, rec *simsched.Record[StepKind], shrunk RunInfo) {
 	t.Helper()
 	start := time.Now()
-	got, done := MinimizeLock(t, cfg, failing, shrunk.Failure.Kind, simsched.MinimizeBudget)
+	got, found, done := property(cfg).MinimizeRecorded(t, rec)
+	if !found {
+		t.Fatalf("no failing schedule was recorded")
+	}
 	steps := len(got.Schedule.Steps)
 	t.Logf("minimized in %s to %d steps (one-minimal: %v):\n%s%v", time.Since(start).Round(time.Millisecond), steps, done, got.Schedule, got.Failure)
 	switch {

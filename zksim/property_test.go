@@ -77,8 +77,8 @@ func TestMutantsAreCaught(t *testing.T) {
 			var last RunInfo
 			cfg := LockConfig{Recipe: ZLCMutex(m)}
 			start := time.Now()
-			var failing Failing
-			rapid.Check(rec, LockProperty(t, cfg, func(ri RunInfo) { last = ri; failing.Add(ri) }))
+			var record simsched.Record[StepKind]
+			rapid.Check(rec, property(cfg).CheckRecorded(t, &record, func(ri RunInfo) { last = ri }))
 			elapsed := time.Since(start)
 			if !rec.Failed() {
 				t.Fatalf("%s passed every check", m)
@@ -112,18 +112,21 @@ func TestMutantsAreCaught(t *testing.T) {
 				last.Schedule.String() != shrunk.Schedule.String() {
 				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
 			}
-			checkMinimized(t, cfg, &failing, shrunk)
+			checkMinimized(t, cfg, &record, shrunk)
 		})
 	}
 }
 
-// checkMinimized minimizes the failing schedules of a mutant's check (failing:
+// checkMinimized minimizes the failing schedules of a mutant's check (rec:
 // rapid's shrunk counterexample, shrunk, and the shortest others) as CheckLock
 // does, and expects a few steps that fail the same way, and whose text replays so.
-func checkMinimized(t *testing.T, cfg LockConfig, failing *Failing, shrunk RunInfo) {
+func checkMinimized(t *testing.T, cfg LockConfig, rec *simsched.Record[StepKind], shrunk RunInfo) {
 	t.Helper()
 	start := time.Now()
-	got, done := MinimizeLock(t, cfg, failing, shrunk.Failure.Kind, simsched.MinimizeBudget)
+	got, found, done := property(cfg).MinimizeRecorded(t, rec)
+	if !found {
+		t.Fatalf("no failing schedule was recorded")
+	}
 	steps := len(got.Schedule.Steps)
 	t.Logf("minimized in %s to %d steps (one-minimal: %v):\n%s%v", time.Since(start).Round(time.Millisecond), steps, done, got.Schedule, got.Failure)
 	switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"github.com/zlockcheck/zlockcheck/internal/rapidrec"
+	"github.com/zlockcheck/zlockcheck/internal/simsched"
 	"math/rand/v2"
 	"pgregory.net/rapid"
 	"slices"
@@ -110,8 +111,8 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	rec := rapidrec.New(t.Name())
 	var last RunInfo
 	start := time.Now()
-	var failing Failing
-	rapid.Check(rec, LockProperty(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, func(ri RunInfo) { last = ri; failing.Add(ri) }))
+	var record simsched.Record[StepKind]
+	rapid.Check(rec, property(LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}).CheckRecorded(t, &record, func(ri RunInfo) { last = ri }))
 	if !rec.Failed() {
 		t.Fatal("zk.Lock passed every check")
 	}
@@ -136,7 +137,7 @@ func TestWireGoZKLockOrphan(t *testing.T) {
 	t.Logf("caught after %d passing checks in %v, shrunk to %d steps (%d clients): %v\n%s\n%s",
 		checks, time.Since(start).Round(time.Millisecond), len(last.Schedule.Steps), last.Schedule.Clients,
 		last.Failure, last.Schedule, strings.Join(last.Trace(), "\n"))
-	checkMinimized(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, &failing, shrunk)
+	checkMinimized(t, LockConfig{Recipe: goZKLock(), Without: []StepKind{StepExpire}}, &record, shrunk)
 }
 
 // TestWireZLCMutex checks zlc-mutex over the wire (the real zlcmutex.ZKClient on

@@ -115,13 +115,6 @@ func (p Property[K, R, I]) MinimizeBest(t *testing.T, cs Candidates[K], kind Fai
 	return best, found, done
 }
 
-// MinimizedRun replays a minimized schedule and returns what Info tells of it.
-func (p Property[K, R, I]) MinimizedRun(t *testing.T, clients int, steps []Step[K]) I {
-	t.Helper()
-	run, fail, _ := p.replay(t, clients, steps)
-	return p.Info(run, fail)
-}
-
 // minimizedReport is what CheckMinimized logs of a minimized counterexample:
 // rapid's steps and the minimized ones, the schedule's text (for ParseSchedule and
 // ReplayLock), the failure and the trace of its replay.

@@ -75,8 +75,8 @@ func TestMinimizeKeepsWhatTheFailureNeeds(t *testing.T) {
 	if want := []Step[kind]{crash(1), poke(0)}; !done || !slices.Equal(got, want) {
 		t.Errorf("minimized to %v (done %v), want %v", got, done, want)
 	}
-	if got := p.MinimizedRun(t, 3, got); len(got) != 2 {
-		t.Errorf("the minimized run took %v", got)
+	if got, err := p.Replay(t, 3, got); err != nil || len(got) != 2 {
+		t.Errorf("the minimized schedule replays as %v (%v)", got, err)
 	}
 	if got, _ := p.Minimize(t, 3, long, FailLiveness, time.Minute); !slices.Equal(got, long) {
 		t.Errorf("a failure of another kind: minimized to %v, want it left alone", got)

@@ -81,37 +81,62 @@ func (p Property[K, R, I]) Check(t *testing.T, onRun ...func(I)) func(*rapid.T) 
 }
 
 // CheckMinimized is rapid.Check of Check, followed, when it fails, by the
-// minimizing pass over the shortest failing schedules the check saw
-// (MinimizeBest, for at most MinimizeBudget): t's log then shows the shortest
-// schedule found, its failure and its trace.
+// minimizing pass (MinimizeRecorded): t's log then shows the shortest schedule
+// found, its failure and its trace.
 func (p Property[K, R, I]) CheckMinimized(t *testing.T, onRun ...func(I)) {
 	t.Helper()
-	var rec checkRecord[K]
+	var rec Record[K]
 	defer func() { // also when rapid.Check ends the test with FailNow
-		if rec.last == nil || !t.Failed() {
+		if rec.Last == nil || !t.Failed() {
 			return
 		}
-		best, found, done := p.MinimizeBest(t, rec.failing, rec.last.Kind, MinimizeBudget)
-		if !found {
-			return
+		if run, fail, found, done := p.minimizeRecorded(t, &rec); found {
+			t.Logf("%s", minimizedReport(rec.LastSteps, len(run.Steps()), done, run.Schedule(), fail, run.Trace()))
 		}
-		run, fail, _ := p.replay(t, best.Clients, best.Steps)
-		t.Logf("%s", minimizedReport(rec.lastSteps, len(best.Steps), done, run.Schedule(), fail, run.Trace()))
 	}()
-	rapid.Check(t, p.check(t, &rec, onRun...))
+	rapid.Check(t, p.CheckRecorded(t, &rec, onRun...))
 }
 
-// checkRecord is what CheckMinimized keeps of a check's runs: the shortest
-// failing schedules, and the last run's failure (rapid's counterexample, when
-// the check failed) and its number of steps.
-type checkRecord[K Kind] struct {
-	failing   Candidates[K]
-	last      *Failure
-	lastSteps int
+// Record is what CheckRecorded keeps of a check's runs: the shortest failing
+// schedules, and the last run's failure (rapid's shrunk counterexample, when the
+// check failed) and its number of steps.
+type Record[K Kind] struct {
+	Failing   Candidates[K]
+	Last      *Failure
+	LastSteps int
+}
+
+// MinimizeRecorded minimizes the failing schedules rec kept that failed as its
+// last run did (MinimizeBest, for at most MinimizeBudget), and replays the
+// shortest found: what Info tells of it; found is false when rec has none.
+func (p Property[K, R, I]) MinimizeRecorded(t *testing.T, rec *Record[K]) (info I, found, done bool) {
+	t.Helper()
+	run, fail, found, done := p.minimizeRecorded(t, rec)
+	if !found {
+		return info, false, done
+	}
+	return p.Info(run, fail), true, done
+}
+
+// minimizeRecorded is MinimizeRecorded's run of the shortest schedule found.
+func (p Property[K, R, I]) minimizeRecorded(t *testing.T, rec *Record[K]) (run R, fail *Failure, found, done bool) {
+	if rec.Last == nil {
+		return run, nil, false, true
+	}
+	best, found, done := p.MinimizeBest(t, rec.Failing, rec.Last.Kind, MinimizeBudget)
+	if found {
+		run, fail, _ = p.replay(t, best.Clients, best.Steps)
+	}
+	return run, fail, found, done
+}
+
+// CheckRecorded is Check, keeping in rec what it wants of each run.
+func (p Property[K, R, I]) CheckRecorded(t *testing.T, rec *Record[K], onRun ...func(I)) func(*rapid.T) {
+	return p.check(t, rec, onRun...)
 }
 
 // check is Check, keeping what rec wants of each run (rec may be nil).
-func (p Property[K, R, I]) check(t *testing.T, rec *checkRecord[K], onRun ...func(I)) func(*rapid.T) {
+func (p Property[K, R, I]) check(t *testing.T, rec *Record[K], onRun ...func(I)) func(*rapid.T) {
 	checked := false
 	return func(rt *rapid.T) {
 		n := p.Clients
@@ -141,10 +166,10 @@ func (p Property[K, R, I]) check(t *testing.T, rec *checkRecord[K], onRun ...fun
 			return run.Teardown()
 		})
 		if rec != nil {
-			rec.last = fail
+			rec.Last = fail
 			if fail != nil {
-				rec.lastSteps = len(run.Steps())
-				rec.failing.Add(Candidate[K]{Clients: run.Clients(), Steps: run.Steps(), Kind: fail.Kind})
+				rec.LastSteps = len(run.Steps())
+				rec.Failing.Add(Candidate[K]{Clients: run.Clients(), Steps: run.Steps(), Kind: fail.Kind})
 			}
 		}
 		info := p.Info(run, fail)
