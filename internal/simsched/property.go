@@ -130,12 +130,13 @@ func (p Property[K, R, I]) minimizeRecorded(t *testing.T, rec *Record[K]) (run R
 	return run, fail, found, done
 }
 
-// CheckRecorded is Check, keeping in rec what it wants of each run.
+// CheckRecorded is Check, keeping in rec the shortest failing schedules and the
+// last run's failure, for MinimizeRecorded.
 func (p Property[K, R, I]) CheckRecorded(t *testing.T, rec *Record[K], onRun ...func(I)) func(*rapid.T) {
 	return p.check(t, rec, onRun...)
 }
 
-// check is Check, keeping what rec wants of each run (rec may be nil).
+// check is Check, keeping in rec what CheckRecorded says (rec may be nil).
 func (p Property[K, R, I]) check(t *testing.T, rec *Record[K], onRun ...func(I)) func(*rapid.T) {
 	checked := false
 	return func(rt *rapid.T) {
@@ -179,6 +180,9 @@ func (p Property[K, R, I]) check(t *testing.T, rec *Record[K], onRun ...func(I))
 		if fail != nil && !checked {
 			checked = true
 			if d := p.Divergence(t, run.Trace(), run.Clients(), run.Steps()); d != "" {
+				if rec != nil {
+					rec.Last = nil // nothing to minimize: a replay is not the run
+				}
 				t.Fatalf("%s is not deterministic under the simulator, so its failure cannot be shrunk or replayed: %s\nthe schedule:\n%s",
 					p.Recipe, d, run.Schedule())
 			}
