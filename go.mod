@@ -48,6 +48,7 @@ require (
 	github.com/dubbogo/go-zookeeper v1.0.3
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
+	github.com/gomodule/redigo v1.9.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/samuel/go-zookeeper v0.0.0-20190923202752-2cc03de413da
