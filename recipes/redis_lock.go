@@ -145,7 +145,7 @@ type redisLock struct {
 	// a release. Request goroutine only.
 	token int64
 	// primary is the node's client of its one primary (redis-lock-wait's SET and
-	// WAIT go there); nil on a cluster, where waitClient asks the slot map.
+	// WAIT go there); nil on a cluster, where setClient asks the slot map.
 	primary *redis.Client
 }
 
