@@ -77,7 +77,8 @@ func startClusterInstance(t *testing.T) *redisServer {
 }
 
 // addClusterReplica starts an instance, joins it to the cluster of servers and
-// makes it a replica of primary; it returns it once its link to primary is up.
+// makes it a replica of primary; it returns it once its link to primary is up
+// and it finds the cluster ok (before that it refuses reads: CLUSTERDOWN).
 func addClusterReplica(t *testing.T, servers []*redisServer, primary *redisServer) *redisServer {
 	t.Helper()
 	// Redis 7 waits repl-diskless-sync-delay (5 s) for more replicas before it sends
@@ -95,11 +96,13 @@ func addClusterReplica(t *testing.T, servers []*redisServer, primary *redisServe
 		}
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if info, _ := replica.do(t, "INFO", "replication").(string); strings.Contains(info, "master_link_status:up") {
+		info, _ := replica.do(t, "INFO", "replication").(string)
+		state, _ := replica.admin.ClusterInfo(context.Background()).Result()
+		if strings.Contains(info, "master_link_status:up") && strings.Contains(state, "cluster_state:ok") {
 			return replica
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the replica's link never came up")
+			t.Fatalf("the replica's link or its view of the cluster never came up:\n%s\n%s", info, state)
 		}
 	}
 }
