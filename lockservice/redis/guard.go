@@ -54,17 +54,22 @@ func (g ReplicationGuard) fits(topology RedisTopology, nodes int) error {
 	if !g.on() {
 		return nil
 	}
-	replicas := 0
-	switch topology {
-	case RedisReplicas, RedisSentinel:
-		replicas = nodes - 1
-	case RedisCluster:
-		replicas = nodes/clusterPrimaries - 1
-	}
-	if g.MinReplicasToWrite > replicas {
+	if replicas := replicasPerPrimary(topology, nodes); g.MinReplicasToWrite > replicas {
 		return fmt.Errorf("redis-min-replicas-to-write: %d replicas asked for, but a primary of the %s topology of %d has %d (every write would be refused)", g.MinReplicasToWrite, topology, nodes, replicas)
 	}
 	return nil
+}
+
+// replicasPerPrimary is how many replicas each primary of topology has with nodes
+// instances: none on one instance or RedLock's independent ones.
+func replicasPerPrimary(topology RedisTopology, nodes int) int {
+	switch topology {
+	case RedisReplicas, RedisSentinel:
+		return nodes - 1
+	case RedisCluster:
+		return nodes/clusterPrimaries - 1
+	}
+	return 0
 }
 
 // conf is the guard's lines of redis.conf, none when it is off.

@@ -167,9 +167,9 @@ func (s RedisSettings) fits(p lockservice.Plan) error {
 	switch {
 	case p.ClusterOnly && topology != RedisCluster:
 		return fmt.Errorf("recipe %s is RedLock over keys of one Redis Cluster (a misuse, docs/redis.md): run it with --redis-topology cluster, not %s", p.Recipe, topology)
-	case p.Replicas && topology == RedisCluster && p.Nodes == clusterPrimaries:
+	case p.Replicas && topology == RedisCluster && replicasPerPrimary(topology, p.Nodes) == 0:
 		return fmt.Errorf("recipe %s waits for a replica after each grant: a cluster of %d primaries has none; run it with --nodes %d (a replica of each)", p.Recipe, clusterPrimaries, 2*clusterPrimaries)
-	case p.Replicas && !topology.replicated() && topology != RedisCluster:
+	case p.Replicas && replicasPerPrimary(topology, p.Nodes) == 0:
 		return fmt.Errorf("recipe %s waits for a replica after each grant: run it with --redis-topology replicas, sentinel or cluster, not %s", p.Recipe, topology)
 	case p.RedLock && p.Sentinel && topology == RedisSentinel:
 		return nil // one pool, on the primary the sentinels name
